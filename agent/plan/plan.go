@@ -91,7 +91,7 @@ func (p Params) Validate() error {
 
 // Row is one frame size of a plan.
 type Row struct {
-	Frame         string  `json:"frame"`          // "64" ... or "IMIX"
+	Frame         string  `json:"frame"` // "64" ... or "IMIX"
 	AvgFrameBytes float64 `json:"avg_frame_bytes"`
 	LineRateMpps  float64 `json:"line_rate_mpps"`
 	SWCapMpps     float64 `json:"sw_capacity_mpps"`
