@@ -1,0 +1,472 @@
+// Package config is scrubd's configuration schema: the YAML file an operator
+// writes, its defaults, and its validation. Unknown keys are errors; every
+// error names the field and the value. Loading touches nothing but the files
+// it reads (the config and the rule files it names), so `scrubd config check`
+// is safe on a running system.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// Config is the whole agent configuration.
+type Config struct {
+	// Node names this agent in logs and metrics (default: the host name).
+	Node string `yaml:"node"`
+	// LinkGbps is the speed of the scrubbed link, for the regime model.
+	LinkGbps float64 `yaml:"link_gbps"`
+	// StateDir holds the agent's state file (API-added rules, placements).
+	StateDir string      `yaml:"state_dir"`
+	Rules    RuleFiles   `yaml:"rules"`
+	API      API         `yaml:"api"`
+	Metrics  Metrics     `yaml:"metrics"`
+	Protect  []Protect   `yaml:"protect"`
+	FlowSpec FlowSpec    `yaml:"flowspec"`
+	Offload  Offload     `yaml:"offload"`
+	Software Software    `yaml:"software"`
+	Place    Placement   `yaml:"placement"`
+	Shutdown ShutdownCfg `yaml:"shutdown"`
+}
+
+// RuleFiles are the YAML rule files (swpath/rule format).
+type RuleFiles struct {
+	Files []string `yaml:"files"`
+	// Poll is how often files are checked for changes (SIGHUP reloads at once).
+	Poll time.Duration `yaml:"poll"`
+}
+
+// API is the HTTP/JSON rule API.
+type API struct {
+	// Socket is the unix socket path ("" disables the socket).
+	Socket string `yaml:"socket"`
+	// TCP is an optional host:port; it requires TokenFile.
+	TCP string `yaml:"tcp"`
+	// TokenFile holds the bearer token TCP clients must send.
+	TokenFile string `yaml:"token_file"`
+}
+
+// Metrics is the Prometheus endpoint.
+type Metrics struct {
+	// Listen is host:port for /metrics ("" disables it).
+	Listen string `yaml:"listen"`
+	// MaxRuleSeries bounds per-rule series; the rest are summed into
+	// rule="_other".
+	MaxRuleSeries int `yaml:"max_rule_series"`
+}
+
+// Protect is a prefix (and optionally a protocol and ports) that no rule may
+// drop, in either direction.
+type Protect struct {
+	Prefix string   `yaml:"prefix"`
+	Proto  string   `yaml:"proto"`
+	Ports  []string `yaml:"ports"`
+	Note   string   `yaml:"note"`
+}
+
+// FlowSpec is the in-process BGP speaker.
+type FlowSpec struct {
+	Enabled  bool   `yaml:"enabled"`
+	ASN      uint32 `yaml:"asn"`
+	RouterID string `yaml:"router_id"`
+	// ListenPort: 179 by default; -1 makes every session active-only.
+	ListenPort    int32      `yaml:"listen_port"`
+	ListenAddress string     `yaml:"listen_address"`
+	Neighbors     []Neighbor `yaml:"neighbors"`
+	// OnSessionDown: "hold" (keep learned rules for HoldTime, then remove;
+	// the default), "remove" (at once) or "keep" (until the peer withdraws).
+	OnSessionDown string        `yaml:"on_session_down"`
+	HoldTime      time.Duration `yaml:"hold_time"`
+	// Priority given to learned rules (default 500).
+	Priority uint32 `yaml:"priority"`
+	// AllowedDestinations: if given, a route whose destination prefix is not
+	// inside one of these is refused (RFC 8955 section 6-style trust).
+	AllowedDestinations []string `yaml:"allowed_destinations"`
+}
+
+// Neighbor is one configured BGP peer.
+type Neighbor struct {
+	Address string `yaml:"address"`
+	ASN     uint32 `yaml:"asn"`
+	Port    uint32 `yaml:"port"`
+	// Passive waits for the peer to connect.
+	Passive     bool   `yaml:"passive"`
+	Description string `yaml:"description"`
+}
+
+// Offload selects and sizes the hardware backend.
+type Offload struct {
+	// Backend: "tcflower", "sim" or "none".
+	Backend string   `yaml:"backend"`
+	Devices []string `yaml:"devices"`
+	// KeepOnShutdown leaves hardware rules installed when the agent stops
+	// (default true), so enforcement never has a gap; the next start
+	// reconciles.
+	KeepOnShutdown *bool `yaml:"keep_on_shutdown"`
+	// MaxEntries and MaxMasks bound what placement puts in hardware (0: what
+	// the backend reports).
+	MaxEntries int `yaml:"max_entries"`
+	MaxMasks   int `yaml:"max_masks"`
+}
+
+// Software selects and sizes the software path.
+type Software struct {
+	// Engine: "dv", "xdp", "go" or "none".
+	Engine     string   `yaml:"engine"`
+	Interfaces []string `yaml:"interfaces"`
+	Workers    int      `yaml:"workers"`
+	GHz        float64  `yaml:"ghz"`
+	// CyclesPerPacket overrides the calibration run at start (0: calibrate).
+	CyclesPerPacket float64 `yaml:"cycles_per_packet"`
+}
+
+// Placement tunes the regime-aware placement loop.
+type Placement struct {
+	Interval time.Duration `yaml:"interval"`
+	// HighWater: software load (fraction of capacity) above which costly
+	// rules move to hardware. LowWater: below which rules may move back.
+	HighWater float64 `yaml:"high_water"`
+	LowWater  float64 `yaml:"low_water"`
+	// MinDwell is how long a rule stays on a path before it may move again.
+	MinDwell time.Duration `yaml:"min_dwell"`
+	// MaxMovesPerRound bounds how many rules move in one decision round.
+	MaxMovesPerRound int `yaml:"max_moves_per_round"`
+}
+
+// ShutdownCfg tunes shutdown.
+type ShutdownCfg struct {
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// KeepHW reports whether hardware rules stay installed on shutdown.
+func (c *Config) KeepHW() bool { return c.Offload.KeepOnShutdown == nil || *c.Offload.KeepOnShutdown }
+
+// Defaults returns the configuration every file starts from.
+func Defaults() Config {
+	return Config{
+		LinkGbps: 100,
+		StateDir: "/var/lib/scrubd",
+		Rules:    RuleFiles{Poll: 2 * time.Second},
+		API:      API{Socket: "/run/scrubd/api.sock"},
+		Metrics:  Metrics{Listen: "127.0.0.1:9477", MaxRuleSeries: 500},
+		FlowSpec: FlowSpec{ListenPort: 179, OnSessionDown: "hold", HoldTime: 5 * time.Minute, Priority: 500},
+		Offload:  Offload{Backend: "none"},
+		Software: Software{Engine: "go", Workers: 1},
+		Place: Placement{Interval: time.Second, HighWater: 0.8, LowWater: 0.5,
+			MinDwell: 30 * time.Second, MaxMovesPerRound: 8},
+		Shutdown: ShutdownCfg{Timeout: 10 * time.Second},
+	}
+}
+
+// Sim returns the configuration of `scrubd run --sim`: the simulated NIC
+// table and the Direct Verbs engine over the NIC emulator, short dwell times
+// so the demo moves rules within seconds, and files in a temporary state dir.
+func Sim(stateDir string) Config {
+	c := Defaults()
+	c.Node = "sim"
+	c.StateDir = stateDir
+	c.API.Socket = stateDir + "/api.sock"
+	c.Metrics.Listen = "127.0.0.1:9477"
+	c.Offload = Offload{Backend: "sim", MaxEntries: 64, MaxMasks: 4}
+	c.Software = Software{Engine: "dv", Workers: 12, GHz: 2.13, CyclesPerPacket: 297}
+	c.Place.Interval = time.Second
+	c.Place.MinDwell = 3 * time.Second
+	c.Protect = []Protect{{Prefix: "192.0.2.1/32", Note: "management address (sim)"}}
+	return c
+}
+
+// Error is one refused configuration item.
+type Error struct {
+	File  string
+	Line  int
+	Field string
+	Value string
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			b.WriteString(":" + strconv.Itoa(e.Line))
+		}
+		b.WriteString(": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		if e.Value != "" {
+			fmt.Fprintf(&b, " %q", e.Value)
+		}
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Load reads and validates a config file. Rule files it names are parsed too
+// (refused rule files make the config invalid).
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{File: path, Msg: err.Error()}
+	}
+	return Parse(path, data, true)
+}
+
+// Parse decodes and validates config text. checkRuleFiles parses the rule
+// files it names.
+func Parse(name string, data []byte, checkRuleFiles bool) (*Config, error) {
+	c := Defaults()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, yamlError(name, err)
+	}
+	if err := c.Validate(name, checkRuleFiles); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// yamlError turns yaml.v3's errors ("line 3: field foo not found in type
+// config.API") into *Errors.
+func yamlError(file string, err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		var errs []error
+		for _, m := range te.Errors {
+			e := &Error{File: file, Msg: m}
+			if rest, ok := strings.CutPrefix(m, "line "); ok {
+				if n, tail, ok := strings.Cut(rest, ": "); ok {
+					e.Line, _ = strconv.Atoi(n)
+					e.Msg = tail
+				}
+			}
+			if f, ok := strings.CutPrefix(e.Msg, "field "); ok {
+				if fld, _, ok := strings.Cut(f, " not found"); ok {
+					e.Field = fld
+					e.Msg = "unknown key"
+				}
+			}
+			errs = append(errs, e)
+		}
+		return errors.Join(errs...)
+	}
+	return &Error{File: file, Msg: "not valid YAML: " + err.Error()}
+}
+
+// Validate checks every field and returns all problems found.
+func (c *Config) Validate(file string, checkRuleFiles bool) error {
+	var errs []error
+	bad := func(field, value, format string, args ...any) {
+		errs = append(errs, &Error{File: file, Field: field, Value: value, Msg: fmt.Sprintf(format, args...)})
+	}
+	if !(c.LinkGbps > 0) {
+		bad("link_gbps", fmt.Sprint(c.LinkGbps), "must be a positive number")
+	}
+	if c.StateDir == "" {
+		bad("state_dir", "", "required")
+	}
+	if c.Rules.Poll <= 0 {
+		bad("rules.poll", c.Rules.Poll.String(), "must be positive")
+	}
+	for i, f := range c.Rules.Files {
+		fld := fmt.Sprintf("rules.files[%d]", i)
+		if f == "" {
+			bad(fld, "", "empty path")
+			continue
+		}
+		if checkRuleFiles {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				bad(fld, f, "%v", err)
+				continue
+			}
+			if _, err := rule.Parse(f, data, time.Now()); err != nil {
+				bad(fld, f, "rule file refused: %v", err)
+			}
+		}
+	}
+	if c.API.TCP != "" {
+		if _, err := netip.ParseAddrPort(c.API.TCP); err != nil {
+			bad("api.tcp", c.API.TCP, "must be ip:port")
+		}
+		if c.API.TokenFile == "" {
+			bad("api.token_file", "", "required when api.tcp is set (TCP needs a token)")
+		}
+	}
+	if c.Metrics.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
+			bad("metrics.listen", c.Metrics.Listen, "must be host:port")
+		}
+	}
+	if c.Metrics.MaxRuleSeries < 1 {
+		bad("metrics.max_rule_series", strconv.Itoa(c.Metrics.MaxRuleSeries), "must be at least 1")
+	}
+	for i, p := range c.Protect {
+		if _, err := p.Rules(fmt.Sprintf("protect-%d", i)); err != nil {
+			bad(fmt.Sprintf("protect[%d]", i), p.Prefix, "%v", err)
+		}
+	}
+	fs := &c.FlowSpec
+	if fs.Enabled {
+		if fs.ASN == 0 {
+			bad("flowspec.asn", "0", "required")
+		}
+		if a, err := netip.ParseAddr(fs.RouterID); err != nil || !a.Is4() {
+			bad("flowspec.router_id", fs.RouterID, "must be an IPv4 address")
+		}
+		if fs.ListenPort != -1 && (fs.ListenPort < 1 || fs.ListenPort > 65535) {
+			bad("flowspec.listen_port", strconv.Itoa(int(fs.ListenPort)), "must be 1-65535, or -1 for no listener")
+		}
+		if fs.ListenAddress != "" {
+			if _, err := netip.ParseAddr(fs.ListenAddress); err != nil {
+				bad("flowspec.listen_address", fs.ListenAddress, "not an IP address")
+			}
+		}
+		if len(fs.Neighbors) == 0 {
+			bad("flowspec.neighbors", "", "at least one neighbor is required when flowspec is enabled")
+		}
+		for i, n := range fs.Neighbors {
+			fld := fmt.Sprintf("flowspec.neighbors[%d]", i)
+			if _, err := netip.ParseAddr(n.Address); err != nil {
+				bad(fld+".address", n.Address, "not an IP address")
+			}
+			if n.ASN == 0 {
+				bad(fld+".asn", "0", "required")
+			}
+			if n.Port > 65535 {
+				bad(fld+".port", strconv.Itoa(int(n.Port)), "must be 0-65535")
+			}
+		}
+		switch fs.OnSessionDown {
+		case "hold", "remove", "keep":
+		default:
+			bad("flowspec.on_session_down", fs.OnSessionDown, "must be hold, remove or keep")
+		}
+		if fs.OnSessionDown == "hold" && fs.HoldTime <= 0 {
+			bad("flowspec.hold_time", fs.HoldTime.String(), "must be positive with on_session_down: hold")
+		}
+		for i, d := range fs.AllowedDestinations {
+			if _, err := netip.ParsePrefix(d); err != nil {
+				bad(fmt.Sprintf("flowspec.allowed_destinations[%d]", i), d, "not a CIDR prefix")
+			}
+		}
+	}
+	switch c.Offload.Backend {
+	case "tcflower":
+		if len(c.Offload.Devices) == 0 {
+			bad("offload.devices", "", "tcflower needs at least one device")
+		}
+	case "sim", "none":
+	default:
+		bad("offload.backend", c.Offload.Backend, "must be tcflower, sim or none")
+	}
+	if c.Offload.MaxEntries < 0 {
+		bad("offload.max_entries", strconv.Itoa(c.Offload.MaxEntries), "must not be negative")
+	}
+	if c.Offload.MaxMasks < 0 {
+		bad("offload.max_masks", strconv.Itoa(c.Offload.MaxMasks), "must not be negative")
+	}
+	sw := &c.Software
+	switch sw.Engine {
+	case "dv", "xdp":
+		if len(sw.Interfaces) == 0 && c.Offload.Backend != "sim" {
+			bad("software.interfaces", "", "engine %s needs at least one interface", sw.Engine)
+		}
+	case "go", "none":
+	default:
+		bad("software.engine", sw.Engine, "must be dv, xdp, go or none")
+	}
+	if sw.Workers < 1 {
+		bad("software.workers", strconv.Itoa(sw.Workers), "must be at least 1")
+	}
+	if sw.GHz < 0 {
+		bad("software.ghz", fmt.Sprint(sw.GHz), "must not be negative")
+	}
+	if sw.CyclesPerPacket < 0 {
+		bad("software.cycles_per_packet", fmt.Sprint(sw.CyclesPerPacket), "must not be negative")
+	}
+	pl := &c.Place
+	if pl.Interval <= 0 {
+		bad("placement.interval", pl.Interval.String(), "must be positive")
+	}
+	if !(pl.HighWater > 0 && pl.HighWater <= 1) {
+		bad("placement.high_water", fmt.Sprint(pl.HighWater), "must be in (0, 1]")
+	}
+	if !(pl.LowWater >= 0 && pl.LowWater < pl.HighWater) {
+		bad("placement.low_water", fmt.Sprint(pl.LowWater), "must be in [0, high_water)")
+	}
+	if pl.MinDwell < 0 {
+		bad("placement.min_dwell", pl.MinDwell.String(), "must not be negative")
+	}
+	if pl.MaxMovesPerRound < 1 {
+		bad("placement.max_moves_per_round", strconv.Itoa(pl.MaxMovesPerRound), "must be at least 1")
+	}
+	if c.Shutdown.Timeout <= 0 {
+		bad("shutdown.timeout", c.Shutdown.Timeout.String(), "must be positive")
+	}
+	return errors.Join(errs...)
+}
+
+// Rules turns a protect entry into the accept rules that enforce it: one for
+// traffic from the prefix and one for traffic to it. Priority 0 and a place
+// before every other rule make them decide first.
+func (p Protect) Rules(id string) ([]rule.Rule, error) {
+	pf, err := netip.ParsePrefix(p.Prefix)
+	if err != nil {
+		a, aerr := netip.ParseAddr(p.Prefix)
+		if aerr != nil {
+			return nil, fmt.Errorf("prefix %q: not a CIDR prefix or address", p.Prefix)
+		}
+		pf = netip.PrefixFrom(a, a.BitLen())
+	}
+	if pf.Masked() != pf {
+		return nil, fmt.Errorf("prefix %q: host bits set (did you mean %s?)", p.Prefix, pf.Masked())
+	}
+	var m rule.Match
+	if p.Proto != "" {
+		r, err := rule.ParseRule("protect", fmt.Appendf(nil, `{id: x, action: accept, match: {proto: %q}}`, p.Proto), time.Time{})
+		if err != nil {
+			return nil, fmt.Errorf("proto %q: %v", p.Proto, err)
+		}
+		m.Proto = r.Match.Proto
+	}
+	for _, s := range p.Ports {
+		r, err := rule.ParseRange(s, 65535)
+		if err != nil {
+			return nil, fmt.Errorf("port %q: %v", s, err)
+		}
+		m.Port = append(m.Port, r)
+	}
+	if m.Port != nil {
+		if m.Proto == nil {
+			m.Proto = []uint8{rule.ProtoTCP, rule.ProtoUDP, rule.ProtoSCTP}
+		}
+		for _, pr := range m.Proto {
+			if pr != rule.ProtoTCP && pr != rule.ProtoUDP && pr != rule.ProtoSCTP {
+				return nil, fmt.Errorf("ports need proto tcp, udp or sctp, not %s", rule.ProtoName(pr))
+			}
+		}
+	}
+	src, dst := m, m
+	src.Src = pf
+	dst.Dst = pf
+	return []rule.Rule{
+		{ID: id + "-src", Priority: 0, Action: rule.Accept, Match: src},
+		{ID: id + "-dst", Priority: 0, Action: rule.Accept, Match: dst},
+	}, nil
+}
