@@ -68,9 +68,12 @@ type Metrics struct {
 }
 
 // Protect is a prefix (and optionally a protocol and ports) that no rule may
-// drop, in either direction.
+// drop. Direction says which address the prefix is checked against: "dst"
+// (traffic to it, the default: a management address), "src" (traffic from
+// it) or "both".
 type Protect struct {
-	Prefix string   `yaml:"prefix"`
+	Prefix    string   `yaml:"prefix"`
+	Direction string   `yaml:"direction"`
 	Proto  string   `yaml:"proto"`
 	Ports  []string `yaml:"ports"`
 	Note   string   `yaml:"note"`
@@ -465,8 +468,15 @@ func (p Protect) Rules(id string) ([]rule.Rule, error) {
 	src, dst := m, m
 	src.Src = pf
 	dst.Dst = pf
-	return []rule.Rule{
-		{ID: id + "-src", Priority: 0, Action: rule.Accept, Match: src},
-		{ID: id + "-dst", Priority: 0, Action: rule.Accept, Match: dst},
-	}, nil
+	srcRule := rule.Rule{ID: id + "-src", Priority: 0, Action: rule.Accept, Match: src}
+	dstRule := rule.Rule{ID: id + "-dst", Priority: 0, Action: rule.Accept, Match: dst}
+	switch p.Direction {
+	case "", "dst":
+		return []rule.Rule{dstRule}, nil
+	case "src":
+		return []rule.Rule{srcRule}, nil
+	case "both":
+		return []rule.Rule{srcRule, dstRule}, nil
+	}
+	return nil, fmt.Errorf("direction %q: must be dst, src or both", p.Direction)
 }

@@ -59,6 +59,7 @@ func TestRefused(t *testing.T) {
 		{"protect: [{prefix: 10.0.0.1/8}]\n", "host bits set"},
 		{"protect: [{prefix: 10.0.0.0/8, proto: icmp, ports: ['22']}]\n", "ports need proto"},
 		{"rules: {files: [testdata/nonexistent.yaml]}\n", `rules.files[0] "testdata/nonexistent.yaml"`},
+		{"protect: [{prefix: 10.0.0.0/8, direction: up}]\n", "direction"},
 		{"link_gbps: -1\n", `link_gbps "-1"`},
 		{"metrics: {max_rule_series: 0}\n", "metrics.max_rule_series"},
 		{"placement: {interval: banana}\n", "x:1"},
@@ -90,7 +91,7 @@ func TestBadRuleFileRefusesConfig(t *testing.T) {
 }
 
 func TestProtectRules(t *testing.T) {
-	rs, err := Protect{Prefix: "192.0.2.10", Ports: []string{"22"}}.Rules("p")
+	rs, err := Protect{Prefix: "192.0.2.10", Direction: "both", Ports: []string{"22"}}.Rules("p")
 	if err != nil {
 		t.Fatal(err)
 	}
