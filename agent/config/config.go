@@ -74,9 +74,9 @@ type Metrics struct {
 type Protect struct {
 	Prefix    string   `yaml:"prefix"`
 	Direction string   `yaml:"direction"`
-	Proto  string   `yaml:"proto"`
-	Ports  []string `yaml:"ports"`
-	Note   string   `yaml:"note"`
+	Proto     string   `yaml:"proto"`
+	Ports     []string `yaml:"ports"`
+	Note      string   `yaml:"note"`
 }
 
 // FlowSpec is the in-process BGP speaker.
