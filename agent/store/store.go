@@ -1,0 +1,323 @@
+// Package store is scrubd's one rule store. Every source (rule files, the
+// HTTP API, BGP FlowSpec peers) writes into it under its own source tag; the
+// store checks each rule against the protect list, expires rules, and hands
+// out consistent snapshots of the effective rule set for placement.
+//
+// A Store is safe for concurrent use. Changed returns a channel that receives
+// (coalesced) after every change, for the one placement goroutine.
+package store
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/protect"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// Status is a stored rule's standing.
+type Status string
+
+const (
+	Active   Status = "active"   // in force
+	Narrowed Status = "narrowed" // in force; protected traffic excepted
+	Refused  Status = "refused"  // kept for display, not in force
+)
+
+// Entry is one stored rule.
+type Entry struct {
+	Rule   rule.Rule
+	Source string // "file:PATH", "api", "bgp:PEER", "protect"
+	Status Status
+	Reason string
+	Added  time.Time
+	// StaleAt, when set, is when the rule is removed unless its source
+	// refreshes it (FlowSpec session-down hold, restored state).
+	StaleAt time.Time
+	seq     uint64
+}
+
+// InForce reports whether the entry is enforced.
+func (e *Entry) InForce() bool { return e.Status != Refused }
+
+// Snapshot is a consistent view of the store.
+type Snapshot struct {
+	Version uint64
+	// Set is the effective rule set: protect rules first (priority 0), then
+	// every rule in force in the order it was added.
+	Set rule.Set
+	// Entries lists every stored rule, refused ones too, in the same order.
+	Entries []Entry
+}
+
+// Errors callers can test for.
+var (
+	ErrNotFound  = errors.New("rule not found")
+	ErrIDInUse   = errors.New("rule id in use by another source")
+	ErrProtected = errors.New("rule refused by protection")
+	ErrExpired   = errors.New("rule already expired")
+)
+
+// Store holds the rules.
+type Store struct {
+	now     func() time.Time
+	protect *protect.List
+
+	mu      sync.Mutex
+	entries map[string]*Entry // by rule id
+	seq     uint64
+	version uint64
+	changed chan struct{}
+	onDrop  []func(Entry, string)
+}
+
+// New returns an empty store. now is its clock (time.Now in production).
+func New(protected *protect.List, now func() time.Time) *Store {
+	if protected == nil {
+		protected = &protect.List{}
+	}
+	return &Store{now: now, protect: protected, entries: map[string]*Entry{}, changed: make(chan struct{}, 1)}
+}
+
+// Changed receives after changes (several changes may coalesce into one).
+func (s *Store) Changed() <-chan struct{} { return s.changed }
+
+// OnRemove registers a callback run (without the lock) for every rule removed
+// by expiry or staleness, with the reason; for logs and counters.
+func (s *Store) OnRemove(f func(Entry, string)) {
+	s.mu.Lock()
+	s.onDrop = append(s.onDrop, f)
+	s.mu.Unlock()
+}
+
+func (s *Store) bumpLocked() {
+	s.version++
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Store) makeEntry(src string, r rule.Rule, now time.Time) *Entry {
+	s.seq++
+	e := &Entry{Rule: r, Source: src, Status: Active, Added: now, seq: s.seq}
+	if r.Expired(now) {
+		e.Status, e.Reason = Refused, "refused: already expired at "+r.Expires.UTC().Format(time.RFC3339)
+		return e
+	}
+	switch v, why := s.protect.Check(&r); v {
+	case protect.Refused:
+		e.Status, e.Reason = Refused, why
+	case protect.Narrowed:
+		e.Status, e.Reason = Narrowed, why
+	}
+	return e
+}
+
+// Put adds or replaces one rule of a source. A rule id owned by another
+// source is refused with ErrIDInUse. A rule the protect list refuses is
+// stored (for display) but not enforced, and ErrProtected is returned.
+func (s *Store) Put(src string, r rule.Rule) (Entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.entries[r.ID]; ok && old.Source != src {
+		return Entry{}, fmt.Errorf("%w: %q is owned by %s", ErrIDInUse, r.ID, old.Source)
+	}
+	e := s.makeEntry(src, r, s.now())
+	if old, ok := s.entries[r.ID]; ok {
+		e.seq = old.seq // a replaced rule keeps its place
+		e.Added = old.Added
+	}
+	s.entries[r.ID] = e
+	s.bumpLocked()
+	return *e, entryErr(e)
+}
+
+func entryErr(e *Entry) error {
+	if e.Status != Refused {
+		return nil
+	}
+	if e.Rule.Expired(e.Added) {
+		return fmt.Errorf("%w: rule %q: %s", ErrExpired, e.Rule.ID, e.Reason)
+	}
+	return fmt.Errorf("%w: rule %q: %s", ErrProtected, e.Rule.ID, e.Reason)
+}
+
+// Delete removes a rule of a source.
+func (s *Store) Delete(src, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.entries[id]
+	if !ok || e.Source != src {
+		return fmt.Errorf("%w: %q (source %s)", ErrNotFound, id, src)
+	}
+	delete(s.entries, id)
+	s.bumpLocked()
+	return nil
+}
+
+// Replace makes rules the whole content of source src, atomically. If any id
+// is owned by another source nothing changes and the error names it. Rules
+// refused by protection are stored as refused; their reasons are returned in
+// the entries, not as an error.
+func (s *Store) Replace(src string, rules []rule.Rule) ([]Entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	for _, r := range rules {
+		if old, ok := s.entries[r.ID]; ok && old.Source != src {
+			return nil, fmt.Errorf("%w: %q is owned by %s", ErrIDInUse, r.ID, old.Source)
+		}
+		if seen[r.ID] {
+			return nil, fmt.Errorf("duplicate rule id %q", r.ID)
+		}
+		seen[r.ID] = true
+	}
+	now := s.now()
+	out := make([]Entry, 0, len(rules))
+	for id, e := range s.entries {
+		if e.Source == src && !seen[id] {
+			delete(s.entries, id)
+		}
+	}
+	for _, r := range rules {
+		e := s.makeEntry(src, r, now)
+		if old, ok := s.entries[r.ID]; ok {
+			e.seq, e.Added = old.seq, old.Added
+		}
+		s.entries[r.ID] = e
+		out = append(out, *e)
+	}
+	s.bumpLocked()
+	return out, nil
+}
+
+// MarkStale sets a removal deadline on every rule of src (zero clears it).
+func (s *Store) MarkStale(src string, at time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, e := range s.entries {
+		if e.Source == src {
+			e.StaleAt = at
+			n++
+		}
+	}
+	if n > 0 {
+		s.bumpLocked()
+	}
+	return n
+}
+
+// Get returns one rule.
+func (s *Store) Get(id string) (Entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.entries[id]
+	if !ok {
+		return Entry{}, false
+	}
+	return *e, true
+}
+
+// Source returns the rules of one source in order.
+func (s *Store) Source(src string) []Entry {
+	snap := s.Snapshot()
+	var out []Entry
+	for _, e := range snap.Entries {
+		if e.Source == src {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Sweep removes rules whose expiry or stale deadline has passed, and returns
+// them with the reason.
+func (s *Store) Sweep() []Entry {
+	s.mu.Lock()
+	now := s.now()
+	var gone []Entry
+	for id, e := range s.entries {
+		switch {
+		case e.Rule.Expired(now):
+			e.Reason = "expired at " + e.Rule.Expires.UTC().Format(time.RFC3339)
+		case !e.StaleAt.IsZero() && !now.Before(e.StaleAt):
+			e.Reason = "source gone; hold time ended at " + e.StaleAt.UTC().Format(time.RFC3339)
+		default:
+			continue
+		}
+		gone = append(gone, *e)
+		delete(s.entries, id)
+	}
+	if len(gone) > 0 {
+		s.bumpLocked()
+	}
+	cbs := slices.Clone(s.onDrop)
+	s.mu.Unlock()
+	slices.SortFunc(gone, func(a, b Entry) int { return int(a.seq) - int(b.seq) })
+	for _, e := range gone {
+		for _, f := range cbs {
+			f(e, e.Reason)
+		}
+	}
+	return gone
+}
+
+// NextDeadline returns the earliest expiry or stale deadline, or zero.
+func (s *Store) NextDeadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var t time.Time
+	for _, e := range s.entries {
+		for _, d := range []time.Time{e.Rule.Expires, e.StaleAt} {
+			if !d.IsZero() && (t.IsZero() || d.Before(t)) {
+				t = d
+			}
+		}
+	}
+	return t
+}
+
+// Snapshot returns the effective set and every entry.
+func (s *Store) Snapshot() Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := Snapshot{Version: s.version}
+	for _, r := range s.protect.Rules() {
+		snap.Set.Rules = append(snap.Set.Rules, r)
+	}
+	es := make([]*Entry, 0, len(s.entries))
+	for _, e := range s.entries {
+		es = append(es, e)
+	}
+	slices.SortFunc(es, func(a, b *Entry) int {
+		switch {
+		case a.seq < b.seq:
+			return -1
+		case a.seq > b.seq:
+			return 1
+		}
+		return 0
+	})
+	for _, e := range es {
+		snap.Entries = append(snap.Entries, *e)
+		if e.InForce() {
+			snap.Set.Rules = append(snap.Set.Rules, e.Rule)
+		}
+	}
+	return snap
+}
+
+// ProtectRules returns the protect list's accept rules.
+func (s *Store) ProtectRules() []rule.Rule { return s.protect.Rules() }
+
+// Len returns the number of stored rules.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.entries)
+}
