@@ -89,7 +89,7 @@ func (f *Filter) marshalOptions() ([]byte, error) {
 	if k.EthType != 0 {
 		ae.Bytes(flowerEthType, be16(k.EthType))
 	}
-	if k.EthType == Proto8021Q {
+	{ // Validate allows VLAN keys only with eth_type 802.1Q.
 		if k.VLAN.HasID {
 			ae.Uint16(flowerVLANID, k.VLAN.ID)
 		}
@@ -347,6 +347,32 @@ func (f *Filter) unmarshalOptions(b []byte) error {
 		if a.Addr.IsValid() != a.Mask.IsValid() || (a.Addr.IsValid() && a.Addr.BitLen() != a.Mask.BitLen()) {
 			return fmt.Errorf("tcflower: address %v with mask %v", a.Addr, a.Mask)
 		}
+		if !a.Set() {
+			*a = AddrMask{}
+		}
+	}
+	// A value whose mask is zero matches nothing: cls_flower never dumps
+	// one, and the encoder never sends one. Normalize so decoding is stable.
+	if k.SrcPort.Mask == 0 {
+		k.SrcPort.Port = 0
+	}
+	if k.DstPort.Mask == 0 {
+		k.DstPort.Port = 0
+	}
+	if k.TCPFlagsMask == 0 {
+		k.TCPFlags = 0
+	}
+	if k.IPFlagsMask == 0 {
+		k.IPFlags = 0
+	}
+	if k.TOSMask == 0 {
+		k.TOS = 0
+	}
+	if k.ICMPTypeMask == 0 {
+		k.ICMPType = 0
+	}
+	if k.ICMPCodeMask == 0 {
+		k.ICMPCode = 0
 	}
 	return nil
 }
@@ -382,7 +408,9 @@ func (a *Action) unmarshal(b []byte) error {
 		case actIndex:
 			a.Index = ad.Uint32()
 		case actCookie:
-			a.Cookie = append([]byte(nil), ad.Bytes()...)
+			if b := ad.Bytes(); len(b) > 0 {
+				a.Cookie = append([]byte(nil), b...)
+			}
 		case actOptions:
 			ad.Nested(func(nad *netlink.AttributeDecoder) error {
 				for nad.Next() {

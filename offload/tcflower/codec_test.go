@@ -23,7 +23,7 @@ func gactParmsBytes(index uint32, verdict int32) []byte {
 
 var ignoreLen = cmpopts.IgnoreFields(netlink.Attribute{}, "Length")
 
-func mustAttrs(t *testing.T, attrs []netlink.Attribute) []byte {
+func mustAttrs(t testing.TB, attrs []netlink.Attribute) []byte {
 	t.Helper()
 	b, err := netlink.MarshalAttributes(attrs)
 	if err != nil {
