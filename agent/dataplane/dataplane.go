@@ -1,0 +1,173 @@
+// Package dataplane is the agent's view of its two enforcement paths, at rule
+// granularity: HW (a hardware flow table behind an offload backend) and SW
+// (a software engine running the classifier). agent/placement decides which
+// path each drop rule is on and drives these interfaces; adapters over the
+// real engines (offload backends, the Direct Verbs and XDP engines, the Go
+// classifier) implement them.
+//
+// Both paths follow swpath/rule's semantics. Hardware holds drop rules only;
+// accept rules (the protect list, allow-list entries) are enforced by keeping
+// out of hardware every drop that could hit them (the backend's Compile says
+// so) and by giving the software path every accept rule.
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// Kind classifies why hardware did not take a rule.
+type Kind int
+
+const (
+	KindUnsupported   Kind = iota + 1 // the match cannot be expressed exactly
+	KindAcceptOverlap                 // it could drop traffic an accept rule lets through
+	KindTableFull                     // no entries left
+	KindMaskBudget                    // no flow groups (mask shapes) left
+	KindDeviceGone                    // the device vanished or the backend is down
+	KindOther
+)
+
+var kindNames = map[Kind]string{
+	KindUnsupported: "unsupported", KindAcceptOverlap: "accept_overlap", KindTableFull: "table_full",
+	KindMaskBudget: "mask_budget", KindDeviceGone: "device_gone", KindOther: "other",
+}
+
+func (k Kind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// Kinds lists every kind, for metrics.
+func Kinds() []Kind {
+	return []Kind{KindUnsupported, KindAcceptOverlap, KindTableFull, KindMaskBudget, KindDeviceGone, KindOther}
+}
+
+// HWError is why hardware refused a rule.
+type HWError struct {
+	Rule   string
+	Kind   Kind
+	Detail string // the device's or compiler's words (extack)
+	Err    error
+}
+
+func (e *HWError) Error() string {
+	s := "hardware refused rule " + e.Rule + ": " + e.Kind.String()
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+func (e *HWError) Unwrap() error { return e.Err }
+
+// KindOf returns the kind of a hardware error (KindOther for foreign errors).
+func KindOf(err error) Kind {
+	var he *HWError
+	if errors.As(err, &he) {
+		return he.Kind
+	}
+	return KindOther
+}
+
+// Cost is what a rule takes in hardware.
+type Cost struct {
+	Entries int
+	// Masks are the distinct mask shapes the rule's entries use, as opaque
+	// keys; the backend's budget counts distinct shapes across rules.
+	Masks []string
+}
+
+// Budget is the hardware table's capacity and use.
+type Budget struct {
+	MaxEntries  int // 0: unknown/unbounded
+	UsedEntries int
+	MaxMasks    int // 0: unbounded
+	UsedMasks   int
+}
+
+// Counter is a cumulative packet and byte count.
+type Counter struct {
+	Packets uint64
+	Bytes   uint64
+}
+
+// HW is a hardware path. Implementations are safe for concurrent use.
+type HW interface {
+	Name() string
+	// Compile reports the cost of putting drop rule r in hardware given the
+	// whole effective set (whose accept rules it must not override), or an
+	// *HWError saying why it cannot go there exactly. It changes nothing.
+	Compile(r *rule.Rule, set *rule.Set) (Cost, error)
+	// Install puts r in hardware (all of its entries or none).
+	Install(ctx context.Context, r *rule.Rule, set *rule.Set) error
+	// Remove takes r out of hardware. Removing an absent rule is not an error.
+	Remove(ctx context.Context, id string) error
+	// Installed lists the ids of rules this agent has in hardware (read back
+	// from the device: after a restart, what the last run left).
+	Installed(ctx context.Context) ([]string, error)
+	Budget(ctx context.Context) (Budget, error)
+	// Stats returns cumulative hardware counters per rule id.
+	Stats(ctx context.Context) (map[string]Counter, error)
+	// NICCounters returns the device's own drop counters by name
+	// (rx_discards_phy, rx_out_of_buffer, ...); may be empty.
+	NICCounters(ctx context.Context) (map[string]uint64, error)
+}
+
+// WorkerStats are one software worker's cumulative counters.
+type WorkerStats struct {
+	Worker        int
+	RxPackets     uint64
+	RxBytes       uint64
+	Dropped       uint64
+	Passed        uint64
+	OutOfBuffer   uint64
+	Cycles        uint64 // cycles spent processing
+	PoolFree      int    // buffers free in the worker's pool
+	PoolSize      int
+	PoolNode      int
+	PoolAllocFail uint64
+}
+
+// SWStats are the software path's cumulative counters.
+type SWStats struct {
+	At      time.Time
+	Rules   map[string]Counter // packets and bytes decided (dropped or accepted) per rule id
+	Workers []WorkerStats
+}
+
+// Totals sums the workers.
+func (s *SWStats) Totals() WorkerStats {
+	var t WorkerStats
+	t.Worker = -1
+	for _, w := range s.Workers {
+		t.RxPackets += w.RxPackets
+		t.RxBytes += w.RxBytes
+		t.Dropped += w.Dropped
+		t.Passed += w.Passed
+		t.OutOfBuffer += w.OutOfBuffer
+		t.Cycles += w.Cycles
+		t.PoolFree += w.PoolFree
+		t.PoolSize += w.PoolSize
+		t.PoolAllocFail += w.PoolAllocFail
+	}
+	return t
+}
+
+// SW is a software path.
+type SW interface {
+	Name() string
+	// SetRules makes set the rules the software path enforces, atomically:
+	// no packet sees half of one set.
+	SetRules(set *rule.Set) error
+	Stats() SWStats
+	// Capacity returns the engine's configured workers and clock, for the
+	// regime model.
+	Capacity() (workers int, hz float64)
+}

@@ -1,0 +1,724 @@
+// Package placement decides, rule by rule, whether a drop rule is enforced in
+// hardware or in software, and carries the decisions out.
+//
+// Offload first: a rule the hardware path can express exactly goes there
+// while entries and masks last; the rest go to software, each with a reason
+// (unsupported key, accept overlap, table full, mask budget, device gone).
+//
+// Regime model: software capacity is workers x clock / cycles per packet
+// (calibrated at start, then measured live from the engine's counters). Per
+// rule, packet rate and average frame size come from the deltas of its
+// hardware and software counters. When software load rises above HighWater x
+// capacity, the software rules that cost the most cycles (highest packet
+// rate, which is small frames at a given bit rate) move to hardware first.
+// When hardware is full, a software rule whose rate exceeds a hardware rule's
+// by SwapFactor swaps with it: the large-frame, low-rate rule moves back to
+// software, if software has room for it below HighWater. Every rule dwells
+// at least MinDwell on a path before it moves again; at most MaxMoves moves
+// happen per round.
+//
+// A move installs in the new path before it removes from the old one, so no
+// packet of a moved rule escapes. If the hardware backend reports the device
+// gone, every hardware rule is put in software at once.
+//
+// A Placer is owned by one goroutine (Run); its state needs no lock. Other
+// goroutines read the published View.
+package placement
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// Path is where a rule is enforced.
+type Path string
+
+const (
+	HW   Path = "hw"
+	SW   Path = "sw"
+	None Path = "none" // accept rules and refused rules: not placed
+)
+
+// Config tunes the placer.
+type Config struct {
+	HighWater float64
+	LowWater  float64
+	MinDwell  time.Duration
+	MaxMoves  int
+	// SwapFactor: a software rule must exceed a hardware rule's packet rate
+	// by this factor to take its place in a full table (default 2).
+	SwapFactor float64
+	// CyclesPerPacket and Hz/Workers from calibration; the live figure
+	// replaces CyclesPerPacket once the engine reports cycles.
+	CyclesPerPacket float64
+	// LinkBps is the link speed, for line-rate context in decision logs.
+	LinkBps float64
+	// MaxDecisions kept in the View (default 256).
+	MaxDecisions int
+}
+
+// Inputs are the figures a decision was made from.
+type Inputs struct {
+	RulePPS         float64 `json:"rule_pps"`
+	RuleAvgFrame    float64 `json:"rule_avg_frame_bytes"`
+	SWLoadPPS       float64 `json:"sw_load_pps"`
+	SWCapacityPPS   float64 `json:"sw_capacity_pps"`
+	CyclesPerPacket float64 `json:"cycles_per_packet"`
+	HWUsedEntries   int     `json:"hw_used_entries"`
+	HWMaxEntries    int     `json:"hw_max_entries"`
+	OtherRule       string  `json:"other_rule,omitempty"`
+	OtherPPS        float64 `json:"other_pps,omitempty"`
+}
+
+// Decision is one placement change.
+type Decision struct {
+	Time   time.Time `json:"time"`
+	Rule   string    `json:"rule"`
+	From   Path      `json:"from"`
+	To     Path      `json:"to"`
+	Reason string    `json:"reason"`
+	Inputs Inputs    `json:"inputs"`
+}
+
+// RuleView is one rule's placement as published.
+type RuleView struct {
+	ID     string            `json:"id"`
+	Action string            `json:"action"`
+	Path   Path              `json:"path"`
+	Reason string            `json:"reason"`
+	Since  time.Time         `json:"since"`
+	Moves  uint64            `json:"moves"`
+	HW     dataplane.Counter `json:"hw"` // cumulative, monotonic
+	SW     dataplane.Counter `json:"sw"`
+	PPS    float64           `json:"pps"`
+	HWPPS  float64           `json:"hw_pps"`
+	SWPPS  float64           `json:"sw_pps"`
+	// AvgFrame is the mean frame size of the rule's traffic (bytes).
+	AvgFrame float64 `json:"avg_frame_bytes"`
+}
+
+// View is the placer's published state.
+type View struct {
+	Time            time.Time
+	Rules           []RuleView // effective-set order
+	Decisions       []Decision // newest last
+	Moves           map[[2]Path]uint64
+	HWFailures      map[dataplane.Kind]uint64
+	HWBudget        dataplane.Budget
+	HWUp            bool
+	SW              dataplane.SWStats
+	SWLoadPPS       float64
+	SWCapacityPPS   float64
+	CyclesPerPacket float64
+	// Per path: packet rate and mean frame size of the traffic dropped.
+	HWPPS, SWPPS           float64
+	HWAvgFrame, SWAvgFrame float64
+	NIC                    map[string]uint64
+	StoreVersion           uint64
+}
+
+type ruleState struct {
+	r        rule.Rule
+	path     Path
+	reason   string
+	since    time.Time
+	moves    uint64
+	hwOK     bool // Compile accepted it against the current set
+	hwReason string
+	hwKind   dataplane.Kind
+	cost     dataplane.Cost
+	// cumulative monotonic totals and last raw readings
+	hwTot, swTot   dataplane.Counter
+	hwLast, swLast dataplane.Counter
+	hwSeen, swSeen bool
+	// rates over the last round
+	hwPPS, swPPS, avgFrame float64
+	hwRetryAt              time.Time
+}
+
+// Placer is the placement state machine. Not safe for concurrent use except
+// View.
+type Placer struct {
+	cfg Config
+	hw  dataplane.HW // may be nil: software only
+	sw  dataplane.SW
+	log *slog.Logger
+	now func() time.Time
+
+	rules     map[string]*ruleState
+	order     []string
+	set       rule.Set // effective set as last applied
+	version   uint64
+	hwUp      bool
+	budget    dataplane.Budget
+	decisions []Decision
+	moves     map[[2]Path]uint64
+	failures  map[dataplane.Kind]uint64
+	lastTick  time.Time
+	lastSW    dataplane.SWStats
+	swLoad    float64
+	cpp       float64
+	nic       map[string]uint64
+	stale     []string // hw rule ids found at reconcile and not (yet) wanted
+	view      atomic.Pointer[View]
+}
+
+// New returns a placer. hw may be nil (no offload).
+func New(cfg Config, hw dataplane.HW, sw dataplane.SW, log *slog.Logger, now func() time.Time) *Placer {
+	if cfg.SwapFactor <= 1 {
+		cfg.SwapFactor = 2
+	}
+	if cfg.MaxMoves <= 0 {
+		cfg.MaxMoves = 8
+	}
+	if cfg.MaxDecisions <= 0 {
+		cfg.MaxDecisions = 256
+	}
+	if cfg.HighWater <= 0 {
+		cfg.HighWater = 0.8
+	}
+	p := &Placer{cfg: cfg, hw: hw, sw: sw, log: log, now: now, rules: map[string]*ruleState{},
+		moves: map[[2]Path]uint64{}, failures: map[dataplane.Kind]uint64{}, hwUp: hw != nil, cpp: cfg.CyclesPerPacket}
+	p.publish()
+	return p
+}
+
+// View returns the last published view. Safe from any goroutine.
+func (p *Placer) View() *View { return p.view.Load() }
+
+// Reconcile reads what the hardware holds from a previous run. Entries of
+// rules that are wanted once the first Apply runs are adopted in place
+// (no reinstall, no gap); the others are removed after that Apply has put
+// every wanted rule somewhere.
+func (p *Placer) Reconcile(ctx context.Context) error {
+	if p.hw == nil {
+		return nil
+	}
+	ids, err := p.hw.Installed(ctx)
+	if err != nil {
+		p.hwFailed(err, "reconcile")
+		return fmt.Errorf("reading installed hardware rules: %w", err)
+	}
+	p.stale = ids
+	p.log.Info("reconcile: found rules in hardware from a previous run", "count", len(ids))
+	return nil
+}
+
+func (p *Placer) capacityPPS() float64 {
+	w, hz := p.sw.Capacity()
+	if p.cpp <= 0 {
+		return 0
+	}
+	return float64(w) * hz / p.cpp
+}
+
+func (p *Placer) inputs(rs *ruleState) Inputs {
+	in := Inputs{SWLoadPPS: p.swLoad, SWCapacityPPS: p.capacityPPS(), CyclesPerPacket: p.cpp,
+		HWUsedEntries: p.budget.UsedEntries, HWMaxEntries: p.budget.MaxEntries}
+	if rs != nil {
+		in.RulePPS = rs.hwPPS + rs.swPPS
+		in.RuleAvgFrame = rs.avgFrame
+	}
+	return in
+}
+
+func (p *Placer) record(rs *ruleState, from, to Path, reason string, in Inputs) {
+	now := p.now()
+	d := Decision{Time: now, Rule: rs.r.ID, From: from, To: to, Reason: reason, Inputs: in}
+	p.decisions = append(p.decisions, d)
+	if len(p.decisions) > p.cfg.MaxDecisions {
+		p.decisions = slices.Delete(p.decisions, 0, len(p.decisions)-p.cfg.MaxDecisions)
+	}
+	if from != to && from != None && from != "" {
+		p.moves[[2]Path{from, to}]++
+		rs.moves++
+	}
+	rs.path, rs.reason, rs.since = to, reason, now
+	p.log.Info("placement", "rule", rs.r.ID, "from", string(from), "to", string(to), "reason", reason,
+		"rule_pps", in.RulePPS, "rule_avg_frame", in.RuleAvgFrame, "sw_load_pps", in.SWLoadPPS,
+		"sw_capacity_pps", in.SWCapacityPPS, "cycles_per_packet", in.CyclesPerPacket,
+		"hw_used", in.HWUsedEntries, "hw_max", in.HWMaxEntries, "other", in.OtherRule)
+}
+
+func (p *Placer) hwFailed(err error, op string) {
+	k := dataplane.KindOf(err)
+	p.failures[k]++
+	if k == dataplane.KindDeviceGone && p.hwUp {
+		p.hwUp = false
+		p.log.Error("hardware path down; every hardware rule goes to software", "op", op, "err", err)
+	}
+}
+
+// swSet builds the software rule set: every accept rule and every drop rule
+// whose path is SW (or in transit, listed in extra), in effective-set order.
+func (p *Placer) swSet(extra map[string]bool) *rule.Set {
+	out := &rule.Set{}
+	for _, r := range p.set.Rules {
+		if r.Action == rule.Accept {
+			out.Rules = append(out.Rules, r)
+			continue
+		}
+		rs := p.rules[r.ID]
+		if rs == nil || rs.r.Match.String() != r.Match.String() {
+			continue
+		}
+		if rs.path == SW || extra[r.ID] {
+			out.Rules = append(out.Rules, r)
+		}
+	}
+	return out
+}
+
+func (p *Placer) pushSW(extra map[string]bool) error {
+	if err := p.sw.SetRules(p.swSet(extra)); err != nil {
+		p.log.Error("software path refused the rule set", "err", err)
+		return err
+	}
+	return nil
+}
+
+// Apply brings placement in line with a store snapshot: new rules placed,
+// removed rules taken out, changed rules re-placed without a gap, and every
+// hardware rule re-checked against the new accept rules.
+func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
+	now := p.now()
+	old := p.rules
+	p.set = snap.Set
+	p.version = snap.Version
+	p.rules = map[string]*ruleState{}
+	p.order = p.order[:0]
+	var removedHW []string
+	keep := map[string]bool{}
+	for _, r := range snap.Set.Rules {
+		p.order = append(p.order, r.ID)
+		rs, ok := old[r.ID]
+		if ok && rs.r.Match.String() == r.Match.String() && rs.r.Action == r.Action {
+			rs.r = r
+			p.rules[r.ID] = rs
+			keep[r.ID] = true
+			continue
+		}
+		nrs := &ruleState{r: r, path: None}
+		if ok { // changed: carry counters, re-place
+			nrs.hwTot, nrs.swTot, nrs.moves = rs.hwTot, rs.swTot, rs.moves
+			if rs.path == HW {
+				removedHW = append(removedHW, r.ID)
+			}
+		}
+		p.rules[r.ID] = nrs
+	}
+	for id, rs := range old {
+		if !keep[id] && rs.path == HW && p.rules[id] == nil {
+			removedHW = append(removedHW, id)
+		}
+	}
+	// Compile every drop rule against the new set.
+	for _, id := range p.order {
+		rs := p.rules[id]
+		if rs.r.Action != rule.Drop {
+			rs.path, rs.reason = None, "accept rule: enforced by software, and kept out of hardware drops"
+			continue
+		}
+		p.compile(rs)
+	}
+	// Rules in hardware that no longer compile (a new accept rule overlaps)
+	// go to software first.
+	var demote []*ruleState
+	for _, id := range p.order {
+		rs := p.rules[id]
+		if rs.path == HW && !rs.hwOK {
+			demote = append(demote, rs)
+		}
+	}
+	// New rules: offload first.
+	var fresh []*ruleState
+	for _, id := range p.order {
+		rs := p.rules[id]
+		if rs.r.Action == rule.Drop && rs.path == None {
+			fresh = append(fresh, rs)
+		}
+	}
+	// Adopt what reconcile found in hardware.
+	staleSet := map[string]bool{}
+	for _, id := range p.stale {
+		staleSet[id] = true
+	}
+	pending := map[string]bool{}
+	for _, rs := range fresh {
+		if staleSet[rs.r.ID] && rs.hwOK && p.hwUp {
+			p.record(rs, None, HW, "adopted: already in hardware from the previous run", p.inputs(rs))
+			delete(staleSet, rs.r.ID)
+		} else {
+			pending[rs.r.ID] = true
+		}
+	}
+	for _, rs := range demote {
+		p.record(rs, HW, SW, "no longer offloadable: "+rs.hwReason, p.inputs(rs))
+	}
+	// Software now holds every new, changed and demoted rule (and still
+	// nothing was removed from hardware): no gap.
+	_ = p.pushSW(pending)
+	for _, rs := range demote {
+		p.hwRemove(ctx, rs.r.ID)
+	}
+	for _, id := range removedHW {
+		p.hwRemove(ctx, id)
+	}
+	for id := range staleSet {
+		if p.hw != nil && p.hwUp {
+			p.log.Info("reconcile: removing stale hardware rule", "rule", id)
+			p.hwRemove(ctx, id)
+		}
+	}
+	p.stale = nil
+	p.refreshBudget(ctx)
+	// Offload first: every new rule that compiles goes to hardware; the
+	// rest stay in software, where they already are.
+	for _, rs := range fresh {
+		if !pending[rs.r.ID] {
+			continue
+		}
+		if rs.hwOK && p.hwUp && p.toHW(ctx, rs, "offload first: hardware can express it exactly", now) {
+			continue
+		}
+		why := rs.reason
+		if !rs.hwOK {
+			why = "software: " + rs.hwReason
+		} else if !p.hwUp {
+			why = "software: hardware path down"
+		}
+		p.record(rs, None, SW, why, p.inputs(rs))
+	}
+	_ = p.pushSW(nil)
+	if p.hw != nil && !p.hwUp {
+		p.evacuate(ctx)
+	}
+	p.publish()
+}
+
+func (p *Placer) compile(rs *ruleState) {
+	if p.hw == nil {
+		rs.hwOK, rs.hwReason, rs.hwKind = false, "no hardware offload configured", dataplane.KindUnsupported
+		return
+	}
+	c, err := p.hw.Compile(&rs.r, &p.set)
+	if err != nil {
+		rs.hwOK, rs.hwKind = false, dataplane.KindOf(err)
+		rs.hwReason = err.Error()
+		var he *dataplane.HWError
+		if asHW(err, &he) {
+			rs.hwReason = he.Kind.String() + ": " + he.Detail
+		}
+		return
+	}
+	rs.hwOK, rs.hwReason, rs.hwKind, rs.cost = true, "", 0, c
+}
+
+func (p *Placer) hwRemove(ctx context.Context, id string) {
+	if p.hw == nil || !p.hwUp {
+		return
+	}
+	if err := p.hw.Remove(ctx, id); err != nil {
+		p.hwFailed(err, "remove")
+		p.log.Error("hardware remove failed", "rule", id, "err", err)
+	}
+}
+
+func (p *Placer) refreshBudget(ctx context.Context) {
+	if p.hw == nil || !p.hwUp {
+		return
+	}
+	b, err := p.hw.Budget(ctx)
+	if err != nil {
+		p.hwFailed(err, "budget")
+		return
+	}
+	p.budget = b
+}
+
+func (p *Placer) hasRoom(rs *ruleState) bool {
+	b := p.budget
+	return b.MaxEntries == 0 || b.UsedEntries+rs.cost.Entries <= b.MaxEntries
+}
+
+// toHW installs rs in hardware; the caller then pushes the software set
+// (which drops rs) afterwards. It reports success.
+func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.Time) bool {
+	if !p.hwUp {
+		return false
+	}
+	if !p.hasRoom(rs) {
+		rs.reason = fmt.Sprintf("software: hardware table full (%d/%d entries, rule needs %d)", p.budget.UsedEntries, p.budget.MaxEntries, rs.cost.Entries)
+		return false
+	}
+	if !rs.hwRetryAt.IsZero() && now.Before(rs.hwRetryAt) {
+		return false
+	}
+	if err := p.hw.Install(ctx, &rs.r, &p.set); err != nil {
+		p.hwFailed(err, "install")
+		k := dataplane.KindOf(err)
+		rs.reason = "software: hardware refused: " + err.Error()
+		if k == dataplane.KindUnsupported || k == dataplane.KindAcceptOverlap {
+			rs.hwOK, rs.hwKind, rs.hwReason = false, k, err.Error()
+		}
+		rs.hwRetryAt = now.Add(p.cfg.MinDwell)
+		p.log.Warn("hardware install failed; rule stays in software", "rule", rs.r.ID, "kind", k.String(), "err", err)
+		return false
+	}
+	p.record(rs, rs.path, HW, why, p.inputs(rs))
+	p.budget.UsedEntries += rs.cost.Entries
+	return true
+}
+
+// toSW moves rs from hardware to software: software first, then removal.
+func (p *Placer) toSW(ctx context.Context, rs *ruleState, why string, in Inputs) {
+	if err := p.pushSW(map[string]bool{rs.r.ID: true}); err != nil {
+		return // it stays in hardware: still enforced
+	}
+	p.hwRemove(ctx, rs.r.ID)
+	p.record(rs, HW, SW, why, in)
+	p.budget.UsedEntries -= rs.cost.Entries
+}
+
+// Tick reads counters, updates rates and applies the regime model.
+func (p *Placer) Tick(ctx context.Context) {
+	now := p.now()
+	dt := now.Sub(p.lastTick).Seconds()
+	first := p.lastTick.IsZero()
+	p.lastTick = now
+	// Hardware health and counters.
+	var hwStats map[string]dataplane.Counter
+	if p.hw != nil && p.hwUp {
+		var err error
+		hwStats, err = p.hw.Stats(ctx)
+		if err != nil {
+			p.hwFailed(err, "stats")
+		}
+		if nic, err := p.hw.NICCounters(ctx); err == nil {
+			p.nic = nic
+		}
+		p.refreshBudget(ctx)
+	}
+	if p.hw != nil && !p.hwUp {
+		p.evacuate(ctx)
+		if _, err := p.hw.Budget(ctx); err == nil {
+			p.log.Info("hardware path answers again")
+			p.Recover(ctx)
+		}
+	}
+	sw := p.sw.Stats()
+	// Rates.
+	for _, id := range p.order {
+		rs := p.rules[id]
+		var dh, ds dataplane.Counter
+		if c, ok := hwStats[id]; ok {
+			dh = delta(&rs.hwLast, &rs.hwSeen, c)
+			rs.hwTot.Packets += dh.Packets
+			rs.hwTot.Bytes += dh.Bytes
+		}
+		if c, ok := sw.Rules[id]; ok {
+			ds = delta(&rs.swLast, &rs.swSeen, c)
+			rs.swTot.Packets += ds.Packets
+			rs.swTot.Bytes += ds.Bytes
+		}
+		if !first && dt > 0 {
+			rs.hwPPS = float64(dh.Packets) / dt
+			rs.swPPS = float64(ds.Packets) / dt
+			if n := dh.Packets + ds.Packets; n > 0 {
+				rs.avgFrame = float64(dh.Bytes+ds.Bytes) / float64(n)
+			}
+		}
+	}
+	prev, cur := p.lastSW.Totals(), sw.Totals()
+	if !first && dt > 0 && cur.RxPackets >= prev.RxPackets {
+		rx := cur.RxPackets - prev.RxPackets
+		p.swLoad = float64(rx) / dt
+		if cyc := cur.Cycles - prev.Cycles; rx > 0 && cur.Cycles >= prev.Cycles && cyc > 0 {
+			p.cpp = float64(cyc) / float64(rx)
+		}
+	}
+	p.lastSW = sw
+	if !first && p.hw != nil && p.hwUp {
+		p.regime(ctx, now)
+	}
+	p.publish()
+}
+
+func delta(last *dataplane.Counter, seen *bool, c dataplane.Counter) dataplane.Counter {
+	var d dataplane.Counter
+	switch {
+	case !*seen:
+		d = c
+	case c.Packets < last.Packets || c.Bytes < last.Bytes: // counter reset
+		d = c
+	default:
+		d = dataplane.Counter{Packets: c.Packets - last.Packets, Bytes: c.Bytes - last.Bytes}
+	}
+	*last, *seen = c, true
+	return d
+}
+
+// evacuate puts every hardware rule in software after the device went away.
+func (p *Placer) evacuate(ctx context.Context) {
+	var moved []*ruleState
+	for _, id := range p.order {
+		if rs := p.rules[id]; rs.path == HW {
+			moved = append(moved, rs)
+		}
+	}
+	if len(moved) == 0 {
+		return
+	}
+	for _, rs := range moved {
+		p.record(rs, HW, SW, "hardware path down (device gone): enforced in software", p.inputs(rs))
+	}
+	_ = p.pushSW(nil)
+}
+
+// HWUp reports whether the hardware path is usable; Recover marks it usable
+// again (after the backend came back) and the next Apply re-offloads.
+func (p *Placer) Recover(ctx context.Context) {
+	if p.hw == nil || p.hwUp {
+		return
+	}
+	p.hwUp = true
+	p.refreshBudget(ctx)
+	for _, id := range p.order {
+		rs := p.rules[id]
+		if rs.path == SW && rs.hwOK {
+			p.toHW(ctx, rs, "hardware path back: offload first", p.now())
+		}
+	}
+	_ = p.pushSW(nil)
+	p.publish()
+}
+
+func (p *Placer) regime(ctx context.Context, now time.Time) {
+	capPPS := p.capacityPPS()
+	dwelt := func(rs *ruleState) bool { return now.Sub(rs.since) >= p.cfg.MinDwell }
+	moves := 0
+	changed := false
+	// Candidates: software rules hardware can take, costliest first.
+	var cands []*ruleState
+	for _, id := range p.order {
+		rs := p.rules[id]
+		if rs.path == SW && rs.hwOK && rs.r.Action == rule.Drop && dwelt(rs) {
+			cands = append(cands, rs)
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b *ruleState) int {
+		if c := cmp.Compare(b.swPPS, a.swPPS); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.avgFrame, b.avgFrame)
+	})
+	// Hardware rules, cheapest (lowest rate, then largest frames) first.
+	var hwRules []*ruleState
+	for _, id := range p.order {
+		if rs := p.rules[id]; rs.path == HW && dwelt(rs) {
+			hwRules = append(hwRules, rs)
+		}
+	}
+	slices.SortStableFunc(hwRules, func(a, b *ruleState) int {
+		if c := cmp.Compare(a.hwPPS, b.hwPPS); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.avgFrame, a.avgFrame)
+	})
+	hot := capPPS > 0 && p.swLoad > p.cfg.HighWater*capPPS
+	load := p.swLoad
+	for _, rs := range cands {
+		if moves >= p.cfg.MaxMoves {
+			break
+		}
+		// Rules that carry no traffic are worth offloading only when the
+		// table has room (offload first); under load only traffic counts.
+		if hot && rs.swPPS == 0 {
+			continue
+		}
+		in := p.inputs(rs)
+		if p.hasRoom(rs) {
+			why := "offload first: room in hardware again"
+			if hot {
+				why = fmt.Sprintf("software load %.0f%% of capacity (high water %.0f%%): costliest rule to hardware",
+					100*load/capPPS, 100*p.cfg.HighWater)
+			}
+			if p.toHW(ctx, rs, why, now) {
+				load -= rs.swPPS
+				moves++
+				changed = true
+			}
+			continue
+		}
+		if !hot {
+			continue
+		}
+		// Full table: swap with the cheapest hardware rule if this one is
+		// SwapFactor times costlier and software can take the victim.
+		for i, v := range hwRules {
+			if v == nil || v.cost.Entries < rs.cost.Entries {
+				continue
+			}
+			if rs.swPPS < p.cfg.SwapFactor*v.hwPPS || load-rs.swPPS+v.hwPPS > p.cfg.HighWater*capPPS {
+				continue
+			}
+			vin := p.inputs(v)
+			vin.OtherRule, vin.OtherPPS = rs.r.ID, rs.swPPS
+			p.toSW(ctx, v, fmt.Sprintf("hardware full: makes room for %s (%.0f pps vs %.0f pps, frames %.0f B vs %.0f B)",
+				rs.r.ID, rs.swPPS, v.hwPPS, rs.avgFrame, v.avgFrame), vin)
+			hwRules[i] = nil
+			in.OtherRule, in.OtherPPS = v.r.ID, v.hwPPS
+			if p.toHW(ctx, rs, fmt.Sprintf("software load %.0f%% of capacity; swapped with %s", 100*load/capPPS, v.r.ID), now) {
+				load += v.hwPPS - rs.swPPS
+				changed = true
+			}
+			moves += 2
+			break
+		}
+	}
+	if changed {
+		_ = p.pushSW(nil)
+	}
+}
+
+func (p *Placer) publish() {
+	v := &View{Time: p.now(), Decisions: slices.Clone(p.decisions), Moves: map[[2]Path]uint64{},
+		HWFailures: map[dataplane.Kind]uint64{}, HWBudget: p.budget, HWUp: p.hwUp, SW: p.lastSW,
+		SWLoadPPS: p.swLoad, CyclesPerPacket: p.cpp, NIC: p.nic, StoreVersion: p.version}
+	if p.sw != nil {
+		v.SWCapacityPPS = p.capacityPPS()
+	}
+	for k, n := range p.moves {
+		v.Moves[k] = n
+	}
+	for k, n := range p.failures {
+		v.HWFailures[k] = n
+	}
+	var hwB, swB float64
+	for _, id := range p.order {
+		rs := p.rules[id]
+		v.Rules = append(v.Rules, RuleView{ID: id, Action: rs.r.Action.String(), Path: rs.path, Reason: rs.reason,
+			Since: rs.since, Moves: rs.moves, HW: rs.hwTot, SW: rs.swTot, PPS: rs.hwPPS + rs.swPPS,
+			HWPPS: rs.hwPPS, SWPPS: rs.swPPS, AvgFrame: rs.avgFrame})
+		v.HWPPS += rs.hwPPS
+		v.SWPPS += rs.swPPS
+		hwB += rs.hwPPS * rs.avgFrame
+		swB += rs.swPPS * rs.avgFrame
+	}
+	if v.HWPPS > 0 {
+		v.HWAvgFrame = hwB / v.HWPPS
+	}
+	if v.SWPPS > 0 {
+		v.SWAvgFrame = swB / v.SWPPS
+	}
+	p.view.Store(v)
+}

@@ -1,0 +1,226 @@
+package placement
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+func snap(v uint64, rules ...rule.Rule) store.Snapshot {
+	return store.Snapshot{Version: v, Set: rule.Set{Rules: rules}}
+}
+
+func (w *world) want(rules ...rule.Rule) {
+	w.wanted = map[string]bool{}
+	for _, r := range rules {
+		if r.Action == rule.Drop {
+			w.wanted[r.ID] = true
+		}
+	}
+}
+
+func pathOf(v *View, id string) (Path, string) {
+	for _, r := range v.Rules {
+		if r.ID == id {
+			return r.Path, r.Reason
+		}
+	}
+	return "", ""
+}
+
+func cfg() Config {
+	return Config{HighWater: 0.8, LowWater: 0.5, MinDwell: 10 * time.Second, MaxMoves: 4, CyclesPerPacket: 100}
+}
+
+func TestOffloadFirstAndReasons(t *testing.T) {
+	w := newWorld(t, 2)
+	p := New(cfg(), w.hw, w.sw, quiet(), w.now)
+	lenRule := drop("len", "203.0.113.0/24")
+	lenRule.Match.Length = rule.Ranges{{Lo: 0, Hi: 100}}
+	rs := []rule.Rule{
+		{ID: "ok-accept", Priority: 0, Action: rule.Accept, Match: rule.Match{Dst: mp("192.0.2.10/32")}},
+		drop("a", "203.0.113.0/24"), lenRule, drop("overlap", "192.0.2.0/24"), drop("b", "198.51.100.0/24"), drop("c", "198.51.101.0/24"),
+	}
+	w.want(rs...)
+	p.Apply(context.Background(), snap(1, rs...))
+	v := p.View()
+	for id, want := range map[string]string{"a": "hw", "b": "hw", "len": "sw", "overlap": "sw", "c": "sw", "ok-accept": "none"} {
+		if got, why := pathOf(v, id); string(got) != want {
+			t.Errorf("%s: %s (%s), want %s", id, got, why, want)
+		}
+	}
+	for id, want := range map[string]string{"len": "unsupported", "overlap": "accept_overlap", "c": "table full"} {
+		if _, why := pathOf(v, id); !strings.Contains(why, want) {
+			t.Errorf("%s: reason %q lacks %q", id, why, want)
+		}
+	}
+	// The software set holds the accept rule and the software drops only.
+	if got := len(w.sw.set.Rules); got != 4 || w.sw.set.Rules[0].ID != "ok-accept" {
+		t.Fatalf("sw set %+v", w.sw.set.Rules)
+	}
+	// Removing a hardware rule frees room: c moves up on the next tick.
+	rs2 := []rule.Rule{rs[0], rs[2], rs[3], rs[4], rs[5]}
+	w.want(rs2...)
+	p.Apply(context.Background(), snap(2, rs2...))
+	if _, ok := w.hw.installed["a"]; ok {
+		t.Fatal("a still in hardware")
+	}
+	p.Tick(context.Background())
+	w.clock = w.clock.Add(11 * time.Second)
+	p.Tick(context.Background())
+	if got, why := pathOf(p.View(), "c"); got != HW {
+		t.Fatalf("c: %s %s", got, why)
+	}
+}
+
+func mp(s string) (p netipPrefix) { return mustPrefix(s) }
+
+// The regime: software overloaded by a small-frame flood on a software rule;
+// the hardware table is full of a quiet large-frame rule. After the dwell
+// time the flood rule swaps in, the quiet rule goes to software, and every
+// step keeps both enforced.
+func TestRegimeSwap(t *testing.T) {
+	w := newWorld(t, 1)
+	p := New(cfg(), w.hw, w.sw, quiet(), w.now)
+	quietR, flood := drop("quiet", "198.51.100.0/24"), drop("flood", "203.0.113.0/24")
+	w.want(quietR, flood)
+	p.Apply(context.Background(), snap(1, quietR, flood))
+	if got, _ := pathOf(p.View(), "flood"); got != SW {
+		t.Fatalf("flood %s", got)
+	}
+	ctx := context.Background()
+	p.Tick(ctx)
+	// Capacity is 1 core x 1 GHz / 100 cycles = 10 Mpps. Offer 9.5 Mpps of
+	// 64 B to software, 1 kpps of 1500 B to hardware.
+	for i := 1; i <= 3; i++ {
+		w.clock = w.clock.Add(5 * time.Second)
+		w.sw.stats.Rules["flood"] = dataplane.Counter{Packets: uint64(i) * 5 * 9_500_000, Bytes: uint64(i) * 5 * 9_500_000 * 64}
+		w.sw.stats.Workers = []dataplane.WorkerStats{{RxPackets: uint64(i) * 5 * 9_600_000, Cycles: uint64(i) * 5 * 9_600_000 * 100}}
+		w.hw.stats["quiet"] = dataplane.Counter{Packets: uint64(i) * 5000, Bytes: uint64(i) * 5000 * 1500}
+		p.Tick(ctx)
+	}
+	v := p.View()
+	if got, why := pathOf(v, "flood"); got != HW {
+		t.Fatalf("flood %s (%s); load %.0f cap %.0f", got, why, v.SWLoadPPS, v.SWCapacityPPS)
+	}
+	if got, why := pathOf(v, "quiet"); got != SW || !strings.Contains(why, "makes room for flood") {
+		t.Fatalf("quiet %s (%s)", got, why)
+	}
+	if v.Moves[[2]Path{SW, HW}] != 1 || v.Moves[[2]Path{HW, SW}] != 1 {
+		t.Fatalf("moves %v", v.Moves)
+	}
+	var sawInputs bool
+	for _, d := range v.Decisions {
+		if d.Rule == "flood" && d.To == HW && d.Inputs.RulePPS > 9e6 && d.Inputs.RuleAvgFrame == 64 && d.Inputs.SWCapacityPPS == 1e7 {
+			sawInputs = true
+		}
+	}
+	if !sawInputs {
+		t.Fatalf("decision inputs not recorded: %+v", v.Decisions)
+	}
+	// Counters add up across the paths: flood's software total stays.
+	for _, r := range v.Rules {
+		if r.ID == "flood" && r.SW.Packets != 3*5*9_500_000 {
+			t.Fatalf("flood sw total %d", r.SW.Packets)
+		}
+	}
+	// Dwell: with the flood gone quiet, nothing flaps back within MinDwell.
+	moves := v.Moves[[2]Path{HW, SW}]
+	w.clock = w.clock.Add(time.Second)
+	p.Tick(ctx)
+	if p.View().Moves[[2]Path{HW, SW}] != moves {
+		t.Fatal("flapped within dwell time")
+	}
+}
+
+func TestDeviceGoneEvacuates(t *testing.T) {
+	w := newWorld(t, 10)
+	p := New(cfg(), w.hw, w.sw, quiet(), w.now)
+	a, b := drop("a", "203.0.113.0/24"), drop("b", "198.51.100.0/24")
+	w.want(a, b)
+	p.Apply(context.Background(), snap(1, a, b))
+	if len(w.hw.installed) != 2 {
+		t.Fatal("not offloaded")
+	}
+	// The device vanishes: its rules no longer enforce anything.
+	// Until the agent notices, nothing can hold the invariant.
+	w.hw.gone = true
+	w.hw.installed = map[string]bool{}
+	w.wanted = nil
+	c := drop("c", "198.51.102.0/24")
+	p.Apply(context.Background(), snap(2, a, b, c))
+	p.Tick(context.Background())
+	w.want(a, b, c)
+	for _, id := range []string{"a", "b", "c"} {
+		if !w.sw.has(id) {
+			t.Fatalf("%s not in software after device loss", id)
+		}
+	}
+	v := p.View()
+	if v.HWUp || v.HWFailures[dataplane.KindDeviceGone] == 0 {
+		t.Fatalf("hw up %v failures %v", v.HWUp, v.HWFailures)
+	}
+	// The device returns: rules go back to hardware.
+	w.hw.gone = false
+	w.clock = w.clock.Add(time.Minute)
+	p.Tick(context.Background())
+	if len(w.hw.installed) != 3 || w.sw.has("a") {
+		t.Fatalf("after recovery hw %v sw %v", w.hw.installed, w.sw.set.Rules)
+	}
+}
+
+func TestReconcileAdoptsAndRemovesStale(t *testing.T) {
+	w := newWorld(t, 10)
+	w.hw.installed["a"] = true
+	w.hw.installed["old"] = true
+	p := New(cfg(), w.hw, w.sw, quiet(), w.now)
+	a, b := drop("a", "203.0.113.0/24"), drop("b", "198.51.100.0/24")
+	w.want(a, b)
+	if err := p.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p.Apply(context.Background(), snap(1, a, b))
+	if w.hw.installs != 1 { // only b; a adopted in place
+		t.Fatalf("%d installs", w.hw.installs)
+	}
+	if w.hw.installed["old"] || !w.hw.installed["a"] || !w.hw.installed["b"] {
+		t.Fatalf("hw %v", w.hw.installed)
+	}
+	if _, why := pathOf(p.View(), "a"); !strings.Contains(why, "adopted") {
+		t.Fatalf("a: %s", why)
+	}
+}
+
+func TestNewAcceptDemotesOverlappingHWRule(t *testing.T) {
+	w := newWorld(t, 10)
+	p := New(cfg(), w.hw, w.sw, quiet(), w.now)
+	a := drop("a", "203.0.113.0/24")
+	w.want(a)
+	p.Apply(context.Background(), snap(1, a))
+	if !w.hw.installed["a"] {
+		t.Fatal("a not in hw")
+	}
+	acc := rule.Rule{ID: "allow", Priority: 10, Action: rule.Accept, Match: rule.Match{Dst: mp("203.0.113.5/32")}}
+	p.Apply(context.Background(), snap(2, acc, a))
+	if w.hw.installed["a"] || !w.sw.has("a") || !w.sw.has("allow") {
+		t.Fatalf("hw %v sw %+v", w.hw.installed, w.sw.set)
+	}
+	// The demotion put a in software before it left hardware.
+	iSW, iHW := -1, -1
+	for i, op := range w.ops {
+		if op == "hw-a" {
+			iHW = i
+		}
+		if strings.HasPrefix(op, "sw=") && iHW < 0 {
+			iSW = i
+		}
+	}
+	if iSW < 0 || iHW < iSW {
+		t.Fatalf("ops %v", w.ops)
+	}
+}
