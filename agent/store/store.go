@@ -287,9 +287,7 @@ func (s *Store) Snapshot() Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := Snapshot{Version: s.version}
-	for _, r := range s.protect.Rules() {
-		snap.Set.Rules = append(snap.Set.Rules, r)
-	}
+	snap.Set.Rules = append(snap.Set.Rules, s.protect.Rules()...)
 	es := make([]*Entry, 0, len(s.entries))
 	for _, e := range s.entries {
 		es = append(es, e)
