@@ -1,0 +1,558 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/scrubd/scrubd/swpath/internal/sys"
+	"github.com/scrubd/scrubd/swpath/numa"
+)
+
+// Index layout: the owning node in the top NodeBits, the buffer within
+// that node's arena in the low LocalBits.
+const (
+	LocalBits         = 26
+	NodeBits          = 32 - LocalBits
+	MaxNodes          = 1 << NodeBits
+	MaxBuffersPerNode = 1 << LocalBits
+	localMask         = MaxBuffersPerNode - 1
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultBuffersPerNode = 16384
+	DefaultBufSize        = 2048
+	DefaultHeadroom       = 128
+	DefaultCacheSize      = 512
+	DefaultBatch          = 64
+)
+
+// Placement chooses the node a receive queue's cache allocates from.
+type Placement int
+
+const (
+	// WorkerNode: the node of the CPU that polls the queue (default).
+	WorkerNode Placement = iota
+	// DeviceNode: the node of the NIC, as VPP does; kept for comparison.
+	DeviceNode
+)
+
+// HugePages chooses the arena page size.
+type HugePages int
+
+const (
+	HugeAuto    HugePages = iota // 2 MiB hugetlb if reserved, else normal pages
+	HugeOff                      // normal pages (with MADV_HUGEPAGE)
+	HugeRequire                  // 2 MiB hugetlb or New fails
+)
+
+// BindMode chooses whether arenas are mbind'ed to their node.
+type BindMode int
+
+const (
+	// BindAuto binds when the topology was read from the live /sys, and
+	// skips binding for a fake topology (tests).
+	BindAuto BindMode = iota
+	BindOff
+	BindRequire
+)
+
+// Config configures a Pool. Zero fields take the defaults.
+type Config struct {
+	Topology       *numa.Topology // nil: numa.ReadLive()
+	BuffersPerNode int            // default 16384
+	BufSize        int            // data bytes per buffer, default 2048
+	Headroom       int            // bytes before the data, default 128
+	CacheSize      int            // per-worker cache, default 512
+	Batch          int            // refill/spill unit, default 64
+	Placement      Placement
+	HugePages      HugePages
+	Bind           BindMode
+	Debug          bool // double-free and leak detection
+}
+
+// ErrExhausted is matched (errors.Is) by every *ExhaustedError.
+var ErrExhausted = errors.New("pool: no free buffer")
+
+// ExhaustedError is returned when a node has no free buffer for a cache.
+type ExhaustedError struct {
+	Node    int
+	Buffers int
+}
+
+func (e *ExhaustedError) Error() string {
+	return fmt.Sprintf("pool: node %d exhausted: all %d buffers allocated or cached", e.Node, e.Buffers)
+}
+
+// Is reports whether target is ErrExhausted.
+func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
+
+// FreeError is returned for a Free that was refused: an index outside
+// every arena, or (Debug) a buffer already free.
+type FreeError struct {
+	Index  uint32
+	Reason string
+}
+
+func (e *FreeError) Error() string {
+	return fmt.Sprintf("pool: free of index %#x (node %d, buffer %d): %s", e.Index, e.Index>>LocalBits, e.Index&localMask, e.Reason)
+}
+
+// ConfigError names an invalid Config field.
+type ConfigError struct {
+	Field string
+	Value any
+	Why   string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("pool: Config.%s = %v: %s", e.Field, e.Value, e.Why)
+}
+
+// Pool is a set of per-node buffer arenas. Its methods are safe for
+// concurrent use; Caches are not.
+type Pool struct {
+	cfg    Config
+	topo   *numa.Topology
+	stride int
+	nodes  []*node // topology order
+	byID   [MaxNodes]*node
+	first  *node
+
+	mu           sync.Mutex
+	caches       map[*Cache]struct{}
+	retired      map[int]*Counters // closed caches' totals by home node
+	retiredCross map[int]uint64    // closed caches' cross-node frees by owning node
+	closed       bool
+}
+
+// node is one NUMA node's arena and shared free structure.
+type node struct {
+	full  stack // slots holding free buffers
+	empty stack // slots holding nothing
+
+	id     int
+	mem    []byte
+	base   uintptr
+	n      uint32 // buffers
+	huge   bool
+	bound  bool
+	batch  int
+	slots  []slot
+	slotIx []uint32 // slot s owns slotIx[s*batch:(s+1)*batch]
+
+	// residue takes buffers when no empty slot is left (only possible
+	// after many partial batches); cold path, never on a refill that finds
+	// a full slot.
+	resMu sync.Mutex
+	res   []uint32
+
+	freeBits  []atomic.Uint64 // Debug: bit set = buffer is free
+	exhausted *ExhaustedError
+}
+
+type slot struct {
+	next atomic.Uint32 // slot number + 1 below this one in its stack
+	n    uint32        // buffers held
+}
+
+// stack is a Treiber stack of slot numbers. head = tag<<32 | (slot+1); 0 is
+// empty. The tag changes on every successful operation so a pop that read
+// a stale next cannot succeed (ABA).
+type stack struct {
+	_    [128]byte
+	head atomic.Uint64
+	_    [120]byte
+}
+
+func (s *stack) push(slots []slot, id uint32) {
+	for {
+		old := s.head.Load()
+		slots[id].next.Store(uint32(old))
+		if s.head.CompareAndSwap(old, (old>>32+1)<<32|uint64(id+1)) {
+			return
+		}
+	}
+}
+
+func (s *stack) pop(slots []slot) (uint32, bool) {
+	for {
+		old := s.head.Load()
+		top := uint32(old)
+		if top == 0 {
+			return 0, false
+		}
+		next := slots[top-1].next.Load()
+		if s.head.CompareAndSwap(old, (old>>32+1)<<32|uint64(next)) {
+			return top - 1, true
+		}
+	}
+}
+
+// New maps one arena per node of cfg.Topology and fills its shared part.
+func New(cfg Config) (*Pool, error) {
+	if cfg.Topology == nil {
+		t, err := numa.ReadLive()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Topology = t
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&cfg.BuffersPerNode, DefaultBuffersPerNode)
+	def(&cfg.BufSize, DefaultBufSize)
+	def(&cfg.Headroom, DefaultHeadroom)
+	def(&cfg.CacheSize, DefaultCacheSize)
+	def(&cfg.Batch, DefaultBatch)
+	switch {
+	case cfg.BuffersPerNode < 1 || cfg.BuffersPerNode > MaxBuffersPerNode:
+		return nil, &ConfigError{"BuffersPerNode", cfg.BuffersPerNode, fmt.Sprintf("must be 1..%d", MaxBuffersPerNode)}
+	case cfg.BufSize < 1 || cfg.BufSize > 1<<20:
+		return nil, &ConfigError{"BufSize", cfg.BufSize, "must be 1..1048576"}
+	case cfg.Headroom < 0 || cfg.Headroom > 1<<16:
+		return nil, &ConfigError{"Headroom", cfg.Headroom, "must be 0..65536"}
+	case cfg.Batch < 1 || cfg.Batch > 4096:
+		return nil, &ConfigError{"Batch", cfg.Batch, "must be 1..4096"}
+	case cfg.CacheSize < 2*cfg.Batch:
+		return nil, &ConfigError{"CacheSize", cfg.CacheSize, fmt.Sprintf("must be at least 2*Batch = %d", 2*cfg.Batch)}
+	case cfg.Placement != WorkerNode && cfg.Placement != DeviceNode:
+		return nil, &ConfigError{"Placement", cfg.Placement, "unknown"}
+	case cfg.HugePages < HugeAuto || cfg.HugePages > HugeRequire:
+		return nil, &ConfigError{"HugePages", cfg.HugePages, "unknown"}
+	case cfg.Bind < BindAuto || cfg.Bind > BindRequire:
+		return nil, &ConfigError{"Bind", cfg.Bind, "unknown"}
+	case len(cfg.Topology.Nodes) == 0:
+		return nil, &ConfigError{"Topology", cfg.Topology.Root, "has no nodes"}
+	}
+	p := &Pool{
+		cfg:     cfg,
+		topo:    cfg.Topology,
+		stride:  (cfg.Headroom + cfg.BufSize + 63) &^ 63,
+		caches:  map[*Cache]struct{}{},
+		retired: map[int]*Counters{},
+	}
+	bind := cfg.Bind == BindRequire || (cfg.Bind == BindAuto && cfg.Topology.Root == numa.DefaultRoot)
+	for _, tn := range cfg.Topology.Nodes {
+		if tn.ID < 0 || tn.ID >= MaxNodes {
+			p.unmap()
+			return nil, &ConfigError{"Topology", tn.ID, fmt.Sprintf("node id outside 0..%d", MaxNodes-1)}
+		}
+		nd, err := p.newNode(tn.ID, bind, 0)
+		if err != nil {
+			p.unmap()
+			return nil, err
+		}
+		p.nodes = append(p.nodes, nd)
+		p.byID[tn.ID] = nd
+	}
+	p.first = p.nodes[0]
+	return p, nil
+}
+
+// newNode maps, binds and pre-faults one arena and builds its stacks.
+// nslots 0 means the normal slot count (tests pass a small one).
+func (p *Pool) newNode(id int, bind bool, nslots int) (*node, error) {
+	cfg := &p.cfg
+	size := cfg.BuffersPerNode * p.stride
+	hsize := (size + sys.HugePageSize - 1) &^ (sys.HugePageSize - 1)
+	nd := &node{id: id, n: uint32(cfg.BuffersPerNode), batch: cfg.Batch,
+		exhausted: &ExhaustedError{Node: id, Buffers: cfg.BuffersPerNode}}
+	var err error
+	if cfg.HugePages != HugeOff {
+		nd.mem, err = sys.MapAnon(hsize, true)
+		if err == nil {
+			nd.huge = true
+		} else if cfg.HugePages == HugeRequire {
+			return nil, fmt.Errorf("pool: node %d: %d bytes of 2 MiB huge pages (HugePages=HugeRequire): %w", id, hsize, err)
+		}
+	}
+	if !nd.huge {
+		if nd.mem, err = sys.MapAnon(hsize, false); err != nil {
+			return nil, fmt.Errorf("pool: node %d: map %d bytes: %w", id, hsize, err)
+		}
+		_ = sys.AdviseHuge(nd.mem) // best effort: THP may be disabled
+	}
+	if bind {
+		if err := numa.Bind(nd.mem, id); err != nil {
+			if cfg.Bind == BindRequire {
+				sys.Unmap(nd.mem)
+				return nil, fmt.Errorf("pool: node %d: %w", id, err)
+			}
+		} else {
+			nd.bound = true
+		}
+	}
+	pg := os.Getpagesize()
+	if nd.huge {
+		pg = sys.HugePageSize
+	}
+	for i := 0; i < len(nd.mem); i += pg {
+		nd.mem[i] = 0 // fault in now, on the bound node
+	}
+	nd.base = sys.Addr(nd.mem)
+
+	full := (cfg.BuffersPerNode + cfg.Batch - 1) / cfg.Batch
+	if nslots == 0 {
+		nslots = 2*full + 64
+	}
+	nd.slots = make([]slot, nslots)
+	nd.slotIx = make([]uint32, nslots*cfg.Batch)
+	nd.res = make([]uint32, 0, cfg.BuffersPerNode)
+	// Push in reverse so the lowest buffers are popped first.
+	var chunks [][2]int
+	for lo := 0; lo < cfg.BuffersPerNode; lo += cfg.Batch {
+		chunks = append(chunks, [2]int{lo, min(lo+cfg.Batch, cfg.BuffersPerNode)})
+	}
+	s := uint32(0)
+	for s = uint32(nslots); s > 0; s-- {
+		if int(s-1) >= len(chunks) {
+			nd.empty.push(nd.slots, s-1)
+		}
+	}
+	for i := len(chunks) - 1; i >= 0; i-- {
+		lo, hi := chunks[i][0], chunks[i][1]
+		if i >= nslots {
+			for j := lo; j < hi; j++ {
+				nd.res = append(nd.res, uint32(id)<<LocalBits|uint32(j))
+			}
+			continue
+		}
+		ix := nd.slotIx[i*cfg.Batch:]
+		for j := lo; j < hi; j++ {
+			ix[j-lo] = uint32(id)<<LocalBits | uint32(j)
+		}
+		nd.slots[i].n = uint32(hi - lo)
+		nd.full.push(nd.slots, uint32(i))
+	}
+	if cfg.Debug {
+		nd.freeBits = make([]atomic.Uint64, (cfg.BuffersPerNode+63)/64)
+		for i := range nd.freeBits {
+			nd.freeBits[i].Store(^uint64(0))
+		}
+	}
+	return nd, nil
+}
+
+// putBatch returns ix (1..batch buffers of this node) to the shared part.
+func (nd *node) putBatch(ix []uint32) {
+	if s, ok := nd.empty.pop(nd.slots); ok {
+		copy(nd.slotIx[int(s)*nd.batch:], ix)
+		nd.slots[s].n = uint32(len(ix))
+		nd.full.push(nd.slots, s)
+		return
+	}
+	nd.resMu.Lock()
+	nd.res = append(nd.res, ix...)
+	nd.resMu.Unlock()
+}
+
+// getBatch moves up to batch buffers into dst (len >= batch) and returns
+// how many.
+func (nd *node) getBatch(dst []uint32) int {
+	if s, ok := nd.full.pop(nd.slots); ok {
+		k := int(nd.slots[s].n)
+		copy(dst, nd.slotIx[int(s)*nd.batch:int(s)*nd.batch+k])
+		nd.empty.push(nd.slots, s)
+		return k
+	}
+	nd.resMu.Lock()
+	k := min(len(nd.res), nd.batch)
+	copy(dst, nd.res[len(nd.res)-k:])
+	nd.res = nd.res[:len(nd.res)-k]
+	nd.resMu.Unlock()
+	return k
+}
+
+func (p *Pool) unmap() {
+	for _, nd := range p.nodes {
+		if nd.mem != nil {
+			sys.Unmap(nd.mem)
+			nd.mem = nil
+		}
+	}
+}
+
+// Close unmaps every arena. No buffer, slice from Bytes or address from
+// Addr may be used afterwards; close every Cache first.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	if len(p.caches) != 0 {
+		return fmt.Errorf("pool: Close with %d caches still open", len(p.caches))
+	}
+	p.closed = true
+	p.unmap()
+	return nil
+}
+
+// Stride is the distance between consecutive buffers of a node.
+func (p *Pool) Stride() int { return p.stride }
+
+// BufSize is the number of data bytes per buffer.
+func (p *Pool) BufSize() int { return p.cfg.BufSize }
+
+// Headroom is the number of bytes reserved before each buffer's data.
+func (p *Pool) Headroom() int { return p.cfg.Headroom }
+
+// Nodes returns the node ids that have an arena.
+func (p *Pool) Nodes() []int {
+	ids := make([]int, len(p.nodes))
+	for i, nd := range p.nodes {
+		ids[i] = nd.id
+	}
+	return ids
+}
+
+// NodeOf returns the node that owns idx (not validated).
+func NodeOf(idx uint32) int { return int(idx >> LocalBits) }
+
+func (p *Pool) lookup(idx uint32) *node {
+	nd := p.byID[idx>>LocalBits]
+	if nd == nil || idx&localMask >= nd.n {
+		return nil
+	}
+	return nd
+}
+
+// Valid reports whether idx names a buffer of this pool.
+func (p *Pool) Valid(idx uint32) bool { return p.lookup(idx) != nil }
+
+// Bytes returns the data area of buffer idx (BufSize bytes after the
+// headroom), or nil if idx is not a buffer of this pool.
+func (p *Pool) Bytes(idx uint32) []byte {
+	nd := p.lookup(idx)
+	if nd == nil {
+		return nil
+	}
+	off := int(idx&localMask)*p.stride + p.cfg.Headroom
+	return nd.mem[off : off+p.cfg.BufSize : off+p.cfg.BufSize]
+}
+
+// Frame returns headroom and data area of buffer idx together, or nil.
+func (p *Pool) Frame(idx uint32) []byte {
+	nd := p.lookup(idx)
+	if nd == nil {
+		return nil
+	}
+	off := int(idx&localMask) * p.stride
+	end := off + p.cfg.Headroom + p.cfg.BufSize
+	return nd.mem[off:end:end]
+}
+
+// Addr returns the address of buffer idx's data area (for a receive
+// descriptor), or 0 if idx is not a buffer of this pool.
+func (p *Pool) Addr(idx uint32) uintptr {
+	nd := p.lookup(idx)
+	if nd == nil {
+		return 0
+	}
+	return nd.base + uintptr(int(idx&localMask)*p.stride+p.cfg.Headroom)
+}
+
+// IndexOf maps an address inside a buffer (headroom or data) back to its
+// index.
+func (p *Pool) IndexOf(addr uintptr) (uint32, bool) {
+	for _, nd := range p.nodes {
+		if addr >= nd.base && addr < nd.base+uintptr(int(nd.n)*p.stride) {
+			return uint32(nd.id)<<LocalBits | uint32((addr-nd.base)/uintptr(p.stride)), true
+		}
+	}
+	return 0, false
+}
+
+// ArenaInfo describes one node's contiguous region.
+type ArenaInfo struct {
+	Node    int
+	Base    uintptr // first byte, for DMA registration
+	Len     int     // bytes mapped (a multiple of 2 MiB)
+	Buffers int
+	HugeTLB bool // 2 MiB hugetlb pages; false: normal pages
+	Bound   bool // mbind'ed to Node
+}
+
+// Arena describes node's region; ok is false if node has none.
+func (p *Pool) Arena(node int) (ArenaInfo, bool) {
+	if node < 0 || node >= MaxNodes || p.byID[node] == nil {
+		return ArenaInfo{}, false
+	}
+	nd := p.byID[node]
+	return ArenaInfo{Node: nd.id, Base: nd.base, Len: len(nd.mem), Buffers: int(nd.n), HugeTLB: nd.huge, Bound: nd.bound}, true
+}
+
+// Region returns node's whole arena as one slice (for DMA registration),
+// or nil.
+func (p *Pool) Region(node int) []byte {
+	if node < 0 || node >= MaxNodes || p.byID[node] == nil {
+		return nil
+	}
+	return p.byID[node].mem
+}
+
+// Queue describes the receive queue a Cache serves.
+type Queue struct {
+	Name       string
+	CPU        int // CPU of the polling worker
+	DeviceNode int // from numa.Topology.NetdevNode; numa.Unknown allowed
+}
+
+// NodeFor returns the node a cache for q allocates from under the pool's
+// Placement. An unknown worker or device node falls back to the first
+// node (VPP uses node 0 for a device with numa_node -1).
+func (p *Pool) NodeFor(q Queue) int {
+	n := numa.Unknown
+	if p.cfg.Placement == DeviceNode {
+		n = q.DeviceNode
+	} else {
+		n = p.topo.NodeOfCPU(q.CPU)
+	}
+	if n < 0 || n >= MaxNodes || p.byID[n] == nil {
+		return p.first.id
+	}
+	return n
+}
+
+// NewCache creates the per-worker cache for q, allocating from
+// NodeFor(q). It starts empty and fills on first use.
+func (p *Pool) NewCache(q Queue) (*Cache, error) {
+	return p.NewCacheOnNode(q.Name, p.NodeFor(q))
+}
+
+// NewCacheOnNode creates a cache that allocates from node.
+func (p *Pool) NewCacheOnNode(name string, node int) (*Cache, error) {
+	if node < 0 || node >= MaxNodes || p.byID[node] == nil {
+		return nil, fmt.Errorf("pool: cache %q: node %d has no arena (nodes %v)", name, node, p.Nodes())
+	}
+	c := &Cache{
+		p:     p,
+		home:  p.byID[node],
+		homeN: uint32(node),
+		objs:  make([]uint32, p.cfg.CacheSize),
+		batch: p.cfg.Batch,
+		debug: p.cfg.Debug,
+		name:  name,
+	}
+	c.remote = make([]remoteStage, MaxNodes)
+	for _, nd := range p.nodes {
+		if nd.id != node {
+			c.remote[nd.id].ix = make([]uint32, 0, p.cfg.Batch)
+		}
+	}
+	c.pub.crossTo = make([]atomic.Uint64, MaxNodes)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errors.New("pool: NewCache on a closed pool")
+	}
+	p.caches[c] = struct{}{}
+	return c, nil
+}
