@@ -1,0 +1,446 @@
+package compile
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/scrubd/scrubd/offload"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// DefaultMaxEntriesPerRule bounds the expansion of one rule.
+const DefaultMaxEntriesPerRule = 256
+
+// Config is what the compiler compiles for.
+type Config struct {
+	// Caps are the device's capabilities (only Keys matter here).
+	Caps offload.Capabilities
+	// Chain and the priorities of the IPv4 and IPv6 tables the entries go
+	// to (tc allows one protocol per priority unless the filters use
+	// protocol all with an EtherType key; the backend decides).
+	Chain          uint32
+	PrioV4, PrioV6 uint16
+	// MaxEntriesPerRule bounds a rule's expansion; 0 means
+	// DefaultMaxEntriesPerRule.
+	MaxEntriesPerRule int
+}
+
+// Reason says why a rule is not offloadable.
+type Reason uint8
+
+const (
+	OK                   Reason = iota
+	ReasonAccept                // accept (allow-list) rules stay in software
+	ReasonLength                // packet length: no flower key
+	ReasonFragment              // fragment condition flower or the device cannot express
+	ReasonUnsupportedKey        // the device lacks a key the rule needs
+	ReasonL4Zero                // an L4 condition that zeros (no L4 header) satisfy in hardware
+	ReasonTooManyEntries        // expansion over MaxEntriesPerRule
+	ReasonAllowList             // overlaps an accept rule that decides first
+	ReasonNoPackets             // the rule matches no packet; nothing to install
+)
+
+var reasonNames = [...]string{"ok", "accept-rule", "packet-length", "fragment", "unsupported-key",
+	"l4-zero", "too-many-entries", "allow-list-overlap", "no-packets"}
+
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("reason(%d)", r)
+}
+
+// TableMask is a mask shape used in one table.
+type TableMask struct {
+	Table offload.Table
+	Mask  offload.Mask
+}
+
+// Result is the compilation of one rule.
+type Result struct {
+	RuleID      string
+	Offloadable bool
+	Reason      Reason
+	Detail      string       // human text for the reason, naming the field and value
+	Missing     offload.Keys // keys the device lacks (ReasonUnsupportedKey, ReasonFragment)
+	Entries     []offload.Entry
+	Masks       []TableMask // distinct mask shapes the entries need
+}
+
+func (r *Result) refuse(why Reason, missing offload.Keys, format string, a ...any) {
+	r.Offloadable, r.Reason, r.Missing, r.Entries, r.Masks = false, why, missing, nil, nil
+	r.Detail = fmt.Sprintf(format, a...)
+}
+
+// frag classes flower can tell apart
+const (
+	clsNot   = 1 << iota // offset 0, more-fragments clear
+	clsFirst             // offset 0, more-fragments set
+	clsLater             // offset != 0
+)
+
+type fragOpt struct {
+	set     int          // classes matched
+	entries []cube       // flags value/mask
+	keys    offload.Keys // keys needed
+}
+
+var fragOpts = []fragOpt{
+	{clsNot | clsFirst | clsLater, []cube{{0, 0}}, 0},
+	{clsNot, []cube{{0, uint32(offload.FlagFrag)}}, offload.KeyFrag},
+	{clsFirst | clsLater, []cube{{uint32(offload.FlagFrag), uint32(offload.FlagFrag)}}, offload.KeyFrag},
+	{clsNot | clsLater, []cube{{0, uint32(offload.FlagFirstFrag)}}, offload.KeyFirstFrag},
+	{clsFirst, []cube{{uint32(offload.FlagFrag | offload.FlagFirstFrag), uint32(offload.FlagFrag | offload.FlagFirstFrag)}}, offload.KeyFrag | offload.KeyFirstFrag},
+	{clsLater, []cube{{uint32(offload.FlagFrag), uint32(offload.FlagFrag | offload.FlagFirstFrag)}}, offload.KeyFrag | offload.KeyFirstFrag},
+	{clsNot | clsFirst, []cube{{0, uint32(offload.FlagFrag)}, {uint32(offload.FlagFrag | offload.FlagFirstFrag), uint32(offload.FlagFrag | offload.FlagFirstFrag)}}, offload.KeyFrag | offload.KeyFirstFrag},
+	{0, nil, 0},
+}
+
+// fragCells returns, for family fam, the flower classes whose packets all
+// satisfy the fragment condition f (req), those none of whose packets do
+// (forbid), and whether a class is mixed (some do, some do not).
+func fragClasses(f rule.Frag, fam rule.Family) (req, forbid, mixed int) {
+	type cell struct {
+		mf  bool
+		off uint16
+		cls int
+	}
+	cells := []cell{{false, 0, clsNot}, {true, 0, clsFirst}, {true, 8, clsLater}, {false, 8, clsLater}}
+	dfs := []bool{false, true}
+	if fam == rule.IPv6 {
+		dfs = dfs[:1]
+	}
+	some, none := 0, 0
+	for _, c := range cells {
+		for _, df := range dfs {
+			if f == 0 || f&rule.FragState(df, c.mf, c.off) != 0 {
+				some |= c.cls
+			} else {
+				none |= c.cls
+			}
+		}
+	}
+	return some &^ none, none &^ some, some & none
+}
+
+func icmpProto(fam rule.Family) uint8 {
+	if fam == rule.IPv4 {
+		return rule.ProtoICMP
+	}
+	return rule.ProtoICMPv6
+}
+
+// protos returns the protocols entries of family fam must carry: nil for
+// "no ip_proto key", an empty non-nil slice when no packet of fam matches.
+func protos(m *rule.Match, fam rule.Family) []uint8 {
+	var implied []uint8
+	has := false
+	narrow := func(set []uint8) {
+		if !has {
+			implied, has = set, true
+			return
+		}
+		var out []uint8
+		for _, p := range implied {
+			for _, q := range set {
+				if p == q {
+					out = append(out, p)
+				}
+			}
+		}
+		implied = out
+		if implied == nil {
+			implied = []uint8{}
+		}
+	}
+	if m.SrcPort != nil || m.DstPort != nil || m.Port != nil {
+		narrow([]uint8{rule.ProtoTCP, rule.ProtoUDP, rule.ProtoSCTP})
+	}
+	if m.HasTCPFlags {
+		narrow([]uint8{rule.ProtoTCP})
+	}
+	if m.ICMPType != nil || m.ICMPCode != nil {
+		narrow([]uint8{icmpProto(fam)})
+	}
+	if m.Proto != nil {
+		narrow(m.Proto)
+	}
+	if !has {
+		return nil
+	}
+	return implied
+}
+
+// portPairs returns the (src, dst) port cubes whose union is exactly the
+// port condition of m.
+func portPairs(m *rule.Match) [][2]cube {
+	const max = 0xffff
+	s, d, p := norm(m.SrcPort, max), norm(m.DstPort, max), norm(m.Port, max)
+	cross := func(a, b rule.Ranges) [][2]cube {
+		if a != nil && len(a) == 0 || b != nil && len(b) == 0 {
+			return nil
+		}
+		var out [][2]cube
+		for _, x := range prefixes(a, 16) {
+			for _, y := range prefixes(b, 16) {
+				out = append(out, [2]cube{x, y})
+			}
+		}
+		return out
+	}
+	if p == nil {
+		return cross(s, d)
+	}
+	// (S∩P)×D ∪ S×(D∩P); overlap between the two halves is harmless (both
+	// drop) but the disjoint forms are sometimes smaller: take the smallest.
+	sp, dp := intersect(s, p), intersect(d, p)
+	best := append(cross(sp, d), cross(s, dp)...)
+	for _, c := range [][][2]cube{
+		append(cross(sp, d), cross(subtract(s, sp, max), dp)...),
+		append(cross(s, dp), cross(sp, subtract(d, dp, max))...),
+	} {
+		if len(c) < len(best) {
+			best = c
+		}
+	}
+	return best
+}
+
+func (c *Config) maxEntries() int {
+	if c.MaxEntriesPerRule > 0 {
+		return c.MaxEntriesPerRule
+	}
+	return DefaultMaxEntriesPerRule
+}
+
+// Rule compiles one rule on its own (no allow-list context; see CompileSet).
+func Rule(cfg *Config, r *rule.Rule) Result {
+	res := Result{RuleID: r.ID}
+	m := &r.Match
+	if r.Action != rule.Drop {
+		res.refuse(ReasonAccept, 0, "rule %s: action %s stays in software (hardware gets drop entries only)", r.ID, r.Action)
+		return res
+	}
+	if m.Length != nil {
+		res.refuse(ReasonLength, 0, "rule %s: length %s: flower has no packet-length key", r.ID, rangesString(m.Length))
+		return res
+	}
+	fams := []rule.Family{rule.IPv4, rule.IPv6}
+	if f := m.Family(); f != rule.FamilyAny {
+		fams = []rule.Family{f}
+	}
+	rh := offload.RuleHash(r.ID, m)
+	limit := cfg.maxEntries()
+	var entries []offload.Entry
+	for _, fam := range fams {
+		es, ok := compileFamily(cfg, r, fam, limit-len(entries), &res)
+		if !ok {
+			return res
+		}
+		entries = append(entries, es...)
+	}
+	if len(entries) == 0 {
+		res.refuse(ReasonNoPackets, 0, "rule %s: %s matches no packet", r.ID, m)
+		return res
+	}
+	seen := map[TableMask]bool{}
+	for i := range entries {
+		e := &entries[i]
+		e.Match.Normalize()
+		e.RuleID = r.ID
+		e.SetCookie(rh)
+		tm := TableMask{e.Table(), e.Match.Mask()}
+		if !seen[tm] {
+			seen[tm] = true
+			res.Masks = append(res.Masks, tm)
+		}
+	}
+	res.Offloadable, res.Reason, res.Entries = true, OK, entries
+	return res
+}
+
+func rangesString(rs rule.Ranges) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = r.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func compileFamily(cfg *Config, r *rule.Rule, fam rule.Family, budget int, res *Result) ([]offload.Entry, bool) {
+	m := &r.Match
+	keys := cfg.Caps.Keys
+	// fragment classes
+	req, forbid, mixed := fragClasses(m.Fragment, fam)
+	if m.NeedsL4() {
+		// Later fragments have no L4 header: the rule never matches them
+		// and no emitted entry does (ZeroL4 entries are refused below).
+		req, forbid, mixed = req&^clsLater, forbid&^clsLater, mixed&^clsLater
+	}
+	if mixed != 0 {
+		res.refuse(ReasonFragment, 0, "rule %s: fragment %s: flower's frag/firstfrag bits cannot express it (no dont-fragment or last-fragment key)", r.ID, m.Fragment)
+		return nil, false
+	}
+	var frag *fragOpt
+	var needKeys offload.Keys
+	for i := range fragOpts {
+		o := &fragOpts[i]
+		if o.set&req != req || o.set&forbid != 0 {
+			continue
+		}
+		needKeys |= o.keys
+		if keys.Has(o.keys) && (frag == nil || len(o.entries) < len(frag.entries)) {
+			frag = o
+		}
+	}
+	if frag == nil {
+		res.refuse(ReasonFragment, needKeys&^keys, "rule %s: fragment %s needs ip_flags keys the device lacks (%s)", r.ID, m.Fragment, (needKeys &^ keys))
+		return nil, false
+	}
+	if len(frag.entries) == 0 {
+		return nil, true // no packet of this family matches
+	}
+	ps := protos(m, fam)
+	if ps != nil && len(ps) == 0 {
+		return nil, true
+	}
+	var addr offload.Match
+	addr.Family = fam
+	if m.Src.IsValid() {
+		addr.Src, addr.SrcMask = rule.PrefixAddr(m.Src)
+	}
+	if m.Dst.IsValid() {
+		addr.Dst, addr.DstMask = rule.PrefixAddr(m.Dst)
+	}
+	dscp := []cube{{0, 0}}
+	if m.DSCP != 0 {
+		dscp = coverSet(m.DSCP, 6)
+	}
+	ports := [][2]cube{{{0, 0}, {0, 0}}}
+	if m.SrcPort != nil || m.DstPort != nil || m.Port != nil {
+		ports = portPairs(m)
+	}
+	types, codes := []cube{{0, 0}}, []cube{{0, 0}}
+	if m.ICMPType != nil {
+		types = prefixes(norm(m.ICMPType, 255), 8)
+	}
+	if m.ICMPCode != nil {
+		codes = prefixes(norm(m.ICMPCode, 255), 8)
+	}
+	protoList := []int{-1}
+	if ps != nil {
+		protoList = protoList[:0]
+		for _, p := range ps {
+			protoList = append(protoList, int(p))
+		}
+	}
+	// count before expanding
+	n := uint64(len(frag.entries)) * uint64(len(dscp)) * uint64(len(protoList))
+	perProto := uint64(1)
+	if m.ICMPType != nil || m.ICMPCode != nil {
+		perProto *= uint64(len(types)) * uint64(len(codes))
+	}
+	perProto *= uint64(len(ports))
+	if n*perProto > uint64(budget) {
+		res.refuse(ReasonTooManyEntries, 0, "rule %s: needs %d entries, more than the %d allowed per rule", r.ID, n*perProto, cfg.maxEntries())
+		return nil, false
+	}
+	prio := cfg.PrioV4
+	if fam == rule.IPv6 {
+		prio = cfg.PrioV6
+	}
+	var out []offload.Entry
+	for _, p := range protoList {
+		base := addr
+		if p >= 0 {
+			base.HasProto, base.Proto = true, uint8(p)
+		}
+		l4 := []offload.Match{base}
+		if m.SrcPort != nil || m.DstPort != nil || m.Port != nil {
+			l4 = l4[:0]
+			for _, pp := range ports {
+				e := base
+				e.SrcPort, e.SrcPortMask = uint16(pp[0].v), uint16(pp[0].m)
+				e.DstPort, e.DstPortMask = uint16(pp[1].v), uint16(pp[1].m)
+				l4 = append(l4, e)
+			}
+		}
+		if m.HasTCPFlags {
+			for i := range l4 {
+				l4[i].TCPFlags, l4[i].TCPFlagsMask = m.TCPFlags.Value, m.TCPFlags.Mask
+			}
+		}
+		if m.ICMPType != nil || m.ICMPCode != nil {
+			var x []offload.Match
+			for _, e := range l4 {
+				for _, t := range types {
+					for _, c := range codes {
+						e.ICMPType, e.ICMPTypeMask = uint8(t.v), uint8(t.m)
+						e.ICMPCode, e.ICMPCodeMask = uint8(c.v), uint8(c.m)
+						x = append(x, e)
+					}
+				}
+			}
+			l4 = x
+		}
+		for _, e := range l4 {
+			for _, d := range dscp {
+				for _, f := range frag.entries {
+					e.TOS, e.TOSMask = uint8(d.v<<2), uint8(d.m<<2)
+					e.Flags, e.FlagsMask = uint8(f.v), uint8(f.m)
+					e.Normalize()
+					if m.NeedsL4() && e.ZeroL4() {
+						res.refuse(ReasonL4Zero, 0, "rule %s: %s: in hardware, packets without an L4 header (later fragments, short headers) read as zeros and would match entry %q",
+							r.ID, m, e.String())
+						return nil, false
+					}
+					if err := cfg.Caps.Check(&e); err != nil {
+						var missing offload.Keys
+						if ee, ok := err.(*offload.EntryError); ok {
+							missing = ee.Missing
+						}
+						res.refuse(ReasonUnsupportedKey, missing, "rule %s: entry %q: %s", r.ID, e.String(), errText(err))
+						return nil, false
+					}
+					out = append(out, offload.Entry{Chain: cfg.Chain, Prio: prio, Match: e})
+				}
+			}
+		}
+	}
+	return out, true
+}
+
+func errText(err error) string {
+	if ee, ok := err.(*offload.EntryError); ok && ee.Extack != "" {
+		return ee.Extack
+	}
+	return err.Error()
+}
+
+// Set compiles every rule of s, in order, and keeps in software every drop
+// rule that overlaps an accept rule deciding before it (ReasonAllowList):
+// hardware only holds drop entries, and must never drop a packet the
+// allow-list passes.
+func Set(cfg *Config, s *rule.Set) []Result {
+	out := make([]Result, len(s.Rules))
+	for i := range s.Rules {
+		out[i] = Rule(cfg, &s.Rules[i])
+	}
+	for i := range s.Rules {
+		if !out[i].Offloadable {
+			continue
+		}
+		d := &s.Rules[i]
+		for j := range s.Rules {
+			a := &s.Rules[j]
+			if a.Action != rule.Accept || !rule.Before(a, j, d, i) {
+				continue
+			}
+			if Overlap(&a.Match, &d.Match) {
+				out[i].refuse(ReasonAllowList, 0, "rule %s overlaps accept rule %s (priority %d), which decides first", d.ID, a.ID, a.Priority)
+				break
+			}
+		}
+	}
+	return out
+}
