@@ -1,0 +1,488 @@
+// SPDX-License-Identifier: GPL-2.0
+/* scrubd XDP engine: a tuple-space classifier with the match semantics of
+ * swpath/rule (see that package's doc). The Go side (swpath/xdp) compiles a
+ * rule set into the three per-generation tables below and flips the active
+ * generation with one 32-bit store; limits are checked in Go before load.
+ *
+ * Tables of one generation:
+ *   masks: ARRAY[MAX_MASKS] of struct mask, sorted by best_rank ascending;
+ *          unused slots have best_rank = RANK_NONE, which ends the walk.
+ *   keys:  HASH of masked tuple (mask id in the tuple) -> struct cands, the
+ *          candidate entries sharing that masked tuple, sorted by rank.
+ *   ents:  ARRAY of struct ent: one expansion of one rule, with the residual
+ *          conditions (ranges, flags, fragment, length, DSCP) checked here.
+ * rank is the rule's position in the deciding order (priority, then index):
+ * the lowest rank that matches decides.
+ */
+#include "types.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define MAX_MASKS 64  /* masks walked per packet (swpath/xdp.MaxMasks) */
+#define MAX_CHAIN 1024 /* entries sharing one masked tuple (MaxChain) */
+#define NR 4          /* ranges per field per entry (RangesPerEntry) */
+#define MAX_EXT 4     /* rule.MaxIPv6ExtHeaders */
+#define RANK_NONE 0xffffffffU
+
+/* Fragment states, as rule.Frag. */
+#define F_DF 1
+#define F_IS 2
+#define F_FIRST 4
+#define F_LAST 8
+#define F_NOT 16
+
+/* ent.need bits. */
+#define NEED_PORTS 1
+#define NEED_TCP 2
+#define NEED_ICMP 4
+
+/* Verdict counter slots (swpath/xdp.Verdict). */
+#define V_NOTIP 0
+#define V_PASS 1
+#define V_DROP 2
+#define V_ACCEPT 3
+#define V_MAX 4
+
+/* cfg slots. */
+#define CFG_ACTIVE 0
+#define CFG_MODE 1
+#define MODE_INLINE 1
+
+/* The masked part of a packet: every byte in network order, so the layout
+ * is the same on both endiannesses. */
+struct tuple {
+	__u8 fam;
+	__u8 proto;
+	__u8 sport[2];
+	__u8 dport[2];
+	__u8 mid; /* mask id, set after masking */
+	__u8 pad;
+	__u8 src[16];
+	__u8 dst[16];
+};
+
+struct mask {
+	struct tuple m;
+	__u32 best_rank;
+	__u32 pad;
+};
+
+/* The entries sharing one masked tuple form a list through ent.next,
+ * sorted by rank. */
+struct cands {
+	__u32 head;
+	__u32 n;
+};
+
+struct range16 {
+	__u16 lo, hi;
+};
+
+struct range32 {
+	__u32 lo, hi;
+};
+
+struct ent {
+	__u32 rule; /* counter slot */
+	__u32 rank;
+	__u8 action; /* 0 drop, 1 accept (rule.Action) */
+	__u8 need;
+	__u8 n_sport, n_dport, n_port, n_itype, n_icode, n_len;
+	__u8 tcp_val, tcp_mask, frag, pad;
+	__u32 next; /* next entry with the same masked tuple, or RANK_NONE */
+	__u64 dscp;
+	struct range16 sport[NR], dport[NR], port[NR], itype[NR], icode[NR];
+	struct range32 len[NR];
+};
+
+struct ctr {
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct pkt {
+	struct tuple t;
+	__u32 len;
+	__u16 sport, dport; /* host order */
+	__u8 l4, has_ports, has_icmp, tcp_flags, itype, icode, frag, dscp;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, __u32);
+} cfg SEC(".maps");
+
+
+
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__array(values, struct {
+		__uint(type, BPF_MAP_TYPE_ARRAY);
+		__uint(max_entries, MAX_MASKS);
+		__uint(key_size, sizeof(__u32));
+		__uint(value_size, sizeof(struct mask));
+	});
+} masks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__array(values, struct {
+		__uint(type, BPF_MAP_TYPE_HASH);
+		__uint(max_entries, 1);
+		__uint(key_size, sizeof(struct tuple));
+		__uint(value_size, sizeof(struct cands));
+	});
+} keys SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__array(values, struct {
+		__uint(type, BPF_MAP_TYPE_ARRAY);
+		__uint(max_entries, 1);
+		__uint(map_flags, BPF_F_INNER_MAP);
+		__uint(key_size, sizeof(__u32));
+		__uint(value_size, sizeof(struct ent));
+	});
+} ents SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 16384); /* resized from Go */
+	__type(key, __u32);
+	__type(value, struct ctr);
+} rule_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, V_MAX);
+	__type(key, __u32);
+	__type(value, struct ctr);
+} verdicts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} tx_port SEC(".maps");
+
+static __always_inline __u16 be16(const __u8 *p)
+{
+	return ((__u16)p[0] << 8) | p[1];
+}
+
+static __always_inline __u8 frag_state(int df, int mf, __u16 off)
+{
+	__u8 f = df ? F_DF : 0;
+	if (off != 0)
+		f |= mf ? F_IS : (F_IS | F_LAST);
+	else
+		f |= mf ? F_FIRST : F_NOT;
+	return f;
+}
+
+/* parse_l4 fills the L4 fields when the fixed header is captured. */
+static __always_inline void parse_l4(struct pkt *p, __u8 *l4, void *end)
+{
+	__u8 proto = p->t.proto;
+	if (proto == 6 || proto == 17 || proto == 132) {
+		if (proto == 6) {
+			if ((void *)(l4 + 20) > end)
+				return;
+			p->tcp_flags = l4[13];
+		} else if (proto == 17) {
+			if ((void *)(l4 + 8) > end)
+				return;
+		} else if ((void *)(l4 + 12) > end) {
+			return;
+		}
+		p->l4 = 1;
+		p->has_ports = 1;
+		p->t.sport[0] = l4[0];
+		p->t.sport[1] = l4[1];
+		p->t.dport[0] = l4[2];
+		p->t.dport[1] = l4[3];
+		p->sport = be16(l4);
+		p->dport = be16(l4 + 2);
+		return;
+	}
+	if ((p->t.fam == 4 && proto == 1) || (p->t.fam == 6 && proto == 58)) {
+		if ((void *)(l4 + 4) > end)
+			return;
+		p->l4 = 1;
+		p->has_icmp = 1;
+		p->itype = l4[0];
+		p->icode = l4[1];
+		return;
+	}
+	/* Other protocols: no rule condition reads their header. */
+}
+
+static __always_inline int is_ext(__u8 nh)
+{
+	return nh == 0 || nh == 43 || nh == 60 || nh == 44;
+}
+
+/* parse returns 1 for an IP packet (fields filled), 0 for anything else. */
+static __always_inline int parse(struct pkt *p, __u8 *d, void *end)
+{
+	if ((void *)(d + 14) > end)
+		return 0;
+	__u16 et = be16(d + 12);
+	__u8 *l3 = d + 14;
+	if (et == 0x8100 || et == 0x88a8) {
+		if ((void *)(l3 + 4) > end)
+			return 0;
+		et = be16(l3 + 2);
+		l3 += 4;
+		if (et == 0x8100 || et == 0x88a8) {
+			if ((void *)(l3 + 4) > end)
+				return 0;
+			et = be16(l3 + 2);
+			l3 += 4;
+			if (et == 0x8100 || et == 0x88a8)
+				return 0;
+		}
+	}
+	if (et == 0x0800) {
+		if ((void *)(l3 + 20) > end)
+			return 0;
+		if ((l3[0] >> 4) != 4)
+			return 0;
+		__u32 ihl = (l3[0] & 15) * 4;
+		if (ihl < 20)
+			return 0;
+		if ((void *)(l3 + ihl) > end)
+			return 0;
+		p->t.fam = 4;
+		p->dscp = l3[1] >> 2;
+		p->len = be16(l3 + 2);
+		__u16 fo = be16(l3 + 6);
+		__u16 off = fo & 0x1fff;
+		p->frag = frag_state(fo & 0x4000, fo & 0x2000, off);
+		p->t.proto = l3[9];
+		__builtin_memcpy(p->t.src, l3 + 12, 4);
+		__builtin_memcpy(p->t.dst, l3 + 16, 4);
+		if (off == 0)
+			parse_l4(p, l3 + ihl, end);
+		return 1;
+	}
+	if (et != 0x86dd)
+		return 0;
+	if ((void *)(l3 + 40) > end)
+		return 0;
+	if ((l3[0] >> 4) != 6)
+		return 0;
+	p->t.fam = 6;
+	p->dscp = (((l3[0] & 15) << 4) | (l3[1] >> 4)) >> 2;
+	p->len = 40 + (__u32)be16(l3 + 4);
+	p->frag = F_NOT;
+	__builtin_memcpy(p->t.src, l3 + 8, 16);
+	__builtin_memcpy(p->t.dst, l3 + 24, 16);
+	__u8 nh = l3[6];
+	__u8 *cur = l3 + 40;
+	int stop = 0;
+#pragma unroll
+	for (int i = 0; i < MAX_EXT; i++) {
+		if (stop || !is_ext(nh))
+			break;
+		if (nh == 44) {
+			if ((void *)(cur + 8) > end) {
+				stop = 1;
+				break;
+			}
+			__u16 fo = be16(cur + 2);
+			p->frag = frag_state(0, fo & 1, fo >> 3);
+			nh = cur[0];
+			cur += 8;
+			if (fo >> 3) {
+				stop = 1; /* non-first fragment: no more headers */
+				break;
+			}
+			continue;
+		}
+		if ((void *)(cur + 2) > end) {
+			stop = 1;
+			break;
+		}
+		__u32 hl = ((__u32)cur[1] + 1) * 8;
+		__u8 next = cur[0];
+		if ((void *)(cur + hl) > end) {
+			stop = 1;
+			break;
+		}
+		nh = next;
+		cur += hl;
+	}
+	p->t.proto = nh;
+	if (!stop && !is_ext(nh))
+		parse_l4(p, cur, end);
+	return 1;
+}
+
+static __always_inline int in16(const struct range16 *r, __u8 n, __u16 v)
+{
+#pragma unroll
+	for (int i = 0; i < NR; i++)
+		if (i < n && v >= r[i].lo && v <= r[i].hi)
+			return 1;
+	return 0;
+}
+
+static __always_inline int in32(const struct range32 *r, __u8 n, __u32 v)
+{
+#pragma unroll
+	for (int i = 0; i < NR; i++)
+		if (i < n && v >= r[i].lo && v <= r[i].hi)
+			return 1;
+	return 0;
+}
+
+/* residual reports whether the packet meets the conditions of e that the
+ * masked tuple does not already decide. */
+static __always_inline int residual(const struct ent *e, const struct pkt *p)
+{
+	if ((e->need & NEED_PORTS) && !p->has_ports)
+		return 0;
+	if (e->n_sport && !in16(e->sport, e->n_sport, p->sport))
+		return 0;
+	if (e->n_dport && !in16(e->dport, e->n_dport, p->dport))
+		return 0;
+	if (e->n_port && !in16(e->port, e->n_port, p->sport) && !in16(e->port, e->n_port, p->dport))
+		return 0;
+	if (e->need & NEED_TCP) {
+		if (!p->l4 || p->t.proto != 6 || (p->tcp_flags & e->tcp_mask) != e->tcp_val)
+			return 0;
+	}
+	if (e->need & NEED_ICMP) {
+		if (!p->has_icmp)
+			return 0;
+		if (e->n_itype && !in16(e->itype, e->n_itype, p->itype))
+			return 0;
+		if (e->n_icode && !in16(e->icode, e->n_icode, p->icode))
+			return 0;
+	}
+	if (e->frag && !(e->frag & p->frag))
+		return 0;
+	if (e->n_len && !in32(e->len, e->n_len, p->len))
+		return 0;
+	if (e->dscp && !((e->dscp >> (p->dscp & 63)) & 1))
+		return 0;
+	return 1;
+}
+
+/* walk is the state of the walk over the masks (bpf_loop keeps the
+ * verifier's work to one pass over the loop body). */
+struct walk {
+	struct pkt *p;
+	void *mm, *km, *em;
+	__u32 best, rule, ent;
+	__u8 action;
+};
+
+static long walk_chain(__u32 j, void *ctx)
+{
+	struct walk *w = ctx;
+	__u32 ei = w->ent;
+	struct ent *e = bpf_map_lookup_elem(w->em, &ei);
+	if (!e || e->rank >= w->best)
+		return 1; /* sorted by rank: nothing further can win */
+	if (residual(e, w->p)) {
+		w->best = e->rank;
+		w->rule = e->rule;
+		w->action = e->action;
+		return 1;
+	}
+	w->ent = e->next;
+	return 0;
+}
+
+static long walk_mask(__u32 i, void *ctx)
+{
+	struct walk *w = ctx;
+	struct pkt *p = w->p;
+	struct mask *m = bpf_map_lookup_elem(w->mm, &i);
+	if (!m || m->best_rank >= w->best)
+		return 1; /* masks are sorted: none left can win */
+	struct tuple t;
+	__u64 *tw = (__u64 *)&t, *mw = (__u64 *)&m->m, *pk = (__u64 *)&p->t;
+	tw[0] = pk[0] & mw[0];
+	tw[1] = pk[1] & mw[1];
+	tw[2] = pk[2] & mw[2];
+	tw[3] = pk[3] & mw[3];
+	tw[4] = pk[4] & mw[4];
+	t.mid = i;
+	struct cands *c = bpf_map_lookup_elem(w->km, &t);
+	if (!c)
+		return 0;
+	w->ent = c->head;
+	bpf_loop(MAX_CHAIN, walk_chain, w, 0);
+	return 0;
+}
+
+static __always_inline void count(void *map, __u32 idx, __u64 bytes)
+{
+	struct ctr *c = bpf_map_lookup_elem(map, &idx);
+	if (c) {
+		c->packets++;
+		c->bytes += bytes;
+	}
+}
+
+SEC("xdp")
+int scrub(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u64 bytes = end - data;
+	struct pkt p = {};
+	__u32 verdict = V_NOTIP;
+	int act = XDP_PASS;
+
+	if (!parse(&p, data, end))
+		goto out;
+
+	verdict = V_PASS;
+	__u32 k = CFG_ACTIVE;
+	__u32 *activep = bpf_map_lookup_elem(&cfg, &k);
+	__u32 gen = activep ? (*activep & 1) : 0;
+	void *mm = bpf_map_lookup_elem(&masks, &gen);
+	void *km = bpf_map_lookup_elem(&keys, &gen);
+	void *em = bpf_map_lookup_elem(&ents, &gen);
+	if (!mm || !km || !em)
+		goto out;
+
+	struct walk w = {.p = &p, .mm = mm, .km = km, .em = em, .best = RANK_NONE};
+	bpf_loop(MAX_MASKS, walk_mask, &w, 0);
+	__u32 best = w.best, best_rule = w.rule;
+	__u8 best_action = w.action;
+	if (best != RANK_NONE) {
+		count(&rule_stats, best_rule, bytes);
+		if (best_action == 0) {
+			verdict = V_DROP;
+			act = XDP_DROP;
+		} else {
+			verdict = V_ACCEPT;
+		}
+	}
+out:
+	count(&verdicts, verdict, bytes);
+	if (act == XDP_PASS) {
+		__u32 mk = CFG_MODE;
+		__u32 *mode = bpf_map_lookup_elem(&cfg, &mk);
+		if (mode && *mode == MODE_INLINE)
+			return bpf_redirect_map(&tx_port, 0, XDP_PASS);
+	}
+	return act;
+}
+
+char __license[] SEC("license") = "GPL";

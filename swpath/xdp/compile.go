@@ -1,0 +1,340 @@
+package xdp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// Limits of the XDP program. The first three are compiled into bpf/scrub.c
+// (MAX_MASKS, MAX_CHAIN, NR) and must change there too.
+const (
+	// MaxMasks is how many distinct masks one packet lookup walks.
+	MaxMasks = 64
+	// MaxChain is how many entries may share one masked tuple (a list
+	// walked in rank order).
+	MaxChain = 1024
+	// RangesPerEntry is how many ranges of one field an entry holds; a
+	// rule with more is split into several entries.
+	RangesPerEntry = 4
+	// MaxEntriesPerRule bounds the expansion of one rule (product of its
+	// protocols, exact ports and range chunks).
+	MaxEntriesPerRule = 256
+	// MaxExactPorts is how many single ports of one field are put into the
+	// hash key (one entry each) rather than checked as ranges.
+	MaxExactPorts = 16
+	// DefaultMaxRules is the default size of the per-rule counter map, and
+	// so the most rules a set may hold.
+	DefaultMaxRules = 16384
+)
+
+const rankNone = ^uint32(0)
+
+// Bits of ent.Need, as NEED_* in bpf/scrub.c.
+const (
+	needPorts = 1
+	needTCP   = 2
+	needICMP  = 4
+)
+
+// LimitError is a rule set refused because one rule exceeds a limit of the
+// XDP program. The whole set is refused; the engine keeps the set in force.
+type LimitError struct {
+	RuleID string // the rule that does not fit
+	Limit  string // name of the limit, e.g. "MaxMasks"
+	Max    int    // the limit's value
+	Need   int    // what the rule would need
+	Reason string
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("xdp: rule %q exceeds %s (%d > %d): %s", e.RuleID, e.Limit, e.Need, e.Max, e.Reason)
+}
+
+// tuple is struct tuple: the masked part of a packet, bytes in network order.
+// Layout: fam, proto, sport[2], dport[2], mask id, pad, src[16], dst[16].
+type tuple [40]byte
+
+func (t *tuple) setMaskID(id uint8) { t[6] = id }
+
+// maskVal is struct mask.
+type maskVal struct {
+	M        tuple
+	BestRank uint32
+	_        uint32
+}
+
+// candsVal is struct cands: the head of a list of entries through
+// entVal.Next.
+type candsVal struct {
+	Head, N uint32
+}
+
+type range16 struct{ Lo, Hi uint16 }
+type range32 struct{ Lo, Hi uint32 }
+
+// entVal is struct ent; every field is explicit, no implicit padding.
+type entVal struct {
+	Rule, Rank                                  uint32
+	Action, Need                                uint8
+	NSport, NDport, NPort, NItype, NIcode, NLen uint8
+	TCPVal, TCPMask, Frag                       uint8
+	_                                           uint8
+	Next                                        uint32
+	DSCP                                        uint64
+	Sport, Dport, Port, Itype, Icode            [RangesPerEntry]range16
+	Len                                         [RangesPerEntry]range32
+}
+
+// ctr is struct ctr.
+type ctr struct{ Packets, Bytes uint64 }
+
+// tables is one compiled generation.
+type tables struct {
+	masks []maskVal // sorted by BestRank, at most MaxMasks
+	keys  map[tuple]candsVal
+	ents  []entVal
+}
+
+// proto is one expansion under construction.
+type proto struct {
+	key, mask tuple
+	e         entVal
+}
+
+func addrBytes(a rule.Addr) [16]byte {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], a.Hi)
+	binary.BigEndian.PutUint64(b[8:], a.Lo)
+	return b
+}
+
+// singles reports whether every range of rs is one value.
+func singles(rs rule.Ranges) bool {
+	for _, r := range rs {
+		if r.Lo != r.Hi {
+			return false
+		}
+	}
+	return true
+}
+
+func chunks(rs rule.Ranges) []rule.Ranges {
+	var out []rule.Ranges
+	for i := 0; i < len(rs); i += RangesPerEntry {
+		out = append(out, rs[i:min(i+RangesPerEntry, len(rs))])
+	}
+	return out
+}
+
+func put16(dst *[RangesPerEntry]range16, n *uint8, rs rule.Ranges) {
+	*n = uint8(len(rs))
+	for i, r := range rs {
+		dst[i] = range16{uint16(r.Lo), uint16(r.Hi)}
+	}
+}
+
+// expand returns the entries of one rule, before mask ids are known. A rule
+// that can never match (an empty list) yields none.
+func expand(r *rule.Rule, slot, rank uint32) ([]proto, error) {
+	m := &r.Match
+	for _, rs := range []rule.Ranges{m.SrcPort, m.DstPort, m.Port, m.ICMPType, m.ICMPCode, m.Length} {
+		if rs != nil && len(rs) == 0 {
+			return nil, nil
+		}
+	}
+	if m.Proto != nil && len(m.Proto) == 0 {
+		return nil, nil
+	}
+	var base proto
+	base.e.Rule, base.e.Rank, base.e.Action = slot, rank, uint8(r.Action)
+	if fam := m.Family(); fam != rule.FamilyAny {
+		base.key[0], base.mask[0] = byte(fam), 0xff
+	}
+	if m.Src.IsValid() {
+		a, mk := rule.PrefixAddr(m.Src)
+		ab, mb := addrBytes(a), addrBytes(mk)
+		copy(base.key[8:24], ab[:])
+		copy(base.mask[8:24], mb[:])
+	}
+	if m.Dst.IsValid() {
+		a, mk := rule.PrefixAddr(m.Dst)
+		ab, mb := addrBytes(a), addrBytes(mk)
+		copy(base.key[24:40], ab[:])
+		copy(base.mask[24:40], mb[:])
+	}
+	if m.SrcPort != nil || m.DstPort != nil || m.Port != nil {
+		base.e.Need |= needPorts
+	}
+	if m.HasTCPFlags {
+		base.e.Need |= needTCP
+		base.e.TCPVal, base.e.TCPMask = m.TCPFlags.Value, m.TCPFlags.Mask
+	}
+	if m.ICMPType != nil || m.ICMPCode != nil {
+		base.e.Need |= needICMP
+	}
+	base.e.Frag = uint8(m.Fragment)
+	base.e.DSCP = m.DSCP
+
+	out := []proto{base}
+	// product applies one dimension's alternatives to every expansion so far.
+	product := func(alts []func(*proto)) error {
+		if len(alts) == 0 {
+			return nil
+		}
+		if len(out)*len(alts) > MaxEntriesPerRule {
+			return &LimitError{RuleID: r.ID, Limit: "MaxEntriesPerRule", Max: MaxEntriesPerRule, Need: len(out) * len(alts),
+				Reason: "protocols x exact ports x range chunks (" + m.String() + ")"}
+		}
+		next := make([]proto, 0, len(out)*len(alts))
+		for _, p := range out {
+			for _, f := range alts {
+				q := p
+				f(&q)
+				next = append(next, q)
+			}
+		}
+		out = next
+		return nil
+	}
+	var alts []func(*proto)
+	for _, pr := range m.Proto {
+		alts = append(alts, func(p *proto) { p.key[1], p.mask[1] = pr, 0xff })
+	}
+	if err := product(alts); err != nil {
+		return nil, err
+	}
+	// exactPorts puts single ports into the key at byte offset off.
+	exactPorts := func(rs rule.Ranges, off int) []func(*proto) {
+		var a []func(*proto)
+		for _, x := range rs {
+			a = append(a, func(p *proto) {
+				binary.BigEndian.PutUint16(p.key[off:], uint16(x.Lo))
+				p.mask[off], p.mask[off+1] = 0xff, 0xff
+			})
+		}
+		return a
+	}
+	rangeAlts := func(rs rule.Ranges, set func(*entVal, rule.Ranges)) []func(*proto) {
+		var a []func(*proto)
+		for _, c := range chunks(rs) {
+			a = append(a, func(p *proto) { set(&p.e, c) })
+		}
+		return a
+	}
+	steps := [][]func(*proto){}
+	if m.SrcPort != nil && singles(m.SrcPort) && len(m.SrcPort) <= MaxExactPorts {
+		steps = append(steps, exactPorts(m.SrcPort, 2))
+	} else {
+		steps = append(steps, rangeAlts(m.SrcPort, func(e *entVal, c rule.Ranges) { put16(&e.Sport, &e.NSport, c) }))
+	}
+	if m.DstPort != nil && singles(m.DstPort) && len(m.DstPort) <= MaxExactPorts {
+		steps = append(steps, exactPorts(m.DstPort, 4))
+	} else {
+		steps = append(steps, rangeAlts(m.DstPort, func(e *entVal, c rule.Ranges) { put16(&e.Dport, &e.NDport, c) }))
+	}
+	if m.Port != nil && m.SrcPort == nil && m.DstPort == nil && singles(m.Port) && len(m.Port) <= MaxExactPorts {
+		// Either port: one entry with the source port in the key and one
+		// with the destination port.
+		steps = append(steps, append(exactPorts(m.Port, 2), exactPorts(m.Port, 4)...))
+	} else {
+		steps = append(steps, rangeAlts(m.Port, func(e *entVal, c rule.Ranges) { put16(&e.Port, &e.NPort, c) }))
+	}
+	steps = append(steps,
+		rangeAlts(m.ICMPType, func(e *entVal, c rule.Ranges) { put16(&e.Itype, &e.NItype, c) }),
+		rangeAlts(m.ICMPCode, func(e *entVal, c rule.Ranges) { put16(&e.Icode, &e.NIcode, c) }),
+		rangeAlts(m.Length, func(e *entVal, c rule.Ranges) {
+			e.NLen = uint8(len(c))
+			for i, x := range c {
+				e.Len[i] = range32{x.Lo, x.Hi}
+			}
+		}))
+	for _, s := range steps {
+		if err := product(s); err != nil {
+			return nil, err
+		}
+	}
+	for i := range out {
+		for j := range out[i].key {
+			out[i].key[j] &= out[i].mask[j]
+		}
+	}
+	return out, nil
+}
+
+// order returns the rule indexes of s in deciding order (rule.Before).
+func order(s *rule.Set) []int {
+	idx := make([]int, len(s.Rules))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool {
+		return rule.Before(&s.Rules[idx[a]], idx[a], &s.Rules[idx[b]], idx[b])
+	})
+	return idx
+}
+
+// compile turns s into tables; slots[i] is the counter slot of s.Rules[i].
+func compile(s *rule.Set, slots []uint32) (*tables, error) {
+	t := &tables{keys: map[tuple]candsVal{}}
+	maskID := map[tuple]int{}
+	tail := map[tuple]uint32{}
+	for rank, i := range order(s) {
+		r := &s.Rules[i]
+		ps, err := expand(r, slots[i], uint32(rank))
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			id, ok := maskID[p.mask]
+			if !ok {
+				if len(t.masks) == MaxMasks {
+					return nil, &LimitError{RuleID: r.ID, Limit: "MaxMasks", Max: MaxMasks, Need: MaxMasks + 1,
+						Reason: "distinct combinations of family, prefix lengths, protocol and exact ports"}
+				}
+				id = len(t.masks)
+				maskID[p.mask] = id
+				// Rules come in rank order, so the first entry of a mask
+				// carries its best rank and masks stay sorted.
+				t.masks = append(t.masks, maskVal{M: p.mask, BestRank: uint32(rank)})
+			}
+			k := p.key
+			k.setMaskID(uint8(id))
+			c, ok := t.keys[k]
+			if int(c.N) == MaxChain {
+				return nil, &LimitError{RuleID: r.ID, Limit: "MaxChain", Max: MaxChain, Need: MaxChain + 1,
+					Reason: "too many rules share the masked tuple " + p.describe()}
+			}
+			// Entries come in rank order: append at the tail of the list.
+			ei := uint32(len(t.ents))
+			p.e.Next = rankNone
+			if !ok {
+				c.Head = ei
+			} else {
+				t.ents[tail[k]].Next = ei
+			}
+			tail[k] = ei
+			c.N++
+			t.keys[k] = c
+			t.ents = append(t.ents, p.e)
+		}
+	}
+	return t, nil
+}
+
+func (p *proto) describe() string {
+	return fmt.Sprintf("fam=%d proto=%d sport=%d dport=%d", p.key[0], p.key[1],
+		binary.BigEndian.Uint16(p.key[2:]), binary.BigEndian.Uint16(p.key[4:]))
+}
+
+// maskArray returns the full MaxMasks array with unused slots ending the walk.
+func (t *tables) maskArray() []maskVal {
+	out := make([]maskVal, MaxMasks)
+	for i := range out {
+		out[i].BestRank = rankNone
+	}
+	copy(out, t.masks)
+	return out
+}

@@ -1,0 +1,41 @@
+// Package xdp is scrubd's XDP software engine: an eBPF program (bpf/scrub.c,
+// compiled by bpf2go; the objects are committed) that enforces a rule.Set on
+// any Linux netdev with the match semantics of package rule, plus the Go side
+// that compiles rule sets into its maps, swaps them atomically, attaches the
+// program, pins it under bpffs and reads its counters.
+//
+// # Layout in the kernel
+//
+// A rule set is compiled into a tuple space: a small array of masks (sorted by
+// the best rank they hold, so the walk stops as soon as no remaining mask can
+// beat the match found), one hash keyed by mask id plus masked tuple
+// (family, protocol, exact ports, source and destination prefixes), and an
+// array of entries holding the residual conditions that a mask cannot express
+// cheaply: port, ICMP and length ranges (checked as ranges in the entry rather
+// than expanded into prefixes, which would multiply masks and entries), TCP
+// flags, fragment states and DSCP. A rule becomes one or more entries: one
+// per protocol in its list, one per exact port when its ports are few single
+// values, one per chunk of RangesPerEntry ranges otherwise. The lowest rank
+// that matches decides, rank being the rule's place in the deciding order
+// (priority, then index), as rule.Set.Decide.
+//
+// The verifier needs bounds, so some are explicit: MaxMasks masks per lookup,
+// MaxChain rules sharing one masked tuple, MaxEntriesPerRule expansions of a
+// rule, MaxRules rules. Compile checks them and refuses a set that exceeds
+// one with a *LimitError naming the rule and the limit; nothing is dropped
+// silently.
+//
+// # Replacement
+//
+// Each table lives in an array of maps with two slots (generations). Replace
+// builds the inactive generation's maps from scratch, installs them, then flips
+// one 32-bit word; a packet reads that word once and uses one generation
+// throughout, so it is classified entirely by the old or entirely by the new
+// set, and a rule present in both drops during the swap.
+//
+// # Counters
+//
+// Per-CPU per-rule packet and byte counters, indexed by a slot that stays
+// with a rule id across replacements, and per-verdict counters; Counters and
+// Verdicts sum them over CPUs.
+package xdp

@@ -1,0 +1,565 @@
+//go:build linux
+
+package xdp
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// Mode says what the program does with a packet that passes.
+type Mode uint32
+
+const (
+	// Host passes to the local stack (XDP_PASS).
+	Host Mode = 0
+	// Inline redirects to the peer port (XDP_REDIRECT through a devmap).
+	Inline Mode = 1
+)
+
+// Verdict indexes the per-verdict counters.
+type Verdict int
+
+const (
+	NotIP  Verdict = iota // not an IP packet: passed, no rule can match
+	Passed                // IP, no rule matched
+	Dropped
+	Accepted // an accept (allow-list) rule decided
+	numVerdicts
+)
+
+func (v Verdict) String() string {
+	return [...]string{"not-ip", "passed", "dropped", "accepted"}[v]
+}
+
+// Counter is a packet and byte count summed over CPUs.
+type Counter struct{ Packets, Bytes uint64 }
+
+// Options configure New.
+type Options struct {
+	Mode Mode
+	// Peer is the interface index passing traffic is redirected to in Inline
+	// mode.
+	Peer int
+	// PinPath is a directory on a bpffs where maps and the link are pinned;
+	// an Engine created with the same PinPath takes them over. Empty: no
+	// pinning.
+	PinPath string
+	// MaxRules is the size of the per-rule counter map (DefaultMaxRules if 0).
+	MaxRules int
+}
+
+// Engine is a loaded XDP program and its maps. Its methods are safe for
+// concurrent use.
+type Engine struct {
+	mu       sync.Mutex
+	opts     Options
+	prog     *ebpf.Program
+	cfg      *ebpf.Map
+	outer    [3]*ebpf.Map // masks, keys, ents
+	stats    *ebpf.Map
+	verdicts *ebpf.Map
+	txPort   *ebpf.Map
+	slotMap  *ebpf.Map // pinned rule id -> counter slot, Go side only
+	link     link.Link
+	attached AttachMode
+
+	active   uint32 // generation in force
+	set      *rule.Set
+	setSlots []uint32
+	slots    map[string]uint32
+	free     []uint32 // slots free for reuse now
+	pending  []uint32 // slots freed by the last Replace, reusable after the next
+	next     uint32   // next never-used slot
+	ncpu     int
+}
+
+// AttachMode is how the program is attached.
+type AttachMode string
+
+const (
+	Native  AttachMode = "native"
+	Generic AttachMode = "generic"
+)
+
+const idLen = 64 // rule.ValidID allows 64 characters
+
+var mapNames = []string{"cfg", "masks", "keys", "ents", "rule_stats", "verdicts", "tx_port"}
+
+// New loads the program and its maps. With Options.PinPath set, maps already
+// pinned there are reused (with their counters and the rule set in force),
+// and new ones are pinned.
+func New(opts Options) (*Engine, error) {
+	if opts.MaxRules == 0 {
+		opts.MaxRules = DefaultMaxRules
+	}
+	spec, err := loadScrub()
+	if err != nil {
+		return nil, fmt.Errorf("xdp: load spec: %w", err)
+	}
+	spec.Maps["rule_stats"].MaxEntries = uint32(opts.MaxRules)
+	var copts ebpf.CollectionOptions
+	if opts.PinPath != "" {
+		if err := os.MkdirAll(opts.PinPath, 0o700); err != nil {
+			return nil, fmt.Errorf("xdp: pin path: %w", err)
+		}
+		for _, n := range mapNames {
+			spec.Maps[n].Pinning = ebpf.PinByName
+		}
+		copts.Maps.PinPath = opts.PinPath
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, copts)
+	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("xdp: load: %+v", ve)
+		}
+		return nil, fmt.Errorf("xdp: load: %w", err)
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		coll.Close()
+		return nil, err
+	}
+	e := &Engine{
+		opts: opts, prog: coll.Programs["scrub"], cfg: coll.Maps["cfg"],
+		outer:    [3]*ebpf.Map{coll.Maps["masks"], coll.Maps["keys"], coll.Maps["ents"]},
+		stats:    coll.Maps["rule_stats"],
+		verdicts: coll.Maps["verdicts"], txPort: coll.Maps["tx_port"],
+		slots: map[string]uint32{}, ncpu: ncpu,
+	}
+	// The collection's objects are now owned by e.
+	delete(coll.Programs, "scrub")
+	for _, n := range mapNames {
+		delete(coll.Maps, n)
+	}
+	coll.Close()
+	if err := e.init(); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Engine) init() error {
+	slotSpec := &ebpf.MapSpec{Name: "scrub_slots", Type: ebpf.Hash, KeySize: idLen, ValueSize: 4,
+		MaxEntries: uint32(e.opts.MaxRules)}
+	var mopts ebpf.MapOptions
+	if e.opts.PinPath != "" {
+		slotSpec.Pinning = ebpf.PinByName
+		mopts.PinPath = e.opts.PinPath
+	}
+	var err error
+	if e.slotMap, err = ebpf.NewMapWithOptions(slotSpec, mopts); err != nil {
+		return fmt.Errorf("xdp: slot map: %w", err)
+	}
+	if err := e.cfg.Lookup(uint32(0), &e.active); err != nil {
+		return fmt.Errorf("xdp: read cfg: %w", err)
+	}
+	e.active &= 1
+	// Take over the slots of a previous agent (pinned maps).
+	var id [idLen]byte
+	var slot uint32
+	used := map[uint32]bool{}
+	it := e.slotMap.Iterate()
+	for it.Next(&id, &slot) {
+		e.slots[idString(id)] = slot
+		used[slot] = true
+		e.next = max(e.next, slot+1)
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("xdp: read slots: %w", err)
+	}
+	for s := uint32(0); s < e.next; s++ {
+		if !used[s] {
+			e.free = append(e.free, s)
+		}
+	}
+	if err := e.cfg.Put(uint32(1), uint32(e.opts.Mode)); err != nil {
+		return fmt.Errorf("xdp: set mode: %w", err)
+	}
+	if e.opts.Mode == Inline {
+		if err := e.txPort.Put(uint32(0), uint32(e.opts.Peer)); err != nil {
+			return fmt.Errorf("xdp: devmap peer ifindex %d: %w", e.opts.Peer, err)
+		}
+	}
+	return nil
+}
+
+func idKey(s string) [idLen]byte {
+	var b [idLen]byte
+	copy(b[:], s)
+	return b
+}
+
+func idString(b [idLen]byte) string {
+	n := 0
+	for n < idLen && b[n] != 0 {
+		n++
+	}
+	return string(b[:n])
+}
+
+// Program returns the XDP program (owned by e).
+func (e *Engine) Program() *ebpf.Program { return e.prog }
+
+// Replace compiles s and puts it in force atomically: the inactive
+// generation's maps are built from scratch, then one word flips. On error
+// (a *LimitError for a rule that does not fit) the set in force stays.
+func (e *Engine) Replace(s *rule.Set) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(s.Rules) > e.opts.MaxRules {
+		return &LimitError{RuleID: s.Rules[e.opts.MaxRules].ID, Limit: "MaxRules", Max: e.opts.MaxRules,
+			Need: len(s.Rules), Reason: "more rules than counter slots"}
+	}
+	// Slots: keep a rule id's slot; reuse slots only a full generation
+	// after they were freed, so an in-flight packet of the old set never
+	// counts into a new rule.
+	seen := make(map[string]bool, len(s.Rules))
+	slots := make([]uint32, len(s.Rules))
+	next := e.next
+	avail := e.free
+	for i := range s.Rules {
+		id := s.Rules[i].ID
+		if seen[id] {
+			return fmt.Errorf("xdp: duplicate rule id %q", id)
+		}
+		seen[id] = true
+		if sl, ok := e.slots[id]; ok {
+			slots[i] = sl
+			continue
+		}
+		switch {
+		case len(avail) > 0:
+			slots[i], avail = avail[0], avail[1:]
+		case int(next) < e.opts.MaxRules:
+			slots[i] = next
+			next++
+		default:
+			return &LimitError{RuleID: id, Limit: "MaxRules", Max: e.opts.MaxRules, Need: e.opts.MaxRules + 1,
+				Reason: "no free counter slot (slots of removed rules are reused one replacement later)"}
+		}
+	}
+	t, err := compile(s, slots)
+	if err != nil {
+		return err
+	}
+	// Zero the counters of slots handed to new ids.
+	zero := make([]ctr, e.ncpu)
+	for i := range s.Rules {
+		if _, ok := e.slots[s.Rules[i].ID]; !ok {
+			if err := e.stats.Put(slots[i], zero); err != nil {
+				return fmt.Errorf("xdp: zero counters of %q: %w", s.Rules[i].ID, err)
+			}
+		}
+	}
+	gen := 1 - e.active
+	inner, err := e.build(t)
+	if err != nil {
+		return err
+	}
+	for i, m := range inner {
+		err := e.outer[i].Put(gen, m)
+		m.Close() // the outer map holds its own reference
+		if err != nil {
+			for _, m := range inner[i+1:] {
+				m.Close()
+			}
+			return fmt.Errorf("xdp: install generation %d: %w", gen, err)
+		}
+	}
+	// The flip: one 32-bit array element.
+	if err := e.cfg.Put(uint32(0), gen); err != nil {
+		return fmt.Errorf("xdp: flip to generation %d: %w", gen, err)
+	}
+	e.active = gen
+
+	// Bookkeeping after the flip.
+	newSlots := make(map[string]uint32, len(s.Rules))
+	for i := range s.Rules {
+		newSlots[s.Rules[i].ID] = slots[i]
+	}
+	var freed []uint32
+	for id, sl := range e.slots {
+		if _, ok := newSlots[id]; !ok {
+			freed = append(freed, sl)
+			k := idKey(id)
+			if err := e.slotMap.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("xdp: slot map: %w", err)
+			}
+		}
+	}
+	for id, sl := range newSlots {
+		if old, ok := e.slots[id]; ok && old == sl {
+			continue
+		}
+		k := idKey(id)
+		if err := e.slotMap.Put(&k, sl); err != nil {
+			return fmt.Errorf("xdp: slot map: %w", err)
+		}
+	}
+	e.free = append(avail, e.pending...)
+	e.pending = freed
+	e.next = next
+	e.slots = newSlots
+	e.set = s
+	e.setSlots = slots
+	return nil
+}
+
+// build creates the three inner maps of one generation.
+func (e *Engine) build(t *tables) ([3]*ebpf.Map, error) {
+	var out [3]*ebpf.Map
+	fail := func(err error) ([3]*ebpf.Map, error) {
+		for _, m := range out {
+			if m != nil {
+				m.Close()
+			}
+		}
+		return [3]*ebpf.Map{}, err
+	}
+	specs := [3]*ebpf.MapSpec{
+		{Name: "scrub_masks", Type: ebpf.Array, KeySize: 4, ValueSize: 48, MaxEntries: MaxMasks},
+		{Name: "scrub_keys", Type: ebpf.Hash, KeySize: 40, ValueSize: 8, MaxEntries: uint32(max(len(t.keys), 1))},
+		{Name: "scrub_ents", Type: ebpf.Array, KeySize: 4, ValueSize: 144, MaxEntries: uint32(max(len(t.ents), 1)),
+			Flags: unix.BPF_F_INNER_MAP},
+	}
+	for i, s := range specs {
+		m, err := ebpf.NewMap(s)
+		if err != nil {
+			return fail(fmt.Errorf("xdp: create %s (%d entries): %w", s.Name, s.MaxEntries, err))
+		}
+		out[i] = m
+	}
+	masks := t.maskArray()
+	mk := make([]uint32, len(masks))
+	for i := range mk {
+		mk[i] = uint32(i)
+	}
+	if _, err := out[0].BatchUpdate(mk, masks, nil); err != nil {
+		return fail(fmt.Errorf("xdp: fill masks: %w", err))
+	}
+	if len(t.keys) > 0 {
+		ks := make([]tuple, 0, len(t.keys))
+		vs := make([]candsVal, 0, len(t.keys))
+		for k, v := range t.keys {
+			ks = append(ks, k)
+			vs = append(vs, v)
+		}
+		if _, err := out[1].BatchUpdate(ks, vs, nil); err != nil {
+			return fail(fmt.Errorf("xdp: fill keys: %w", err))
+		}
+	}
+	if len(t.ents) > 0 {
+		ek := make([]uint32, len(t.ents))
+		for i := range ek {
+			ek[i] = uint32(i)
+		}
+		if _, err := out[2].BatchUpdate(ek, t.ents, nil); err != nil {
+			return fail(fmt.Errorf("xdp: fill entries: %w", err))
+		}
+	}
+	return out, nil
+}
+
+// Set returns the rule set in force (nil before the first Replace of this
+// Engine).
+func (e *Engine) Set() *rule.Set {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.set
+}
+
+// Counters returns the per-rule counters of the set in force, indexed like
+// its Rules, with one batch read of the per-CPU map.
+func (e *Engine) Counters() ([]Counter, error) {
+	e.mu.Lock()
+	slots := e.setSlots
+	hi := uint32(0)
+	for _, s := range slots {
+		hi = max(hi, s+1)
+	}
+	e.mu.Unlock()
+	all, err := e.readSlots(hi)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Counter, len(slots))
+	for i, s := range slots {
+		out[i] = all[s]
+	}
+	return out, nil
+}
+
+// readSlots sums slots [0, n) over CPUs.
+func (e *Engine) readSlots(n uint32) ([]Counter, error) {
+	out := make([]Counter, n)
+	if n == 0 {
+		return out, nil
+	}
+	keys := make([]uint32, n)
+	vals := make([]ctr, int(n)*e.ncpu)
+	var cursor ebpf.MapBatchCursor
+	got, err := e.stats.BatchLookup(&cursor, keys, vals, nil)
+	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return nil, fmt.Errorf("xdp: read rule counters: %w", err)
+	}
+	for i := 0; i < got; i++ {
+		var c Counter
+		for _, v := range vals[i*e.ncpu : (i+1)*e.ncpu] {
+			c.Packets += v.Packets
+			c.Bytes += v.Bytes
+		}
+		out[keys[i]] = c
+	}
+	return out, nil
+}
+
+// Verdicts returns the per-verdict counters, indexed by Verdict.
+func (e *Engine) Verdicts() ([numVerdicts]Counter, error) {
+	var out [numVerdicts]Counter
+	var per []ctr
+	for v := range out {
+		if err := e.verdicts.Lookup(uint32(v), &per); err != nil {
+			return out, fmt.Errorf("xdp: read verdict %s: %w", Verdict(v), err)
+		}
+		for _, c := range per {
+			out[v].Packets += c.Packets
+			out[v].Bytes += c.Bytes
+		}
+	}
+	return out, nil
+}
+
+// Attach attaches the program to ifindex in native mode, or, when native is
+// refused and allowGeneric is set, in generic mode; the mode used is
+// returned. With a pinned link from an earlier agent the program is swapped
+// into that link instead, so filtering never stops. The link is pinned
+// under PinPath when set.
+func (e *Engine) Attach(ifindex int, allowGeneric bool) (AttachMode, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.link != nil {
+		return e.attached, fmt.Errorf("xdp: already attached")
+	}
+	if e.opts.PinPath != "" {
+		lp := e.linkPin()
+		if l, err := link.LoadPinnedLink(lp, nil); err == nil {
+			if err := l.Update(e.prog); err != nil {
+				l.Close()
+				return "", fmt.Errorf("xdp: update pinned link %s: %w", lp, err)
+			}
+			e.link = l
+			mode := Native
+			if b, err := os.ReadFile(lp + ".mode"); err == nil {
+				mode = AttachMode(b)
+			}
+			e.attached = mode
+			return mode, nil
+		}
+	}
+	l, err := link.AttachXDP(link.XDPOptions{Program: e.prog, Interface: ifindex, Flags: link.XDPDriverMode})
+	mode := Native
+	if err != nil {
+		if !allowGeneric {
+			return "", fmt.Errorf("xdp: native attach to ifindex %d: %w", ifindex, err)
+		}
+		var gerr error
+		l, gerr = link.AttachXDP(link.XDPOptions{Program: e.prog, Interface: ifindex, Flags: link.XDPGenericMode})
+		if gerr != nil {
+			return "", fmt.Errorf("xdp: attach to ifindex %d: native: %v; generic: %w", ifindex, err, gerr)
+		}
+		mode = Generic
+	}
+	if e.opts.PinPath != "" {
+		if err := l.Pin(e.linkPin()); err != nil {
+			l.Close()
+			return "", fmt.Errorf("xdp: pin link: %w", err)
+		}
+		if err := os.WriteFile(e.linkPin()+".mode", []byte(mode), 0o600); err != nil {
+			l.Close()
+			return "", fmt.Errorf("xdp: %w", err)
+		}
+	}
+	e.link, e.attached = l, mode
+	return mode, nil
+}
+
+func (e *Engine) linkPin() string { return filepath.Join(e.opts.PinPath, "link") }
+
+// Detach removes the program from the interface (and its pinned link).
+func (e *Engine) Detach() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.link == nil {
+		return nil
+	}
+	if e.opts.PinPath != "" {
+		if err := e.link.Unpin(); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("xdp: unpin link: %w", err)
+		}
+		os.Remove(e.linkPin() + ".mode")
+	}
+	err := e.link.Close()
+	e.link = nil
+	if err != nil {
+		return fmt.Errorf("xdp: detach: %w", err)
+	}
+	return nil
+}
+
+// Unpin removes every pinned object of e (the program stays attached only
+// while e holds its link).
+func (e *Engine) Unpin() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	for _, m := range e.maps() {
+		if m != nil && m.IsPinned() {
+			errs = append(errs, m.Unpin())
+		}
+	}
+	if e.link != nil {
+		if err := e.link.Unpin(); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		os.Remove(e.linkPin() + ".mode")
+	}
+	return errors.Join(errs...)
+}
+
+func (e *Engine) maps() []*ebpf.Map {
+	return []*ebpf.Map{e.cfg, e.outer[0], e.outer[1], e.outer[2], e.stats, e.verdicts, e.txPort, e.slotMap}
+}
+
+// Close releases e's file descriptors. A pinned link keeps the program
+// attached and its pinned maps alive for the next agent; without pinning the
+// program is detached.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	if e.link != nil {
+		errs = append(errs, e.link.Close())
+		e.link = nil
+	}
+	for _, m := range e.maps() {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	if e.prog != nil {
+		errs = append(errs, e.prog.Close())
+	}
+	return errors.Join(errs...)
+}
