@@ -101,9 +101,9 @@ const (
 const (
 	MiniCQESize     = 8
 	MiniPerSlot     = CQESize / MiniCQESize
-	MiniOffRxHash   = 0 // __be32 rx_hash_result (HASH format)
-	MiniOffCsum     = 0 // __be16 checksum (CSUM formats)
-	MiniOffByteCnt  = 4 // __be32 byte_cnt
+	MiniOffRxHash   = 0      // __be32 rx_hash_result (HASH format)
+	MiniOffCsum     = 0      // __be16 checksum (CSUM formats)
+	MiniOffByteCnt  = 4      // __be32 byte_cnt
 	ResFormatHash   = 1 << 0 // MLX5DV_CQE_RES_FORMAT_HASH
 	ResFormatCsum   = 1 << 1
 	ResFormatStridx = 1 << 2
