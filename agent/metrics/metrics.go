@@ -1,0 +1,283 @@
+// Package metrics exports scrubd's state to Prometheus. It is the only
+// package that imports the Prometheus client: a scrape-time Collector reads
+// the placement View (which the placement goroutine publishes) and the rule
+// store, so no Prometheus call ever runs per packet.
+//
+// The point of the metrics is the comparison between the hardware and the
+// software path: every per-rule and per-path series carries path="hw" or
+// path="sw".
+//
+// Per-rule series are bounded: at most MaxRuleSeries rules get their own
+// rule label, assigned first come and kept while the rule exists; the rest
+// are summed into rule="_other". A freed slot goes to the next rule, so
+// "_other" can step down: Prometheus treats that as a counter reset.
+package metrics
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/scrubd/scrubd/agent/placement"
+	"github.com/scrubd/scrubd/agent/store"
+)
+
+// OtherRule is the rule label of the aggregated series.
+const OtherRule = "_other"
+
+// Sources are what the collector reads at scrape time.
+type Sources struct {
+	View  func() *placement.View
+	Store func() store.Snapshot
+	Node  string
+}
+
+// Collector is a prometheus.Collector over the agent's state.
+type Collector struct {
+	src Sources
+	max int
+
+	mu    sync.Mutex
+	slots map[string]bool // rules with their own series
+
+	ruleDroppedPkts, ruleDroppedBytes, ruleAcceptedPkts *prometheus.Desc
+	rulePlacement, ruleMoves, ruleRate                  *prometheus.Desc
+	pathRate, pathFrame                                 *prometheus.Desc
+	swCPP, swCap, swLoad, swHeadroom                    *prometheus.Desc
+	wRx, wRxBytes, wDrop, wPass, wOOB, wCycles          *prometheus.Desc
+	poolFree, poolSize, poolFail                        *prometheus.Desc
+	hwUsed, hwFree, hwMax, maskUsed, maskFree, hwUp     *prometheus.Desc
+	hwFail, nic, moves, rules, info                     *prometheus.Desc
+}
+
+// New returns a collector with at most maxRuleSeries per-rule series.
+func New(src Sources, maxRuleSeries int) *Collector {
+	if maxRuleSeries < 1 {
+		maxRuleSeries = 1
+	}
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("scrubd_"+name, help, labels, nil)
+	}
+	return &Collector{src: src, max: maxRuleSeries, slots: map[string]bool{},
+		ruleDroppedPkts:  d("rule_dropped_packets_total", "Packets dropped by a drop rule, per path (hw: NIC flow table, sw: software engine).", "rule", "path"),
+		ruleDroppedBytes: d("rule_dropped_bytes_total", "Bytes dropped by a drop rule, per path.", "rule", "path"),
+		ruleAcceptedPkts: d("rule_accepted_packets_total", "Packets an accept (allow-list or protect) rule decided in software.", "rule"),
+		rulePlacement:    d("rule_placement", "1 for the path a rule is enforced on now (hw, sw; none for accept rules).", "rule", "path"),
+		ruleMoves:        d("rule_moves_total", "Times placement moved a rule between paths.", "rule"),
+		ruleRate:         d("rule_packets_per_second", "Packet rate a rule decided over the last placement round, per path.", "rule", "path"),
+		pathRate:         d("path_dropped_packets_per_second", "Packet rate dropped by rules on each path over the last placement round.", "path"),
+		pathFrame:        d("path_dropped_frame_bytes_avg", "Mean frame size of the traffic rules dropped on each path over the last round.", "path"),
+		swCPP:            d("sw_cycles_per_packet", "Cycles the software path spends per received packet (live; calibration until traffic flows)."),
+		swCap:            d("sw_capacity_packets_per_second", "Software capacity: workers x clock / cycles per packet."),
+		swLoad:           d("sw_load_packets_per_second", "Packets per second the software path received over the last round."),
+		swHeadroom:       d("sw_headroom_ratio", "1 - load/capacity of the software path (negative when overloaded)."),
+		wRx:              d("sw_worker_received_packets_total", "Packets a software worker received.", "worker"),
+		wRxBytes:         d("sw_worker_received_bytes_total", "Bytes a software worker received.", "worker"),
+		wDrop:            d("sw_worker_dropped_packets_total", "Packets a software worker dropped.", "worker"),
+		wPass:            d("sw_worker_passed_packets_total", "Packets a software worker passed on.", "worker"),
+		wOOB:             d("sw_worker_out_of_buffer_total", "Packets lost because the worker's receive ring had no buffer posted.", "worker"),
+		wCycles:          d("sw_worker_cycles_total", "CPU cycles a software worker spent processing packets.", "worker"),
+		poolFree:         d("sw_pool_free_buffers", "Free buffers in a worker's pool.", "worker", "node"),
+		poolSize:         d("sw_pool_buffers", "Buffers in a worker's pool.", "worker", "node"),
+		poolFail:         d("sw_pool_alloc_failures_total", "Buffer allocations that found the pool empty.", "worker", "node"),
+		hwUsed:           d("hw_entries_used", "Hardware flow-table entries scrubd uses."),
+		hwFree:           d("hw_entries_free", "Hardware flow-table entries left (0 when the size is unknown)."),
+		hwMax:            d("hw_entries_max", "Hardware flow-table entries scrubd may use (0: unknown)."),
+		maskUsed:         d("hw_masks_used", "Distinct mask shapes (flow groups) scrubd's entries use."),
+		maskFree:         d("hw_masks_free", "Mask shapes (flow groups) left (0 when unbounded)."),
+		hwUp:             d("hw_up", "1 while the hardware path works, 0 after the backend reported the device gone."),
+		hwFail:           d("hw_install_failures_total", "Hardware operations that failed, by reason.", "reason"),
+		nic:              d("nic_dropped_packets_total", "The NIC's own drop and discard counters, by ethtool statistic name.", "stat"),
+		moves:            d("placement_moves_total", "Placement moves between paths.", "from", "to"),
+		rules:            d("rules", "Rules in the store by source kind and status.", "source", "status"),
+		info:             d("info", "Agent information.", "node"),
+	}
+}
+
+// Describe sends every descriptor.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.ruleDroppedPkts, c.ruleDroppedBytes, c.ruleAcceptedPkts, c.rulePlacement,
+		c.ruleMoves, c.ruleRate, c.pathRate, c.pathFrame, c.swCPP, c.swCap, c.swLoad, c.swHeadroom, c.wRx, c.wRxBytes,
+		c.wDrop, c.wPass, c.wOOB, c.wCycles, c.poolFree, c.poolSize, c.poolFail, c.hwUsed, c.hwFree, c.hwMax,
+		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info} {
+		ch <- d
+	}
+}
+
+// labelFor assigns rule series slots (sticky, first come).
+func (c *Collector) labels(ids []string) map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	live := map[string]bool{}
+	for _, id := range ids {
+		live[id] = true
+	}
+	for id := range c.slots {
+		if !live[id] {
+			delete(c.slots, id)
+		}
+	}
+	out := make(map[string]string, len(ids))
+	for _, id := range ids {
+		if !c.slots[id] && len(c.slots) < c.max {
+			c.slots[id] = true
+		}
+		if c.slots[id] {
+			out[id] = id
+		} else {
+			out[id] = OtherRule
+		}
+	}
+	return out
+}
+
+type agg struct{ hwP, hwB, swP, swB, acc, moves, hwR, swR float64 }
+
+// Collect reads the sources and sends every metric.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, c.src.Node)
+	if c.src.Store != nil {
+		snap := c.src.Store()
+		type key struct{ src, st string }
+		n := map[key]float64{}
+		for _, e := range snap.Entries {
+			n[key{sourceKind(e.Source), string(e.Status)}]++
+		}
+		for k, v := range n {
+			ch <- prometheus.MustNewConstMetric(c.rules, prometheus.GaugeValue, v, k.src, k.st)
+		}
+	}
+	if c.src.View == nil {
+		return
+	}
+	v := c.src.View()
+	if v == nil {
+		return
+	}
+	ids := make([]string, len(v.Rules))
+	for i, r := range v.Rules {
+		ids[i] = r.ID
+	}
+	lab := c.labels(ids)
+	sums := map[string]*agg{}
+	var order []string
+	placed := map[[2]string]float64{}
+	for _, r := range v.Rules {
+		l := lab[r.ID]
+		a := sums[l]
+		if a == nil {
+			a = &agg{}
+			sums[l] = a
+			order = append(order, l)
+		}
+		if r.Action == "accept" {
+			a.acc += float64(r.SW.Packets)
+		} else {
+			a.hwP += float64(r.HW.Packets)
+			a.hwB += float64(r.HW.Bytes)
+			a.swP += float64(r.SW.Packets)
+			a.swB += float64(r.SW.Bytes)
+		}
+		a.moves += float64(r.Moves)
+		a.hwR += r.HWPPS
+		a.swR += r.SWPPS
+		placed[[2]string{l, string(r.Path)}]++
+	}
+	for _, l := range order {
+		a := sums[l]
+		ch <- prometheus.MustNewConstMetric(c.ruleDroppedPkts, prometheus.CounterValue, a.hwP, l, "hw")
+		ch <- prometheus.MustNewConstMetric(c.ruleDroppedPkts, prometheus.CounterValue, a.swP, l, "sw")
+		ch <- prometheus.MustNewConstMetric(c.ruleDroppedBytes, prometheus.CounterValue, a.hwB, l, "hw")
+		ch <- prometheus.MustNewConstMetric(c.ruleDroppedBytes, prometheus.CounterValue, a.swB, l, "sw")
+		ch <- prometheus.MustNewConstMetric(c.ruleAcceptedPkts, prometheus.CounterValue, a.acc, l)
+		ch <- prometheus.MustNewConstMetric(c.ruleMoves, prometheus.CounterValue, a.moves, l)
+		ch <- prometheus.MustNewConstMetric(c.ruleRate, prometheus.GaugeValue, a.hwR, l, "hw")
+		ch <- prometheus.MustNewConstMetric(c.ruleRate, prometheus.GaugeValue, a.swR, l, "sw")
+		for _, p := range []placement.Path{placement.HW, placement.SW, placement.None} {
+			// For a single rule this is 0 or 1; for _other, how many rules.
+			ch <- prometheus.MustNewConstMetric(c.rulePlacement, prometheus.GaugeValue, placed[[2]string{l, string(p)}], l, string(p))
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.pathRate, prometheus.GaugeValue, v.HWPPS, "hw")
+	ch <- prometheus.MustNewConstMetric(c.pathRate, prometheus.GaugeValue, v.SWPPS, "sw")
+	ch <- prometheus.MustNewConstMetric(c.pathFrame, prometheus.GaugeValue, v.HWAvgFrame, "hw")
+	ch <- prometheus.MustNewConstMetric(c.pathFrame, prometheus.GaugeValue, v.SWAvgFrame, "sw")
+	ch <- prometheus.MustNewConstMetric(c.swCPP, prometheus.GaugeValue, v.CyclesPerPacket)
+	ch <- prometheus.MustNewConstMetric(c.swCap, prometheus.GaugeValue, v.SWCapacityPPS)
+	ch <- prometheus.MustNewConstMetric(c.swLoad, prometheus.GaugeValue, v.SWLoadPPS)
+	head := 0.0
+	if v.SWCapacityPPS > 0 {
+		head = 1 - v.SWLoadPPS/v.SWCapacityPPS
+	}
+	ch <- prometheus.MustNewConstMetric(c.swHeadroom, prometheus.GaugeValue, head)
+	for _, w := range v.SW.Workers {
+		ws := strconv.Itoa(w.Worker)
+		ns := strconv.Itoa(w.PoolNode)
+		ch <- prometheus.MustNewConstMetric(c.wRx, prometheus.CounterValue, float64(w.RxPackets), ws)
+		ch <- prometheus.MustNewConstMetric(c.wRxBytes, prometheus.CounterValue, float64(w.RxBytes), ws)
+		ch <- prometheus.MustNewConstMetric(c.wDrop, prometheus.CounterValue, float64(w.Dropped), ws)
+		ch <- prometheus.MustNewConstMetric(c.wPass, prometheus.CounterValue, float64(w.Passed), ws)
+		ch <- prometheus.MustNewConstMetric(c.wOOB, prometheus.CounterValue, float64(w.OutOfBuffer), ws)
+		ch <- prometheus.MustNewConstMetric(c.wCycles, prometheus.CounterValue, float64(w.Cycles), ws)
+		ch <- prometheus.MustNewConstMetric(c.poolFree, prometheus.GaugeValue, float64(w.PoolFree), ws, ns)
+		ch <- prometheus.MustNewConstMetric(c.poolSize, prometheus.GaugeValue, float64(w.PoolSize), ws, ns)
+		ch <- prometheus.MustNewConstMetric(c.poolFail, prometheus.CounterValue, float64(w.PoolAllocFail), ws, ns)
+	}
+	b := v.HWBudget
+	ch <- prometheus.MustNewConstMetric(c.hwUsed, prometheus.GaugeValue, float64(b.UsedEntries))
+	ch <- prometheus.MustNewConstMetric(c.hwMax, prometheus.GaugeValue, float64(b.MaxEntries))
+	ch <- prometheus.MustNewConstMetric(c.hwFree, prometheus.GaugeValue, float64(max(0, b.MaxEntries-b.UsedEntries)))
+	ch <- prometheus.MustNewConstMetric(c.maskUsed, prometheus.GaugeValue, float64(b.UsedMasks))
+	ch <- prometheus.MustNewConstMetric(c.maskFree, prometheus.GaugeValue, float64(max(0, b.MaxMasks-b.UsedMasks)))
+	up := 0.0
+	if v.HWUp {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.hwUp, prometheus.GaugeValue, up)
+	for k, n := range v.HWFailures {
+		ch <- prometheus.MustNewConstMetric(c.hwFail, prometheus.CounterValue, float64(n), k.String())
+	}
+	names := make([]string, 0, len(v.NIC))
+	for k := range v.NIC {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		ch <- prometheus.MustNewConstMetric(c.nic, prometheus.CounterValue, float64(v.NIC[k]), k)
+	}
+	for k, n := range v.Moves {
+		ch <- prometheus.MustNewConstMetric(c.moves, prometheus.CounterValue, float64(n), string(k[0]), string(k[1]))
+	}
+}
+
+func sourceKind(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ':' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// NewRegistry returns a registry holding the collector and Go runtime and
+// process metrics.
+func NewRegistry(c *Collector) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	reg.MustRegister(collectors.NewGoCollector())
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Handler serves /metrics for reg, and /healthz.
+func Handler(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	return mux
+}

@@ -1,0 +1,125 @@
+package metrics
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/agent/placement"
+	"github.com/scrubd/scrubd/agent/store"
+)
+
+func view(n int) *placement.View {
+	v := &placement.View{HWUp: true, SWCapacityPPS: 86e6, SWLoadPPS: 43e6, CyclesPerPacket: 297,
+		HWBudget:   dataplane.Budget{MaxEntries: 100, UsedEntries: 40, MaxMasks: 15, UsedMasks: 3},
+		HWFailures: map[dataplane.Kind]uint64{dataplane.KindTableFull: 2},
+		Moves:      map[[2]placement.Path]uint64{{placement.SW, placement.HW}: 5},
+		NIC:        map[string]uint64{"rx_discards_phy": 9, "rx_out_of_buffer": 3},
+		SW:         dataplane.SWStats{Workers: []dataplane.WorkerStats{{Worker: 0, RxPackets: 10, Cycles: 2970, PoolSize: 4096, PoolFree: 4000}}},
+		HWPPS:      1e6, SWPPS: 2e6, HWAvgFrame: 64, SWAvgFrame: 1500}
+	for i := 0; i < n; i++ {
+		path := placement.HW
+		if i%2 == 1 {
+			path = placement.SW
+		}
+		v.Rules = append(v.Rules, placement.RuleView{ID: fmt.Sprintf("r%d", i), Action: "drop", Path: path,
+			HW: dataplane.Counter{Packets: 10, Bytes: 640}, SW: dataplane.Counter{Packets: 1, Bytes: 1500}, Moves: 1})
+	}
+	v.Rules = append(v.Rules, placement.RuleView{ID: "allow", Action: "accept", Path: placement.None, SW: dataplane.Counter{Packets: 4}})
+	return v
+}
+
+func scrape(t *testing.T, c *Collector) string {
+	t.Helper()
+	srv := httptest.NewServer(Handler(NewRegistry(c)))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func has(t *testing.T, text, line string) {
+	t.Helper()
+	for _, l := range strings.Split(text, "\n") {
+		if l == line {
+			return
+		}
+	}
+	t.Errorf("missing line %q", line)
+}
+
+func TestBoundedRuleSeries(t *testing.T) {
+	v := view(10)
+	c := New(Sources{View: func() *placement.View { return v }, Store: func() store.Snapshot {
+		return store.Snapshot{Entries: []store.Entry{{Source: "bgp:192.0.2.1", Status: store.Active}, {Source: "file:/x", Status: store.Refused}}}
+	}, Node: "t"}, 3)
+	out := scrape(t, c)
+	has(t, out, `scrubd_rule_dropped_packets_total{path="hw",rule="r0"} 10`)
+	has(t, out, `scrubd_rule_dropped_packets_total{path="sw",rule="r2"} 1`)
+	// r3..r9 and the accept rule: 7 drop rules summed.
+	has(t, out, `scrubd_rule_dropped_packets_total{path="hw",rule="_other"} 70`)
+	has(t, out, `scrubd_rule_dropped_bytes_total{path="sw",rule="_other"} 10500`)
+	has(t, out, `scrubd_rule_accepted_packets_total{rule="_other"} 4`)
+	has(t, out, `scrubd_rule_placement{path="hw",rule="r0"} 1`)
+	has(t, out, `scrubd_rule_placement{path="sw",rule="_other"} 4`)
+	has(t, out, `scrubd_hw_entries_free 60`)
+	has(t, out, `scrubd_hw_masks_free 12`)
+	has(t, out, `scrubd_sw_headroom_ratio 0.5`)
+	has(t, out, `scrubd_hw_install_failures_total{reason="table_full"} 2`)
+	has(t, out, `scrubd_nic_dropped_packets_total{stat="rx_discards_phy"} 9`)
+	has(t, out, `scrubd_placement_moves_total{from="sw",to="hw"} 5`)
+	has(t, out, `scrubd_rules{source="bgp",status="active"} 1`)
+	if n := strings.Count(out, "scrubd_rule_dropped_packets_total{"); n != 8 {
+		t.Errorf("%d per-rule packet series, want 4 labels x 2 paths", n)
+	}
+	// 100k rules stay bounded.
+	big := view(100000)
+	c2 := New(Sources{View: func() *placement.View { return big }}, 50)
+	out = scrape(t, c2)
+	if n := strings.Count(out, "scrubd_rule_dropped_packets_total{"); n != 102 {
+		t.Errorf("%d series for 100k rules", n)
+	}
+	// Freed slots go to new rules.
+	small := view(2)
+	v = small
+	out = scrape(t, c)
+	has(t, out, `scrubd_rule_dropped_packets_total{path="hw",rule="r1"} 10`)
+	has(t, out, `scrubd_rule_accepted_packets_total{rule="allow"} 4`)
+	promtool(t, out)
+}
+
+// promtool checks names, help and types. In CI (CI=true) a missing promtool
+// fails the test.
+func promtool(t *testing.T, text string) {
+	t.Helper()
+	path, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("promtool not installed (Debian package prometheus)")
+		}
+		t.Skip("promtool not installed (Debian package prometheus); CI=true makes this a failure")
+	}
+	cmd := exec.Command(path, "check", "metrics")
+	cmd.Stdin = strings.NewReader(text)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out.String())
+	}
+}
+
+func TestPromtoolFullScrape(t *testing.T) {
+	v := view(5)
+	c := New(Sources{View: func() *placement.View { return v }}, 10)
+	promtool(t, scrape(t, c))
+}
