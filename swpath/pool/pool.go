@@ -244,7 +244,7 @@ func New(cfg Config) (*Pool, error) {
 			p.unmap()
 			return nil, &ConfigError{"Topology", tn.ID, fmt.Sprintf("node id outside 0..%d", MaxNodes-1)}
 		}
-		nd, err := p.newNode(tn.ID, bind, 0)
+		nd, err := p.newNode(tn.ID, bind, testSlots)
 		if err != nil {
 			p.unmap()
 			return nil, err
@@ -255,6 +255,9 @@ func New(cfg Config) (*Pool, error) {
 	p.first = p.nodes[0]
 	return p, nil
 }
+
+// testSlots, when non-zero, overrides the slot count (tests).
+var testSlots int
 
 // newNode maps, binds and pre-faults one arena and builds its stacks.
 // nslots 0 means the normal slot count (tests pass a small one).
