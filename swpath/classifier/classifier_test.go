@@ -1,0 +1,397 @@
+package classifier
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/scrubd/scrubd/swpath/packet"
+	"github.com/scrubd/scrubd/swpath/rule"
+	"github.com/scrubd/scrubd/swpath/traffic"
+)
+
+func parseAll(frames [][]byte) []rule.Fields {
+	fs := make([]rule.Fields, len(frames))
+	for i, b := range frames {
+		packet.Parse(b, &fs[i])
+	}
+	return fs
+}
+
+func refMatching(set *rule.Set, f *rule.Fields) []int32 {
+	var out []int32
+	for i := range set.Rules {
+		if set.Rules[i].Match.Matches(f) {
+			out = append(out, int32(i))
+		}
+	}
+	return out
+}
+
+// checkAgainstReference compares the classifier with rule.Set.Decide and
+// Match.Matches packet by packet.
+func checkAgainstReference(t *testing.T, name string, set *rule.Set, fs []rule.Fields) (matched int) {
+	t.Helper()
+	tab, err := Compile(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]int32, len(fs))
+	tab.DecideBurst(fs, out)
+	var buf []int32
+	fails := 0
+	for i := range fs {
+		f := &fs[i]
+		want := set.Decide(f)
+		if got := tab.Decide(f); got != want || int(out[i]) != want {
+			t.Errorf("%s: packet %d %+v: Decide %d, burst %d, reference %d (%v)", name, i, f, got, out[i], want, ruleStr(set, want))
+			fails++
+		}
+		if want >= 0 {
+			matched++
+		}
+		buf = tab.AppendMatching(buf[:0], f)
+		slices.Sort(buf)
+		if ref := refMatching(set, f); !slices.Equal(buf, ref) {
+			t.Errorf("%s: packet %d %+v: matching %v, reference %v", name, i, f, buf, ref)
+			fails++
+		}
+		if fails > 5 {
+			t.FailNow()
+		}
+	}
+	return matched
+}
+
+func ruleStr(set *rule.Set, i int) string {
+	if i < 0 {
+		return "pass"
+	}
+	return set.Rules[i].ID + ": " + set.Rules[i].Match.String()
+}
+
+func TestDifferentialRandom(t *testing.T) {
+	seeds := 40
+	if testing.Short() {
+		seeds = 8
+	}
+	total, matched := 0, 0
+	for seed := range uint64(seeds) {
+		n := []int{1, 3, 10, 40, 200, 800}[seed%6]
+		set := traffic.RandomRules(seed, n)
+		g := traffic.NewGenerator(traffic.Config{Seed: seed, Rules: set, RuleFraction: 0.8, Odd: true, Sizes: traffic.Sizes{Min: 64, Max: 1518}})
+		fs := parseAll(g.Frames(2000))
+		matched += checkAgainstReference(t, fmt.Sprintf("seed %d, %d rules", seed, n), set, fs)
+		total += len(fs)
+	}
+	// The traffic must exercise both outcomes, or the test proves little.
+	if matched < total/10 || matched > total*9/10 {
+		t.Fatalf("%d of %d packets matched a rule: traffic does not probe the rules", matched, total)
+	}
+}
+
+func TestDifferentialClassBench(t *testing.T) {
+	for _, n := range []int{100, 3000} {
+		set := traffic.ClassBenchRules(uint64(n), n)
+		g := traffic.NewGenerator(traffic.Config{Seed: 7, Rules: set, RuleFraction: 0.9, Odd: true})
+		fs := parseAll(g.Frames(5000))
+		m := checkAgainstReference(t, fmt.Sprintf("classbench %d", n), set, fs)
+		if m < len(fs)/5 {
+			t.Errorf("classbench %d: only %d of %d packets matched", n, m, len(fs))
+		}
+	}
+}
+
+func TestEdgeRules(t *testing.T) {
+	// Hand-written rules at the edges: whole ranges, /0 and /128 prefixes,
+	// ports 0 and 65535, ties and accept over drop.
+	y := `rules:
+  - {id: all-udp-ports, action: drop, match: {proto: udp, dst_port: "0-65535"}}
+  - {id: port0, priority: 10, action: accept, match: {port: "0"}}
+  - {id: top, priority: 10, action: drop, match: {dst_port: "65535", proto: [tcp, udp, sctp]}}
+  - {id: v6host, priority: 5, action: drop, match: {dst: "2001:db8::1/128"}}
+  - {id: v4any, action: accept, match: {src: 0.0.0.0/0}}
+  - {id: v6any, priority: 2000, action: drop, match: {src: "::/0"}}
+  - {id: frag, priority: 1, action: drop, match: {fragment: [is-fragment], length: "1000-1500"}}
+  - {id: icmp, priority: 1, action: drop, match: {proto: [icmp, icmpv6], icmp_type: "8", icmp_code: "0"}}
+  - {id: dscp, priority: 999, action: drop, match: {dscp: [46], tcp_flags: {value: [syn], mask: [syn, ack]}}}
+`
+	set, err := rule.Parse("edge.yaml", []byte(y), traffic.Epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := traffic.NewGenerator(traffic.Config{Seed: 3, Rules: set, RuleFraction: 0.9, Odd: true})
+	fs := parseAll(g.Frames(5000))
+	fs = append(fs, rule.Fields{}, rule.Fields{Family: rule.IPv6, Proto: rule.ProtoUDP, L4: true, Frag: rule.NotFragment,
+		Dst: rule.AddrFrom(netip.MustParseAddr("2001:db8::1"))})
+	checkAgainstReference(t, "edge", set, fs)
+}
+
+func TestRangePrefixes(t *testing.T) {
+	for _, r := range []rule.Range{{Lo: 0, Hi: 65535}, {Lo: 0, Hi: 0}, {Lo: 65535, Hi: 65535}, {Lo: 1, Hi: 65534}, {Lo: 1024, Hi: 65535}, {Lo: 1000, Hi: 2000}, {Lo: 53, Hi: 53}} {
+		ps := rangePrefixes(rule.Ranges{r}, 1000)
+		covered := 0
+		for v := uint32(0); v <= 65535; v++ {
+			in := false
+			for _, p := range ps {
+				if uint16(v)&portMask(p.len) == p.val {
+					in = true
+				}
+			}
+			if in != r.Contains(v) {
+				t.Fatalf("%v: prefixes %v disagree at %d", r, ps, v)
+			}
+			if in {
+				covered++
+			}
+		}
+		if covered != int(r.Hi-r.Lo+1) {
+			t.Fatalf("%v covered %d", r, covered)
+		}
+	}
+}
+
+func burstFields(t *testing.T, set *rule.Set, seed uint64, n int) ([]rule.Fields, []uint32) {
+	t.Helper()
+	frames := traffic.NewGenerator(traffic.Config{Seed: seed, Rules: set, RuleFraction: 0.8, Sizes: traffic.Sizes{Min: 64, Max: 1518}}).Frames(n)
+	lens := make([]uint32, n)
+	for i := range frames {
+		lens[i] = uint32(len(frames[i]))
+	}
+	return parseAll(frames), lens
+}
+
+func TestCountersAndSwap(t *testing.T) {
+	setA := traffic.RandomRules(11, 60)
+	c, err := New(setA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, lens := burstFields(t, setA, 5, 3000)
+	want := map[string][2]uint64{}
+	var passP, passB uint64
+	for i := range fs {
+		if d := setA.Decide(&fs[i]); d >= 0 {
+			x := want[setA.Rules[d].ID]
+			want[setA.Rules[d].ID] = [2]uint64{x[0] + 1, x[1] + uint64(lens[i])}
+		} else {
+			passP++
+			passB += uint64(lens[i])
+		}
+	}
+	w1, w2 := c.NewWorker(), c.NewWorker()
+	out := make([]Result, 64)
+	for i := 0; i < len(fs); i += 64 {
+		j := min(i+64, len(fs))
+		w := w1
+		if i/64%2 == 1 {
+			w = w2
+		}
+		w.ClassifyBurst(fs[i:j], lens[i:j], out)
+		for k := i; k < j; k++ {
+			d := setA.Decide(&fs[k])
+			if out[k-i].Rule != int32(d) || out[k-i].Verdict != c.Table().Verdict(d) {
+				t.Fatalf("packet %d: %+v, want rule %d", k, out[k-i], d)
+			}
+		}
+	}
+	w2.Close() // a closed worker's counts stay
+	snap := c.Snapshot()
+	check := func(snap Snapshot, set *rule.Set, want map[string][2]uint64) {
+		t.Helper()
+		hits := 0
+		for i, rc := range snap.Rules {
+			if rc.ID != set.Rules[i].ID {
+				t.Fatalf("snapshot rule %d is %s, want %s", i, rc.ID, set.Rules[i].ID)
+			}
+			if w := want[rc.ID]; rc.Packets != w[0] || rc.Bytes != w[1] {
+				t.Errorf("rule %s: %d packets %d bytes, want %v", rc.ID, rc.Packets, rc.Bytes, w)
+			}
+			hits += int(rc.Packets)
+		}
+		if hits == 0 {
+			t.Fatal("no rule was hit: the test proves nothing")
+		}
+	}
+	check(snap, setA, want)
+	if snap.PassPackets != passP || snap.PassBytes != passB || snap.Packets != uint64(len(fs)) {
+		t.Fatalf("pass %d/%d packets %d, want %d/%d %d", snap.PassPackets, snap.PassBytes, snap.Packets, passP, passB, len(fs))
+	}
+	if snap.TablesProbed == 0 {
+		t.Fatal("no tables probed")
+	}
+	// Swap to a set that keeps every other rule (same id), drops the rest and
+	// adds new ones: kept rules keep their counts, new ones start at zero.
+	setB := &rule.Set{}
+	wantB := map[string][2]uint64{}
+	for i, r := range setA.Rules {
+		if i%2 == 0 {
+			setB.Rules = append(setB.Rules, r)
+			wantB[r.ID] = want[r.ID]
+		}
+	}
+	for i, r := range traffic.RandomRules(12, 10).Rules {
+		r.ID = fmt.Sprintf("new%d", i)
+		setB.Rules = append(setB.Rules, r)
+	}
+	if err := c.Swap(setB); err != nil {
+		t.Fatal(err)
+	}
+	check(c.Snapshot(), setB, wantB)
+	// w1 keeps working after the swap, now against setB.
+	for i := range fs[:500] {
+		res := w1.Classify(&fs[i], lens[i])
+		d := setB.Decide(&fs[i])
+		if res.Rule != int32(d) {
+			t.Fatalf("after swap packet %d: rule %d, want %d", i, res.Rule, d)
+		}
+		if d >= 0 {
+			x := wantB[setB.Rules[d].ID]
+			wantB[setB.Rules[d].ID] = [2]uint64{x[0] + 1, x[1] + uint64(lens[i])}
+		}
+	}
+	check(c.Snapshot(), setB, wantB)
+	w1.Close()
+	check(c.Snapshot(), setB, wantB)
+}
+
+// TestSwapAtomic runs bursts while the set flips between two sets that
+// decide differently: every burst must agree entirely with one of them.
+func TestSwapAtomic(t *testing.T) {
+	setA := traffic.RandomRules(21, 50)
+	setB := traffic.RandomRules(22, 50)
+	fs, lens := burstFields(t, setA, 9, 256)
+	wantA, wantB := make([]int32, len(fs)), make([]int32, len(fs))
+	differ := 0
+	for i := range fs {
+		wantA[i], wantB[i] = int32(setA.Decide(&fs[i])), int32(setB.Decide(&fs[i]))
+		if wantA[i] != wantB[i] {
+			differ++
+		}
+	}
+	if differ < 20 {
+		t.Fatalf("sets differ on only %d packets", differ)
+	}
+	c, err := New(setA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var bursts [2]atomic.Int64
+	for g := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := c.NewWorker()
+			defer w.Close()
+			out := make([]Result, len(fs))
+			for n := 0; !stop.Load() || n < 50; n++ {
+				w.ClassifyBurst(fs, lens, out)
+				isA, isB := true, true
+				for i := range out {
+					isA = isA && out[i].Rule == wantA[i]
+					isB = isB && out[i].Rule == wantB[i]
+				}
+				switch {
+				case isA:
+					bursts[0].Add(1)
+				case isB:
+					bursts[1].Add(1)
+				default:
+					t.Errorf("worker %d burst %d saw half a rule set", g, n)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 200 {
+		s := setA
+		if i%2 == 0 {
+			s = setB
+		}
+		if err := c.Swap(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	if c.Snapshot().Packets == 0 {
+		t.Fatal("nothing classified")
+	}
+	t.Logf("bursts on A: %d, on B: %d", bursts[0].Load(), bursts[1].Load())
+}
+
+func TestZeroAllocs(t *testing.T) {
+	set := traffic.RandomRules(31, 300)
+	c, err := New(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, lens := burstFields(t, set, 1, 256)
+	frames := traffic.NewGenerator(traffic.Config{Seed: 2, Rules: set, RuleFraction: 0.8, Odd: true}).Frames(256)
+	w := c.NewWorker()
+	defer w.Close()
+	out := make([]Result, 256)
+	ids := make([]int32, 256)
+	buf := make([]int32, 0, 1024)
+	w.ClassifyBurst(fs, lens, out) // warm: counters sized
+	w.ClassifyFrames(frames, out)
+	tab := c.Table()
+	for name, fn := range map[string]func(){
+		"ClassifyBurst":  func() { w.ClassifyBurst(fs, lens, out) },
+		"ClassifyFrames": func() { w.ClassifyFrames(frames, out) },
+		"Classify":       func() { w.Classify(&fs[3], lens[3]) },
+		"DecideBurst":    func() { tab.DecideBurst(fs, ids) },
+		"AppendMatching": func() {
+			for i := range fs {
+				buf = tab.AppendMatching(buf[:0], &fs[i])
+			}
+		},
+	} {
+		if n := testing.AllocsPerRun(20, fn); n != 0 {
+			t.Errorf("%s: %v allocations per run", name, n)
+		}
+	}
+}
+
+func FuzzClassify(f *testing.F) {
+	f.Add(uint64(1), uint8(5), uint8(24), uint16(53), traffic.AppendFrame(nil, &traffic.Frame{Family: rule.IPv4,
+		Src: netip.MustParseAddr("10.1.2.3"), Dst: netip.MustParseAddr("10.9.9.9"), Proto: rule.ProtoUDP, DstPort: 53}))
+	f.Add(uint64(2), uint8(30), uint8(100), uint16(80), traffic.AppendFrame(nil, &traffic.Frame{Family: rule.IPv6,
+		Src: netip.MustParseAddr("2001:db8::1"), Dst: netip.MustParseAddr("2001:db8::2"), Proto: rule.ProtoTCP, DstPort: 80, TCPFlags: 2,
+		Ext: []traffic.Ext{{Type: 0}, {Type: 44}}}))
+	f.Add(uint64(3), uint8(0), uint8(0), uint16(0), []byte{})
+	f.Fuzz(func(t *testing.T, seed uint64, n, plen uint8, span uint16, frame []byte) {
+		var fl rule.Fields
+		packet.Parse(frame, &fl)
+		set := traffic.RandomRules(seed, int(n%40))
+		// Rules built around the packet itself, so that matches are likely.
+		if fl.Family != 0 {
+			fam := fl.Family
+			a := fl.Src.Netip(fam)
+			p, _ := a.Prefix(int(plen) % (a.BitLen() + 1))
+			lo := uint32(fl.DstPort) &^ uint32(span&0xff)
+			m := rule.Match{Src: p, DstPort: rule.Ranges{{Lo: lo, Hi: min(lo+uint32(span), 65535)}}}
+			set.Rules = append(set.Rules,
+				rule.Rule{ID: "own-src", Priority: uint32(plen % 20), Match: rule.Match{Src: p}},
+				rule.Rule{ID: "own-port", Priority: uint32(span % 20), Action: rule.Accept, Match: m},
+				rule.Rule{ID: "own-proto", Priority: 5, Match: rule.Match{Proto: []uint8{fl.Proto}, Length: rule.Ranges{{Lo: fl.Length, Hi: fl.Length + uint32(span)}}}})
+		}
+		tab, err := Compile(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := tab.Decide(&fl), set.Decide(&fl); got != want {
+			t.Fatalf("Decide %d, reference %d on %+v (%s)", got, want, fl, ruleStr(set, want))
+		}
+		got := tab.AppendMatching(nil, &fl)
+		slices.Sort(got)
+		if ref := refMatching(set, &fl); !slices.Equal(got, ref) {
+			t.Fatalf("matching %v, reference %v", got, ref)
+		}
+	})
+}

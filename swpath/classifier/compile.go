@@ -1,0 +1,488 @@
+package classifier
+
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+	"time"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// Build parameters.
+const (
+	// collisionLimit is how many entries a bucket of a merged (coarser)
+	// table may hold before an entry needs a table of its own mask.
+	collisionLimit = 8
+	// maxPortPrefixes is the most prefixes a port field is expanded into;
+	// beyond it the field is a range check after the hash hit.
+	maxPortPrefixes = 6
+	// maxProtoExpand is the most protocols expanded into entries.
+	maxProtoExpand = 4
+	// maxEntriesPerRule bounds the cross product of expansions.
+	maxEntriesPerRule = 32
+)
+
+// key is a packet's lookup key (or an entry's value or mask). misc packs
+// family<<40 | proto<<32 | src port<<16 | dst port.
+type key struct {
+	srcHi, srcLo, dstHi, dstLo, misc uint64
+}
+
+func (k key) and(m key) key {
+	return key{k.srcHi & m.srcHi, k.srcLo & m.srcLo, k.dstHi & m.dstHi, k.dstLo & m.dstLo, k.misc & m.misc}
+}
+
+func keyOf(f *rule.Fields) key {
+	return key{f.Src.Hi, f.Src.Lo, f.Dst.Hi, f.Dst.Lo,
+		uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)}
+}
+
+func hashKey(k *key, shift uint8) uint64 {
+	h := k.srcHi*0x9E3779B97F4A7C15 ^ k.srcLo*0xC2B2AE3D27D4EB4F ^ k.dstHi*0x165667B19E3779F9 ^
+		k.dstLo*0x27D4EB2F165667C5 ^ k.misc*0xFF51AFD7ED558CCD
+	h ^= h >> 29
+	h *= 0xBF58476D1CE4E5B9
+	return h >> shift
+}
+
+// tuple is the shape of a mask: which fields it keys and how many bits.
+type tuple struct {
+	fam, proto bool
+	src, dst   uint8 // prefix lengths 0..128
+	sp, dp     uint8 // port prefix lengths 0..16
+}
+
+func (t tuple) mask() key {
+	s, d := rule.PrefixMask(int(t.src)), rule.PrefixMask(int(t.dst))
+	var misc uint64
+	if t.fam {
+		misc |= 0xff << 40
+	}
+	if t.proto {
+		misc |= 0xff << 32
+	}
+	misc |= uint64(portMask(t.sp))<<16 | uint64(portMask(t.dp))
+	return key{s.Hi, s.Lo, d.Hi, d.Lo, misc}
+}
+
+func portMask(n uint8) uint16 { return uint16(0xffff << (16 - uint(n)) & 0xffff) }
+
+// within reports whether a table of shape t can hold an entry of shape e
+// (t keys no bit that e does not).
+func (t tuple) within(e tuple) bool {
+	return (!t.fam || e.fam) && (!t.proto || e.proto) && t.src <= e.src && t.dst <= e.dst && t.sp <= e.sp && t.dp <= e.dp
+}
+
+func (t tuple) weight() int {
+	w := int(t.src) + int(t.dst) + int(t.sp) + int(t.dp)
+	if t.proto {
+		w += 8
+	}
+	if t.fam {
+		w++
+	}
+	return w
+}
+
+// relax rounds a shape down to a coarse grid so that nearby shapes share a
+// table.
+func (t tuple) relax(fam rule.Family) tuple {
+	step := uint8(4)
+	if fam == rule.IPv6 {
+		step = 16
+	}
+	r := func(n, step, floor uint8) uint8 {
+		if n < floor {
+			return 0
+		}
+		return n - n%step
+	}
+	t.src, t.dst = r(t.src, step, 8), r(t.dst, step, 8)
+	if t.sp != 16 {
+		t.sp = r(t.sp, 4, 4)
+	}
+	if t.dp != 16 {
+		t.dp = r(t.dp, 4, 4)
+	}
+	return t
+}
+
+// Cheap checks done inline after the key matched (entry.flags).
+const (
+	needPorts uint16 = 1 << iota // f.HasPorts()
+	needICMP                     // f.HasICMP()
+	chkTCP                       // L4 TCP and flags&mask == value
+	chkFrag
+	chkDSCP
+	chkRes // the residual ranges
+)
+
+// entry is one expansion of a rule: its own value and mask, its rank, and the
+// checks the key does not cover.
+type entry struct {
+	val, mask key
+	rank      uint64 // priority<<32 | rule index
+	dscp      uint64
+	rule      int32
+	res       int32 // index into Table.res when flags&chkRes
+	flags     uint16
+	tcpVal    uint8
+	tcpMask   uint8
+	frag      rule.Frag
+}
+
+// residual holds the range conditions of a rule that are not in its key.
+type residual struct {
+	proto                                        []uint8
+	srcPort, dstPort, port, itype, icode, length rule.Ranges
+}
+
+func (r *residual) holds(f *rule.Fields) bool {
+	if r.proto != nil && !slices.Contains(r.proto, f.Proto) {
+		return false
+	}
+	if r.srcPort != nil && !r.srcPort.Contains(uint32(f.SrcPort)) {
+		return false
+	}
+	if r.dstPort != nil && !r.dstPort.Contains(uint32(f.DstPort)) {
+		return false
+	}
+	if r.port != nil && !r.port.Contains(uint32(f.SrcPort)) && !r.port.Contains(uint32(f.DstPort)) {
+		return false
+	}
+	if r.itype != nil && !r.itype.Contains(uint32(f.ICMPType)) {
+		return false
+	}
+	if r.icode != nil && !r.icode.Contains(uint32(f.ICMPCode)) {
+		return false
+	}
+	if r.length != nil && !r.length.Contains(f.Length) {
+		return false
+	}
+	return true
+}
+
+// slot is one bucket of a hash table: its key and its entries, which sit
+// contiguously in Table.entries in decision order.
+type slot struct {
+	k        key
+	first, n uint32
+}
+
+type hashTable struct {
+	mask  key
+	best  uint64 // rank of the best entry
+	shift uint8
+	bits  uint64 // len(slots)-1
+	slots []slot
+	shape tuple
+}
+
+// Table is a compiled rule set. It is immutable and safe for concurrent use.
+type Table struct {
+	set     *rule.Set
+	tables  []hashTable
+	entries []entry
+	res     []residual
+	verdict []Verdict // by rule index
+	// slot maps a rule index to its counter slot (set by a Classifier).
+	slot   []uint32
+	nslots int
+	build  time.Duration
+}
+
+// Set returns the rule set the table was compiled from. It must not be
+// modified.
+func (t *Table) Set() *rule.Set { return t.set }
+
+// Stats describes a compiled table.
+type Stats struct {
+	Rules     int
+	Entries   int           // rule expansions stored
+	Tuples    int           // hash tables (masks)
+	Residuals int           // entries with range checks after the hit
+	Bytes     int           // memory of the lookup structures
+	Build     time.Duration // time Compile took
+}
+
+// Stats reports the table's size.
+func (t *Table) Stats() Stats {
+	return Stats{Rules: len(t.set.Rules), Entries: len(t.entries), Tuples: len(t.tables), Residuals: len(t.res),
+		Build: t.build, Bytes: t.memBytes()}
+}
+
+type portPrefix struct {
+	val uint16
+	len uint8
+}
+
+// rangePrefixes appends the prefixes that exactly cover rs, stopping after
+// limit+1 so a caller can tell that there are too many.
+func rangePrefixes(rs rule.Ranges, limit int) []portPrefix {
+	var out []portPrefix
+	for _, r := range rs {
+		lo, hi := r.Lo, r.Hi
+		for lo <= hi {
+			// Largest aligned block at lo that stays within hi.
+			size := uint32(1) << 16
+			if lo != 0 {
+				size = uint32(1) << bits.TrailingZeros32(lo)
+			}
+			for lo+size-1 > hi {
+				size >>= 1
+			}
+			out = append(out, portPrefix{uint16(lo), uint8(16 - bits.TrailingZeros32(size))})
+			if len(out) > limit {
+				return out
+			}
+			lo += size
+			if lo == 0 || lo > 0xffff {
+				break
+			}
+		}
+	}
+	return out
+}
+
+type protoKey struct {
+	val  uint8
+	keyd bool
+}
+
+// expand turns rule i into entries and, when needed, a residual.
+func (t *Table) expand(i int, r *rule.Rule) []entry {
+	m := &r.Match
+	base := entry{rank: uint64(r.Priority)<<32 | uint64(i), rule: int32(i), res: -1}
+	var bt tuple
+	fam := m.Family()
+	if fam != rule.FamilyAny {
+		bt.fam = true
+		base.val.misc |= uint64(fam) << 40
+	}
+	if m.Src.IsValid() {
+		a, _ := rule.PrefixAddr(m.Src)
+		base.val.srcHi, base.val.srcLo = a.Hi, a.Lo
+		bt.src = uint8(m.Src.Bits())
+	}
+	if m.Dst.IsValid() {
+		a, _ := rule.PrefixAddr(m.Dst)
+		base.val.dstHi, base.val.dstLo = a.Hi, a.Lo
+		bt.dst = uint8(m.Dst.Bits())
+	}
+	var res residual
+	hasRes := false
+	protos := []protoKey{{}}
+	if m.Proto != nil {
+		if len(m.Proto) <= maxProtoExpand {
+			protos = protos[:0]
+			for _, p := range m.Proto {
+				protos = append(protos, protoKey{p, true})
+			}
+		} else {
+			res.proto, hasRes = m.Proto, true
+		}
+	}
+	if m.SrcPort != nil || m.DstPort != nil || m.Port != nil {
+		base.flags |= needPorts
+	}
+	if m.HasTCPFlags {
+		base.flags |= chkTCP
+		base.tcpVal, base.tcpMask = m.TCPFlags.Value, m.TCPFlags.Mask
+	}
+	if m.ICMPType != nil || m.ICMPCode != nil {
+		base.flags |= needICMP
+	}
+	if m.Fragment != 0 {
+		base.flags |= chkFrag
+		base.frag = m.Fragment
+	}
+	if m.DSCP != 0 {
+		base.flags |= chkDSCP
+		base.dscp = m.DSCP
+	}
+	if m.Port != nil {
+		res.port, hasRes = m.Port, true
+	}
+	if m.ICMPType != nil {
+		res.itype, hasRes = m.ICMPType, true
+	}
+	if m.ICMPCode != nil {
+		res.icode, hasRes = m.ICMPCode, true
+	}
+	if m.Length != nil {
+		res.length, hasRes = m.Length, true
+	}
+	sps := []portPrefix{{}}
+	if m.SrcPort != nil {
+		if p := rangePrefixes(m.SrcPort, maxPortPrefixes); len(p) <= maxPortPrefixes {
+			sps = p
+		} else {
+			res.srcPort, hasRes = m.SrcPort, true
+		}
+	}
+	dps := []portPrefix{{}}
+	if m.DstPort != nil {
+		if p := rangePrefixes(m.DstPort, maxPortPrefixes); len(p) <= maxPortPrefixes {
+			dps = p
+		} else {
+			res.dstPort, hasRes = m.DstPort, true
+		}
+	}
+	for len(protos)*len(sps)*len(dps) > maxEntriesPerRule {
+		if len(sps) >= len(dps) {
+			sps, res.srcPort = []portPrefix{{}}, m.SrcPort
+		} else {
+			dps, res.dstPort = []portPrefix{{}}, m.DstPort
+		}
+		hasRes = true
+	}
+	if hasRes {
+		base.flags |= chkRes
+		base.res = int32(len(t.res))
+		t.res = append(t.res, res)
+	}
+	out := make([]entry, 0, len(protos)*len(sps)*len(dps))
+	for _, p := range protos {
+		for _, sp := range sps {
+			for _, dp := range dps {
+				e := base
+				sh := bt
+				if p.keyd {
+					sh.proto = true
+					e.val.misc |= uint64(p.val) << 32
+				}
+				sh.sp, sh.dp = sp.len, dp.len
+				e.val.misc |= uint64(sp.val)<<16 | uint64(dp.val)
+				e.mask = sh.mask()
+				e.val = e.val.and(e.mask)
+				out = append(out, e)
+				_ = sh
+			}
+		}
+	}
+	return out
+}
+
+func shapeOf(e *entry) tuple {
+	return tuple{
+		fam:   e.mask.misc>>40&0xff != 0,
+		proto: e.mask.misc>>32&0xff != 0,
+		src:   uint8(rule.Addr{Hi: e.mask.srcHi, Lo: e.mask.srcLo}.PrefixLen()),
+		dst:   uint8(rule.Addr{Hi: e.mask.dstHi, Lo: e.mask.dstLo}.PrefixLen()),
+		sp:    uint8(bits.LeadingZeros16(^uint16(e.mask.misc >> 16))),
+		dp:    uint8(bits.LeadingZeros16(^uint16(e.mask.misc))),
+	}
+}
+
+type buildTable struct {
+	shape   tuple
+	mask    key
+	buckets map[key][]int // entry indexes, in rank order
+	order   []key         // bucket keys in first-insert order
+}
+
+// Compile builds the lookup table for set. The set must not be modified
+// afterwards. It fails only on a set too large to index (2^31 rules).
+func Compile(set *rule.Set) (*Table, error) {
+	start := time.Now()
+	if len(set.Rules) >= 1<<31 {
+		return nil, fmt.Errorf("classifier: %d rules: too many", len(set.Rules))
+	}
+	t := &Table{set: set, verdict: make([]Verdict, len(set.Rules)), slot: make([]uint32, len(set.Rules)), nslots: len(set.Rules)}
+	var all []entry
+	for i := range set.Rules {
+		r := &set.Rules[i]
+		t.slot[i] = uint32(i)
+		t.verdict[i] = Drop
+		if r.Action == rule.Accept {
+			t.verdict[i] = Accept
+		}
+		all = append(all, t.expand(i, r)...)
+	}
+	slices.SortStableFunc(all, func(a, b entry) int {
+		switch {
+		case a.rank < b.rank:
+			return -1
+		case a.rank > b.rank:
+			return 1
+		}
+		return 0
+	})
+	var bts []*buildTable
+	for ei := range all {
+		e := &all[ei]
+		sh := shapeOf(e)
+		var dest *buildTable
+		bestW := -1
+		for _, bt := range bts {
+			if !bt.shape.within(sh) {
+				continue
+			}
+			w := bt.shape.weight()
+			if w <= bestW {
+				continue
+			}
+			if bt.shape != sh && len(bt.buckets[e.val.and(bt.mask)]) >= collisionLimit {
+				continue
+			}
+			dest, bestW = bt, w
+		}
+		if dest == nil {
+			rs := sh.relax(rule.Family(e.val.misc >> 40))
+			for _, bt := range bts {
+				if bt.shape == rs {
+					rs = sh // the relaxed table is full here: use the exact shape
+					break
+				}
+			}
+			dest = &buildTable{shape: rs, mask: rs.mask(), buckets: map[key][]int{}}
+			bts = append(bts, dest)
+		}
+		k := e.val.and(dest.mask)
+		if _, ok := dest.buckets[k]; !ok {
+			dest.order = append(dest.order, k)
+		}
+		dest.buckets[k] = append(dest.buckets[k], ei)
+	}
+	for _, bt := range bts {
+		n := 1
+		for n < 2*len(bt.order) {
+			n <<= 1
+		}
+		ht := hashTable{mask: bt.mask, shape: bt.shape, best: ^uint64(0), slots: make([]slot, n), bits: uint64(n - 1),
+			shift: uint8(64 - bits.TrailingZeros(uint(n)))}
+		if n == 1 {
+			ht.shift = 63 // 64 would be a no-op shift in the formula; any index & 0 is 0
+		}
+		for _, k := range bt.order {
+			idx := bt.buckets[k]
+			s := slot{k: k, first: uint32(len(t.entries)), n: uint32(len(idx))}
+			for _, ei := range idx {
+				t.entries = append(t.entries, all[ei])
+				if all[ei].rank < ht.best {
+					ht.best = all[ei].rank
+				}
+			}
+			h := hashKey(&k, ht.shift) & ht.bits
+			for ht.slots[h].n != 0 {
+				h = (h + 1) & ht.bits
+			}
+			ht.slots[h] = s
+		}
+		t.tables = append(t.tables, ht)
+	}
+	// Tables were created in rank order, so best is already ascending; sort
+	// anyway so pruning never depends on that.
+	slices.SortStableFunc(t.tables, func(a, b hashTable) int {
+		switch {
+		case a.best < b.best:
+			return -1
+		case a.best > b.best:
+			return 1
+		}
+		return 0
+	})
+	t.build = time.Since(start)
+	return t, nil
+}

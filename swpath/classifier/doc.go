@@ -1,0 +1,40 @@
+// Package classifier is scrubd's software rule classifier: a tuple space
+// search over the rule model of swpath/rule, with the decisions of
+// (*rule.Set).Decide and nothing else.
+//
+// # Compiling
+//
+// Compile turns a rule.Set into an immutable Table. Each rule becomes one or
+// more entries: a value and mask over (family, source prefix, destination
+// prefix, protocol, source port, destination port); a protocol list and port
+// ranges that expand into few prefixes are expanded (one entry each), the rest
+// is checked after the hash hit together with every other condition (the
+// either-way port, ICMP type and code, TCP flags, fragment state, length,
+// DSCP, and the presence of the L4 header).
+//
+// Entries are placed into hash tables, one mask per table, TupleMerge style:
+// an entry goes into an existing table whose mask is no more specific than its
+// own when the bucket it lands in holds fewer than a collision limit of
+// entries; otherwise a new table is made with the entry's mask relaxed to a
+// coarse grid, so later entries with nearby masks share it. Entries are placed
+// in decision order (priority, then rule index), so tables end up sorted by
+// the best rule they hold; a lookup walks them in that order and stops as soon
+// as the next table's best rule cannot beat the rule found so far (priority
+// pruning). Within a bucket entries are in decision order too and the first
+// that holds ends the bucket.
+//
+// # Classifying
+//
+// Table.Decide and Table.DecideBurst are the plain lookups (no counters). A
+// Classifier holds the current Table in an atomic pointer: Swap compiles a new
+// set and publishes it whole, readers never block, and a burst loads the
+// pointer once, so no packet sees half a rule set. Workers (one per packet
+// goroutine, not safe for concurrent use) classify single packets or bursts
+// and keep per-rule hit counters (packets and bytes, by the deciding rule and
+// so by its action) in their own memory; a burst adds to them with one atomic
+// add per distinct rule it hit, so there is no shared cache line per packet.
+// Counters are keyed by rule ID: a rule kept across a Swap keeps its counts.
+// Snapshot sums them over workers.
+//
+// Nothing on the lookup path allocates (tested with testing.AllocsPerRun).
+package classifier

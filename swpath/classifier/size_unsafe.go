@@ -1,0 +1,21 @@
+package classifier
+
+import (
+	"unsafe"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// memBytes is the memory held by the lookup structures. unsafe.Sizeof gives
+// the struct sizes of this build's architecture (the Go spec's size rules).
+func (t *Table) memBytes() int {
+	n := len(t.entries)*int(unsafe.Sizeof(entry{})) + len(t.res)*int(unsafe.Sizeof(residual{}))
+	for i := range t.tables {
+		n += len(t.tables[i].slots) * int(unsafe.Sizeof(slot{}))
+	}
+	for i := range t.res {
+		r := &t.res[i]
+		n += len(r.proto) + int(unsafe.Sizeof(rule.Range{}))*(len(r.srcPort)+len(r.dstPort)+len(r.port)+len(r.itype)+len(r.icode)+len(r.length))
+	}
+	return n
+}
