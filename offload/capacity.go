@@ -9,8 +9,9 @@ type TableUsage struct {
 	// Masks is the number of distinct mask shapes; each needs at least one
 	// flow group.
 	Masks int
-	// Groups is the number of flow groups in use, where the backend knows
-	// it (the simulator); otherwise equal to Masks.
+	// Groups is the number of large flow groups in use where the backend
+	// knows it (the simulator: a full group of one shape takes another);
+	// otherwise equal to Masks.
 	Groups int
 }
 
