@@ -45,9 +45,9 @@ type slot struct {
 }
 
 type group struct {
-	mask offload.Mask
-	size int
-	used int
+	mask  offload.Mask
+	size  int
+	used  int
 	large bool
 }
 
