@@ -48,9 +48,10 @@ type Counter struct{ Packets, Bytes uint64 }
 type Options struct {
 	Mode Mode
 	// Peer is the interface index passing traffic is redirected to in Inline
-	// mode.
+	// mode, resolved in the network namespace of the thread calling New.
 	Peer int
-	// PinPath is a directory on a bpffs where maps and the link are pinned;
+	// PinPath is a directory on a bpffs (no dots in its name: bpffs refuses
+	// them) where maps and the link are pinned;
 	// an Engine created with the same PinPath takes them over. Empty: no
 	// pinning.
 	PinPath string
@@ -89,6 +90,12 @@ type AttachMode string
 const (
 	Native  AttachMode = "native"
 	Generic AttachMode = "generic"
+)
+
+// cfg slot 2 (unused by the program) remembers the attach mode.
+const (
+	cfgAttach     = 2
+	attachGeneric = 1
 )
 
 const idLen = 64 // rule.ValidID allows 64 characters
@@ -461,8 +468,9 @@ func (e *Engine) Attach(ifindex int, allowGeneric bool) (AttachMode, error) {
 			}
 			e.link = l
 			mode := Native
-			if b, err := os.ReadFile(lp + ".mode"); err == nil {
-				mode = AttachMode(b)
+			var g uint32
+			if err := e.cfg.Lookup(uint32(cfgAttach), &g); err == nil && g == attachGeneric {
+				mode = Generic
 			}
 			e.attached = mode
 			return mode, nil
@@ -486,7 +494,12 @@ func (e *Engine) Attach(ifindex int, allowGeneric bool) (AttachMode, error) {
 			l.Close()
 			return "", fmt.Errorf("xdp: pin link: %w", err)
 		}
-		if err := os.WriteFile(e.linkPin()+".mode", []byte(mode), 0o600); err != nil {
+		g := uint32(0)
+		if mode == Generic {
+			g = attachGeneric
+		}
+		// Remembered for the next agent (bpffs holds no plain files).
+		if err := e.cfg.Put(uint32(cfgAttach), g); err != nil {
 			l.Close()
 			return "", fmt.Errorf("xdp: %w", err)
 		}
@@ -508,7 +521,6 @@ func (e *Engine) Detach() error {
 		if err := e.link.Unpin(); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("xdp: unpin link: %w", err)
 		}
-		os.Remove(e.linkPin() + ".mode")
 	}
 	err := e.link.Close()
 	e.link = nil
@@ -533,7 +545,6 @@ func (e *Engine) Unpin() error {
 		if err := e.link.Unpin(); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
-		os.Remove(e.linkPin() + ".mode")
 	}
 	return errors.Join(errs...)
 }

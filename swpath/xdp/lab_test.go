@@ -1,0 +1,237 @@
+//go:build linux
+
+package xdp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// lab is a veth topology in two network namespaces:
+//
+//	ns A: va (sender)   <-> ns B: vb (engine under test)
+//	ns A: vd (far side) <-> ns B: vc (inline egress)
+type lab struct {
+	nsA, nsB string
+	va, vb   int // ifindexes
+	vc, vd   int
+	vbMAC    net.HardwareAddr
+	fdA, fdB int
+	origNS   int
+}
+
+func sh(t testing.TB, args ...string) {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// newLab builds the topology, skipping only when there is really no way to.
+func newLab(t testing.TB) *lab {
+	t.Helper()
+	needBPF(t)
+	if _, err := exec.LookPath("ip"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but iproute2 (ip) is missing")
+		}
+		t.Skip("needs iproute2's ip to build the veth namespaces")
+	}
+	if _, err := os.Stat("/proc/self/ns/net"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but no network namespace support")
+		}
+		t.Skip("no network namespace support: " + err.Error())
+	}
+	id := fmt.Sprintf("%d", os.Getpid()%100000)
+	l := &lab{nsA: "sxa" + id, nsB: "sxb" + id}
+	t.Cleanup(func() { l.close() })
+	sh(t, "ip", "netns", "add", l.nsA)
+	sh(t, "ip", "netns", "add", l.nsB)
+	for _, ns := range []string{l.nsA, l.nsB} {
+		// No IPv6 autoconfiguration: the stack's own frames (ND, MLD)
+		// would mix with the test's.
+		sh(t, "ip", "netns", "exec", ns, "sh", "-c",
+			"echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6")
+	}
+	sh(t, "ip", "link", "add", "sxva"+id, "numtxqueues", "2", "numrxqueues", "2", "type", "veth", "peer", "name", "sxvb"+id, "numtxqueues", "2", "numrxqueues", "2")
+	sh(t, "ip", "link", "add", "sxvc"+id, "type", "veth", "peer", "name", "sxvd"+id)
+	sh(t, "ip", "link", "set", "sxva"+id, "netns", l.nsA)
+	sh(t, "ip", "link", "set", "sxvd"+id, "netns", l.nsA)
+	sh(t, "ip", "link", "set", "sxvb"+id, "netns", l.nsB)
+	sh(t, "ip", "link", "set", "sxvc"+id, "netns", l.nsB)
+	for _, c := range [][]string{{l.nsA, "sxva" + id}, {l.nsA, "sxvd" + id}, {l.nsB, "sxvb" + id}, {l.nsB, "sxvc" + id}, {l.nsA, "lo"}, {l.nsB, "lo"}} {
+		sh(t, "ip", "-n", c[0], "link", "set", c[1], "up")
+	}
+	var err error
+	if l.origNS, err = unix.Open("/proc/self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		t.Fatal(err)
+	}
+	if l.fdA, err = unix.Open("/run/netns/"+l.nsA, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		t.Fatal(err)
+	}
+	if l.fdB, err = unix.Open("/run/netns/"+l.nsB, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		t.Fatal(err)
+	}
+	l.in(t, l.fdA, func() {
+		l.va = ifindex(t, "sxva"+id)
+		l.vd = ifindex(t, "sxvd"+id)
+	})
+	l.in(t, l.fdB, func() {
+		l.vb = ifindex(t, "sxvb"+id)
+		l.vc = ifindex(t, "sxvc"+id)
+		ifc, err := net.InterfaceByIndex(l.vb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.vbMAC = ifc.HardwareAddr
+	})
+	return l
+}
+
+func ifindex(t testing.TB, name string) int {
+	ifc, err := net.InterfaceByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ifc.Index
+}
+
+// in runs f on a thread inside the namespace fd.
+func (l *lab) in(t testing.TB, fd int, f func()) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := unix.Setns(l.origNS, unix.CLONE_NEWNET); err != nil {
+			panic(err) // the thread is locked; leaving it in the wrong namespace would poison others
+		}
+	}()
+	f()
+}
+
+func (l *lab) close() {
+	for _, fd := range []int{l.fdA, l.fdB, l.origNS} {
+		if fd > 0 {
+			unix.Close(fd)
+		}
+	}
+	exec.Command("ip", "netns", "del", l.nsA).Run()
+	exec.Command("ip", "netns", "del", l.nsB).Run()
+}
+
+// xdpMd is struct xdp_md (cilium/ebpf's own copy is internal).
+type xdpMd struct{ Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32 }
+
+// liveGen is the in-kernel generator: BPF_PROG_RUN with live frames runs an
+// XDP_TX program, so each frame leaves through the ingress interface (va)
+// and reaches vb's XDP without any skb.
+type liveGen struct{ prog *ebpf.Program }
+
+func newLiveGen(t testing.TB) *liveGen {
+	t.Helper()
+	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 3 /* XDP_TX */), asm.Return()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return &liveGen{prog: p}
+}
+
+// send transmits frame repeat times out of ifindex; the calling thread must
+// be in that interface's namespace.
+func (g *liveGen) send(ifindex int, frame []byte, repeat uint32) error {
+	_, err := g.prog.Run(&ebpf.RunOptions{Data: frame, Repeat: repeat, BatchSize: 64,
+		Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES, Context: &xdpMd{DataEnd: uint32(len(frame)), IngressIfindex: uint32(ifindex)}})
+	return err
+}
+
+// tagLen is the fixed length of lab frames; the tag sits in the last 4 bytes.
+const tagLen = 256
+
+func tagged(b []byte, tag uint32, dst net.HardwareAddr) []byte {
+	out := make([]byte, tagLen)
+	copy(out, b)
+	copy(out[0:6], dst)
+	binary.BigEndian.PutUint32(out[tagLen-4:], tag)
+	return out
+}
+
+// farSide is an XDP program on vd counting frames by tag (per-CPU), then
+// dropping them.
+type farSide struct {
+	counts *ebpf.Map
+	prog   *ebpf.Program
+	link   link.Link
+	ntags  int
+}
+
+func newFarSide(t testing.TB, l *lab, ntags int) *farSide {
+	t.Helper()
+	counts, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(ntags)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	R0, R1, R2, R3, R4, R6, FP := asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R6, asm.RFP
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL", Instructions: asm.Instructions{
+		asm.LoadMem(R2, R1, 0, asm.Word), // data
+		asm.LoadMem(R3, R1, 4, asm.Word), // data_end
+		asm.Mov.Reg(R4, R2),
+		asm.Add.Imm(R4, tagLen),
+		asm.JGT.Reg(R4, R3, "out"),
+		asm.LoadMem(R6, R2, tagLen-4, asm.Word),
+		asm.HostTo(asm.BE, R6, asm.Word), // tag is big-endian in the frame
+		asm.StoreMem(FP, -4, R6, asm.Word),
+		asm.LoadMapPtr(R1, counts.FD()),
+		asm.Mov.Reg(R2, FP),
+		asm.Add.Imm(R2, -4),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(R0, 0, "out"),
+		asm.LoadMem(R1, R0, 0, asm.DWord),
+		asm.Add.Imm(R1, 1),
+		asm.StoreMem(R0, 0, R1, asm.DWord),
+		asm.Mov.Imm(R0, XDPDrop).WithSymbol("out"),
+		asm.Return(),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &farSide{counts: counts, prog: prog, ntags: ntags}
+	l.in(t, l.fdA, func() {
+		fs.link, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: l.vd, Flags: link.XDPDriverMode})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.link.Close(); prog.Close(); counts.Close() })
+	return fs
+}
+
+func (fs *farSide) count(t testing.TB, tag uint32) uint64 {
+	t.Helper()
+	var per []uint64
+	if err := fs.counts.Lookup(tag, &per); err != nil {
+		t.Fatal(err)
+	}
+	var s uint64
+	for _, v := range per {
+		s += v
+	}
+	return s
+}
