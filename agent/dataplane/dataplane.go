@@ -105,15 +105,20 @@ type HW interface {
 	// whole effective set (whose accept rules it must not override), or an
 	// *HWError saying why it cannot go there exactly. It changes nothing.
 	Compile(r *rule.Rule, set *rule.Set) (Cost, error)
+	// Key identifies a rule's hardware entries: it changes when the rule's
+	// id or match changes, and it is recoverable from the device after a
+	// restart (the cookie).
+	Key(r *rule.Rule) string
 	// Install puts r in hardware (all of its entries or none).
 	Install(ctx context.Context, r *rule.Rule, set *rule.Set) error
-	// Remove takes r out of hardware. Removing an absent rule is not an error.
-	Remove(ctx context.Context, id string) error
-	// Installed lists the ids of rules this agent has in hardware (read back
-	// from the device: after a restart, what the last run left).
+	// Remove takes the rule with the given key out of hardware. Removing an
+	// absent rule is not an error.
+	Remove(ctx context.Context, key string) error
+	// Installed lists the keys of rules this agent has in hardware (read
+	// back from the device: after a restart, what the last run left).
 	Installed(ctx context.Context) ([]string, error)
 	Budget(ctx context.Context) (Budget, error)
-	// Stats returns cumulative hardware counters per rule id.
+	// Stats returns cumulative hardware counters per rule key.
 	Stats(ctx context.Context) (map[string]Counter, error)
 	// NICCounters returns the device's own drop counters by name
 	// (rx_discards_phy, rx_out_of_buffer, ...); may be empty.

@@ -52,7 +52,8 @@ type fakeHW struct {
 	installs  int
 }
 
-func (h *fakeHW) Name() string { return "fake" }
+func (h *fakeHW) Name() string            { return "fake" }
+func (h *fakeHW) Key(r *rule.Rule) string { return r.ID }
 
 func (h *fakeHW) Compile(r *rule.Rule, set *rule.Set) (dataplane.Cost, error) {
 	if r.Match.Length != nil {

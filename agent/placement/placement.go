@@ -143,6 +143,7 @@ type ruleState struct {
 	// rates over the last round
 	hwPPS, swPPS, avgFrame float64
 	hwRetryAt              time.Time
+	key                    string // hardware key while in hardware
 }
 
 // Placer is the placement state machine. Not safe for concurrent use except
@@ -296,7 +297,7 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	p.version = snap.Version
 	p.rules = map[string]*ruleState{}
 	p.order = p.order[:0]
-	var removedHW []string
+	var removedHW []string // hardware keys to remove
 	keep := map[string]bool{}
 	for _, r := range snap.Set.Rules {
 		p.order = append(p.order, r.ID)
@@ -311,14 +312,14 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 		if ok { // changed: carry counters, re-place
 			nrs.hwTot, nrs.swTot, nrs.moves = rs.hwTot, rs.swTot, rs.moves
 			if rs.path == HW {
-				removedHW = append(removedHW, r.ID)
+				removedHW = append(removedHW, rs.key)
 			}
 		}
 		p.rules[r.ID] = nrs
 	}
 	for id, rs := range old {
 		if !keep[id] && rs.path == HW && p.rules[id] == nil {
-			removedHW = append(removedHW, id)
+			removedHW = append(removedHW, rs.key)
 		}
 	}
 	// Compile every drop rule against the new set.
@@ -354,9 +355,14 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	}
 	pending := map[string]bool{}
 	for _, rs := range fresh {
-		if staleSet[rs.r.ID] && rs.hwOK && p.hwUp {
+		k := ""
+		if p.hw != nil {
+			k = p.hw.Key(&rs.r)
+		}
+		if k != "" && staleSet[k] && rs.hwOK && p.hwUp {
+			rs.key = k
 			p.record(rs, None, HW, "adopted: already in hardware from the previous run", p.inputs(rs))
-			delete(staleSet, rs.r.ID)
+			delete(staleSet, k)
 		} else {
 			pending[rs.r.ID] = true
 		}
@@ -368,15 +374,15 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	// nothing was removed from hardware): no gap.
 	_ = p.pushSW(pending)
 	for _, rs := range demote {
-		p.hwRemove(ctx, rs.r.ID)
+		p.hwRemove(ctx, rs.key)
 	}
-	for _, id := range removedHW {
-		p.hwRemove(ctx, id)
+	for _, k := range removedHW {
+		p.hwRemove(ctx, k)
 	}
-	for id := range staleSet {
+	for k := range staleSet {
 		if p.hw != nil && p.hwUp {
-			p.log.Info("reconcile: removing stale hardware rule", "rule", id)
-			p.hwRemove(ctx, id)
+			p.log.Info("reconcile: removing stale hardware rule", "key", k)
+			p.hwRemove(ctx, k)
 		}
 	}
 	p.stale = nil
@@ -423,13 +429,13 @@ func (p *Placer) compile(rs *ruleState) {
 	rs.hwOK, rs.hwReason, rs.hwKind, rs.cost = true, "", 0, c
 }
 
-func (p *Placer) hwRemove(ctx context.Context, id string) {
-	if p.hw == nil || !p.hwUp {
+func (p *Placer) hwRemove(ctx context.Context, key string) {
+	if p.hw == nil || !p.hwUp || key == "" {
 		return
 	}
-	if err := p.hw.Remove(ctx, id); err != nil {
+	if err := p.hw.Remove(ctx, key); err != nil {
 		p.hwFailed(err, "remove")
-		p.log.Error("hardware remove failed", "rule", id, "err", err)
+		p.log.Error("hardware remove failed", "key", key, "err", err)
 	}
 }
 
@@ -474,6 +480,7 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 		p.log.Warn("hardware install failed; rule stays in software", "rule", rs.r.ID, "kind", k.String(), "err", err)
 		return false
 	}
+	rs.key = p.hw.Key(&rs.r)
 	p.record(rs, rs.path, HW, why, p.inputs(rs))
 	p.budget.UsedEntries += rs.cost.Entries
 	return true
@@ -484,7 +491,8 @@ func (p *Placer) toSW(ctx context.Context, rs *ruleState, why string, in Inputs)
 	if err := p.pushSW(map[string]bool{rs.r.ID: true}); err != nil {
 		return // it stays in hardware: still enforced
 	}
-	p.hwRemove(ctx, rs.r.ID)
+	p.hwRemove(ctx, rs.key)
+	rs.key = ""
 	p.record(rs, HW, SW, why, in)
 	p.budget.UsedEntries -= rs.cost.Entries
 }
@@ -520,7 +528,7 @@ func (p *Placer) Tick(ctx context.Context) {
 	for _, id := range p.order {
 		rs := p.rules[id]
 		var dh, ds dataplane.Counter
-		if c, ok := hwStats[id]; ok {
+		if c, ok := hwStats[rs.key]; ok && rs.key != "" {
 			dh = delta(&rs.hwLast, &rs.hwSeen, c)
 			rs.hwTot.Packets += dh.Packets
 			rs.hwTot.Bytes += dh.Bytes
@@ -579,6 +587,7 @@ func (p *Placer) evacuate(ctx context.Context) {
 		return
 	}
 	for _, rs := range moved {
+		rs.key = ""
 		p.record(rs, HW, SW, "hardware path down (device gone): enforced in software", p.inputs(rs))
 	}
 	_ = p.pushSW(nil)

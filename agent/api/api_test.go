@@ -1,0 +1,141 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/protect"
+	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+func setup(t *testing.T, token string) (*store.Store, *int) {
+	t.Helper()
+	now := func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
+	pl := &protect.List{Entries: []protect.Entry{{Rule: rule.Rule{ID: "mgmt", Action: rule.Accept, Match: rule.Match{Dst: netip.MustParsePrefix("192.0.2.10/32")}}, Note: "mgmt"}}}
+	st := store.New(pl, now)
+	saves := new(int)
+	_ = token
+	return st, saves
+}
+
+func serve(t *testing.T, l net.Listener, s *Server) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, l, s.Handler()) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func TestUnixAPI(t *testing.T) {
+	st, saves := setup(t, "")
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	l, err := ListenUnix(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, l, &Server{Store: st, Persist: func() error { *saves++; return nil }, Now: func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }})
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o660 {
+		t.Fatalf("socket mode %v %v", fi.Mode(), err)
+	}
+	// A second listener on the live socket is refused.
+	if _, err := ListenUnix(sock); err == nil {
+		t.Fatal("second listener accepted")
+	}
+	c := NewUnixClient(sock)
+	ctx := context.Background()
+	ri, err := c.Add(ctx, []byte(`{"id": "dns", "action": "drop", "match": {"dst": "203.0.113.0/24", "proto": "udp", "src_port": "53"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ri.Rule.ID != "dns" || ri.Source != "api" || ri.Status != "active" {
+		t.Fatalf("%+v", ri)
+	}
+	if _, err := c.Add(ctx, []byte(`{id: dns, action: drop}`)); !isCode(err, http.StatusConflict) {
+		t.Fatalf("duplicate add: %v", err)
+	}
+	if _, err := c.Add(ctx, []byte(`{id: bad, action: explode}`)); !isCode(err, http.StatusBadRequest) {
+		t.Fatalf("bad rule: %v", err)
+	}
+	// Protection: a rule that only drops the management address is refused.
+	if _, err := c.Add(ctx, []byte(`{id: mg, action: drop, match: {dst: 192.0.2.10/32}}`)); !isCode(err, http.StatusUnprocessableEntity) {
+		t.Fatalf("protected: %v", err)
+	}
+	got, err := c.Get(ctx, "mg")
+	if err != nil || got.Status != "refused" || got.Reason == "" {
+		t.Fatalf("refused rule shown as %+v %v", got, err)
+	}
+	// File rules are read-only through the API.
+	if _, err := st.Replace("file:/etc/r.yaml", []rule.Rule{{ID: "f1", Action: rule.Drop, Priority: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, "f1"); !isCode(err, http.StatusConflict) {
+		t.Fatalf("delete file rule: %v", err)
+	}
+	if _, err := c.Put(ctx, "other", []byte(`{id: dns, action: drop}`)); !isCode(err, http.StatusBadRequest) {
+		t.Fatalf("id mismatch: %v", err)
+	}
+	out, err := c.Replace(ctx, []byte("rules:\n  - {id: r1, action: drop, match: {proto: gre}}\n  - {id: r2, action: drop, match: {dst: 198.51.100.0/24}}\n"))
+	if err != nil || out["replaced"].(float64) != 2 {
+		t.Fatalf("%v %v", out, err)
+	}
+	list, err := c.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, r := range list {
+		ids[r.Rule.ID] = r.Source
+	}
+	if len(ids) != 3 || ids["f1"] != "file:/etc/r.yaml" || ids["r1"] != "api" || ids["dns"] != "" {
+		t.Fatalf("%v", ids)
+	}
+	if err := c.Delete(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, "r1"); !isCode(err, http.StatusNotFound) {
+		t.Fatalf("get deleted: %v", err)
+	}
+	// add, refused add (stored for display), replace, delete.
+	if *saves != 4 {
+		t.Fatalf("changes persisted %d times, want 4", *saves)
+	}
+	if _, err := c.Status(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func isCode(err error, code int) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Code == code
+}
+
+func TestTCPNeedsToken(t *testing.T) {
+	st, _ := setup(t, "s3cret")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, l, &Server{Store: st, Token: "s3cret", Now: time.Now})
+	ctx := context.Background()
+	if _, err := NewTCPClient(l.Addr().String(), "wrong").List(ctx); !isCode(err, http.StatusUnauthorized) {
+		t.Fatalf("wrong token: %v", err)
+	}
+	if _, err := NewTCPClient(l.Addr().String(), "").List(ctx); !isCode(err, http.StatusUnauthorized) {
+		t.Fatalf("no token: %v", err)
+	}
+	if _, err := NewTCPClient(l.Addr().String(), "s3cret").List(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,120 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// Client talks to the API.
+type Client struct {
+	HTTP  *http.Client
+	Base  string // "http://unix" for a socket, or "http://host:port"
+	Token string
+}
+
+// NewUnixClient returns a client for the socket at path.
+func NewUnixClient(path string) *Client {
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}}
+	return &Client{HTTP: &http.Client{Transport: tr}, Base: "http://unix"}
+}
+
+// NewTCPClient returns a client for host:port with a token.
+func NewTCPClient(addr, token string) *Client {
+	return &Client{HTTP: &http.Client{}, Base: "http://" + addr, Token: token}
+}
+
+// APIError is an error reply.
+type APIError struct {
+	Code int
+	Msg  string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("scrubd API: %d %s: %s", e.Code, http.StatusText(e.Code), e.Msg)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var e Error
+		if json.Unmarshal(data, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(data))
+		}
+		return &APIError{Code: resp.StatusCode, Msg: e.Error}
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+// List returns every rule.
+func (c *Client) List(ctx context.Context) ([]RuleInfo, error) {
+	var out []RuleInfo
+	return out, c.do(ctx, http.MethodGet, "/v1/rules", nil, &out)
+}
+
+// Get returns one rule.
+func (c *Client) Get(ctx context.Context, id string) (RuleInfo, error) {
+	var out RuleInfo
+	return out, c.do(ctx, http.MethodGet, "/v1/rules/"+id, nil, &out)
+}
+
+// Add adds one rule given as YAML or JSON.
+func (c *Client) Add(ctx context.Context, ruleText []byte) (RuleInfo, error) {
+	var out RuleInfo
+	return out, c.do(ctx, http.MethodPost, "/v1/rules", ruleText, &out)
+}
+
+// Put adds or replaces one rule.
+func (c *Client) Put(ctx context.Context, id string, ruleText []byte) (RuleInfo, error) {
+	var out RuleInfo
+	return out, c.do(ctx, http.MethodPut, "/v1/rules/"+id, ruleText, &out)
+}
+
+// Delete deletes one API rule.
+func (c *Client) Delete(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/rules/"+id, nil, nil)
+}
+
+// Replace replaces every API rule with a rule file's rules.
+func (c *Client) Replace(ctx context.Context, ruleFile []byte) (map[string]any, error) {
+	var out map[string]any
+	return out, c.do(ctx, http.MethodPut, "/v1/rules", ruleFile, &out)
+}
+
+// Status returns the summary.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var out Status
+	return out, c.do(ctx, http.MethodGet, "/v1/status", nil, &out)
+}
+
+// Decisions returns recent placement decisions.
+func (c *Client) Decisions(ctx context.Context) ([]json.RawMessage, error) {
+	var out []json.RawMessage
+	return out, c.do(ctx, http.MethodGet, "/v1/decisions", nil, &out)
+}
