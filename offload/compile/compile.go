@@ -2,6 +2,7 @@ package compile
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/scrubd/scrubd/offload"
@@ -23,6 +24,52 @@ type Config struct {
 	// MaxEntriesPerRule bounds a rule's expansion; 0 means
 	// DefaultMaxEntriesPerRule.
 	MaxEntriesPerRule int
+	// AddrLadder4 and AddrLadder6, when set, are the only address prefix
+	// lengths entries use (ascending): a prefix of another length is split
+	// into the prefixes of the next longer length on the ladder. Fewer
+	// distinct lengths mean fewer mask shapes (flow groups) at the cost of
+	// more entries. A prefix longer than the ladder's last length keeps its
+	// own length.
+	AddrLadder4, AddrLadder6 []int
+}
+
+// ladderPrefixes returns p as prefixes of lengths on the ladder.
+func ladderPrefixes(p netip.Prefix, ladder []int) []netip.Prefix {
+	if !p.IsValid() {
+		return []netip.Prefix{p}
+	}
+	want := p.Bits()
+	for _, l := range ladder {
+		if l >= p.Bits() {
+			want = l
+			break
+		}
+	}
+	if want == p.Bits() {
+		return []netip.Prefix{p}
+	}
+	n := 1 << (want - p.Bits())
+	out := make([]netip.Prefix, 0, n)
+	a := p.Masked().Addr()
+	for range n {
+		out = append(out, netip.PrefixFrom(a, want))
+		a = addAt(a, want)
+	}
+	return out
+}
+
+// addAt adds one unit of a /bitsN prefix to a (the next prefix of that
+// length), with carry toward the top bytes.
+func addAt(a netip.Addr, bitsN int) netip.Addr {
+	b := a.AsSlice()
+	i := (bitsN - 1) / 8
+	carry := uint16(1) << (7 - (bitsN-1)%8)
+	for ; i >= 0 && carry != 0; i-- {
+		v := uint16(b[i]) + carry
+		b[i], carry = byte(v), v>>8
+	}
+	r, _ := netip.AddrFromSlice(b)
+	return r
 }
 
 // Reason says why a rule is not offloadable.
@@ -304,13 +351,26 @@ func compileFamily(cfg *Config, r *rule.Rule, fam rule.Family, budget int, res *
 	if ps != nil && len(ps) == 0 {
 		return nil, true
 	}
-	var addr offload.Match
-	addr.Family = fam
-	if m.Src.IsValid() {
-		addr.Src, addr.SrcMask = rule.PrefixAddr(m.Src)
+	ladder := cfg.AddrLadder4
+	if fam == rule.IPv6 {
+		ladder = cfg.AddrLadder6
 	}
-	if m.Dst.IsValid() {
-		addr.Dst, addr.DstMask = rule.PrefixAddr(m.Dst)
+	var addrs []offload.Match
+	for _, sp := range ladderPrefixes(m.Src, ladder) {
+		for _, dp := range ladderPrefixes(m.Dst, ladder) {
+			a := offload.Match{Family: fam}
+			if sp.IsValid() {
+				a.Src, a.SrcMask = rule.PrefixAddr(sp)
+			}
+			if dp.IsValid() {
+				a.Dst, a.DstMask = rule.PrefixAddr(dp)
+			}
+			addrs = append(addrs, a)
+			if len(addrs) > budget {
+				res.refuse(ReasonTooManyEntries, 0, "rule %s: address ladder needs more than the %d entries allowed per rule", r.ID, cfg.maxEntries())
+				return nil, false
+			}
+		}
 	}
 	dscp := []cube{{0, 0}}
 	if m.DSCP != 0 {
@@ -335,7 +395,7 @@ func compileFamily(cfg *Config, r *rule.Rule, fam rule.Family, budget int, res *
 		}
 	}
 	// count before expanding
-	n := uint64(len(frag.entries)) * uint64(len(dscp)) * uint64(len(protoList))
+	n := uint64(len(frag.entries)) * uint64(len(dscp)) * uint64(len(protoList)) * uint64(len(addrs))
 	perProto := uint64(1)
 	if m.ICMPType != nil || m.ICMPCode != nil {
 		perProto *= uint64(len(types)) * uint64(len(codes))
@@ -350,59 +410,61 @@ func compileFamily(cfg *Config, r *rule.Rule, fam rule.Family, budget int, res *
 		prio = cfg.PrioV6
 	}
 	var out []offload.Entry
-	for _, p := range protoList {
-		base := addr
-		if p >= 0 {
-			base.HasProto, base.Proto = true, uint8(p)
-		}
-		l4 := []offload.Match{base}
-		if m.SrcPort != nil || m.DstPort != nil || m.Port != nil {
-			l4 = l4[:0]
-			for _, pp := range ports {
-				e := base
-				e.SrcPort, e.SrcPortMask = uint16(pp[0].v), uint16(pp[0].m)
-				e.DstPort, e.DstPortMask = uint16(pp[1].v), uint16(pp[1].m)
-				l4 = append(l4, e)
+	for _, addr := range addrs {
+		for _, p := range protoList {
+			base := addr
+			if p >= 0 {
+				base.HasProto, base.Proto = true, uint8(p)
 			}
-		}
-		if m.HasTCPFlags {
-			for i := range l4 {
-				l4[i].TCPFlags, l4[i].TCPFlagsMask = m.TCPFlags.Value, m.TCPFlags.Mask
-			}
-		}
-		if m.ICMPType != nil || m.ICMPCode != nil {
-			var x []offload.Match
-			for _, e := range l4 {
-				for _, t := range types {
-					for _, c := range codes {
-						e.ICMPType, e.ICMPTypeMask = uint8(t.v), uint8(t.m)
-						e.ICMPCode, e.ICMPCodeMask = uint8(c.v), uint8(c.m)
-						x = append(x, e)
-					}
+			l4 := []offload.Match{base}
+			if m.SrcPort != nil || m.DstPort != nil || m.Port != nil {
+				l4 = l4[:0]
+				for _, pp := range ports {
+					e := base
+					e.SrcPort, e.SrcPortMask = uint16(pp[0].v), uint16(pp[0].m)
+					e.DstPort, e.DstPortMask = uint16(pp[1].v), uint16(pp[1].m)
+					l4 = append(l4, e)
 				}
 			}
-			l4 = x
-		}
-		for _, e := range l4 {
-			for _, d := range dscp {
-				for _, f := range frag.entries {
-					e.TOS, e.TOSMask = uint8(d.v<<2), uint8(d.m<<2)
-					e.Flags, e.FlagsMask = uint8(f.v), uint8(f.m)
-					e.Normalize()
-					if m.NeedsL4() && e.ZeroL4() {
-						res.refuse(ReasonL4Zero, 0, "rule %s: %s: in hardware, packets without an L4 header (later fragments, short headers) read as zeros and would match entry %q",
-							r.ID, m, e.String())
-						return nil, false
-					}
-					if err := cfg.Caps.Check(&e); err != nil {
-						var missing offload.Keys
-						if ee, ok := err.(*offload.EntryError); ok {
-							missing = ee.Missing
+			if m.HasTCPFlags {
+				for i := range l4 {
+					l4[i].TCPFlags, l4[i].TCPFlagsMask = m.TCPFlags.Value, m.TCPFlags.Mask
+				}
+			}
+			if m.ICMPType != nil || m.ICMPCode != nil {
+				var x []offload.Match
+				for _, e := range l4 {
+					for _, t := range types {
+						for _, c := range codes {
+							e.ICMPType, e.ICMPTypeMask = uint8(t.v), uint8(t.m)
+							e.ICMPCode, e.ICMPCodeMask = uint8(c.v), uint8(c.m)
+							x = append(x, e)
 						}
-						res.refuse(ReasonUnsupportedKey, missing, "rule %s: entry %q: %s", r.ID, e.String(), errText(err))
-						return nil, false
 					}
-					out = append(out, offload.Entry{Chain: cfg.Chain, Prio: prio, Match: e})
+				}
+				l4 = x
+			}
+			for _, e := range l4 {
+				for _, d := range dscp {
+					for _, f := range frag.entries {
+						e.TOS, e.TOSMask = uint8(d.v<<2), uint8(d.m<<2)
+						e.Flags, e.FlagsMask = uint8(f.v), uint8(f.m)
+						e.Normalize()
+						if m.NeedsL4() && e.ZeroL4() {
+							res.refuse(ReasonL4Zero, 0, "rule %s: %s: in hardware, packets without an L4 header (later fragments, short headers) read as zeros and would match entry %q",
+								r.ID, m, e.String())
+							return nil, false
+						}
+						if err := cfg.Caps.Check(&e); err != nil {
+							var missing offload.Keys
+							if ee, ok := err.(*offload.EntryError); ok {
+								missing = ee.Missing
+							}
+							res.refuse(ReasonUnsupportedKey, missing, "rule %s: entry %q: %s", r.ID, e.String(), errText(err))
+							return nil, false
+						}
+						out = append(out, offload.Entry{Chain: cfg.Chain, Prio: prio, Match: e})
+					}
 				}
 			}
 		}
@@ -426,14 +488,20 @@ func Set(cfg *Config, s *rule.Set) []Result {
 	for i := range s.Rules {
 		out[i] = Rule(cfg, &s.Rules[i])
 	}
+	var accepts []int
+	for j := range s.Rules {
+		if s.Rules[j].Action == rule.Accept {
+			accepts = append(accepts, j)
+		}
+	}
 	for i := range s.Rules {
 		if !out[i].Offloadable {
 			continue
 		}
 		d := &s.Rules[i]
-		for j := range s.Rules {
+		for _, j := range accepts {
 			a := &s.Rules[j]
-			if a.Action != rule.Accept || !rule.Before(a, j, d, i) {
+			if !rule.Before(a, j, d, i) {
 				continue
 			}
 			if Overlap(&a.Match, &d.Match) {

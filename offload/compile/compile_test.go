@@ -2,6 +2,7 @@ package compile
 
 import (
 	"math/rand/v2"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -140,5 +141,69 @@ func TestCompileExactRandom(t *testing.T) {
 	t.Logf("offloaded of 3000: %v", offloaded)
 	if offloaded["mlx5"] < 500 || offloaded["flower"] <= offloaded["mlx5"] {
 		t.Errorf("suspicious offload counts %v", offloaded)
+	}
+}
+
+func TestAddrLadder(t *testing.T) {
+	cfg := mlx5Cfg()
+	cfg.AddrLadder4 = []int{8, 16, 24, 32}
+	cfg.AddrLadder6 = []int{32, 48, 64, 128}
+	for _, y := range []string{
+		`{id: a, action: drop, match: {dst: 10.1.254.0/23, proto: udp, dst_port: "53"}}`,
+		`{id: a, action: drop, match: {src: 10.252.0.0/14, dst: 192.0.2.0/26}}`,
+		`{id: a, action: drop, match: {dst: "2001:db8:fffc::/46"}}`,
+		`{id: a, action: drop, match: {dst: 10.0.0.0/8}}`,
+	} {
+		r := parseOne(t, y)
+		res := Rule(cfg, &r)
+		if !res.Offloadable {
+			t.Fatalf("%s: %s", y, res.Detail)
+		}
+		for _, e := range res.Entries {
+			for _, m := range []rule.Addr{e.Match.SrcMask, e.Match.DstMask} {
+				l := m.PrefixLen()
+				ok := l == 0
+				for _, x := range append(cfg.AddrLadder4, cfg.AddrLadder6...) {
+					ok = ok || l == x
+				}
+				if !ok {
+					t.Errorf("%s: entry %s has a length off the ladder", y, e.Match.String())
+				}
+			}
+		}
+		checkExact(t, &r, &res, 20000)
+	}
+}
+
+func TestLadderPrefixesTile(t *testing.T) {
+	for _, tt := range []struct {
+		p      string
+		ladder []int
+		n      int
+	}{{"10.252.0.0/14", []int{8, 16}, 4}, {"10.1.254.0/23", []int{24}, 2}, {"2001:db8:fff0::/44", []int{48}, 16}, {"0.0.0.0/0", []int{2}, 4}, {"10.0.0.0/8", []int{8}, 1}} {
+		p := netip.MustParsePrefix(tt.p)
+		ps := ladderPrefixes(p, tt.ladder)
+		if len(ps) != tt.n {
+			t.Fatalf("%s: %d prefixes %v, want %d", tt.p, len(ps), ps, tt.n)
+		}
+		// contiguous, in order, inside p, covering p
+		first, _ := rule.PrefixAddr(p)
+		if a, _ := rule.PrefixAddr(ps[0]); a != first {
+			t.Fatalf("%s: starts at %v", tt.p, ps[0])
+		}
+		for i := 1; i < len(ps); i++ {
+			prev, m := rule.PrefixAddr(ps[i-1])
+			last := rule.Addr{Hi: prev.Hi | ^m.Hi, Lo: prev.Lo | ^m.Lo}
+			cur, _ := rule.PrefixAddr(ps[i])
+			next := last
+			if p.Addr().Is4() {
+				next = rule.Addr{Hi: (last.Hi | 0xffffffff) + 1}
+			} else if next.Lo++; next.Lo == 0 {
+				next.Hi++
+			}
+			if cur != next || !p.Overlaps(ps[i]) {
+				t.Fatalf("%s: %v does not follow %v", tt.p, ps[i], ps[i-1])
+			}
+		}
 	}
 }
