@@ -10,10 +10,17 @@ import (
 )
 
 // Build parameters.
-const (
+var (
 	// collisionLimit is how many entries a bucket of a merged (coarser)
 	// table may hold before an entry needs a table of its own mask.
-	collisionLimit = 8
+	collisionLimit = 16
+	// addrStep4 and addrStep6 are the grid steps of relaxed prefix lengths.
+	addrStep4, addrStep6 = uint8(8), uint8(16)
+	// portStep is the grid step of relaxed port prefix lengths.
+	portStep = uint8(16)
+)
+
+const (
 	// maxPortPrefixes is the most prefixes a port field is expanded into;
 	// beyond it the field is a range check after the hash hit.
 	maxPortPrefixes = 6
@@ -38,10 +45,14 @@ func keyOf(f *rule.Fields) key {
 		uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)}
 }
 
+func (k *key) eq(o *key) bool {
+	return k.srcHi == o.srcHi && k.dstHi == o.dstHi && k.misc == o.misc && k.srcLo == o.srcLo && k.dstLo == o.dstLo
+}
+
+// hashKey returns the top 64-shift bits of a hash of k.
 func hashKey(k *key, shift uint8) uint64 {
-	h := k.srcHi*0x9E3779B97F4A7C15 ^ k.srcLo*0xC2B2AE3D27D4EB4F ^ k.dstHi*0x165667B19E3779F9 ^
-		k.dstLo*0x27D4EB2F165667C5 ^ k.misc*0xFF51AFD7ED558CCD
-	h ^= h >> 29
+	h := (k.srcHi^k.dstLo)*0x9E3779B97F4A7C15 ^ (k.dstHi^k.srcLo)*0xC2B2AE3D27D4EB4F ^ k.misc*0xFF51AFD7ED558CCD
+	h ^= h >> 32
 	h *= 0xBF58476D1CE4E5B9
 	return h >> shift
 }
@@ -88,9 +99,9 @@ func (t tuple) weight() int {
 // relax rounds a shape down to a coarse grid so that nearby shapes share a
 // table.
 func (t tuple) relax(fam rule.Family) tuple {
-	step := uint8(4)
+	step := addrStep4
 	if fam == rule.IPv6 {
-		step = 16
+		step = addrStep6
 	}
 	r := func(n, step, floor uint8) uint8 {
 		if n < floor {
@@ -100,10 +111,10 @@ func (t tuple) relax(fam rule.Family) tuple {
 	}
 	t.src, t.dst = r(t.src, step, 8), r(t.dst, step, 8)
 	if t.sp != 16 {
-		t.sp = r(t.sp, 4, 4)
+		t.sp = r(t.sp, portStep, portStep)
 	}
 	if t.dp != 16 {
-		t.dp = r(t.dp, 4, 4)
+		t.dp = r(t.dp, portStep, portStep)
 	}
 	return t
 }
@@ -116,6 +127,9 @@ const (
 	chkFrag
 	chkDSCP
 	chkRes // the residual ranges
+	// chkKey: the entry's own mask is finer than its table's, so its key
+	// must be compared after the bucket matched.
+	chkKey
 )
 
 // entry is one expansion of a rule: its own value and mask, its rank, and the
@@ -163,19 +177,27 @@ func (r *residual) holds(f *rule.Fields) bool {
 	return true
 }
 
-// slot is one bucket of a hash table: its key and its entries, which sit
-// contiguously in Table.entries in decision order.
+// slot is one bucket of a hash table: where its entries sit, contiguously
+// and in decision order, in Table.entries. n == 0 marks an empty slot. The
+// bucket's key is in hashTable.keys at the same index.
 type slot struct {
-	k        key
 	first, n uint32
 }
 
+// bloomBits is the number of filter bits per slot (a power of two).
+const bloomShift = 3
+
+// hashTable is one mask's hash table with linear probing. A one-hash Bloom
+// filter (8 bits per slot, small enough to stay in L1 for a few tables)
+// answers most misses without touching the slots.
 type hashTable struct {
 	mask  key
 	best  uint64 // rank of the best entry
-	shift uint8
+	shift uint8  // 64 - log2(len(bloom) * 64): the hash's top bits index the filter
 	bits  uint64 // len(slots)-1
+	bloom []uint64
 	slots []slot
+	keys  []key
 	shape tuple
 }
 
@@ -439,6 +461,9 @@ func Compile(set *rule.Set) (*Table, error) {
 			dest = &buildTable{shape: rs, mask: rs.mask(), buckets: map[key][]int{}}
 			bts = append(bts, dest)
 		}
+		if dest.shape != sh {
+			e.flags |= chkKey
+		}
 		k := e.val.and(dest.mask)
 		if _, ok := dest.buckets[k]; !ok {
 			dest.order = append(dest.order, k)
@@ -446,29 +471,29 @@ func Compile(set *rule.Set) (*Table, error) {
 		dest.buckets[k] = append(dest.buckets[k], ei)
 	}
 	for _, bt := range bts {
-		n := 1
+		n := 8 // slots; the filter has n<<bloomShift bits, at least one word
 		for n < 2*len(bt.order) {
 			n <<= 1
 		}
-		ht := hashTable{mask: bt.mask, shape: bt.shape, best: ^uint64(0), slots: make([]slot, n), bits: uint64(n - 1),
-			shift: uint8(64 - bits.TrailingZeros(uint(n)))}
-		if n == 1 {
-			ht.shift = 63 // 64 would be a no-op shift in the formula; any index & 0 is 0
-		}
+		ht := hashTable{mask: bt.mask, shape: bt.shape, best: ^uint64(0), slots: make([]slot, n), keys: make([]key, n),
+			bits: uint64(n - 1), bloom: make([]uint64, n<<bloomShift/64),
+			shift: uint8(64 - bits.TrailingZeros(uint(n<<bloomShift)))}
 		for _, k := range bt.order {
 			idx := bt.buckets[k]
-			s := slot{k: k, first: uint32(len(t.entries)), n: uint32(len(idx))}
+			s := slot{first: uint32(len(t.entries)), n: uint32(len(idx))}
 			for _, ei := range idx {
 				t.entries = append(t.entries, all[ei])
 				if all[ei].rank < ht.best {
 					ht.best = all[ei].rank
 				}
 			}
-			h := hashKey(&k, ht.shift) & ht.bits
+			b := hashKey(&k, ht.shift)
+			ht.bloom[b/64] |= 1 << (b % 64)
+			h := b >> bloomShift
 			for ht.slots[h].n != 0 {
 				h = (h + 1) & ht.bits
 			}
-			ht.slots[h] = s
+			ht.slots[h], ht.keys[h] = s, k
 		}
 		t.tables = append(t.tables, ht)
 	}

@@ -33,11 +33,13 @@ const noRank = ^uint64(0)
 // holds reports whether the entry's own key and every other condition of
 // its rule hold for f, whose key is k.
 func (t *Table) holds(e *entry, k *key, f *rule.Fields) bool {
-	if k.and(e.mask) != e.val {
-		return false
-	}
 	if e.flags == 0 {
 		return true
+	}
+	if e.flags&chkKey != 0 {
+		if m := k.and(e.mask); !m.eq(&e.val) {
+			return false
+		}
 	}
 	if e.flags&needPorts != 0 && !f.HasPorts() {
 		return false
@@ -76,13 +78,16 @@ func (t *Table) lookup(f *rule.Fields) (uint64, int32, int) {
 		}
 		probes++
 		mk := k.and(ht.mask)
-		h := hashKey(&mk, ht.shift) & ht.bits
-		for {
+		b := hashKey(&mk, ht.shift)
+		if ht.bloom[b/64]&(1<<(b%64)) == 0 {
+			continue
+		}
+		for h := b >> bloomShift; ; h = (h + 1) & ht.bits {
 			s := &ht.slots[h]
 			if s.n == 0 {
 				break
 			}
-			if s.k == mk {
+			if ht.keys[h].eq(&mk) {
 				es := t.entries[s.first : s.first+s.n]
 				for i := range es {
 					e := &es[i]
@@ -96,7 +101,6 @@ func (t *Table) lookup(f *rule.Fields) (uint64, int32, int) {
 				}
 				break
 			}
-			h = (h + 1) & ht.bits
 		}
 	}
 	return best, bestRule, probes
@@ -150,13 +154,16 @@ func (t *Table) AppendMatching(dst []int32, f *rule.Fields) []int32 {
 	for ti := range t.tables {
 		ht := &t.tables[ti]
 		mk := k.and(ht.mask)
-		h := hashKey(&mk, ht.shift) & ht.bits
-		for {
+		b := hashKey(&mk, ht.shift)
+		if ht.bloom[b/64]&(1<<(b%64)) == 0 {
+			continue
+		}
+		for h := b >> bloomShift; ; h = (h + 1) & ht.bits {
 			s := &ht.slots[h]
 			if s.n == 0 {
 				break
 			}
-			if s.k == mk {
+			if ht.keys[h].eq(&mk) {
 				es := t.entries[s.first : s.first+s.n]
 			next:
 				for i := range es {
@@ -173,7 +180,6 @@ func (t *Table) AppendMatching(dst []int32, f *rule.Fields) []int32 {
 				}
 				break
 			}
-			h = (h + 1) & ht.bits
 		}
 	}
 	return dst

@@ -11,7 +11,8 @@ import (
 func (t *Table) memBytes() int {
 	n := len(t.entries)*int(unsafe.Sizeof(entry{})) + len(t.res)*int(unsafe.Sizeof(residual{}))
 	for i := range t.tables {
-		n += len(t.tables[i].slots) * int(unsafe.Sizeof(slot{}))
+		ht := &t.tables[i]
+		n += len(ht.slots)*int(unsafe.Sizeof(slot{})) + len(ht.keys)*int(unsafe.Sizeof(key{})) + 8*len(ht.bloom)
 	}
 	for i := range t.res {
 		r := &t.res[i]

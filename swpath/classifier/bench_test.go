@@ -1,0 +1,228 @@
+package classifier
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scrubd/scrubd/swpath/packet"
+	"github.com/scrubd/scrubd/swpath/rule"
+	"github.com/scrubd/scrubd/swpath/traffic"
+)
+
+const burstSize = 256
+
+type workload struct {
+	set  *rule.Set
+	fs   []rule.Fields
+	lens []uint32
+}
+
+var (
+	workMu sync.Mutex
+	works  = map[string]*workload{}
+)
+
+// classBench returns a cached ClassBench-style workload: n rules, and
+// packets derived from them, low cardinality (1000 flows) or high (every
+// packet new).
+func classBench(b *testing.B, n int, high bool) *workload {
+	name := fmt.Sprintf("%d/%v", n, high)
+	workMu.Lock()
+	defer workMu.Unlock()
+	if w := works[name]; w != nil {
+		return w
+	}
+	set := traffic.ClassBenchRules(uint64(n), n)
+	cfg := traffic.Config{Seed: 99, Rules: set, RuleFraction: 0.95, Flows: 1000}
+	npk := 16384
+	if high {
+		cfg.Flows, npk = 0, 65536
+	}
+	fs := make([]rule.Fields, npk)
+	lens := make([]uint32, npk)
+	g := traffic.NewGenerator(cfg)
+	var buf []byte
+	for i := range fs {
+		buf = g.Next(buf[:0])
+		packet.Parse(buf, &fs[i])
+		lens[i] = uint32(len(buf))
+	}
+	w := &workload{set: set, fs: fs, lens: lens}
+	works[name] = w
+	return w
+}
+
+// cpuClock measures the benchmark loop's thread CPU time.
+type cpuClock struct{ start int64 }
+
+func startCPU() cpuClock {
+	runtime.LockOSThread()
+	return cpuClock{threadCPU()}
+}
+
+func (c cpuClock) stop(b *testing.B, pkts int) {
+	end := threadCPU()
+	runtime.UnlockOSThread()
+	if c.start != 0 && end != 0 {
+		b.ReportMetric(float64(end-c.start)/float64(pkts), "cpu-ns/pkt")
+	}
+}
+
+func report(b *testing.B, pkts int, probes int) {
+	el := b.Elapsed()
+	b.ReportMetric(float64(el.Nanoseconds())/float64(pkts), "ns/pkt")
+	b.ReportMetric(float64(pkts)/el.Seconds()/1e6, "Mpps")
+	if probes >= 0 {
+		b.ReportMetric(float64(probes)/float64(pkts), "tuples/pkt")
+	}
+	b.ReportMetric(0, "ns/op") // per-op time is per burst: meaningless next to ns/pkt
+}
+
+func runBursts(b *testing.B, w *Worker, fs []rule.Fields, lens []uint32) {
+	out := make([]Result, burstSize)
+	w.ClassifyBurst(fs[:burstSize], lens[:burstSize], out)
+	s0 := w.c.Snapshot()
+	pkts := 0
+	b.ResetTimer()
+	cpu := startCPU()
+	off := 0
+	for i := 0; i < b.N; i++ {
+		if off+burstSize > len(fs) {
+			off = 0
+		}
+		w.ClassifyBurst(fs[off:off+burstSize], lens[off:off+burstSize], out)
+		off += burstSize
+		pkts += burstSize
+	}
+	b.StopTimer()
+	cpu.stop(b, pkts)
+	s1 := w.c.Snapshot()
+	report(b, pkts, int(s1.TablesProbed-s0.TablesProbed))
+}
+
+// BenchmarkSourceWorkload is the source material's workload: five drop rules
+// on UDP destination-port ranges, every packet matches, burst API.
+func BenchmarkSourceWorkload(b *testing.B) {
+	set := traffic.SourceWorkload()
+	g := traffic.NewGenerator(traffic.Config{Seed: 1, Rules: set, RuleFraction: 1, IPv6Fraction: 0.0001, Sizes: traffic.Fixed(64)})
+	var fs []rule.Fields
+	var lens []uint32
+	var buf []byte
+	for len(fs) < 4096 {
+		buf = g.Next(buf[:0])
+		var f rule.Fields
+		packet.Parse(buf, &f)
+		if set.Decide(&f) >= 0 {
+			fs = append(fs, f)
+			lens = append(lens, uint32(len(buf)))
+		}
+	}
+	c, err := New(set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := c.NewWorker()
+	defer w.Close()
+	b.Run("burst", func(b *testing.B) { runBursts(b, w, fs, lens) })
+	b.Run("parse+burst", func(b *testing.B) {
+		frames := make([][]byte, len(fs))
+		gg := traffic.NewGenerator(traffic.Config{Seed: 1, Rules: set, RuleFraction: 1, IPv6Fraction: 0.0001, Sizes: traffic.Fixed(64)})
+		for i := 0; i < len(frames); {
+			buf := gg.Next(nil)
+			var f rule.Fields
+			packet.Parse(buf, &f)
+			if set.Decide(&f) >= 0 {
+				frames[i] = buf
+				i++
+			}
+		}
+		out := make([]Result, burstSize)
+		b.ResetTimer()
+		cpu := startCPU()
+		off, pkts := 0, 0
+		for i := 0; i < b.N; i++ {
+			if off+burstSize > len(frames) {
+				off = 0
+			}
+			w.ClassifyFrames(frames[off:off+burstSize], out)
+			off += burstSize
+			pkts += burstSize
+		}
+		cpu.stop(b, pkts)
+		report(b, pkts, -1)
+	})
+}
+
+// BenchmarkClassBench: 1k, 10k, 100k ClassBench-style rules, low- and
+// high-cardinality traffic, burst API. Build time, memory and tuple count
+// are reported as metrics too.
+func BenchmarkClassBench(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		for _, high := range []bool{false, true} {
+			card := "low"
+			if high {
+				card = "high"
+			}
+			b.Run(fmt.Sprintf("rules=%dk/card=%s", n/1000, card), func(b *testing.B) {
+				wl := classBench(b, n, high)
+				start := time.Now()
+				c, err := New(wl.set)
+				if err != nil {
+					b.Fatal(err)
+				}
+				build := time.Since(start)
+				st := c.Table().Stats()
+				w := c.NewWorker()
+				defer w.Close()
+				runBursts(b, w, wl.fs, wl.lens)
+				b.ReportMetric(float64(build.Milliseconds()), "build-ms")
+				b.ReportMetric(float64(st.Bytes)/(1<<20), "MiB")
+				b.ReportMetric(float64(st.Tuples), "tuples")
+			})
+		}
+	}
+}
+
+// BenchmarkVersusLinear runs the classifier and the linear reference
+// (rule.Set.Decide) side by side on the same 10k-rule set and packets.
+func BenchmarkVersusLinear(b *testing.B) {
+	wl := classBench(b, 10000, false)
+	tab, err := Compile(wl.set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := make([]int32, burstSize)
+	b.Run("impl=tss", func(b *testing.B) {
+		cpu := startCPU()
+		pkts, probes, off := 0, 0, 0
+		for i := 0; i < b.N; i++ {
+			if off+burstSize > len(wl.fs) {
+				off = 0
+			}
+			probes += tab.DecideBurst(wl.fs[off:off+burstSize], out)
+			off += burstSize
+			pkts += burstSize
+		}
+		cpu.stop(b, pkts)
+		report(b, pkts, probes)
+	})
+	b.Run("impl=linear", func(b *testing.B) {
+		cpu := startCPU()
+		pkts, off := 0, 0
+		for i := 0; i < b.N; i++ {
+			if off+16 > len(wl.fs) {
+				off = 0
+			}
+			for j := off; j < off+16; j++ {
+				out[j-off] = int32(wl.set.Decide(&wl.fs[j]))
+			}
+			off += 16
+			pkts += 16
+		}
+		cpu.stop(b, pkts)
+		report(b, pkts, -1)
+	})
+}
