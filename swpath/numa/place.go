@@ -56,7 +56,9 @@ func PolicyOf(b []byte) (mode int, nodes []int, err error) {
 // PinThread restricts the calling OS thread to cpus. Call
 // runtime.LockOSThread first and keep the goroutine locked: otherwise the
 // goroutine can move to an unpinned thread, and the pinned thread can run
-// other goroutines.
+// other goroutines. A worker should exit while still locked (the runtime
+// then ends the thread) or restore the old affinity before
+// runtime.UnlockOSThread, so no narrowed thread returns to the scheduler.
 func PinThread(cpus ...int) error {
 	if len(cpus) == 0 {
 		return errors.New("numa: PinThread: empty CPU set")

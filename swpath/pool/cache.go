@@ -41,14 +41,22 @@ type remoteStage struct {
 // safe for concurrent use: one goroutine (the queue's poller) owns it.
 type Cache struct {
 	// hot
-	n     int
-	objs  []uint32
-	homeN uint32
-	home  *node
-	debug bool
-	batch int
-	p     *Pool
-	st    Counters
+	n       int
+	allocLo int // Alloc's fast path needs n > allocLo: 0, or MaxInt in Debug
+	freeLim int // Free's fast path needs n < freeLim: len(objs), or 0 in Debug
+	objs    []uint32
+	homeLo  uint32 // first index of the home node
+	homeC   uint32 // buffers on the home node
+	homeN   uint32 // home node id
+	home    *node
+	debug   bool
+	batch   int
+	p       *Pool
+	// Counters on the hot path: Alloc counts nothing; allocations are
+	// derived at publish time as in - out + localFrees - n.
+	localFrees uint64 // frees of home buffers into the cache
+	in, out    uint64 // buffers moved into / out of the cache by refill, spill, flush
+	st         Counters
 
 	remote []remoteStage // by node id; nil ix for the home node
 	pub    published
@@ -63,13 +71,20 @@ func (c *Cache) Node() int { return c.home.id }
 // Alloc returns a free buffer of the cache's node, or an *ExhaustedError
 // (counted) when the node has none left. It never blocks.
 func (c *Cache) Alloc() (uint32, error) {
+	if c.n <= c.allocLo {
+		return c.allocSlow()
+	}
+	c.n--
+	return c.objs[c.n], nil
+}
+
+func (c *Cache) allocSlow() (uint32, error) {
 	if c.n == 0 && !c.refill() {
 		c.st.EmptyFailures++
 		return 0, c.home.exhausted
 	}
 	c.n--
 	idx := c.objs[c.n]
-	c.st.Allocs++
 	if c.debug {
 		c.home.markAllocated(idx)
 	}
@@ -96,7 +111,6 @@ func (c *Cache) AllocBatch(dst []uint32) (int, error) {
 }
 
 func (c *Cache) finishAlloc(ix []uint32) {
-	c.st.Allocs += uint64(len(ix))
 	if c.debug {
 		for _, idx := range ix {
 			c.home.markAllocated(idx)
@@ -109,7 +123,18 @@ func (c *Cache) finishAlloc(ix []uint32) {
 // Debug mode a buffer that is already free, is refused with a *FreeError
 // and counted.
 func (c *Cache) Free(idx uint32) error {
-	if idx>>LocalBits != c.homeN || idx&localMask >= c.home.n {
+	// One unsigned compare checks "home node and in range".
+	if idx-c.homeLo >= c.homeC || c.n >= c.freeLim {
+		return c.freeSlow(idx)
+	}
+	c.objs[c.n] = idx
+	c.n++
+	c.localFrees++
+	return nil
+}
+
+func (c *Cache) freeSlow(idx uint32) error {
+	if idx>>LocalBits != c.homeN || idx&localMask >= c.homeC {
 		return c.freeOther(idx)
 	}
 	if c.debug {
@@ -123,7 +148,7 @@ func (c *Cache) Free(idx uint32) error {
 	}
 	c.objs[c.n] = idx
 	c.n++
-	c.st.Frees++
+	c.localFrees++
 	return nil
 }
 
@@ -131,16 +156,24 @@ func (c *Cache) Free(idx uint32) error {
 // freeing all the others.
 func (c *Cache) FreeBatch(ix []uint32) error {
 	var first error
-	for _, idx := range ix {
-		var err error
-		if idx>>LocalBits == c.homeN && idx&localMask < c.home.n && !c.debug && c.n < len(c.objs) {
-			c.objs[c.n] = idx
-			c.n++
-			c.st.Frees++
-			continue
+	if !c.debug {
+		// Fast path: home-node buffers while the cache has room.
+		objs, n := c.objs, c.n
+		i := 0
+		for ; i < len(ix) && n < len(objs); i++ {
+			idx := ix[i]
+			if idx>>LocalBits != c.homeN || idx&localMask >= c.homeC {
+				break
+			}
+			objs[n] = idx
+			n++
 		}
-		err = c.Free(idx)
-		if err != nil && first == nil {
+		c.localFrees += uint64(n - c.n)
+		c.n = n
+		ix = ix[i:]
+	}
+	for _, idx := range ix {
+		if err := c.Free(idx); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -163,7 +196,6 @@ func (c *Cache) freeOther(idx uint32) error {
 	r.ix = append(r.ix, idx) // cap is batch: never grows
 	r.crossTo++
 	c.st.CrossNodeFrees++
-	c.st.Frees++
 	if len(r.ix) == c.batch {
 		nd.putBatch(r.ix)
 		r.ix = r.ix[:0]
@@ -180,6 +212,7 @@ func (c *Cache) refill() bool {
 		return false
 	}
 	c.n += k
+	c.in += uint64(k)
 	c.st.Refills++
 	c.Publish()
 	return true
@@ -189,6 +222,7 @@ func (c *Cache) refill() bool {
 func (c *Cache) spill() {
 	c.home.putBatch(c.objs[c.n-c.batch : c.n])
 	c.n -= c.batch
+	c.out += uint64(c.batch)
 	c.st.Spills++
 	c.Publish()
 }
@@ -197,6 +231,7 @@ func (c *Cache) spill() {
 // spills publish on their own; a poll loop that stays inside its cache
 // should call Publish once per burst.
 func (c *Cache) Publish() {
+	c.sync()
 	c.pub.allocs.Store(c.st.Allocs)
 	c.pub.frees.Store(c.st.Frees)
 	c.pub.refills.Store(c.st.Refills)
@@ -212,12 +247,19 @@ func (c *Cache) Publish() {
 	}
 }
 
+// sync derives the counters that the hot path does not keep.
+func (c *Cache) sync() {
+	c.st.Allocs = c.in - c.out + c.localFrees - uint64(c.n)
+	c.st.Frees = c.localFrees + c.st.CrossNodeFrees
+}
+
 // Flush returns every cached and staged buffer to its node's shared part.
 func (c *Cache) Flush() {
 	for c.n > 0 {
 		k := min(c.n, c.batch)
 		c.home.putBatch(c.objs[c.n-k : c.n])
 		c.n -= k
+		c.out += uint64(k)
 		c.st.Spills++
 	}
 	for _, nd := range c.p.nodes {
@@ -242,6 +284,7 @@ func (c *Cache) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.caches, c)
+	c.sync()
 	r := p.retired[c.home.id]
 	if r == nil {
 		r = &Counters{}

@@ -24,13 +24,16 @@
 // # Shared part
 //
 // Per node, free buffers travel in batches (Config.Batch, default 64)
-// between caches and the node's shared part: two lock-free Treiber stacks
-// of batch slots (full and empty), each a single 64-bit head word holding
-// a 32-bit ABA tag and a slot number. A refill or spill is one CAS pop, a
-// copy of Batch indices, one CAS push. There is no lock a descheduled
-// worker could hold while others spin, which matters in Go, where any
-// goroutine can be preempted. Measured against the VPP arrangement (one
-// stack behind one spin lock) in BenchmarkScaling.
+// between caches and the node's shared part, a lock-free Treiber stack of
+// batches. A batch is written into the memory of one of its own free
+// buffers, so the stack needs no storage of its own and pushing or popping
+// a whole batch is a single CAS on one 64-bit head word (32-bit ABA tag,
+// 32-bit buffer number). There is no lock that a descheduled worker could
+// hold while the others spin, which matters in Go, where any goroutine can
+// be preempted, and each node has its own head, so workers of different
+// nodes never touch the same line. BenchmarkSharedPath measures this head
+// against VPP's one spin-locked free list; BenchmarkScaling runs both under
+// a whole worker pipeline.
 //
 // # Caches
 //

@@ -3,6 +3,7 @@ package pool
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -129,65 +130,68 @@ type Pool struct {
 	closed       bool
 }
 
-// node is one NUMA node's arena and shared free structure.
+// node is one NUMA node's arena and its shared free stack.
 type node struct {
-	full  stack // slots holding free buffers
-	empty stack // slots holding nothing
+	free stack // batches of free buffers
 
-	id     int
-	mem    []byte
-	base   uintptr
-	n      uint32 // buffers
-	huge   bool
-	bound  bool
-	batch  int
-	slots  []slot
-	slotIx []uint32 // slot s owns slotIx[s*batch:(s+1)*batch]
-
-	// residue takes buffers when no empty slot is left (only possible
-	// after many partial batches); cold path, never on a refill that finds
-	// a full slot.
-	resMu sync.Mutex
-	res   []uint32
+	id    int
+	mem   []byte
+	words []uint32 // mem as 32-bit words
+	wps   int      // words per stride
+	base  uintptr
+	n     uint32 // buffers
+	huge  bool
+	bound bool
+	batch int
 
 	freeBits  []atomic.Uint64 // Debug: bit set = buffer is free
 	exhausted *ExhaustedError
 }
 
-type slot struct {
-	next atomic.Uint32 // slot number + 1 below this one in its stack
-	n    uint32        // buffers held
-}
-
-// stack is a Treiber stack of slot numbers. head = tag<<32 | (slot+1); 0 is
-// empty. The tag changes on every successful operation so a pop that read
-// a stale next cannot succeed (ABA).
+// stack is a Treiber stack of batches of free buffers. A batch is stored
+// in the memory of its own first buffer (the carrier), which is free:
+// word 0 links to the next batch's carrier (local index + 1; 0 ends the
+// stack), word 1 is the count, words 2.. the indices. head = tag<<32 |
+// (carrier+1); the tag changes on every successful operation, so a pop
+// that read a stale link cannot succeed (ABA). Pushing or popping a whole
+// batch is one CAS on head.
 type stack struct {
 	_    [128]byte
 	head atomic.Uint64
 	_    [120]byte
 }
 
-func (s *stack) push(slots []slot, id uint32) {
+// putBatch returns ix (1..batch buffers of this node) to the shared part.
+func (nd *node) putBatch(ix []uint32) {
+	carrier := ix[0] & localMask
+	w := nd.words[int(carrier)*nd.wps:]
+	w[1] = uint32(len(ix))
+	copy(w[2:], ix)
 	for {
-		old := s.head.Load()
-		slots[id].next.Store(uint32(old))
-		if s.head.CompareAndSwap(old, (old>>32+1)<<32|uint64(id+1)) {
+		old := nd.free.head.Load()
+		atomic.StoreUint32(&w[0], uint32(old))
+		if nd.free.head.CompareAndSwap(old, (old>>32+1)<<32|uint64(carrier+1)) {
 			return
 		}
 	}
 }
 
-func (s *stack) pop(slots []slot) (uint32, bool) {
+// getBatch pops one batch into dst (len >= batch) and returns its size, 0
+// if the node has no free buffer.
+func (nd *node) getBatch(dst []uint32) int {
 	for {
-		old := s.head.Load()
+		old := nd.free.head.Load()
 		top := uint32(old)
 		if top == 0 {
-			return 0, false
+			return 0
 		}
-		next := slots[top-1].next.Load()
-		if s.head.CompareAndSwap(old, (old>>32+1)<<32|uint64(next)) {
-			return top - 1, true
+		w := nd.words[int(top-1)*nd.wps:]
+		next := atomic.LoadUint32(&w[0])
+		if nd.free.head.CompareAndSwap(old, (old>>32+1)<<32|uint64(next)) {
+			// The batch is ours now: its words were written before the
+			// pusher's CAS and nobody else can pop it.
+			k := int(w[1])
+			return copy(dst, w[2:2+k])
 		}
 	}
 }
@@ -220,6 +224,8 @@ func New(cfg Config) (*Pool, error) {
 		return nil, &ConfigError{"Headroom", cfg.Headroom, "must be 0..65536"}
 	case cfg.Batch < 1 || cfg.Batch > 4096:
 		return nil, &ConfigError{"Batch", cfg.Batch, "must be 1..4096"}
+	case (cfg.Headroom+cfg.BufSize+63)&^63 < 4*(cfg.Batch+2):
+		return nil, &ConfigError{"Batch", cfg.Batch, fmt.Sprintf("a batch is stored in a free buffer: needs Headroom+BufSize >= %d", 4*(cfg.Batch+2))}
 	case cfg.CacheSize < 2*cfg.Batch:
 		return nil, &ConfigError{"CacheSize", cfg.CacheSize, fmt.Sprintf("must be at least 2*Batch = %d", 2*cfg.Batch)}
 	case cfg.Placement != WorkerNode && cfg.Placement != DeviceNode:
@@ -244,7 +250,7 @@ func New(cfg Config) (*Pool, error) {
 			p.unmap()
 			return nil, &ConfigError{"Topology", tn.ID, fmt.Sprintf("node id outside 0..%d", MaxNodes-1)}
 		}
-		nd, err := p.newNode(tn.ID, bind, testSlots)
+		nd, err := p.newNode(tn.ID, bind)
 		if err != nil {
 			p.unmap()
 			return nil, err
@@ -256,12 +262,8 @@ func New(cfg Config) (*Pool, error) {
 	return p, nil
 }
 
-// testSlots, when non-zero, overrides the slot count (tests).
-var testSlots int
-
-// newNode maps, binds and pre-faults one arena and builds its stacks.
-// nslots 0 means the normal slot count (tests pass a small one).
-func (p *Pool) newNode(id int, bind bool, nslots int) (*node, error) {
+// newNode maps, binds and pre-faults one arena and fills its stack.
+func (p *Pool) newNode(id int, bind bool) (*node, error) {
 	cfg := &p.cfg
 	size := cfg.BuffersPerNode * p.stride
 	hsize := (size + sys.HugePageSize - 1) &^ (sys.HugePageSize - 1)
@@ -301,38 +303,17 @@ func (p *Pool) newNode(id int, bind bool, nslots int) (*node, error) {
 	}
 	nd.base = sys.Addr(nd.mem)
 
-	full := (cfg.BuffersPerNode + cfg.Batch - 1) / cfg.Batch
-	if nslots == 0 {
-		nslots = 2*full + 64
-	}
-	nd.slots = make([]slot, nslots)
-	nd.slotIx = make([]uint32, nslots*cfg.Batch)
-	nd.res = make([]uint32, 0, cfg.BuffersPerNode)
+	nd.words = sys.Uint32s(nd.mem)
+	nd.wps = p.stride / 4
 	// Push in reverse so the lowest buffers are popped first.
-	var chunks [][2]int
-	for lo := 0; lo < cfg.BuffersPerNode; lo += cfg.Batch {
-		chunks = append(chunks, [2]int{lo, min(lo+cfg.Batch, cfg.BuffersPerNode)})
-	}
-	s := uint32(0)
-	for s = uint32(nslots); s > 0; s-- {
-		if int(s-1) >= len(chunks) {
-			nd.empty.push(nd.slots, s-1)
+	ix := make([]uint32, 0, cfg.Batch)
+	last := (cfg.BuffersPerNode - 1) / cfg.Batch * cfg.Batch
+	for lo := last; lo >= 0; lo -= cfg.Batch {
+		ix = ix[:0]
+		for j := lo; j < min(lo+cfg.Batch, cfg.BuffersPerNode); j++ {
+			ix = append(ix, uint32(id)<<LocalBits|uint32(j))
 		}
-	}
-	for i := len(chunks) - 1; i >= 0; i-- {
-		lo, hi := chunks[i][0], chunks[i][1]
-		if i >= nslots {
-			for j := lo; j < hi; j++ {
-				nd.res = append(nd.res, uint32(id)<<LocalBits|uint32(j))
-			}
-			continue
-		}
-		ix := nd.slotIx[i*cfg.Batch:]
-		for j := lo; j < hi; j++ {
-			ix[j-lo] = uint32(id)<<LocalBits | uint32(j)
-		}
-		nd.slots[i].n = uint32(hi - lo)
-		nd.full.push(nd.slots, uint32(i))
+		nd.putBatch(ix)
 	}
 	if cfg.Debug {
 		nd.freeBits = make([]atomic.Uint64, (cfg.BuffersPerNode+63)/64)
@@ -341,36 +322,6 @@ func (p *Pool) newNode(id int, bind bool, nslots int) (*node, error) {
 		}
 	}
 	return nd, nil
-}
-
-// putBatch returns ix (1..batch buffers of this node) to the shared part.
-func (nd *node) putBatch(ix []uint32) {
-	if s, ok := nd.empty.pop(nd.slots); ok {
-		copy(nd.slotIx[int(s)*nd.batch:], ix)
-		nd.slots[s].n = uint32(len(ix))
-		nd.full.push(nd.slots, s)
-		return
-	}
-	nd.resMu.Lock()
-	nd.res = append(nd.res, ix...)
-	nd.resMu.Unlock()
-}
-
-// getBatch moves up to batch buffers into dst (len >= batch) and returns
-// how many.
-func (nd *node) getBatch(dst []uint32) int {
-	if s, ok := nd.full.pop(nd.slots); ok {
-		k := int(nd.slots[s].n)
-		copy(dst, nd.slotIx[int(s)*nd.batch:int(s)*nd.batch+k])
-		nd.empty.push(nd.slots, s)
-		return k
-	}
-	nd.resMu.Lock()
-	k := min(len(nd.res), nd.batch)
-	copy(dst, nd.res[len(nd.res)-k:])
-	nd.res = nd.res[:len(nd.res)-k]
-	nd.resMu.Unlock()
-	return k
 }
 
 func (p *Pool) unmap() {
@@ -536,13 +487,19 @@ func (p *Pool) NewCacheOnNode(name string, node int) (*Cache, error) {
 		return nil, fmt.Errorf("pool: cache %q: node %d has no arena (nodes %v)", name, node, p.Nodes())
 	}
 	c := &Cache{
-		p:     p,
-		home:  p.byID[node],
-		homeN: uint32(node),
-		objs:  make([]uint32, p.cfg.CacheSize),
-		batch: p.cfg.Batch,
-		debug: p.cfg.Debug,
-		name:  name,
+		p:       p,
+		home:    p.byID[node],
+		homeN:   uint32(node),
+		homeLo:  uint32(node) << LocalBits,
+		homeC:   p.byID[node].n,
+		freeLim: p.cfg.CacheSize,
+		objs:    make([]uint32, p.cfg.CacheSize),
+		batch:   p.cfg.Batch,
+		debug:   p.cfg.Debug,
+		name:    name,
+	}
+	if c.debug {
+		c.allocLo, c.freeLim = math.MaxInt, 0
 	}
 	c.remote = make([]remoteStage, MaxNodes)
 	for _, nd := range p.nodes {

@@ -95,3 +95,13 @@ func Getcpu() (cpu, node int, err error) {
 	}
 	return int(c), int(n), nil
 }
+
+// Uint32s views b (4-byte aligned, e.g. from MapAnon) as []uint32 of
+// len(b)/4 words sharing its memory, so callers can use sync/atomic on
+// words of mmap'd memory without unsafe.
+func Uint32s(b []byte) []uint32 {
+	if len(b) < 4 || uintptr(unsafe.Pointer(&b[0]))%4 != 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), len(b)/4)
+}

@@ -30,4 +30,5 @@ func Mbind(b []byte, mode int, nodes []int, flags int) error { return ErrNotSupp
 func NodeOfPage(b []byte) (int, error)                       { return 0, ErrNotSupported }
 func PolicyOf(b []byte) (mode int, nodes []int, err error)   { return 0, nil, ErrNotSupported }
 func Addr(b []byte) uintptr                                  { return 0 }
+func Uint32s(b []byte) []uint32                              { return nil }
 func Getcpu() (cpu, node int, err error)                     { return 0, 0, ErrNotSupported }
