@@ -12,6 +12,10 @@ import (
 type Owner struct {
 	Chain          uint32
 	PrioLo, PrioHi uint16
+	// Software makes Reconcile count an entry that is installed but not in
+	// hardware as in place: for software-only backends (skip_hw flower in
+	// the lab), whose entries are never in hardware.
+	Software bool
 }
 
 // Owns reports whether e is scrubd's under o.
@@ -77,7 +81,7 @@ func Reconcile(ctx context.Context, b Backend, o Owner, wanted []Entry) (Reconci
 			if d.Table() != w.Table() || d.Match != w.Match {
 				continue
 			}
-			if d.NotInHW || !d.InHW {
+			if !o.Software && (d.NotInHW || !d.InHW) {
 				conflict = true // same filter but not in hardware: replace after removal
 				continue
 			}
