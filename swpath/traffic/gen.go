@@ -227,8 +227,8 @@ func (g *Generator) frame() Frame {
 	}
 	if m != nil && m.Length != nil && g.chance(0.8) {
 		l := g.inRanges(m.Length, 65535+40)
-		if l > 9000 {
-			l = 9000
+		if l > 1600 {
+			l = 1500 + uint32(g.r.IntN(101)) // stay near Ethernet sizes
 		}
 		fr.Size = 14 + 4*len(fr.Tags) + int(l)
 	}
