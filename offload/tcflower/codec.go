@@ -342,6 +342,13 @@ func (f *Filter) unmarshalOptions(b []byte) error {
 	if err := ad.Err(); err != nil {
 		return fmt.Errorf("tcflower: flower options: %w", err)
 	}
+	// cls_flower dumps the encapsulated protocol (key->basic.n_proto) as
+	// TCA_FLOWER_KEY_ETH_TYPE of an 802.1Q filter, next to VLAN_ETH_TYPE
+	// (fl_dump_key, seen on Linux 6.1 in the kernel lab); it only accepts
+	// VLAN keys under eth_type 802.1Q, so that is what the key was written as.
+	if k.VLAN.HasID || k.VLAN.HasPrio || k.VLAN.EthType != 0 {
+		k.EthType = Proto8021Q
+	}
 	// An address attribute without its mask (or the reverse) is not a key.
 	for _, a := range []*AddrMask{&k.Src, &k.Dst} {
 		if a.Addr.IsValid() != a.Mask.IsValid() || (a.Addr.IsValid() && a.Addr.BitLen() != a.Mask.BitLen()) {
