@@ -57,4 +57,3 @@ func TestBadArguments(t *testing.T) {
 		t.Errorf("PolicyOf(nil) = %v", err)
 	}
 }
-
