@@ -146,6 +146,7 @@ type node struct {
 
 	freeBits  []atomic.Uint64 // Debug: bit set = buffer is free
 	exhausted *ExhaustedError
+	corrupt   atomic.Uint64 // free-list links found overwritten
 }
 
 // stack is a Treiber stack of batches of free buffers. A batch is stored
@@ -187,10 +188,21 @@ func (nd *node) getBatch(dst []uint32) int {
 		}
 		w := nd.words[int(top-1)*nd.wps:]
 		next := atomic.LoadUint32(&w[0])
+		if next > nd.n {
+			// Either a stale read (the carrier was popped and reused
+			// since head was read: retry) or a write into a free buffer
+			// (use after free) destroyed the link: stop using the stack
+			// rather than follow it out of the arena.
+			if nd.free.head.Load() == old {
+				nd.corrupt.Add(1)
+				return 0
+			}
+			continue
+		}
 		if nd.free.head.CompareAndSwap(old, (old>>32+1)<<32|uint64(next)) {
 			// The batch is ours now: its words were written before the
 			// pusher's CAS and nobody else can pop it.
-			k := int(w[1])
+			k := min(int(w[1]), nd.batch)
 			return copy(dst, w[2:2+k])
 		}
 	}

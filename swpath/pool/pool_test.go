@@ -407,3 +407,33 @@ func TestZeroAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestUseAfterFreeDoesNotPanic overwrites the batch link stored in a free
+// buffer (a use after free); the pool must refuse to follow it, report
+// exhaustion and count the corruption, not panic or hand out foreign
+// memory.
+func TestUseAfterFreeDoesNotPanic(t *testing.T) {
+	p := newPool(t, Config{Topology: fakeTopo(t, "one"), BuffersPerNode: 256, CacheSize: 64, Batch: 32})
+	c := newCache(t, p, "a", 0)
+	defer c.Close()
+	// The second batch on the stack is carried by buffer 32; its link word
+	// is the first 4 bytes of the frame. Overwrite it with garbage.
+	f := p.Frame(32)
+	f[0], f[1], f[2], f[3] = 0xff, 0xff, 0xff, 0x7f
+	got := 0
+	for {
+		if _, err := c.Alloc(); err != nil {
+			if !errors.Is(err, ErrExhausted) {
+				t.Fatal(err)
+			}
+			break
+		}
+		got++
+	}
+	if got != 32 {
+		t.Fatalf("allocated %d buffers past the corrupt link, want the 32 of the first batch", got)
+	}
+	if ns := p.Snapshot().Nodes[0]; ns.FreeListCorrupt != 1 {
+		t.Fatalf("FreeListCorrupt = %d, want 1", ns.FreeListCorrupt)
+	}
+}

@@ -21,6 +21,10 @@ type NodeStats struct {
 	HugeTLB          bool
 	Bound            bool
 	CrossNodeFreesIn uint64 // buffers of this node freed by caches of other nodes
+	// FreeListCorrupt counts refills that found a batch link overwritten
+	// (a buffer written after it was freed); the node then reports
+	// exhaustion instead of following the link.
+	FreeListCorrupt uint64
 	Counters
 }
 
@@ -46,7 +50,8 @@ func (p *Pool) Snapshot() Stats {
 	var s Stats
 	byNode := map[int]*NodeStats{}
 	for _, nd := range p.nodes {
-		s.Nodes = append(s.Nodes, NodeStats{Node: nd.id, Buffers: int(nd.n), HugeTLB: nd.huge, Bound: nd.bound})
+		s.Nodes = append(s.Nodes, NodeStats{Node: nd.id, Buffers: int(nd.n), HugeTLB: nd.huge, Bound: nd.bound,
+			FreeListCorrupt: nd.corrupt.Load()})
 	}
 	for i := range s.Nodes {
 		ns := &s.Nodes[i]
