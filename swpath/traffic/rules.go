@@ -1,6 +1,7 @@
 package traffic
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"net/netip"
 	"strconv"
@@ -42,7 +43,11 @@ func RandomRules(seed uint64, n int) *rule.Set {
 				v := uint32(r.IntN(int(max) + 1))
 				rs = append(rs, rule.Range{Lo: v, Hi: v})
 			case 1:
-				rs = append(rs, rule.Range{Lo: 1024, Hi: max})
+				lo := uint32(1024)
+				if lo > max {
+					lo = max / 2
+				}
+				rs = append(rs, rule.Range{Lo: lo, Hi: max})
 			default:
 				a, b := uint32(r.IntN(int(max)+1)), uint32(r.IntN(int(max)+1))
 				if a > b {
@@ -110,6 +115,30 @@ func RandomRules(seed uint64, n int) *rule.Set {
 		set.Rules = append(set.Rules, rule.Rule{ID: "r" + strconv.Itoa(i), Priority: uint32(10 * r.IntN(4)), Action: act, Match: m})
 	}
 	return set
+}
+
+// RandomValidRules is RandomRules restricted to rules the rule-file parser
+// accepts (each rule's Spec parses back), n of them: rule sets an operator
+// could write, where few conditions are contradictory.
+func RandomValidRules(seed uint64, n int) *rule.Set {
+	out := &rule.Set{}
+	for batch := uint64(0); len(out.Rules) < n; batch++ {
+		for _, r := range RandomRules(seed*7919+batch, 2*n).Rules {
+			js, err := json.Marshal(r.Spec())
+			if err != nil {
+				continue
+			}
+			if _, err := rule.ParseRule("random", js, Epoch); err != nil {
+				continue
+			}
+			r.ID = "v" + strconv.Itoa(len(out.Rules))
+			out.Rules = append(out.Rules, r)
+			if len(out.Rules) == n {
+				break
+			}
+		}
+	}
+	return out
 }
 
 // ClassBenchRules returns n IPv4 drop rules shaped like ClassBench ACL sets:
