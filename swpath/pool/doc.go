@@ -20,6 +20,10 @@
 // index is node<<LocalBits | i, so the owner of any buffer is known from
 // the index alone. Addresses never change while the Pool is open, so each
 // arena can be registered once for DMA (Arena gives base and length).
+// While a buffer is free the pool may keep a batch of free-buffer indices
+// in its first 4*(Batch+2) bytes, so a freshly allocated buffer's contents
+// are undefined, and writing to a buffer after freeing it corrupts the
+// free list (detected and counted as FreeListCorrupt, never followed).
 //
 // # Shared part
 //
