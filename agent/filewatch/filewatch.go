@@ -1,0 +1,141 @@
+// Package filewatch feeds rule files into the store: each file is its own
+// source ("file:PATH"), read at start, again when its content changes (the
+// watcher polls) and on demand (SIGHUP). A file that fails to read or parse
+// is refused whole: the rules already in force from it stay, and the error
+// is logged and counted.
+package filewatch
+
+import (
+	"context"
+	"crypto/sha256"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// Source is the store source of a rule file.
+func Source(path string) string { return "file:" + path }
+
+// Status is one file's state.
+type Status struct {
+	Path     string
+	Rules    int
+	Loaded   time.Time // last successful load
+	Err      string    // last refusal, "" after a successful load
+	Refusals uint64
+}
+
+// Watcher watches rule files.
+type Watcher struct {
+	files []string
+	st    *store.Store
+	log   *slog.Logger
+	now   func() time.Time
+
+	mu     sync.Mutex
+	hashes map[string][32]byte
+	status map[string]*Status
+	reload chan struct{}
+}
+
+// New returns a watcher for files.
+func New(files []string, st *store.Store, log *slog.Logger, now func() time.Time) *Watcher {
+	w := &Watcher{files: files, st: st, log: log, now: now, hashes: map[string][32]byte{}, status: map[string]*Status{}, reload: make(chan struct{}, 1)}
+	for _, f := range files {
+		w.status[f] = &Status{Path: f}
+	}
+	return w
+}
+
+// Reload asks the watcher to reread every file (SIGHUP).
+func (w *Watcher) Reload() {
+	select {
+	case w.reload <- struct{}{}:
+	default:
+	}
+}
+
+// Status returns every file's status.
+func (w *Watcher) Status() []Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]Status, 0, len(w.files))
+	for _, f := range w.files {
+		out = append(out, *w.status[f])
+	}
+	return out
+}
+
+// Check reads every file; force rereads unchanged ones too. It returns the
+// number of files refused.
+func (w *Watcher) Check(force bool) int {
+	bad := 0
+	for _, f := range w.files {
+		if !w.load(f, force) {
+			bad++
+		}
+	}
+	return bad
+}
+
+func (w *Watcher) load(path string, force bool) bool {
+	data, err := os.ReadFile(path)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.status[path]
+	if err != nil {
+		return w.refuse(s, err)
+	}
+	h := sha256.Sum256(data)
+	if old, ok := w.hashes[path]; ok && old == h && !force {
+		return s.Err == ""
+	}
+	w.hashes[path] = h
+	set, err := rule.Parse(path, data, w.now())
+	if err != nil {
+		return w.refuse(s, err)
+	}
+	entries, err := w.st.Replace(Source(path), set.Rules)
+	if err != nil {
+		delete(w.hashes, path) // retry when the clash is gone
+		return w.refuse(s, err)
+	}
+	refused := 0
+	for _, e := range entries {
+		if !e.InForce() {
+			refused++
+			w.log.Warn("rule refused", "file", path, "rule", e.Rule.ID, "reason", e.Reason)
+		}
+	}
+	s.Rules, s.Loaded, s.Err = len(set.Rules), w.now(), ""
+	w.log.Info("rule file loaded", "file", path, "rules", len(set.Rules), "refused_by_protection", refused)
+	return true
+}
+
+func (w *Watcher) refuse(s *Status, err error) bool {
+	s.Err = err.Error()
+	s.Refusals++
+	w.log.Error("rule file refused; the rules in force stay", "file", s.Path, "err", err)
+	return false
+}
+
+// Run loads every file, then checks on every tick and every Reload until ctx
+// ends. ticks is injected (a time.Ticker's channel in production).
+func (w *Watcher) Run(ctx context.Context, ticks <-chan time.Time) error {
+	w.Check(true)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticks:
+			w.Check(false)
+		case <-w.reload:
+			w.log.Info("reloading rule files")
+			w.Check(true)
+		}
+	}
+}
