@@ -142,6 +142,9 @@ func (c *Capabilities) Check(m *Match) error {
 	if m.Family != rule.IPv4 && m.Family != rule.IPv6 {
 		return unsupported(0, "Unsupported protocol: only IPv4 and IPv6 entries")
 	}
+	if m.HasProto && m.Proto == 0 {
+		return unsupported(KeyIPProto, "ip_proto 0 cannot be matched (flower reads 0 as no ip_proto key)")
+	}
 	if m.SrcPortMask|m.DstPortMask != 0 && (!m.HasProto || (m.Proto != rule.ProtoTCP && m.Proto != rule.ProtoUDP && m.Proto != rule.ProtoSCTP)) {
 		return unsupported(0, "Only UDP, TCP and SCTP transports carry ports")
 	}

@@ -74,7 +74,30 @@ type ltable struct {
 
 type lgroup struct {
 	mask    offload.Mask
-	entries map[offload.Match]*lslot
+	entries map[key]*lslot
+}
+
+// key packs the values of a masked match into 48 bytes without padding, so
+// the map hashes it in one pass. Within a group every mask is the same, so
+// values alone identify an entry.
+type key [6]uint64
+
+func pack(m *offload.Match) key {
+	return key{m.Src.Hi, m.Src.Lo, m.Dst.Hi, m.Dst.Lo,
+		uint64(m.SrcPort)<<48 | uint64(m.DstPort)<<32 | uint64(m.Family)<<24 | uint64(m.Proto)<<16 | uint64(m.TCPFlags)<<8 | uint64(m.TOS),
+		uint64(m.ICMPType)<<16 | uint64(m.ICMPCode)<<8 | uint64(m.Flags)}
+}
+
+// packKey is pack(mask.Apply(k)) without building the Match.
+func packKey(k *offload.PacketKey, s *offload.Mask) key {
+	var proto uint8
+	if s.Proto {
+		proto = k.Proto
+	}
+	return key{k.Src.Hi & s.SrcMask.Hi, k.Src.Lo & s.SrcMask.Lo, k.Dst.Hi & s.DstMask.Hi, k.Dst.Lo & s.DstMask.Lo,
+		uint64(k.SrcPort&s.SrcPortMask)<<48 | uint64(k.DstPort&s.DstPortMask)<<32 | uint64(k.Family)<<24 |
+			uint64(proto)<<16 | uint64(k.TCPFlags&s.TCPFlagsMask)<<8 | uint64(k.TOS&s.TOSMask),
+		uint64(k.ICMPType&s.ICMPTypeMask)<<16 | uint64(k.ICMPCode&s.ICMPCodeMask)<<8 | uint64(k.Flags&s.FlagsMask)}
 }
 
 type lslot struct {
@@ -299,9 +322,9 @@ func (n *NIC) publishLocked() {
 			if !ok {
 				i = len(lt.groups)
 				idx[m] = i
-				lt.groups = append(lt.groups, lgroup{mask: m, entries: map[offload.Match]*lslot{}})
+				lt.groups = append(lt.groups, lgroup{mask: m, entries: map[key]*lslot{}})
 			}
-			lt.groups[i].entries[s.entry.Match] = &lslot{handle: s.entry.Handle, cookie: s.entry.Cookie, ctr: s.ctr}
+			lt.groups[i].entries[pack(&s.entry.Match)] = &lslot{handle: s.entry.Handle, cookie: s.entry.Cookie, ctr: s.ctr}
 		}
 		l.tables = append(l.tables, lt)
 	}
@@ -469,8 +492,7 @@ func (n *NIC) Process(f *rule.Fields, length uint32) (Hit, bool) {
 		var best *lslot
 		for gi := range t.groups {
 			g := &t.groups[gi]
-			mk := g.mask.Apply(&k)
-			if s, ok := g.entries[mk]; ok && (best == nil || s.handle < best.handle) {
+			if s, ok := g.entries[packKey(&k, &g.mask)]; ok && (best == nil || s.handle < best.handle) {
 				best = s
 			}
 		}
