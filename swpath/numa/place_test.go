@@ -5,10 +5,10 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"syscall"
 	"testing"
 
 	"github.com/scrubd/scrubd/swpath/internal/sys"
-	"golang.org/x/sys/unix"
 )
 
 // skipIfNoSyscall skips only where the call itself is missing (ENOSYS: a
@@ -16,7 +16,7 @@ import (
 // and get_mempolicy).
 func skipIfNoSyscall(t *testing.T, err error) {
 	t.Helper()
-	if errors.Is(err, unix.ENOSYS) {
+	if errors.Is(err, syscall.ENOSYS) {
 		t.Skipf("syscall not implemented here (ENOSYS: kernel without CONFIG_NUMA, or qemu-user): %v", err)
 	}
 }
@@ -151,7 +151,7 @@ func TestBindAndReadBack(t *testing.T) {
 	defer sys.Unmap(c)
 	err = Bind(c, offline)
 	var be *BindError
-	if !errors.As(err, &be) || be.Node != offline || !errors.Is(err, unix.EINVAL) {
+	if !errors.As(err, &be) || be.Node != offline || !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("Bind to offline node %d: err = %v, want BindError wrapping EINVAL", offline, err)
 	}
 	if err := Bind(c, -1); err == nil {

@@ -9,21 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scrubd/scrubd/swpath/internal/sys"
 	"github.com/scrubd/scrubd/swpath/numa"
-	"golang.org/x/sys/unix"
 )
 
 // threadCPU returns the CPU time the calling thread has consumed. This
 // machine's cores are shared with other jobs, so wall-clock ns/op include
 // time spent descheduled; the cpu-ns metrics count only our own thread's
 // running time. Call with the goroutine locked to its thread.
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
-}
+func threadCPU() time.Duration { return sys.ThreadCPUTime() }
 
 // cpuTimer measures the benchmark goroutine's thread CPU time over b.Loop.
 func cpuTimer(b *testing.B) func(unit string, per float64) {

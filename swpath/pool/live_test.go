@@ -7,10 +7,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/scrubd/scrubd/swpath/numa"
-	"golang.org/x/sys/unix"
 )
 
 // kernelPageSize returns the KernelPageSize (bytes) of the mapping that
@@ -79,7 +79,7 @@ func TestHugeTLB(t *testing.T) {
 	}
 	orig, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
 	if err := os.WriteFile(knob, []byte(strconv.Itoa(orig+2)), 0); err != nil {
-		if errors.Is(err, os.ErrPermission) || errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) {
+		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EACCES) {
 			t.Skipf("cannot reserve huge pages (needs root and a writable %s): %v", knob, err)
 		}
 		t.Fatal(err)
@@ -90,7 +90,7 @@ func TestHugeTLB(t *testing.T) {
 		t.Skipf("kernel could only reserve %d of %d huge pages (memory fragmented)", now, orig+2)
 	}
 	p, err := New(Config{Topology: fakeTopo(t, "one"), BuffersPerNode: 1000, HugePages: HugeRequire})
-	if errors.Is(err, unix.EINVAL) {
+	if errors.Is(err, syscall.EINVAL) {
 		// The arena length is always a 2 MiB multiple (checked in
 		// TestArenaPagesAsReported), so EINVAL means this mmap has no
 		// 2 MiB hugetlb size: qemu-user rejects MAP_HUGETLB, and arm64
@@ -131,7 +131,7 @@ func TestLiveBind(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := New(Config{Topology: topo, BuffersPerNode: 1024, Bind: BindRequire})
-	if errors.Is(err, unix.ENOSYS) {
+	if errors.Is(err, syscall.ENOSYS) {
 		t.Skipf("mbind not implemented here (kernel without NUMA or qemu-user): %v", err)
 	}
 	if err != nil {

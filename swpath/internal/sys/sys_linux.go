@@ -3,6 +3,7 @@ package sys
 import (
 	"errors"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -85,3 +86,13 @@ func Affinity() ([]int, error) {
 
 // Gettid returns the calling thread's id.
 func Gettid() int { return unix.Gettid() }
+
+// ThreadCPUTime returns the CPU time consumed by the calling thread
+// (CLOCK_THREAD_CPUTIME_ID), for benchmarks on shared machines.
+func ThreadCPUTime() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}

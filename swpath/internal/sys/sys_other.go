@@ -2,7 +2,10 @@
 
 package sys
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // ErrNotSupported is returned on systems without these calls.
 var ErrNotSupported = errors.New("sys: not supported on this OS")
@@ -31,4 +34,5 @@ func NodeOfPage(b []byte) (int, error)                       { return 0, ErrNotS
 func PolicyOf(b []byte) (mode int, nodes []int, err error)   { return 0, nil, ErrNotSupported }
 func Addr(b []byte) uintptr                                  { return 0 }
 func Uint32s(b []byte) []uint32                              { return nil }
+func ThreadCPUTime() time.Duration                           { return 0 }
 func Getcpu() (cpu, node int, err error)                     { return 0, 0, ErrNotSupported }
