@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/scrubd/scrubd/offload"
+	"github.com/scrubd/scrubd/swpath/packet"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
@@ -503,4 +504,15 @@ func (n *NIC) Process(f *rule.Fields, length uint32) (Hit, bool) {
 		}
 	}
 	return Hit{}, false
+}
+
+// ProcessFrame parses an Ethernet frame with the shared parser
+// (swpath/packet) and processes it like Process, counting len(frame) bytes.
+// A frame that is not IP is never dropped. It never allocates.
+func (n *NIC) ProcessFrame(frame []byte) (Hit, bool) {
+	var f rule.Fields
+	if packet.Parse(frame, &f) != packet.OK {
+		return Hit{}, false
+	}
+	return n.Process(&f, uint32(len(frame)))
 }
