@@ -354,3 +354,10 @@ func (q *RxQueue) InjectError(synd uint8) bool {
 	q.wqeCons++
 	return true
 }
+
+// String reports the queue's counters, for debugging. Call it only from
+// the goroutine that drives the queue, or after it stopped.
+func (q *RxQueue) String() string {
+	return fmt.Sprintf("%s: pi %#x wqe %#x rq-dbr %#x cq-dbr %#x", q.name, q.pi, q.wqeCons,
+		prm.LoadDBR(q.r.RQDBR, prm.RQDBROff), prm.LoadDBR(q.r.CQDBR, prm.CQDBRSetCI))
+}

@@ -13,11 +13,15 @@ import (
 // *uint32 / *uint64; the offsets are 4- or 8-byte aligned by layout (CQE
 // 0x3c, doorbell records at 0 and 4, UAR at 0 and BFDefaultSize) and the
 // buffers come from Alloc or from rdma-core / mmap (page aligned). A
-// misaligned offset panics in checkAlign, never reaches an atomic.
+// misaligned or out-of-range offset panics before it reaches an atomic.
 
 func word32(b []byte, off int) *uint32 {
-	_ = b[off+3]
-	p := unsafe.Pointer(&b[off])
+	// A length check, not "_ = b[off+3]": the race detector would count
+	// that as a plain read of a byte the other side writes atomically.
+	if off < 0 || off > len(b)-4 {
+		panic("prm: device word outside its buffer")
+	}
+	p := unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), off)
 	if uintptr(p)&3 != 0 {
 		panic("prm: misaligned 32-bit device word")
 	}
@@ -25,8 +29,10 @@ func word32(b []byte, off int) *uint32 {
 }
 
 func word64(b []byte, off int) *uint64 {
-	_ = b[off+7]
-	p := unsafe.Pointer(&b[off])
+	if off < 0 || off > len(b)-8 {
+		panic("prm: device word outside its buffer")
+	}
+	p := unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), off)
 	if uintptr(p)&7 != 0 {
 		panic("prm: misaligned 64-bit device word")
 	}
