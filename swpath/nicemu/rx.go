@@ -361,3 +361,7 @@ func (q *RxQueue) String() string {
 	return fmt.Sprintf("%s: pi %#x wqe %#x rq-dbr %#x cq-dbr %#x", q.name, q.pi, q.wqeCons,
 		prm.LoadDBR(q.r.RQDBR, prm.RQDBROff), prm.LoadDBR(q.r.CQDBR, prm.CQDBRSetCI))
 }
+
+// Room returns how many packets could be placed now: WQEs posted and CQEs
+// free, whichever is fewer.
+func (q *RxQueue) Room() int { return int(min(q.posted(), q.cqSpace())) }
