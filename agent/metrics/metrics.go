@@ -35,6 +35,9 @@ type Sources struct {
 	View  func() *placement.View
 	Store func() store.Snapshot
 	Node  string
+	// FlowSpec, when set, returns routes refused by reason and each
+	// neighbour's session state.
+	FlowSpec func() (refused map[string]uint64, sessions map[string]bool)
 }
 
 // Collector is a prometheus.Collector over the agent's state.
@@ -53,6 +56,7 @@ type Collector struct {
 	poolFree, poolSize, poolFail                        *prometheus.Desc
 	hwUsed, hwFree, hwMax, maskUsed, maskFree, hwUp     *prometheus.Desc
 	hwFail, nic, moves, rules, info                     *prometheus.Desc
+	fsRefused, fsUp                                     *prometheus.Desc
 }
 
 // New returns a collector with at most maxRuleSeries per-rule series.
@@ -96,6 +100,8 @@ func New(src Sources, maxRuleSeries int) *Collector {
 		moves:            d("placement_moves_total", "Placement moves between paths.", "from", "to"),
 		rules:            d("rules", "Rules in the store by source kind and status.", "source", "status"),
 		info:             d("info", "Agent information.", "node"),
+		fsRefused:        d("flowspec_refused_routes_total", "FlowSpec routes refused (not turned into rules), by reason.", "reason"),
+		fsUp:             d("flowspec_session_up", "1 while the BGP session with a FlowSpec neighbour is established.", "peer"),
 	}
 }
 
@@ -104,7 +110,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ruleDroppedPkts, c.ruleDroppedBytes, c.ruleAcceptedPkts, c.rulePlacement,
 		c.ruleMoves, c.ruleRate, c.pathRate, c.pathFrame, c.swCPP, c.swCap, c.swLoad, c.swHeadroom, c.wRx, c.wRxBytes,
 		c.wDrop, c.wPass, c.wOOB, c.wCycles, c.poolFree, c.poolSize, c.poolFail, c.hwUsed, c.hwFree, c.hwMax,
-		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info} {
+		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp} {
 		ch <- d
 	}
 }
@@ -150,6 +156,19 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for k, v := range n {
 			ch <- prometheus.MustNewConstMetric(c.rules, prometheus.GaugeValue, v, k.src, k.st)
+		}
+	}
+	if c.src.FlowSpec != nil {
+		refused, sessions := c.src.FlowSpec()
+		for k, n := range refused {
+			ch <- prometheus.MustNewConstMetric(c.fsRefused, prometheus.CounterValue, float64(n), k)
+		}
+		for p, up := range sessions {
+			v := 0.0
+			if up {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.fsUp, prometheus.GaugeValue, v, p)
 		}
 	}
 	if c.src.View == nil {

@@ -62,7 +62,9 @@ func TestBoundedRuleSeries(t *testing.T) {
 	v := view(10)
 	c := New(Sources{View: func() *placement.View { return v }, Store: func() store.Snapshot {
 		return store.Snapshot{Entries: []store.Entry{{Source: "bgp:192.0.2.1", Status: store.Active}, {Source: "file:/x", Status: store.Refused}}}
-	}, Node: "t"}, 3)
+	}, Node: "t", FlowSpec: func() (map[string]uint64, map[string]bool) {
+		return map[string]uint64{"unsupported_action": 2}, map[string]bool{"192.0.2.1": true}
+	}}, 3)
 	out := scrape(t, c)
 	has(t, out, `scrubd_rule_dropped_packets_total{path="hw",rule="r0"} 10`)
 	has(t, out, `scrubd_rule_dropped_packets_total{path="sw",rule="r2"} 1`)
@@ -79,6 +81,8 @@ func TestBoundedRuleSeries(t *testing.T) {
 	has(t, out, `scrubd_nic_dropped_packets_total{stat="rx_discards_phy"} 9`)
 	has(t, out, `scrubd_placement_moves_total{from="sw",to="hw"} 5`)
 	has(t, out, `scrubd_rules{source="bgp",status="active"} 1`)
+	has(t, out, `scrubd_flowspec_refused_routes_total{reason="unsupported_action"} 2`)
+	has(t, out, `scrubd_flowspec_session_up{peer="192.0.2.1"} 1`)
 	if n := strings.Count(out, "scrubd_rule_dropped_packets_total{"); n != 8 {
 		t.Errorf("%d per-rule packet series, want 4 labels x 2 paths", n)
 	}
@@ -93,6 +97,7 @@ func TestBoundedRuleSeries(t *testing.T) {
 	small := view(2)
 	v = small
 	out = scrape(t, c)
+	promtool(t, out)
 	has(t, out, `scrubd_rule_dropped_packets_total{path="hw",rule="r1"} 10`)
 	has(t, out, `scrubd_rule_accepted_packets_total{rule="allow"} 4`)
 	promtool(t, out)

@@ -64,6 +64,10 @@ type Config struct {
 	LinkBps float64
 	// MaxDecisions kept in the View (default 256).
 	MaxDecisions int
+	// HWStatsPeriod is how often the hardware refreshes its counters (mlx5:
+	// 1 s); a rate is measured over the time between refreshes, not over
+	// one round, so a round that saw no refresh does not read as zero.
+	HWStatsPeriod time.Duration
 }
 
 // Inputs are the figures a decision was made from.
@@ -143,7 +147,8 @@ type ruleState struct {
 	// rates over the last round
 	hwPPS, swPPS, avgFrame float64
 	hwRetryAt              time.Time
-	key                    string // hardware key while in hardware
+	key                    string    // hardware key while in hardware
+	hwChanged              time.Time // when the hardware counters last moved
 }
 
 // Placer is the placement state machine. Not safe for concurrent use except
@@ -186,6 +191,9 @@ func New(cfg Config, hw dataplane.HW, sw dataplane.SW, log *slog.Logger, now fun
 	}
 	if cfg.HighWater <= 0 {
 		cfg.HighWater = 0.8
+	}
+	if cfg.HWStatsPeriod <= 0 {
+		cfg.HWStatsPeriod = time.Second
 	}
 	p := &Placer{cfg: cfg, hw: hw, sw: sw, log: log, now: now, rules: map[string]*ruleState{},
 		moves: map[[2]Path]uint64{}, failures: map[dataplane.Kind]uint64{}, hwUp: hw != nil, cpp: cfg.CyclesPerPacket}
@@ -481,6 +489,7 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 		return false
 	}
 	rs.key = p.hw.Key(&rs.r)
+	rs.hwChanged = now
 	p.record(rs, rs.path, HW, why, p.inputs(rs))
 	p.budget.UsedEntries += rs.cost.Entries
 	return true
@@ -539,7 +548,20 @@ func (p *Placer) Tick(ctx context.Context) {
 			rs.swTot.Bytes += ds.Bytes
 		}
 		if !first && dt > 0 {
-			rs.hwPPS = float64(dh.Packets) / dt
+			switch {
+			case dh.Packets > 0:
+				since := dt
+				if !rs.hwChanged.IsZero() {
+					since = now.Sub(rs.hwChanged).Seconds()
+				}
+				rs.hwPPS = float64(dh.Packets) / since
+				rs.hwChanged = now
+			case rs.hwChanged.IsZero() || now.Sub(rs.hwChanged) > 2*p.cfg.HWStatsPeriod+time.Duration(dt*float64(time.Second)):
+				rs.hwPPS = 0
+			}
+			if dh.Packets == 0 && rs.hwChanged.IsZero() {
+				rs.hwChanged = now
+			}
 			rs.swPPS = float64(ds.Packets) / dt
 			if n := dh.Packets + ds.Packets; n > 0 {
 				rs.avgFrame = float64(dh.Bytes+ds.Bytes) / float64(n)
@@ -730,4 +752,19 @@ func (p *Placer) publish() {
 		v.SWAvgFrame = swB / v.SWPPS
 	}
 	p.view.Store(v)
+}
+
+// RemoveAllHW takes every rule out of hardware (shutdown with
+// keep_on_shutdown: false). Call it only after Run has returned.
+func (p *Placer) RemoveAllHW(ctx context.Context) int {
+	n := 0
+	for _, id := range p.order {
+		rs := p.rules[id]
+		if rs.path == HW {
+			p.hwRemove(ctx, rs.key)
+			rs.key = ""
+			n++
+		}
+	}
+	return n
 }

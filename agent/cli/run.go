@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/scrubd/scrubd/agent/config"
+	"github.com/scrubd/scrubd/agent/daemon"
+	"github.com/scrubd/scrubd/agent/sim"
+)
+
+// Run is `scrubd run`.
+func Run(args []string) int { return runCmd(args, os.Stdout, os.Stderr) }
+
+func runCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "config file (YAML); see `scrubd config check`")
+	simMode := fs.Bool("sim", false, "run on the built-in simulated NIC: no hardware, no config needed")
+	metricsAddr := fs.String("metrics", "", "override metrics.listen (host:port)")
+	debug := fs.Bool("debug", false, "debug logging")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: scrubd run --sim | scrubd run --config FILE")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if (*cfgPath == "") == !*simMode || fs.NArg() > 0 {
+		fs.Usage()
+		return 2
+	}
+	level := slog.LevelInfo
+	if *debug {
+		level = slog.LevelDebug
+	}
+	tty := isTTY(stdout)
+	logOut := stderr
+	var cfg *config.Config
+	opt := daemon.Options{}
+	if *simMode {
+		dir, err := os.MkdirTemp("", "scrubd-sim-")
+		if err != nil {
+			fmt.Fprintln(stderr, "scrubd run:", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		cfg = daemon.SimConfig(dir)
+		n, err := sim.New(sim.Options{Workers: cfg.Software.Workers, Hz: cfg.Software.GHz * 1e9, CPP: cfg.Software.CyclesPerPacket})
+		if err != nil {
+			fmt.Fprintln(stderr, "scrubd run:", err)
+			return 1
+		}
+		defer n.Close()
+		opt.Sim = n
+		opt.Paths = daemon.SimPaths(n)
+		opt.Status, opt.TTY = stdout, tty
+		if tty {
+			// The live view owns the terminal; logs go to a file.
+			lf, err := os.Create(dir + "/scrubd.log")
+			if err == nil {
+				defer lf.Close()
+				logOut = lf
+				fmt.Fprintf(stderr, "scrubd --sim: logs in %s (removed on exit)\n", lf.Name())
+			}
+		}
+	} else {
+		c, err := config.Load(*cfgPath)
+		if err != nil {
+			fmt.Fprintln(stderr, "scrubd run:", err)
+			return 2
+		}
+		cfg = c
+		if cfg.Software.Engine == "none" {
+			fmt.Fprintln(stderr, "scrubd run: WARNING: software.engine none: rules the hardware cannot hold are not enforced")
+		}
+	}
+	if *metricsAddr != "" {
+		cfg.Metrics.Listen = *metricsAddr
+	}
+	opt.Log = slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	reload := make(chan struct{}, 1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				select {
+				case reload <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	opt.Reload = reload
+	if *simMode && !tty {
+		fmt.Fprintf(stdout, "scrubd --sim: metrics on http://%s/metrics, API socket %s\n", cfg.Metrics.Listen, cfg.API.Socket)
+	}
+	if err := daemon.Run(ctx, cfg, opt); err != nil {
+		fmt.Fprintln(stderr, "scrubd run:", err)
+		return 1
+	}
+	return 0
+}
+
+func isTTY(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

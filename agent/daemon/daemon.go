@@ -1,0 +1,351 @@
+// Package daemon wires scrubd together and runs it: the rule store and its
+// sources (rule files, the API, FlowSpec), the placement loop over a
+// hardware and a software path, metrics, persisted state, and in --sim mode
+// the simulated NIC with its traffic and demo rules.
+//
+// Run owns one root context and an errgroup; every goroutine it starts ends
+// when that context ends. On shutdown hardware rules stay installed unless
+// offload.keep_on_shutdown is false, the persisted state (API rules, rules
+// FlowSpec peers sent) is saved, and the next start reconciles: rules found
+// in hardware that are still wanted are adopted in place, stale ones are
+// removed only after every wanted rule is enforced somewhere.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/scrubd/scrubd/agent/api"
+	"github.com/scrubd/scrubd/agent/config"
+	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/agent/filewatch"
+	"github.com/scrubd/scrubd/agent/flowspec"
+	"github.com/scrubd/scrubd/agent/metrics"
+	"github.com/scrubd/scrubd/agent/placement"
+	"github.com/scrubd/scrubd/agent/protect"
+	"github.com/scrubd/scrubd/agent/sim"
+	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// Paths are the two enforcement paths.
+type Paths struct {
+	HW dataplane.HW // nil: no offload
+	SW dataplane.SW
+	// Close releases them (may be nil).
+	Close func() error
+}
+
+// Options are what the caller provides besides the config.
+type Options struct {
+	Log *slog.Logger
+	// Paths builds the dataplane (nil: from the config; --sim sets it).
+	Paths func(ctx context.Context, cfg *config.Config) (Paths, error)
+	// Sim runs the simulated NIC's traffic and demo rules.
+	Sim *sim.NIC
+	// Status, when set, receives the live status view (--sim).
+	Status io.Writer
+	TTY    bool
+	// Reload triggers a rule-file reload (SIGHUP).
+	Reload <-chan struct{}
+	// Now and Ticker are injected in tests; default time.Now and real
+	// tickers.
+	Now    func() time.Time
+	Ticker func(d time.Duration) (<-chan time.Time, func())
+	// Ready, if set, is called with the daemon once every source is up.
+	Ready func(d *Daemon)
+}
+
+// Daemon is a running agent (exposed to Ready for tests and tools).
+type Daemon struct {
+	Cfg      *config.Config
+	Store    *store.Store
+	Placer   *placement.Placer
+	Speaker  *flowspec.Speaker
+	Files    *filewatch.Watcher
+	Metrics  *metrics.Collector
+	APIAddr  string // the socket path
+	HTTPAddr string // the metrics listener address
+}
+
+func realTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+// ProtectList builds the protect list: the config's entries and, for every
+// FlowSpec neighbour, its BGP session (traffic from the peer on TCP port 179).
+func ProtectList(cfg *config.Config) (*protect.List, error) {
+	l := &protect.List{}
+	for i, p := range cfg.Protect {
+		rs, err := p.Rules(fmt.Sprintf("protect-%d", i))
+		if err != nil {
+			return nil, err
+		}
+		note := p.Note
+		if note == "" {
+			note = "protect " + p.Prefix
+		}
+		for _, r := range rs {
+			l.Entries = append(l.Entries, protect.Entry{Rule: r, Note: note})
+		}
+	}
+	if cfg.FlowSpec.Enabled {
+		for i, n := range cfg.FlowSpec.Neighbors {
+			a, err := netip.ParseAddr(n.Address)
+			if err != nil {
+				return nil, err
+			}
+			m := rule.Match{Src: netip.PrefixFrom(a, a.BitLen()), Proto: []uint8{rule.ProtoTCP}, Port: rule.Ranges{{Lo: 179, Hi: 179}}}
+			l.Entries = append(l.Entries, protect.Entry{Rule: rule.Rule{ID: fmt.Sprintf("protect-bgp-%d", i), Action: rule.Accept, Match: m},
+				Note: "BGP session with " + n.Address})
+		}
+	}
+	return l, nil
+}
+
+// Run runs the agent until ctx ends.
+func Run(ctx context.Context, cfg *config.Config, opt Options) error {
+	log := opt.Log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	now := opt.Now
+	if now == nil {
+		now = time.Now
+	}
+	ticker := opt.Ticker
+	if ticker == nil {
+		ticker = realTicker
+	}
+	pl, err := ProtectList(cfg)
+	if err != nil {
+		return err
+	}
+	st := store.New(pl, now)
+	st.OnRemove(func(e store.Entry, why string) {
+		log.Info("rule removed", "rule", e.Rule.ID, "source", e.Source, "reason", why)
+	})
+	// Restore persisted rules: API rules as they were, FlowSpec rules held
+	// for the hold time unless their peer sends them again.
+	restored, serrs, err := LoadState(cfg.StateDir, now())
+	if err != nil {
+		return err
+	}
+	for _, e := range serrs {
+		log.Error("state: a persisted source was refused", "err", e)
+	}
+	for src, rs := range restored {
+		if _, err := st.Replace(src, rs); err != nil {
+			log.Error("state: restoring source failed", "source", src, "err", err)
+			continue
+		}
+		if strings.HasPrefix(src, "bgp:") {
+			st.MarkStale(src, now().Add(cfg.FlowSpec.HoldTime))
+		}
+		log.Info("state: restored rules", "source", src, "rules", len(rs))
+	}
+
+	mk := opt.Paths
+	if mk == nil {
+		mk = RealPaths
+	}
+	paths, err := mk(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("dataplane: %w", err)
+	}
+	if paths.Close != nil {
+		defer paths.Close()
+	}
+	pcfg := placement.Config{HighWater: cfg.Place.HighWater, LowWater: cfg.Place.LowWater, MinDwell: cfg.Place.MinDwell,
+		MaxMoves: cfg.Place.MaxMovesPerRound, CyclesPerPacket: cfg.Software.CyclesPerPacket, LinkBps: cfg.LinkGbps * 1e9}
+	placer := placement.New(pcfg, paths.HW, paths.SW, log.With("component", "placement"), now)
+	d := &Daemon{Cfg: cfg, Store: st, Placer: placer}
+
+	g, gctx := errgroup.WithContext(ctx)
+	// Placement: the one owner of placement state.
+	ptick, pstop := ticker(cfg.Place.Interval)
+	defer pstop()
+	g.Go(func() error { return placer.Run(gctx, st, ptick) })
+
+	// Rule files.
+	if len(cfg.Rules.Files) > 0 {
+		d.Files = filewatch.New(cfg.Rules.Files, st, log.With("component", "files"), now)
+		ftick, fstop := ticker(cfg.Rules.Poll)
+		defer fstop()
+		g.Go(func() error { return d.Files.Run(gctx, ftick) })
+		if opt.Reload != nil {
+			g.Go(func() error {
+				for {
+					select {
+					case <-gctx.Done():
+						return nil
+					case <-opt.Reload:
+						d.Files.Reload()
+					}
+				}
+			})
+		}
+	}
+
+	// State saver: persists API and FlowSpec rules when the store changes.
+	save := func() error { return SaveState(cfg.StateDir, st.Snapshot(), now()) }
+	stick, sstop := ticker(2 * time.Second)
+	defer sstop()
+	g.Go(func() error {
+		var saved uint64
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-stick:
+				if v := st.Snapshot().Version; v != saved {
+					if err := save(); err != nil {
+						log.Error("state: save failed", "err", err)
+						continue
+					}
+					saved = v
+				}
+			}
+		}
+	})
+
+	// FlowSpec.
+	if cfg.FlowSpec.Enabled {
+		fs := cfg.FlowSpec
+		fc := flowspec.Config{ASN: fs.ASN, RouterID: fs.RouterID, ListenPort: fs.ListenPort, OnSessionDown: fs.OnSessionDown,
+			HoldTime: fs.HoldTime, Priority: fs.Priority}
+		if fs.ListenAddress != "" {
+			fc.ListenAddresses = []string{fs.ListenAddress}
+		}
+		for _, n := range fs.Neighbors {
+			fc.Neighbors = append(fc.Neighbors, flowspec.Neighbor{Address: n.Address, ASN: n.ASN, Port: n.Port, Passive: n.Passive})
+		}
+		for _, a := range fs.AllowedDestinations {
+			fc.Allowed = append(fc.Allowed, netip.MustParsePrefix(a))
+		}
+		d.Speaker = flowspec.New(fc, st, log.With("component", "flowspec"), now)
+		g.Go(func() error { return d.Speaker.Run(gctx) })
+	}
+
+	// API.
+	apiSrv := &api.Server{Store: st, View: placer.View, Persist: save, Now: now}
+	if cfg.API.Socket != "" {
+		l, err := api.ListenUnix(cfg.API.Socket)
+		if err != nil {
+			return fmt.Errorf("api: %w", err)
+		}
+		d.APIAddr = cfg.API.Socket
+		g.Go(func() error { return api.Serve(gctx, l, apiSrv.Handler()) })
+	}
+	if cfg.API.TCP != "" {
+		tok, err := os.ReadFile(cfg.API.TokenFile)
+		if err != nil {
+			return fmt.Errorf("api.token_file: %w", err)
+		}
+		tcpSrv := *apiSrv
+		tcpSrv.Token = strings.TrimSpace(string(tok))
+		if tcpSrv.Token == "" {
+			return errors.New("api.token_file is empty")
+		}
+		l, err := net.Listen("tcp", cfg.API.TCP)
+		if err != nil {
+			return fmt.Errorf("api.tcp: %w", err)
+		}
+		g.Go(func() error { return api.Serve(gctx, l, tcpSrv.Handler()) })
+	}
+
+	// Metrics.
+	src := metrics.Sources{View: placer.View, Store: st.Snapshot, Node: cfg.Node}
+	if d.Speaker != nil {
+		sp := d.Speaker
+		src.FlowSpec = func() (map[string]uint64, map[string]bool) { s := sp.Stats(); return s.Refused, s.Sessions }
+	}
+	d.Metrics = metrics.New(src, cfg.Metrics.MaxRuleSeries)
+	if cfg.Metrics.Listen != "" {
+		l, err := net.Listen("tcp", cfg.Metrics.Listen)
+		if err != nil {
+			return fmt.Errorf("metrics.listen: %w", err)
+		}
+		d.HTTPAddr = l.Addr().String()
+		h := metrics.Handler(metrics.NewRegistry(d.Metrics))
+		g.Go(func() error { return serveHTTP(gctx, l, h) })
+	}
+
+	// The simulated NIC: traffic, demo rules, status view.
+	if opt.Sim != nil {
+		n := opt.Sim
+		g.Go(func() error { return n.Run(gctx, 50*time.Millisecond) })
+		g.Go(func() error { return runDemo(gctx, n, st, placer, log, opt, now, ticker) })
+	}
+	if opt.Ready != nil {
+		opt.Ready(d)
+	}
+	log.Info("scrubd running", "node", cfg.Node, "api", d.APIAddr, "metrics", d.HTTPAddr,
+		"offload", cfg.Offload.Backend, "software", cfg.Software.Engine, "rule_files", len(cfg.Rules.Files))
+	err = g.Wait()
+	// Shutdown: every goroutine is done; placement state is ours now.
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.Timeout)
+	defer cancel()
+	if !cfg.KeepHW() {
+		n := placer.RemoveAllHW(sctx)
+		log.Info("shutdown: hardware rules removed (offload.keep_on_shutdown: false)", "rules", n)
+	} else {
+		log.Info("shutdown: hardware rules stay installed; the next start reconciles")
+	}
+	if serr := save(); serr != nil {
+		log.Error("state: final save failed", "err", serr)
+	}
+	if cfg.API.Socket != "" {
+		os.Remove(cfg.API.Socket)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func serveHTTP(ctx context.Context, l net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-errc
+		return nil
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+}
+
+// SimPaths returns the dataplane of a simulated NIC.
+func SimPaths(n *sim.NIC) func(context.Context, *config.Config) (Paths, error) {
+	return func(context.Context, *config.Config) (Paths, error) {
+		return Paths{HW: n.HW(), SW: n.SW()}, nil
+	}
+}
+
+// SimConfig returns the --sim configuration with its state in dir.
+func SimConfig(dir string) *config.Config {
+	c := config.Sim(dir)
+	c.API.Socket = filepath.Join(dir, "api.sock")
+	return &c
+}

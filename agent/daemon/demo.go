@@ -1,0 +1,115 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/placement"
+	"github.com/scrubd/scrubd/agent/sim"
+	"github.com/scrubd/scrubd/agent/store"
+)
+
+// DemoSource is the store source of the --sim demo rules.
+const DemoSource = "demo"
+
+// runDemo feeds the demo rules into the store as simulated time passes,
+// keeps the simulator's reference set in step with the store, and draws the
+// status view.
+func runDemo(ctx context.Context, n *sim.NIC, st *store.Store, p *placement.Placer, log *slog.Logger, opt Options,
+	now func() time.Time, ticker func(time.Duration) (<-chan time.Time, func())) error {
+	demo := sim.DemoRules()
+	start := n.Now()
+	next := 0
+	tick, stop := ticker(250 * time.Millisecond)
+	defer stop()
+	var lastDecision int
+	var lastDraw time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick:
+		}
+		for next < len(demo) && n.Now().Sub(start) >= demo[next].After {
+			r, err := sim.ParseDemo(demo[next], now())
+			next++
+			if err != nil {
+				log.Error("demo rule", "err", err)
+				continue
+			}
+			e, err := st.Put(DemoSource, r)
+			msg := "rule arrived"
+			if err != nil {
+				msg = "rule arrived and was refused"
+			}
+			log.Info(msg, "rule", r.ID, "action", r.Action.String(), "match", r.Match.String(), "status", string(e.Status), "reason", e.Reason)
+		}
+		snap := st.Snapshot()
+		n.SetReference(&snap.Set)
+		v := p.View()
+		if v == nil || opt.Status == nil {
+			continue
+		}
+		if opt.TTY {
+			if now().Sub(lastDraw) >= time.Second {
+				drawStatus(opt.Status, v, n, true)
+				lastDraw = now()
+			}
+			continue
+		}
+		// Plain lines: placement decisions as they happen, a summary every
+		// few seconds.
+		for _, d := range v.Decisions[min(lastDecision, len(v.Decisions)):] {
+			fmt.Fprintf(opt.Status, "placement %s: %s -> %s: %s\n", d.Rule, d.From, d.To, d.Reason)
+		}
+		lastDecision = len(v.Decisions)
+		if now().Sub(lastDraw) >= 5*time.Second {
+			fmt.Fprintf(opt.Status, "status: hw %.1f Mpps dropped (%d/%d entries), sw %.1f Mpps dropped, sw load %.1f of %.1f Mpps, out-of-buffer %d, protected drops %d\n",
+				v.HWPPS/1e6, v.HWBudget.UsedEntries, v.HWBudget.MaxEntries, v.SWPPS/1e6, v.SWLoadPPS/1e6, v.SWCapacityPPS/1e6,
+				v.NIC["rx_out_of_buffer"], n.ProtectedDrops())
+			lastDraw = now()
+		}
+	}
+}
+
+// drawStatus renders the live view.
+func drawStatus(w io.Writer, v *placement.View, n *sim.NIC, clear bool) {
+	var b strings.Builder
+	if clear {
+		b.WriteString("\033[H\033[2J")
+	}
+	fmt.Fprintf(&b, "scrubd --sim   %s   (simulated NIC: mlx5-like table + %s; packets sampled, counters scaled)\n\n", v.Time.Format("15:04:05"), n.SW().Name())
+	fmt.Fprintf(&b, "hardware: %d/%d entries, dropping %.1f Mpps (avg %.0f B)   software: load %.1f of %.1f Mpps (%.0f cycles/pkt), dropping %.1f Mpps (avg %.0f B)\n",
+		v.HWBudget.UsedEntries, v.HWBudget.MaxEntries, v.HWPPS/1e6, v.HWAvgFrame, v.SWLoadPPS/1e6, v.SWCapacityPPS/1e6, v.CyclesPerPacket, v.SWPPS/1e6, v.SWAvgFrame)
+	fmt.Fprintf(&b, "NIC out-of-buffer: %d   moves sw->hw %d hw->sw %d   protected packets dropped: %d\n\n",
+		v.NIC["rx_out_of_buffer"], v.Moves[[2]placement.Path{placement.SW, placement.HW}], v.Moves[[2]placement.Path{placement.HW, placement.SW}], n.ProtectedDrops())
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RULE\tPATH\tMpps\tFRAME\tHW DROPPED\tSW DROPPED\tREASON")
+	for _, r := range v.Rules {
+		if strings.HasPrefix(r.ID, "protect-") {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.0f\t%d\t%d\t%s\n", r.ID, r.Path, r.PPS/1e6, r.AvgFrame, r.HW.Packets, r.SW.Packets, trim(r.Reason, 90))
+	}
+	tw.Flush()
+	b.WriteString("\ntraffic:\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FLOW\tSENT\tHW DROP\tSW DROP\tPASSED\tOUT-OF-BUF")
+	for _, f := range n.Stats() {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", f.Name, f.Sent, f.HWDropped, f.SWDropped, f.Passed, f.OOB)
+	}
+	tw.Flush()
+	io.WriteString(w, b.String())
+}
+
+func trim(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}

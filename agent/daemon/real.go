@@ -1,0 +1,147 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/config"
+	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/agent/hwpath"
+	"github.com/scrubd/scrubd/offload"
+	"github.com/scrubd/scrubd/offload/compile"
+	"github.com/scrubd/scrubd/offload/flowerbackend"
+	"github.com/scrubd/scrubd/offload/tcflower"
+	"github.com/scrubd/scrubd/swpath/rule"
+	"github.com/scrubd/scrubd/swpath/xdp"
+)
+
+// Table placement of scrubd's hardware entries: chain 0, priorities 10
+// (IPv4) and 11 (IPv6), after OVS's reserved 1-4 on a BlueField uplink.
+const (
+	hwChain        = 0
+	hwPrioV4       = 10
+	hwPrioV6       = 11
+	xdpPinPath     = "/sys/fs/bpf/scrubd"
+	defaultEntries = 0 // unknown: the device's ENOSPC decides
+)
+
+// RealPaths builds the dataplane from the config: tc flower on the first
+// offload device (skip_sw), and the XDP engine on the software interfaces.
+// The Direct Verbs engine is wired through --sim only in this build.
+func RealPaths(ctx context.Context, cfg *config.Config) (Paths, error) {
+	var p Paths
+	var closers []func() error
+	p.Close = func() error {
+		var errs []error
+		for i := len(closers) - 1; i >= 0; i-- {
+			errs = append(errs, closers[i]())
+		}
+		return errors.Join(errs...)
+	}
+	switch cfg.Offload.Backend {
+	case "tcflower":
+		dev := cfg.Offload.Devices[0]
+		ifi, err := net.InterfaceByName(dev)
+		if err != nil {
+			return p, fmt.Errorf("offload.devices[0] %q: %w", dev, err)
+		}
+		cl, err := tcflower.Dial()
+		if err != nil {
+			return p, fmt.Errorf("offload: netlink: %w", err)
+		}
+		closers = append(closers, cl.Close)
+		caps := offload.MLX5(defaultEntries)
+		b := flowerbackend.New(flowerbackend.Config{Client: cl, Ifindex: ifi.Index, Dev: dev, Caps: caps, Flags: tcflower.SkipSW})
+		p.HW = hwpath.New(hwpath.Config{Name: "tcflower:" + dev, Compile: compile.Config{Caps: caps, Chain: hwChain, PrioV4: hwPrioV4, PrioV6: hwPrioV6},
+			Owner: offload.Owner{Chain: hwChain, PrioLo: hwPrioV4, PrioHi: hwPrioV6}, MaxEntries: cfg.Offload.MaxEntries, MaxMasks: cfg.Offload.MaxMasks}, b)
+	case "none":
+	default:
+		return p, fmt.Errorf("offload.backend %q is not available outside --sim", cfg.Offload.Backend)
+	}
+	switch cfg.Software.Engine {
+	case "xdp":
+		e, err := xdp.New(xdp.Options{Mode: xdp.Host, PinPath: xdpPinPath})
+		if err != nil {
+			p.Close()
+			return p, fmt.Errorf("software.engine xdp: %w", err)
+		}
+		closers = append(closers, e.Close)
+		for _, name := range cfg.Software.Interfaces {
+			ifi, err := net.InterfaceByName(name)
+			if err != nil {
+				p.Close()
+				return p, fmt.Errorf("software.interfaces %q: %w", name, err)
+			}
+			if _, err := e.Attach(ifi.Index, true); err != nil {
+				p.Close()
+				return p, fmt.Errorf("software.interfaces %q: %w", name, err)
+			}
+		}
+		p.SW = &xdpSW{e: e, workers: cfg.Software.Workers, hz: cfg.Software.GHz * 1e9}
+	case "none":
+		p.SW = &noSW{}
+	default:
+		p.Close()
+		return p, fmt.Errorf("software.engine %q is not available outside --sim in this build (use xdp or none)", cfg.Software.Engine)
+	}
+	return p, nil
+}
+
+// xdpSW is the XDP engine as a dataplane.SW.
+type xdpSW struct {
+	e       *xdp.Engine
+	workers int
+	hz      float64
+}
+
+func (x *xdpSW) Name() string                 { return "xdp" }
+func (x *xdpSW) SetRules(set *rule.Set) error { return x.e.Replace(set) }
+func (x *xdpSW) Capacity() (int, float64)     { return x.workers, x.hz }
+func (x *xdpSW) Stats() dataplane.SWStats {
+	out := dataplane.SWStats{At: time.Now(), Rules: map[string]dataplane.Counter{}}
+	set := x.e.Set()
+	cs, err := x.e.Counters()
+	if err == nil && set != nil {
+		for i, c := range cs {
+			if i < len(set.Rules) {
+				out.Rules[set.Rules[i].ID] = dataplane.Counter{Packets: c.Packets, Bytes: c.Bytes}
+			}
+		}
+	}
+	if v, err := x.e.Verdicts(); err == nil {
+		var w dataplane.WorkerStats
+		for i, c := range v {
+			w.RxPackets += c.Packets
+			w.RxBytes += c.Bytes
+			if xdp.Verdict(i).String() == "drop" {
+				w.Dropped += c.Packets
+			} else {
+				w.Passed += c.Packets
+			}
+		}
+		out.Workers = []dataplane.WorkerStats{w}
+	}
+	return out
+}
+
+// noSW is "software.engine: none": nothing enforces rules hardware cannot
+// hold. Placement still reports them as on the software path, and the
+// agent warns at start.
+type noSW struct {
+	mu  sync.Mutex
+	set *rule.Set
+}
+
+func (n *noSW) Name() string { return "none" }
+func (n *noSW) SetRules(set *rule.Set) error {
+	n.mu.Lock()
+	n.set = set
+	n.mu.Unlock()
+	return nil
+}
+func (n *noSW) Capacity() (int, float64) { return 0, 0 }
+func (n *noSW) Stats() dataplane.SWStats { return dataplane.SWStats{At: time.Now()} }

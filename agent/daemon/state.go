@@ -1,0 +1,89 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// State is what the agent keeps across restarts: the rules that have no
+// other home (API rules) and the rules FlowSpec peers had sent, so a restart
+// never drops enforcement while sessions come back.
+type State struct {
+	Version int                    `json:"version"`
+	Saved   time.Time              `json:"saved"`
+	Sources map[string][]rule.Spec `json:"sources"`
+}
+
+// StateFile is the state file's name inside state_dir.
+const StateFile = "state.json"
+
+func persisted(src string) bool { return src == "api" || strings.HasPrefix(src, "bgp:") }
+
+// SaveState writes the persisted sources atomically (temp file + rename).
+func SaveState(dir string, snap store.Snapshot, now time.Time) error {
+	st := State{Version: 1, Saved: now.UTC(), Sources: map[string][]rule.Spec{}}
+	for _, e := range snap.Entries {
+		if persisted(e.Source) && e.InForce() {
+			st.Sources[e.Source] = append(st.Sources[e.Source], e.Rule.Spec())
+		}
+	}
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".state-*.json")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	tmp.Close()
+	return os.Rename(tmp.Name(), filepath.Join(dir, StateFile))
+}
+
+// LoadState reads the state file; a missing file is an empty state. Each
+// source's rules are parsed with the rule parser (a damaged entry refuses
+// that source, reported, and the others load).
+func LoadState(dir string, now time.Time) (map[string][]rule.Rule, []error, error) {
+	data, err := os.ReadFile(filepath.Join(dir, StateFile))
+	if os.IsNotExist(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var st State
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, nil, fmt.Errorf("state file %s: %w", filepath.Join(dir, StateFile), err)
+	}
+	out := map[string][]rule.Rule{}
+	var errs []error
+	for src, specs := range st.Sources {
+		body, _ := json.Marshal(map[string]any{"rules": specs})
+		set, err := rule.Parse(filepath.Join(dir, StateFile)+" ("+src+")", body, now)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out[src] = set.Rules
+	}
+	return out, errs, nil
+}
