@@ -112,6 +112,10 @@ type Result struct {
 	Missing     offload.Keys // keys the device lacks (ReasonUnsupportedKey, ReasonFragment)
 	Entries     []offload.Entry
 	Masks       []TableMask // distinct mask shapes the entries need
+	// SplitBy lists the accept rules the entries were narrowed around
+	// (CompileSet): the entries match exactly the rule's packets that none
+	// of these accept rules match.
+	SplitBy []string
 }
 
 func (r *Result) refuse(why Reason, missing offload.Keys, format string, a ...any) {
@@ -272,28 +276,55 @@ func Rule(cfg *Config, r *rule.Rule) Result {
 		res.refuse(ReasonLength, 0, "rule %s: length %s: flower has no packet-length key", r.ID, rangesString(m.Length))
 		return res
 	}
-	fams := []rule.Family{rule.IPv4, rule.IPv6}
-	if f := m.Family(); f != rule.FamilyAny {
-		fams = []rule.Family{f}
-	}
-	rh := offload.RuleHash(r.ID, m)
-	limit := cfg.maxEntries()
-	var entries []offload.Entry
-	for _, fam := range fams {
-		es, ok := compileFamily(cfg, r, fam, limit-len(entries), &res)
-		if !ok {
-			return res
-		}
-		entries = append(entries, es...)
+	entries, ok := compileParts(cfg, r, []rule.Match{r.Match}, &res)
+	if !ok {
+		return res
 	}
 	if len(entries) == 0 {
 		res.refuse(ReasonNoPackets, 0, "rule %s: %s matches no packet", r.ID, m)
 		return res
 	}
+	res.accept(r, entries)
+	return res
+}
+
+// compileParts compiles the union of parts (matches standing for r) into
+// deduplicated entries.
+func compileParts(cfg *Config, r *rule.Rule, parts []rule.Match, res *Result) ([]offload.Entry, bool) {
+	limit := cfg.maxEntries()
+	var entries []offload.Entry
+	seen := map[offload.Entry]bool{}
+	for pi := range parts {
+		part := *r
+		part.Match = parts[pi]
+		fams := []rule.Family{rule.IPv4, rule.IPv6}
+		if f := part.Match.Family(); f != rule.FamilyAny {
+			fams = []rule.Family{f}
+		}
+		for _, fam := range fams {
+			es, ok := compileFamily(cfg, &part, fam, limit-len(entries), res)
+			if !ok {
+				return nil, false
+			}
+			for _, e := range es {
+				e.Match.Normalize()
+				if !seen[e] {
+					seen[e] = true
+					entries = append(entries, e)
+				}
+			}
+		}
+	}
+	return entries, true
+}
+
+// accept records entries as r's hardware form.
+func (res *Result) accept(r *rule.Rule, entries []offload.Entry) {
+	rh := offload.RuleHash(r.ID, &r.Match)
+	res.Masks = nil
 	seen := map[TableMask]bool{}
 	for i := range entries {
 		e := &entries[i]
-		e.Match.Normalize()
 		e.RuleID = r.ID
 		e.SetCookie(rh)
 		tm := TableMask{e.Table(), e.Match.Mask()}
@@ -302,8 +333,7 @@ func Rule(cfg *Config, r *rule.Rule) Result {
 			res.Masks = append(res.Masks, tm)
 		}
 	}
-	res.Offloadable, res.Reason, res.Entries = true, OK, entries
-	return res
+	res.Offloadable, res.Reason, res.Detail, res.Entries = true, OK, "", entries
 }
 
 func rangesString(rs rule.Ranges) string {
@@ -479,10 +509,11 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// Set compiles every rule of s, in order, and keeps in software every drop
-// rule that overlaps an accept rule deciding before it (ReasonAllowList):
-// hardware only holds drop entries, and must never drop a packet the
-// allow-list passes.
+// Set compiles every rule of s, in order. A drop rule that overlaps an
+// accept rule deciding before it is split around it exactly when
+// subtractAccept can (SplitBy names the accept rules), and otherwise kept
+// in software (ReasonAllowList): hardware only holds drop entries, and must
+// never drop a packet the allow-list passes.
 func Set(cfg *Config, s *rule.Set) []Result {
 	out := make([]Result, len(s.Rules))
 	for i := range s.Rules {
@@ -499,15 +530,40 @@ func Set(cfg *Config, s *rule.Set) []Result {
 			continue
 		}
 		d := &s.Rules[i]
+		parts := []rule.Match{d.Match}
+		var by []string
 		for _, j := range accepts {
 			a := &s.Rules[j]
-			if !rule.Before(a, j, d, i) {
+			if !rule.Before(a, j, d, i) || !Overlap(&a.Match, &d.Match) {
 				continue
 			}
-			if Overlap(&a.Match, &d.Match) {
-				out[i].refuse(ReasonAllowList, 0, "rule %s overlaps accept rule %s (priority %d), which decides first", d.ID, a.ID, a.Priority)
+			var next []rule.Match
+			for k := range parts {
+				ms, ok := subtractAccept(&parts[k], &a.Match)
+				if !ok {
+					out[i].refuse(ReasonAllowList, 0, "rule %s overlaps accept rule %s (priority %d), which decides first, and cannot be split around it exactly", d.ID, a.ID, a.Priority)
+					break
+				}
+				next = append(next, ms...)
+			}
+			if !out[i].Offloadable {
 				break
 			}
+			parts = next
+			by = append(by, a.ID)
+		}
+		if !out[i].Offloadable || len(by) == 0 {
+			continue
+		}
+		entries, ok := compileParts(cfg, d, parts, &out[i])
+		switch {
+		case !ok:
+			out[i].refuse(ReasonAllowList, out[i].Missing, "rule %s split around accept rules %v: %s", d.ID, by, out[i].Detail)
+		case len(entries) == 0:
+			out[i].refuse(ReasonAllowList, 0, "rule %s lies entirely inside accept rules %v, which decide first", d.ID, by)
+		default:
+			out[i].accept(d, entries)
+			out[i].SplitBy = by
 		}
 	}
 	return out

@@ -21,8 +21,17 @@
 //     hardware (flower compares zeros there: port 0, TCP flags value 0,
 //     ICMP type 0 with any code), since the rule never matches such packets;
 //   - more entries than Config.MaxEntriesPerRule;
-//   - a drop rule that overlaps an accept rule deciding before it
-//     (CompileSet), so hardware never drops what the allow-list protects.
+//   - a drop rule that overlaps an accept rule deciding before it (Set)
+//     and cannot be split around it exactly, so hardware never drops what
+//     the allow-list protects.
+//
+// Set splits a drop rule D around an overlapping earlier accept rule A when
+// A's condition on every field but one is implied by D's and that field is
+// an address prefix, a port list, an ICMP type or code list, a protocol
+// list or a DSCP set: D∖A is then D with that field narrowed to its
+// complement (a prefix's complement is one sibling prefix per extra bit).
+// The entries then match exactly D's packets that no such A matches
+// (Result.SplitBy), which the tests check packet by packet.
 //
 // Expansion: each port range becomes its minimal prefix cover (1000-2000 is
 // 8 value/mask pairs; any 16-bit range at most 30); `port` (source or
@@ -33,5 +42,7 @@
 // The entries of a rule are the cross product, bounded by
 // MaxEntriesPerRule. Every Result lists the distinct mask shapes its entries
 // need per table, since each shape costs a flow group (15 large groups per
-// mlx5 table by default).
+// mlx5 table by default); Config.AddrLadder4/6 trade entries for fewer
+// shapes by splitting prefixes to a few fixed lengths, and Budget lets
+// placement take rules while the entries and shapes fit.
 package compile

@@ -16,7 +16,7 @@ import (
 // hardware is dropped by that rule's entries (nothing is lost).
 func TestSetNeverDropsWhatTheSetPasses(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	var hwDrops, allowRefusals int
+	var hwDrops, allowRefusals, splits int
 	for set := range 400 {
 		n := 2 + r.IntN(5)
 		s := &rule.Set{}
@@ -33,6 +33,9 @@ func TestSetNeverDropsWhatTheSetPasses(t *testing.T) {
 				if res[i].Reason == ReasonAllowList {
 					allowRefusals++
 				}
+				if len(res[i].SplitBy) > 0 {
+					splits++
+				}
 			}
 			sp := newSpace(uint64(set), s.Rules)
 			for range 1500 {
@@ -44,14 +47,19 @@ func TestSetNeverDropsWhatTheSetPasses(t *testing.T) {
 						t.Fatalf("set %d: hardware drops %+v but the set decides %d\nrules: %v", set, f, d, ruleStrings(s))
 					}
 				}
+				for i := range res {
+					if res[i].Offloadable && entriesMatch(res[i].Entries, &f) != wantHW(s, &res[i], i, &f) {
+						t.Fatalf("set %d: rule %s (split by %v) inexact on %+v", set, s.Rules[i].ID, res[i].SplitBy, f)
+					}
+				}
 				if d >= 0 && res[d].Offloadable && !entriesMatch(res[d].Entries, &f) {
 					t.Fatalf("set %d: rule %s decides %+v but its entries miss it", set, s.Rules[d].ID, f)
 				}
 			}
 		}
 	}
-	t.Logf("hardware drops checked: %d; allow-list refusals: %d", hwDrops, allowRefusals)
-	if hwDrops == 0 || allowRefusals == 0 {
+	t.Logf("hardware drops checked: %d; allow-list refusals: %d; splits: %d", hwDrops, allowRefusals, splits)
+	if hwDrops == 0 || allowRefusals == 0 || splits == 0 {
 		t.Fatal("the test exercised nothing")
 	}
 }
@@ -158,5 +166,46 @@ func TestCoverSet(t *testing.T) {
 		if set == ^uint64(0) && (len(cs) != 1 || cs[0].m != 0) {
 			t.Fatalf("full set: %v", cs)
 		}
+	}
+}
+
+func TestSplitAroundAccept(t *testing.T) {
+	for _, tt := range []struct {
+		accept, drop string
+		entries      int
+	}{
+		{`{id: acc, priority: 10, action: accept, match: {dst: 203.0.113.53/32, proto: udp}}`,
+			`{id: drop, priority: 100, action: drop, match: {dst: 203.0.113.0/24, proto: udp}}`, 8},
+		{`{id: acc, priority: 10, action: accept, match: {proto: udp, src_port: "53", dst_port: "1000-2000"}}`,
+			`{id: drop, priority: 100, action: drop, match: {dst: 198.51.100.0/24, proto: udp, dst_port: "1000-2000"}}`, 16 * 8},
+		{`{id: acc, priority: 10, action: accept, match: {dst: 192.0.2.0/24, dscp: [46]}}`,
+			`{id: drop, priority: 100, action: drop, match: {dst: 192.0.2.0/24, dscp: [46, 48]}}`, 1},
+		{`{id: acc, priority: 10, action: accept, match: {proto: [tcp]}}`,
+			`{id: drop, priority: 100, action: drop, match: {dst: "2001:db8::/32", proto: [tcp, udp, gre]}}`, 2},
+		{`{id: acc, priority: 10, action: accept, match: {proto: icmp, icmp_type: "3"}}`,
+			`{id: drop, priority: 100, action: drop, match: {proto: icmp, icmp_type: "3-8"}}`, 2},
+	} {
+		s := &rule.Set{Rules: []rule.Rule{parseOne(t, tt.accept), parseOne(t, tt.drop)}}
+		res := Set(mlx5Cfg(), s)
+		r := res[1]
+		if !r.Offloadable || len(r.SplitBy) != 1 || r.SplitBy[0] != "acc" || len(r.Entries) != tt.entries {
+			t.Errorf("%s: offloadable %v (%s) split by %v, %d entries; want split into %d",
+				tt.drop, r.Offloadable, r.Detail, r.SplitBy, len(r.Entries), tt.entries)
+			continue
+		}
+		sp := newSpace(1, s.Rules)
+		for range 30000 {
+			f := sp.packet()
+			if entriesMatch(r.Entries, &f) != wantHW(s, &r, 1, &f) {
+				t.Fatalf("%s inexact on %+v", tt.drop, f)
+			}
+		}
+	}
+	// an accept covering the whole drop rule leaves nothing for hardware
+	s := &rule.Set{Rules: []rule.Rule{
+		parseOne(t, `{id: acc, priority: 10, action: accept, match: {dst: 10.0.0.0/8}}`),
+		parseOne(t, `{id: drop, priority: 100, action: drop, match: {dst: 10.1.0.0/16, proto: udp}}`)}}
+	if r := Set(mlx5Cfg(), s)[1]; r.Offloadable || r.Reason != ReasonAllowList {
+		t.Errorf("shadowed drop: %v %s", r.Reason, r.Detail)
 	}
 }

@@ -166,3 +166,17 @@ func entriesMatch(es []offload.Entry, f *rule.Fields) bool {
 	}
 	return false
 }
+
+// wantHW is what rule i's entries must match for packet f: the rule's
+// match, minus the accept rules it was split around.
+func wantHW(s *rule.Set, res *Result, i int, f *rule.Fields) bool {
+	if !s.Rules[i].Match.Matches(f) {
+		return false
+	}
+	for _, id := range res.SplitBy {
+		if j := s.Index(id); j >= 0 && s.Rules[j].Match.Matches(f) {
+			return false
+		}
+	}
+	return true
+}
