@@ -56,11 +56,15 @@ type OpKind uint8
 
 // Operations.
 const (
-	// OpAdd creates the filter; EEXIST if its handle is taken
-	// (NLM_F_CREATE|NLM_F_EXCL).
+	// OpAdd creates the filter (NLM_F_CREATE|NLM_F_EXCL): EEXIST if its
+	// handle is taken, and also if another filter of the same chain and
+	// priority has the same key and mask (cls_flower keeps keys unique per
+	// mask; no extack on 6.1).
 	OpAdd OpKind = iota
 	// OpReplace creates the filter or replaces the one with the same
 	// handle in place (NLM_F_CREATE without EXCL); the counters restart.
+	// The kernel refuses (EINVAL) a replacement whose key has a different
+	// mask than the old filter's: see Key.MaskEqual.
 	OpReplace
 	// OpDelete deletes the filter with this chain/prio/protocol/handle.
 	OpDelete

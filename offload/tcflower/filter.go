@@ -248,3 +248,20 @@ func (f *Filter) OwnedID() (uint64, bool) {
 	}
 	return ParseCookie(f.Actions[0].Cookie)
 }
+
+// MaskEqual reports whether k and o match on the same fields with the same
+// masks. cls_flower replaces a filter in place (same handle) only when the
+// new key uses the old filter's mask: fl_check_assign_mask returns EINVAL
+// otherwise, with no extack (Linux 6.1, seen in the kernel lab). When the
+// masks differ, install the new filter under another handle first and then
+// delete the old one, so the drop never lapses.
+func (k Key) MaskEqual(o Key) bool {
+	return k.EthType == o.EthType &&
+		k.VLAN.HasID == o.VLAN.HasID && k.VLAN.HasPrio == o.VLAN.HasPrio && (k.VLAN.EthType != 0) == (o.VLAN.EthType != 0) &&
+		(k.IPProto != 0) == (o.IPProto != 0) &&
+		k.Src.Set() == o.Src.Set() && (!k.Src.Set() || k.Src.Mask == o.Src.Mask) &&
+		k.Dst.Set() == o.Dst.Set() && (!k.Dst.Set() || k.Dst.Mask == o.Dst.Mask) &&
+		k.SrcPort.Mask == o.SrcPort.Mask && k.DstPort.Mask == o.DstPort.Mask &&
+		k.TCPFlagsMask == o.TCPFlagsMask && k.IPFlagsMask == o.IPFlagsMask && k.TOSMask == o.TOSMask &&
+		k.ICMPTypeMask == o.ICMPTypeMask && k.ICMPCodeMask == o.ICMPCodeMask
+}

@@ -1,7 +1,12 @@
 package tcflower
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -37,6 +42,23 @@ func FuzzDecode(f *testing.F) {
 		Key:     Key{EthType: ProtoIPv4, IPProto: IPProtoUDP, Dst: Prefix(netip.MustParsePrefix("198.51.100.0/24")), DstPort: PortMask{53, 0xffff}},
 		Actions: []Action{{Kind: "gact", Verdict: ActShot, Index: 3, Cookie: MakeCookie(77)}}}
 	f.Add(dumpReply(f, f1, Stats{Bytes: 1000, Packets: 0x1_0000_0005, HWBytes: 10, HWPackets: 1, Drops: 5}).Data)
+	// Real 6.1 dump replies (testdata/kernel-6.1, captured in the kernel lab).
+	if b, err := os.ReadFile(filepath.Join("testdata", "kernel-6.1", "dump-lab.hex")); err == nil {
+		for _, l := range strings.Fields(string(b)) {
+			d, err := hex.DecodeString(l)
+			if err != nil {
+				f.Fatal(err)
+			}
+			for off := 0; off+16 <= len(d); {
+				n := int(binary.NativeEndian.Uint32(d[off:]))
+				if n < 16 || off+n > len(d) {
+					break
+				}
+				f.Add(d[off+16 : off+n])
+				off += (n + 3) &^ 3
+			}
+		}
+	}
 	f.Add([]byte{})
 	f.Add(make([]byte, tcmsgLen))
 	f.Fuzz(func(t *testing.T, data []byte) {
