@@ -188,7 +188,7 @@ func TestInsertRatePacedOnClock(t *testing.T) {
 	for _, tt := range []struct {
 		rate float64
 		want time.Duration
-	}{{5000, 2 * time.Second}, {33000, 10000 * time.Second / 33000}} {
+	}{{offload.RateDMFS, 2 * time.Second}, {offload.RateSMFS, 10000 * time.Second / 33000}} {
 		clk := NewFakeClock(t0)
 		caps := offload.MLX5(20000)
 		caps.InsertRate = tt.rate
