@@ -1,0 +1,418 @@
+// Package bench measures the software packet path (swpath/dv) on the NIC
+// emulator (swpath/nicemu): receive + refill, parse + classify, drop or
+// forward, per frame size and per worker. It is the library behind
+// `scrubd bench`, and its Report (JSON) is what the placement model reads
+// as this machine's software capacity.
+//
+// Method: the receive rings are pre-filled by the emulator with the timer
+// stopped (the emulator's cost is not the engine's), then the worker runs
+// bursts until it has received everything that was placed; time and
+// counter ticks are taken around those bursts only. The split comes from
+// the worker's own per-burst counters. No NIC is involved: DMA, PCIe and
+// cache misses on device-written lines are not modelled, so these figures
+// are an upper bound for the software's own cost on real hardware.
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/scrubd/scrubd/swpath/barrier"
+	"github.com/scrubd/scrubd/swpath/classifier"
+	"github.com/scrubd/scrubd/swpath/dv"
+	"github.com/scrubd/scrubd/swpath/dv/dvsim"
+	"github.com/scrubd/scrubd/swpath/numa"
+	"github.com/scrubd/scrubd/swpath/packet"
+	"github.com/scrubd/scrubd/swpath/pool"
+	"github.com/scrubd/scrubd/swpath/rule"
+	"github.com/scrubd/scrubd/swpath/traffic"
+)
+
+// DefaultFrameSizes are the sizes `scrubd bench` measures (bytes on the
+// wire including FCS, as link rates are quoted).
+var DefaultFrameSizes = []int{64, 128, 256, 512, 1024, 1500}
+
+// Config sets up a run. Zero fields take the defaults.
+type Config struct {
+	// Workers run concurrently, one receive queue each (default 1).
+	Workers int
+	// CPUs pins worker i to CPUs[i]; nil pins worker i to CPU i when
+	// there is more than one worker, and leaves a single worker unpinned.
+	CPUs []int
+	// FrameSizes to measure (default DefaultFrameSizes).
+	FrameSizes []int
+	// Rules to classify against (default traffic.SourceWorkload(): the
+	// source material's five UDP drop rules).
+	Rules *rule.Set
+	// Packets per worker per frame size (default 1<<20).
+	Packets int
+	// Mix is the share of frames (0..1) that no rule drops; they are
+	// forwarded to the peer port (or counted, in Host mode). Default 0:
+	// the pure drop path (receive + classify + drop + recycle).
+	Mix float64
+	// Host counts passed frames instead of forwarding them.
+	Host bool
+	// Compress delivers completions as compressed sessions.
+	Compress bool
+	// RQLog2 sizes the receive ring (default 10: 1024 WQEs).
+	RQLog2 uint
+	// Flows is the number of distinct frames cycled (default 4096).
+	Flows int
+	// Seed for the traffic (default 1).
+	Seed uint64
+	// IPv6 is the share of IPv6 frames (default: a negligible 0.0001,
+	// i.e. an IPv4 flood as in the source material's measurements).
+	IPv6 float64
+}
+
+// Split is a per-packet cost, in nanoseconds, by stage.
+type Split struct {
+	RxRefill float64 `json:"rx_refill"` // poll CQEs, reap send CQEs, refill the RQ
+	Classify float64 `json:"classify"`  // parse + classify
+	Out      float64 `json:"out"`       // drop (recycle to the cache) or forward (send WQEs + doorbell)
+}
+
+// SizeResult is one frame size's measurement.
+type SizeResult struct {
+	FrameSize int     `json:"frame_size"`
+	Workers   int     `json:"workers"`
+	Packets   uint64  `json:"packets"` // received, all workers
+	Dropped   uint64  `json:"dropped"`
+	Passed    uint64  `json:"passed"`
+	NsPerPkt  float64 `json:"ns_per_pkt"` // wall time per packet, per worker
+	// CPUNsPerPkt is the worker thread's CPU time per packet
+	// (CLOCK_THREAD_CPUTIME_ID): what the software costs when other
+	// processes share the core, as on a busy test machine.
+	CPUNsPerPkt float64 `json:"cpu_ns_per_pkt"`
+	// CyclesPerPkt is core cycles per packet: NsPerPkt times CoreMHz, or
+	// counter ticks when the core clock is unknown.
+	CyclesPerPkt  float64 `json:"cycles_per_pkt"`
+	TicksPerPkt   float64 `json:"ticks_per_pkt"` // swpath/barrier.Cycles ticks
+	MppsPerWorker float64 `json:"mpps_per_worker"`
+	Mpps          float64 `json:"mpps"` // all workers
+	// LineRateMpps is 100GbE line rate at this size (pps = bps/((size+20)*8)).
+	LineRateMpps float64 `json:"line_rate_100g_mpps"`
+	Split        Split   `json:"split_ns"`
+}
+
+// Report is the result of Run.
+type Report struct {
+	GOARCH    string       `json:"goarch"`
+	CPUModel  string       `json:"cpu_model,omitempty"`
+	NumCPU    int          `json:"num_cpu"`
+	CoreMHz   float64      `json:"core_mhz,omitempty"`
+	CounterHz uint64       `json:"counter_hz"`
+	Rules     int          `json:"rules"`
+	Mix       float64      `json:"mix"`
+	Host      bool         `json:"host"`
+	Compress  bool         `json:"compress"`
+	RingSize  int          `json:"ring_size"`
+	Emulated  bool         `json:"emulated"` // always true: no NIC
+	Sizes     []SizeResult `json:"sizes"`
+}
+
+func (c *Config) defaults() {
+	if c.Workers <= 0 {
+		c.Workers = 1
+	}
+	if len(c.FrameSizes) == 0 {
+		c.FrameSizes = DefaultFrameSizes
+	}
+	if c.Rules == nil {
+		c.Rules = traffic.SourceWorkload()
+	}
+	if c.Packets <= 0 {
+		c.Packets = 1 << 20
+	}
+	if c.RQLog2 == 0 {
+		c.RQLog2 = 10
+	}
+	if c.Flows <= 0 {
+		c.Flows = 4096
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	if c.IPv6 == 0 {
+		c.IPv6 = 0.0001
+	}
+	if c.CPUs == nil && c.Workers > 1 {
+		for i := 0; i < c.Workers; i++ {
+			c.CPUs = append(c.CPUs, i%runtime.NumCPU())
+		}
+	}
+}
+
+// Frames returns n distinct frames of size bytes (on the wire): a share
+// mix that no rule in set drops, the rest dropped by some rule; a share v6
+// of them IPv6.
+func Frames(set *rule.Set, size, n int, mix, v6 float64, seed uint64) ([][]byte, error) {
+	tab, err := classifier.Compile(set)
+	if err != nil {
+		return nil, err
+	}
+	drop := traffic.NewGenerator(traffic.Config{Seed: seed, Rules: set, RuleFraction: 1, IPv6Fraction: v6, Sizes: traffic.Fixed(size)})
+	pass := traffic.NewGenerator(traffic.Config{Seed: seed + 1, IPv6Fraction: v6, Sizes: traffic.Fixed(size)})
+	wantPass := int(float64(n)*mix + 0.5)
+	var out [][]byte
+	var f rule.Fields
+	np, nd := 0, 0
+	for tries := 0; len(out) < n; tries++ {
+		if tries > 1000*n {
+			return nil, fmt.Errorf("bench: could not make %d frames (%d passing) of %d bytes for this rule set", n, wantPass, size)
+		}
+		var b []byte
+		if np < wantPass {
+			b = pass.Next(nil)
+		} else {
+			b = drop.Next(nil)
+		}
+		packet.Parse(b, &f)
+		d := tab.Decide(&f)
+		dropped := d >= 0 && set.Rules[d].Action == rule.Drop
+		switch {
+		case np < wantPass && !dropped:
+			np++
+		case np >= wantPass && dropped && nd < n-wantPass:
+			nd++
+		default:
+			continue
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// Run measures every frame size and returns the report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.defaults()
+	rep := &Report{
+		GOARCH: runtime.GOARCH, NumCPU: runtime.NumCPU(), CounterHz: barrier.CycleHz(),
+		Rules: len(cfg.Rules.Rules), Mix: cfg.Mix, Host: cfg.Host, Compress: cfg.Compress,
+		RingSize: 1 << cfg.RQLog2, Emulated: true,
+	}
+	rep.CPUModel, rep.CoreMHz = cpuInfo()
+	for _, size := range cfg.FrameSizes {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		r, err := measure(ctx, cfg, size, rep.CoreMHz)
+		if err != nil {
+			return rep, err
+		}
+		rep.Sizes = append(rep.Sizes, r)
+	}
+	return rep, nil
+}
+
+func measure(ctx context.Context, cfg Config, size int, coreMHz float64) (SizeResult, error) {
+	frames, err := Frames(cfg.Rules, size, cfg.Flows, cfg.Mix, cfg.IPv6, cfg.Seed)
+	if err != nil {
+		return SizeResult{}, err
+	}
+	sim, err := dvsim.New(dvsim.Config{
+		Rules: cfg.Rules, Workers: cfg.Workers, Host: cfg.Host, CPUs: cfg.CPUs,
+		RQLog2: cfg.RQLog2, CQLog2: cfg.RQLog2 + 1, SQLog2: cfg.RQLog2,
+		Pool: &pool.Config{HugePages: pool.HugeAuto, Bind: pool.BindAuto},
+	})
+	if err != nil {
+		return SizeResult{}, err
+	}
+	defer sim.Close()
+	res := make([]workerResult, cfg.Workers)
+	var wg sync.WaitGroup
+	for i := range sim.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i] = runWorker(ctx, sim, i, frames, cfg)
+		}()
+	}
+	wg.Wait()
+	out := SizeResult{FrameSize: size, Workers: cfg.Workers, LineRateMpps: 100e9 / (float64(size+20) * 8) / 1e6}
+	var ns, cpuNs, ticks float64
+	var c dv.Counters
+	for _, r := range res {
+		if r.err != nil {
+			return out, r.err
+		}
+		ns += float64(r.elapsed.Nanoseconds())
+		cpuNs += float64(r.cpu.Nanoseconds())
+		ticks += float64(r.ticks)
+		c = dv.Total([]dv.Counters{c, r.c})
+		out.Mpps += float64(r.c.Rx) / float64(r.elapsed.Nanoseconds()) * 1e3
+	}
+	if c.Rx == 0 {
+		return out, fmt.Errorf("bench: %d-byte frames: nothing received", size)
+	}
+	pk := float64(c.Rx)
+	out.Packets, out.Dropped, out.Passed = c.Rx, c.Dropped, c.Passed
+	out.NsPerPkt = ns / pk
+	out.CPUNsPerPkt = cpuNs / pk
+	out.TicksPerPkt = ticks / pk
+	out.CyclesPerPkt = out.TicksPerPkt
+	if coreMHz > 0 {
+		out.CyclesPerPkt = out.NsPerPkt * coreMHz / 1e3
+	}
+	out.MppsPerWorker = out.Mpps / float64(cfg.Workers)
+	tot := float64(c.CyclesRx + c.CyclesClassify + c.CyclesOut)
+	if tot > 0 {
+		// Apportion wall time by the stages' counter ticks.
+		out.Split = Split{
+			RxRefill: out.NsPerPkt * float64(c.CyclesRx) / tot,
+			Classify: out.NsPerPkt * float64(c.CyclesClassify) / tot,
+			Out:      out.NsPerPkt * float64(c.CyclesOut) / tot,
+		}
+	}
+	return out, nil
+}
+
+type workerResult struct {
+	c       dv.Counters
+	elapsed time.Duration
+	cpu     time.Duration
+	ticks   uint64
+	err     error
+}
+
+// runWorker pre-fills worker i's ring and times its bursts, on a locked
+// thread (pinned when the config names a CPU).
+func runWorker(ctx context.Context, sim *dvsim.Sim, i int, frames [][]byte, cfg Config) workerResult {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if i < len(cfg.CPUs) && cfg.CPUs[i] >= 0 {
+		if err := numa.PinThread(cfg.CPUs[i]); err != nil {
+			return workerResult{err: err}
+		}
+	}
+	w, q := sim.Workers[i], sim.RX[i]
+	var tx interface{ Service() int }
+	if !cfg.Host && i < len(sim.TX) {
+		tx = sim.TX[i]
+	}
+	w.Step() // first refill
+	next := 0
+	var r workerResult
+	before := w.Snapshot()
+	warm := true
+	for received := 0; received < cfg.Packets; {
+		if ctx.Err() != nil {
+			r.err = ctx.Err()
+			return r
+		}
+		// Pre-fill (not timed): every posted WQE gets a packet.
+		room := q.Room()
+		for room > 0 {
+			k := min(room, len(frames)-next)
+			q.DeliverBurst(frames[next:next+k], cfg.Compress, 64)
+			next = (next + k) % len(frames)
+			room -= k
+		}
+		if tx != nil {
+			tx.Service()
+		}
+		t0 := time.Now()
+		u0 := threadCPU()
+		c0 := barrier.Cycles()
+		got := 0
+		for {
+			n := w.Step()
+			if n == 0 {
+				break
+			}
+			got += n
+		}
+		c1 := barrier.Cycles()
+		u1 := threadCPU()
+		el := time.Since(t0)
+		if warm {
+			// The first ring-full warms caches and the pool; not counted.
+			warm = false
+			before = w.Snapshot()
+			continue
+		}
+		r.elapsed += el
+		r.cpu += u1 - u0
+		r.ticks += c1 - c0
+		received += got
+	}
+	after := w.Snapshot()
+	r.c = diff(after, before)
+	return r
+}
+
+func diff(a, b dv.Counters) dv.Counters {
+	return dv.Counters{
+		Name: a.Name, Rx: a.Rx - b.Rx, RxBytes: a.RxBytes - b.RxBytes, Dropped: a.Dropped - b.Dropped,
+		Passed: a.Passed - b.Passed, Tx: a.Tx - b.Tx, TxFull: a.TxFull - b.TxFull,
+		Bursts: a.Bursts - b.Bursts, Cycles: a.Cycles - b.Cycles, CyclesRx: a.CyclesRx - b.CyclesRx,
+		CyclesClassify: a.CyclesClassify - b.CyclesClassify, CyclesOut: a.CyclesOut - b.CyclesOut,
+	}
+}
+
+// threadCPU returns the calling thread's CPU time.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+// cpuInfo reads the CPU model and current clock from /proc/cpuinfo (x86;
+// arm64 kernels do not report a clock there).
+func cpuInfo() (model string, mhz float64) {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "", 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		switch k {
+		case "model name":
+			if model == "" {
+				model = v
+			}
+		case "cpu MHz":
+			if mhz == 0 {
+				mhz, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+	}
+	return model, mhz
+}
+
+// WriteText prints the report as a table.
+func (r *Report) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "software path (dv engine on the NIC emulator; no NIC): %s, %d CPUs", r.GOARCH, r.NumCPU)
+	if r.CPUModel != "" {
+		fmt.Fprintf(bw, ", %s", r.CPUModel)
+	}
+	if r.CoreMHz > 0 {
+		fmt.Fprintf(bw, " @ %.0f MHz", r.CoreMHz)
+	}
+	fmt.Fprintf(bw, "\n%d rules, pass share %.2f, host %v, compressed %v, ring %d\n", r.Rules, r.Mix, r.Host, r.Compress, r.RingSize)
+	fmt.Fprintf(bw, "%6s %7s %9s %9s %9s %10s %8s %10s %10s %10s %10s\n", "size", "workers", "ns/pkt", "cpu-ns", "cyc/pkt", "Mpps/wkr", "Mpps", "100G Mpps", "rx+refill", "classify", "drop/fwd")
+	for _, s := range r.Sizes {
+		fmt.Fprintf(bw, "%6d %7d %9.1f %9.1f %9.1f %10.2f %8.2f %10.2f %10.1f %10.1f %10.1f\n", s.FrameSize, s.Workers, s.NsPerPkt, s.CPUNsPerPkt, s.CyclesPerPkt,
+			s.MppsPerWorker, s.Mpps, s.LineRateMpps, s.Split.RxRefill, s.Split.Classify, s.Split.Out)
+	}
+	return bw.Flush()
+}
