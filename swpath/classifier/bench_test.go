@@ -101,6 +101,27 @@ func runBursts(b *testing.B, w *Worker, fs []rule.Fields, lens []uint32) {
 	cpu.stop(b, pkts)
 	s1 := w.c.Snapshot()
 	report(b, pkts, int(s1.TablesProbed-s0.TablesProbed))
+	b.ReportMetric(100*float64(s1.CacheHits-s0.CacheHits)/float64(pkts), "cache-hit%")
+}
+
+// runTable runs Table.DecideBurst: the tuple lookup alone, no flow cache and
+// no counters.
+func runTable(b *testing.B, tab *Table, fs []rule.Fields) {
+	out := make([]int32, burstSize)
+	b.ResetTimer()
+	cpu := startCPU()
+	pkts, probes, off := 0, 0, 0
+	for i := 0; i < b.N; i++ {
+		if off+burstSize > len(fs) {
+			off = 0
+		}
+		probes += tab.DecideBurst(fs[off:off+burstSize], out)
+		off += burstSize
+		pkts += burstSize
+	}
+	b.StopTimer()
+	cpu.stop(b, pkts)
+	report(b, pkts, probes)
 }
 
 // BenchmarkSourceWorkload is the source material's workload: five drop rules
@@ -126,8 +147,9 @@ func BenchmarkSourceWorkload(b *testing.B) {
 	}
 	w := c.NewWorker()
 	defer w.Close()
-	b.Run("burst", func(b *testing.B) { runBursts(b, w, fs, lens) })
-	b.Run("parse+burst", func(b *testing.B) {
+	b.Run("api=burst", func(b *testing.B) { runBursts(b, w, fs, lens) })
+	b.Run("api=table", func(b *testing.B) { runTable(b, c.Table(), fs) })
+	b.Run("api=parse+burst", func(b *testing.B) {
 		frames := make([][]byte, len(fs))
 		gg := traffic.NewGenerator(traffic.Config{Seed: 1, Rules: set, RuleFraction: 1, IPv6Fraction: 0.0001, Sizes: traffic.Fixed(64)})
 		for i := 0; i < len(frames); {
@@ -166,22 +188,28 @@ func BenchmarkClassBench(b *testing.B) {
 			if high {
 				card = "high"
 			}
-			b.Run(fmt.Sprintf("rules=%dk/card=%s", n/1000, card), func(b *testing.B) {
-				wl := classBench(b, n, high)
-				start := time.Now()
-				c, err := New(wl.set)
-				if err != nil {
-					b.Fatal(err)
-				}
-				build := time.Since(start)
-				st := c.Table().Stats()
-				w := c.NewWorker()
-				defer w.Close()
-				runBursts(b, w, wl.fs, wl.lens)
-				b.ReportMetric(float64(build.Milliseconds()), "build-ms")
-				b.ReportMetric(float64(st.Bytes)/(1<<20), "MiB")
-				b.ReportMetric(float64(st.Tuples), "tuples")
-			})
+			for _, api := range []string{"burst", "table"} {
+				b.Run(fmt.Sprintf("rules=%dk/card=%s/api=%s", n/1000, card, api), func(b *testing.B) {
+					wl := classBench(b, n, high)
+					start := time.Now()
+					c, err := New(wl.set)
+					if err != nil {
+						b.Fatal(err)
+					}
+					build := time.Since(start)
+					st := c.Table().Stats()
+					if api == "burst" {
+						w := c.NewWorker()
+						defer w.Close()
+						runBursts(b, w, wl.fs, wl.lens)
+					} else {
+						runTable(b, c.Table(), wl.fs)
+					}
+					b.ReportMetric(float64(build.Milliseconds()), "build-ms")
+					b.ReportMetric(float64(st.Bytes)/(1<<20), "MiB")
+					b.ReportMetric(float64(st.Tuples), "tuples")
+				})
+			}
 		}
 	}
 }
@@ -195,19 +223,15 @@ func BenchmarkVersusLinear(b *testing.B) {
 		b.Fatal(err)
 	}
 	out := make([]int32, burstSize)
-	b.Run("impl=tss", func(b *testing.B) {
-		cpu := startCPU()
-		pkts, probes, off := 0, 0, 0
-		for i := 0; i < b.N; i++ {
-			if off+burstSize > len(wl.fs) {
-				off = 0
-			}
-			probes += tab.DecideBurst(wl.fs[off:off+burstSize], out)
-			off += burstSize
-			pkts += burstSize
+	b.Run("impl=tss", func(b *testing.B) { runTable(b, tab, wl.fs) })
+	b.Run("impl=tss+cache", func(b *testing.B) {
+		c, err := New(wl.set)
+		if err != nil {
+			b.Fatal(err)
 		}
-		cpu.stop(b, pkts)
-		report(b, pkts, probes)
+		w := c.NewWorker()
+		defer w.Close()
+		runBursts(b, w, wl.fs, wl.lens)
 	})
 	b.Run("impl=linear", func(b *testing.B) {
 		cpu := startCPU()

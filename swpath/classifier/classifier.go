@@ -18,7 +18,7 @@ type Classifier struct {
 	workers map[*Worker]struct{}
 	retired []counterVal // counts of closed workers, by slot
 	retPass counterVal
-	retStat [2]uint64 // packets, probes of closed workers
+	retStat [3]uint64 // packets, probes, cache hits of closed workers
 }
 
 // New compiles set and returns a classifier that uses it.
@@ -76,9 +76,11 @@ type Worker struct {
 	ctr atomic.Pointer[[]counter] // by counter slot; written only by this worker
 	// pass counts packets no rule decided.
 	pass counter
-	// packets and probes feed the tuples-probed statistic.
-	packets, probes atomic.Uint64
+	// packets and probes feed the tuples-probed statistic; cacheHits counts
+	// packets decided from the flow cache.
+	packets, probes, cacheHits atomic.Uint64
 
+	cache    flowCache
 	pending  []counterVal // by slot, this burst
 	pendPass counterVal
 	touched  []uint32
@@ -118,6 +120,7 @@ func (w *Worker) Close() {
 	c.retPass.bytes += w.pass.bytes.Load()
 	c.retStat[0] += w.packets.Load()
 	c.retStat[1] += w.probes.Load()
+	c.retStat[2] += w.cacheHits.Load()
 }
 
 // ensure grows the counter arrays to t's slot count (only after a Swap).
@@ -170,11 +173,24 @@ func (w *Worker) flush() {
 func (w *Worker) Classify(f *rule.Fields, length uint32) Result {
 	t := w.c.cur.Load()
 	w.ensure(t)
-	_, r, n := t.lookup(f)
+	var r int32
+	var n int
+	hits := 0
+	if w.cache.begin(t) {
+		var hit bool
+		r, n, hit = w.cache.decide(t, f)
+		if hit {
+			hits = 1
+		}
+		w.cache.end(hits, 1)
+	} else {
+		_, r, n = t.lookup(f)
+	}
 	w.note(t, r, length)
 	w.flush()
 	w.packets.Add(1)
 	w.probes.Add(uint64(n))
+	w.cacheHits.Add(uint64(hits))
 	return Result{t.Verdict(int(r)), r}
 }
 
@@ -184,9 +200,20 @@ func (w *Worker) ClassifyBurst(fs []rule.Fields, lens []uint32, out []Result) {
 	t := w.c.cur.Load()
 	w.ensure(t)
 	out, lens = out[:len(fs)], lens[:len(fs)]
-	probes := 0
+	probes, hits := 0, 0
+	useCache := w.cache.begin(t)
 	for i := range fs {
-		_, r, n := t.lookup(&fs[i])
+		var r int32
+		var n int
+		if useCache {
+			var hit bool
+			r, n, hit = w.cache.decide(t, &fs[i])
+			if hit {
+				hits++
+			}
+		} else {
+			_, r, n = t.lookup(&fs[i])
+		}
 		probes += n
 		v := Pass
 		if r >= 0 {
@@ -195,9 +222,13 @@ func (w *Worker) ClassifyBurst(fs []rule.Fields, lens []uint32, out []Result) {
 		out[i] = Result{v, r}
 		w.note(t, r, lens[i])
 	}
+	if useCache {
+		w.cache.end(hits, len(fs))
+	}
 	w.flush()
 	w.packets.Add(uint64(len(fs)))
 	w.probes.Add(uint64(probes))
+	w.cacheHits.Add(uint64(hits))
 }
 
 // ClassifyFrames parses and classifies a burst of Ethernet frames; each
@@ -211,10 +242,21 @@ func (w *Worker) ClassifyFrames(frames [][]byte, out []Result) {
 		w.fields = make([]rule.Fields, 1)
 	}
 	f := &w.fields[0]
-	probes := 0
+	probes, hits := 0, 0
+	useCache := w.cache.begin(t)
 	for i, b := range frames {
 		packet.Parse(b, f)
-		_, r, n := t.lookup(f)
+		var r int32
+		var n int
+		if useCache {
+			var hit bool
+			r, n, hit = w.cache.decide(t, f)
+			if hit {
+				hits++
+			}
+		} else {
+			_, r, n = t.lookup(f)
+		}
 		probes += n
 		v := Pass
 		if r >= 0 {
@@ -223,9 +265,13 @@ func (w *Worker) ClassifyFrames(frames [][]byte, out []Result) {
 		out[i] = Result{v, r}
 		w.note(t, r, uint32(len(b)))
 	}
+	if useCache {
+		w.cache.end(hits, len(frames))
+	}
 	w.flush()
 	w.packets.Add(uint64(len(frames)))
 	w.probes.Add(uint64(probes))
+	w.cacheHits.Add(uint64(hits))
 }
 
 // RuleCount is one rule's counters in a Snapshot.
@@ -243,6 +289,7 @@ type Snapshot struct {
 	PassBytes    uint64
 	Packets      uint64 // packets classified
 	TablesProbed uint64 // hash tables probed, summed over packets
+	CacheHits    uint64 // packets decided from a worker's flow cache
 }
 
 // Snapshot sums the counters of every worker, open or closed, for the rules
@@ -252,7 +299,7 @@ func (c *Classifier) Snapshot() Snapshot {
 	defer c.mu.Unlock()
 	t := c.cur.Load()
 	s := Snapshot{Rules: make([]RuleCount, len(t.set.Rules)), PassPackets: c.retPass.packets, PassBytes: c.retPass.bytes,
-		Packets: c.retStat[0], TablesProbed: c.retStat[1]}
+		Packets: c.retStat[0], TablesProbed: c.retStat[1], CacheHits: c.retStat[2]}
 	for i := range t.set.Rules {
 		rc := &s.Rules[i]
 		rc.ID, rc.Verdict = t.set.Rules[i].ID, t.verdict[i]
@@ -272,6 +319,7 @@ func (c *Classifier) Snapshot() Snapshot {
 		s.PassBytes += w.pass.bytes.Load()
 		s.Packets += w.packets.Load()
 		s.TablesProbed += w.probes.Load()
+		s.CacheHits += w.cacheHits.Load()
 	}
 	return s
 }

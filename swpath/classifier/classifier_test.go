@@ -132,7 +132,10 @@ func TestEdgeRules(t *testing.T) {
 
 func TestRangePrefixes(t *testing.T) {
 	for _, r := range []rule.Range{{Lo: 0, Hi: 65535}, {Lo: 0, Hi: 0}, {Lo: 65535, Hi: 65535}, {Lo: 1, Hi: 65534}, {Lo: 1024, Hi: 65535}, {Lo: 1000, Hi: 2000}, {Lo: 53, Hi: 53}} {
-		ps := rangePrefixes(rule.Ranges{r}, 1000)
+		ps, ok := rangePrefixes(rule.Ranges{r}, 1000)
+		if !ok {
+			t.Fatalf("%v: too many prefixes", r)
+		}
 		covered := 0
 		for v := uint32(0); v <= 65535; v++ {
 			in := false
@@ -394,4 +397,51 @@ func FuzzClassify(f *testing.F) {
 			t.Fatalf("matching %v, reference %v", got, ref)
 		}
 	})
+}
+
+// TestWorkerCache checks the flow cache against the reference on traffic
+// with few flows whose packets differ in length, DSCP-free fields and so on,
+// and that it is bypassed on traffic where every packet is new.
+func TestWorkerCache(t *testing.T) {
+	for seed := uint64(41); seed < 46; seed++ {
+		set := traffic.RandomRules(seed, 100)
+		c, err := New(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := c.NewWorker()
+		frames := traffic.NewGenerator(traffic.Config{Seed: seed, Rules: set, RuleFraction: 0.8, Odd: true, Flows: 40, Sizes: traffic.Sizes{Min: 64, Max: 1518}}).Frames(4096)
+		fs := parseAll(frames)
+		lens := make([]uint32, len(fs))
+		out := make([]Result, 64)
+		for i := 0; i < len(fs); i += 64 {
+			w.ClassifyBurst(fs[i:i+64], lens[i:i+64], out)
+			for j := range out {
+				if want := set.Decide(&fs[i+j]); out[j].Rule != int32(want) {
+					t.Fatalf("seed %d packet %d %+v: cached worker says %d, reference %d", seed, i+j, fs[i+j], out[j].Rule, want)
+				}
+			}
+		}
+		s := c.Snapshot()
+		if s.CacheHits < uint64(len(fs))/2 {
+			t.Errorf("seed %d: %d cache hits of %d packets from 40 flows", seed, s.CacheHits, len(fs))
+		}
+		// Every packet new: the cache must turn itself off.
+		fresh := parseAll(traffic.NewGenerator(traffic.Config{Seed: seed + 100, Rules: set, RuleFraction: 0.8}).Frames(64 * 100))
+		for i := 0; i < len(fresh); i += 64 {
+			w.ClassifyBurst(fresh[i:i+64], lens[:64], out)
+			for j := range out {
+				if want := set.Decide(&fresh[i+j]); out[j].Rule != int32(want) {
+					t.Fatalf("seed %d fresh packet %d: %d, reference %d", seed, i+j, out[j].Rule, want)
+				}
+			}
+		}
+		if hits := c.Snapshot().CacheHits - s.CacheHits; hits > uint64(len(fresh))/8 {
+			t.Errorf("seed %d: %d cache hits on %d new packets", seed, hits, len(fresh))
+		}
+		if w.cache.bypass == 0 && w.cache.lookups > s.Packets+64*4 {
+			t.Errorf("seed %d: cache not bypassed on high-cardinality traffic (lookups %d)", seed, w.cache.lookups)
+		}
+		w.Close()
+	}
 }

@@ -24,6 +24,9 @@ const (
 	// maxPortPrefixes is the most prefixes a port field is expanded into;
 	// beyond it the field is a range check after the hash hit.
 	maxPortPrefixes = 6
+	// maxExactPorts: a port field covering at most this many values is
+	// expanded into exact ports (all entries then share one mask).
+	maxExactPorts = 16
 	// maxProtoExpand is the most protocols expanded into entries.
 	maxProtoExpand = 4
 	// maxEntriesPerRule bounds the cross product of expansions.
@@ -45,16 +48,12 @@ func keyOf(f *rule.Fields) key {
 		uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)}
 }
 
-func (k *key) eq(o *key) bool {
-	return k.srcHi == o.srcHi && k.dstHi == o.dstHi && k.misc == o.misc && k.srcLo == o.srcLo && k.dstLo == o.dstLo
-}
-
-// hashKey returns the top 64-shift bits of a hash of k.
-func hashKey(k *key, shift uint8) uint64 {
-	h := (k.srcHi^k.dstLo)*0x9E3779B97F4A7C15 ^ (k.dstHi^k.srcLo)*0xC2B2AE3D27D4EB4F ^ k.misc*0xFF51AFD7ED558CCD
+// hash5 hashes a key given as its five words (values, so that the lookup
+// keeps them in registers); callers take the top bits.
+func hash5(srcHi, srcLo, dstHi, dstLo, misc uint64) uint64 {
+	h := (srcHi^dstLo)*0x9E3779B97F4A7C15 ^ (dstHi^srcLo)*0xC2B2AE3D27D4EB4F ^ misc*0xFF51AFD7ED558CCD
 	h ^= h >> 32
-	h *= 0xBF58476D1CE4E5B9
-	return h >> shift
+	return h * 0xBF58476D1CE4E5B9
 }
 
 // tuple is the shape of a mask: which fields it keys and how many bits.
@@ -127,23 +126,27 @@ const (
 	chkFrag
 	chkDSCP
 	chkRes // the residual ranges
-	// chkKey: the entry's own mask is finer than its table's, so its key
-	// must be compared after the bucket matched.
-	chkKey
+	// chkKeyAddr, chkKeyMisc: the entry's own mask is finer than its
+	// table's in the address words or in the misc word (family, protocol,
+	// ports), so that part of its key is compared after the bucket matched.
+	chkKeyAddr
+	chkKeyMisc
 )
 
-// entry is one expansion of a rule: its own value and mask, its rank, and the
-// checks the key does not cover.
+// entry is one expansion of a rule: its rank, the checks its bucket does
+// not cover, and its own value and mask. The fields read on every bucket
+// scan come first, in the entry's first cache line.
 type entry struct {
-	val, mask key
-	rank      uint64 // priority<<32 | rule index
-	dscp      uint64
-	rule      int32
-	res       int32 // index into Table.res when flags&chkRes
-	flags     uint16
-	tcpVal    uint8
-	tcpMask   uint8
-	frag      rule.Frag
+	rank    uint64 // priority<<32 | rule index
+	rule    int32
+	res     int32 // index into Table.res when flags&chkRes
+	flags   uint16
+	tcpVal  uint8
+	tcpMask uint8
+	frag    rule.Frag
+	dscp    uint64
+	val     key
+	mask    key
 }
 
 // residual holds the range conditions of a rule that are not in its key.
@@ -177,14 +180,15 @@ func (r *residual) holds(f *rule.Fields) bool {
 	return true
 }
 
-// slot is one bucket of a hash table: where its entries sit, contiguously
-// and in decision order, in Table.entries. n == 0 marks an empty slot. The
-// bucket's key is in hashTable.keys at the same index.
+// slot is one bucket of a hash table: its key, and where its entries sit,
+// contiguously and in decision order, in Table.entries. n == 0 marks an empty
+// slot. Key and position share the slot so that a probe reads one line.
 type slot struct {
-	first, n uint32
+	srcHi, srcLo, dstHi, dstLo, misc uint64
+	first, n                         uint32
 }
 
-// bloomBits is the number of filter bits per slot (a power of two).
+// bloomShift: the filter has 1<<bloomShift bits per slot.
 const bloomShift = 3
 
 // hashTable is one mask's hash table with linear probing. A one-hash Bloom
@@ -193,11 +197,10 @@ const bloomShift = 3
 type hashTable struct {
 	mask  key
 	best  uint64 // rank of the best entry
-	shift uint8  // 64 - log2(len(bloom) * 64): the hash's top bits index the filter
+	shift uint8  // 64 - log2(filter bits): the hash's top bits index the filter
 	bits  uint64 // len(slots)-1
 	bloom []uint64
 	slots []slot
-	keys  []key
 	shape tuple
 }
 
@@ -212,6 +215,9 @@ type Table struct {
 	slot   []uint32
 	nslots int
 	build  time.Duration
+	used   used // fields any rule looks at
+	// cacheW0, cacheW1 mask the flow-cache key to the used fields.
+	cacheW0, cacheW1 uint64
 }
 
 // Set returns the rule set the table was compiled from. It must not be
@@ -239,10 +245,22 @@ type portPrefix struct {
 	len uint8
 }
 
-// rangePrefixes appends the prefixes that exactly cover rs, stopping after
-// limit+1 so a caller can tell that there are too many.
-func rangePrefixes(rs rule.Ranges, limit int) []portPrefix {
-	var out []portPrefix
+// rangePrefixes returns prefixes that exactly cover rs: exact ports when rs
+// holds at most maxExactPorts values, else the fewest prefixes per range,
+// or ok == false when that takes more than limit prefixes.
+func rangePrefixes(rs rule.Ranges, limit int) (out []portPrefix, ok bool) {
+	total := 0
+	for _, r := range rs {
+		total += int(r.Hi-r.Lo) + 1
+	}
+	if total <= maxExactPorts {
+		for _, r := range rs {
+			for v := r.Lo; v <= r.Hi; v++ {
+				out = append(out, portPrefix{uint16(v), 16})
+			}
+		}
+		return out, true
+	}
 	for _, r := range rs {
 		lo, hi := r.Lo, r.Hi
 		for lo <= hi {
@@ -256,7 +274,7 @@ func rangePrefixes(rs rule.Ranges, limit int) []portPrefix {
 			}
 			out = append(out, portPrefix{uint16(lo), uint8(16 - bits.TrailingZeros32(size))})
 			if len(out) > limit {
-				return out
+				return nil, false
 			}
 			lo += size
 			if lo == 0 || lo > 0xffff {
@@ -264,7 +282,7 @@ func rangePrefixes(rs rule.Ranges, limit int) []portPrefix {
 			}
 		}
 	}
-	return out
+	return out, true
 }
 
 type protoKey struct {
@@ -337,7 +355,7 @@ func (t *Table) expand(i int, r *rule.Rule) []entry {
 	}
 	sps := []portPrefix{{}}
 	if m.SrcPort != nil {
-		if p := rangePrefixes(m.SrcPort, maxPortPrefixes); len(p) <= maxPortPrefixes {
+		if p, ok := rangePrefixes(m.SrcPort, maxPortPrefixes); ok {
 			sps = p
 		} else {
 			res.srcPort, hasRes = m.SrcPort, true
@@ -345,7 +363,7 @@ func (t *Table) expand(i int, r *rule.Rule) []entry {
 	}
 	dps := []portPrefix{{}}
 	if m.DstPort != nil {
-		if p := rangePrefixes(m.DstPort, maxPortPrefixes); len(p) <= maxPortPrefixes {
+		if p, ok := rangePrefixes(m.DstPort, maxPortPrefixes); ok {
 			dps = p
 		} else {
 			res.dstPort, hasRes = m.DstPort, true
@@ -421,6 +439,7 @@ func Compile(set *rule.Set) (*Table, error) {
 			t.verdict[i] = Accept
 		}
 		all = append(all, t.expand(i, r)...)
+		t.used.add(&r.Match)
 	}
 	slices.SortStableFunc(all, func(a, b entry) int {
 		switch {
@@ -461,8 +480,11 @@ func Compile(set *rule.Set) (*Table, error) {
 			dest = &buildTable{shape: rs, mask: rs.mask(), buckets: map[key][]int{}}
 			bts = append(bts, dest)
 		}
-		if dest.shape != sh {
-			e.flags |= chkKey
+		if dest.mask.misc != e.mask.misc {
+			e.flags |= chkKeyMisc
+		}
+		if dest.mask.srcHi != e.mask.srcHi || dest.mask.srcLo != e.mask.srcLo || dest.mask.dstHi != e.mask.dstHi || dest.mask.dstLo != e.mask.dstLo {
+			e.flags |= chkKeyAddr
 		}
 		k := e.val.and(dest.mask)
 		if _, ok := dest.buckets[k]; !ok {
@@ -475,25 +497,25 @@ func Compile(set *rule.Set) (*Table, error) {
 		for n < 2*len(bt.order) {
 			n <<= 1
 		}
-		ht := hashTable{mask: bt.mask, shape: bt.shape, best: ^uint64(0), slots: make([]slot, n), keys: make([]key, n),
+		ht := hashTable{mask: bt.mask, shape: bt.shape, best: ^uint64(0), slots: make([]slot, n),
 			bits: uint64(n - 1), bloom: make([]uint64, n<<bloomShift/64),
 			shift: uint8(64 - bits.TrailingZeros(uint(n<<bloomShift)))}
 		for _, k := range bt.order {
 			idx := bt.buckets[k]
-			s := slot{first: uint32(len(t.entries)), n: uint32(len(idx))}
+			s := slot{k.srcHi, k.srcLo, k.dstHi, k.dstLo, k.misc, uint32(len(t.entries)), uint32(len(idx))}
 			for _, ei := range idx {
 				t.entries = append(t.entries, all[ei])
 				if all[ei].rank < ht.best {
 					ht.best = all[ei].rank
 				}
 			}
-			b := hashKey(&k, ht.shift)
+			b := hash5(k.srcHi, k.srcLo, k.dstHi, k.dstLo, k.misc) >> ht.shift
 			ht.bloom[b/64] |= 1 << (b % 64)
 			h := b >> bloomShift
 			for ht.slots[h].n != 0 {
 				h = (h + 1) & ht.bits
 			}
-			ht.slots[h], ht.keys[h] = s, k
+			ht.slots[h] = s
 		}
 		t.tables = append(t.tables, ht)
 	}
@@ -508,6 +530,7 @@ func Compile(set *rule.Set) (*Table, error) {
 		}
 		return 0
 	})
+	t.cacheW0, t.cacheW1 = t.used.cacheMasks()
 	t.build = time.Since(start)
 	return t, nil
 }

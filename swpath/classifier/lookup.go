@@ -30,14 +30,15 @@ func (v Verdict) String() string {
 
 const noRank = ^uint64(0)
 
-// holds reports whether the entry's own key and every other condition of
-// its rule hold for f, whose key is k.
-func (t *Table) holds(e *entry, k *key, f *rule.Fields) bool {
-	if e.flags == 0 {
-		return true
+// holds reports whether the conditions of e that its bucket did not check
+// hold for f.
+func (t *Table) holds(e *entry, f *rule.Fields, misc uint64) bool {
+	if e.flags&chkKeyMisc != 0 && misc&e.mask.misc != e.val.misc {
+		return false
 	}
-	if e.flags&chkKey != 0 {
-		if m := k.and(e.mask); !m.eq(&e.val) {
+	if e.flags&chkKeyAddr != 0 {
+		if f.Src.Hi&e.mask.srcHi != e.val.srcHi || f.Dst.Hi&e.mask.dstHi != e.val.dstHi ||
+			f.Src.Lo&e.mask.srcLo != e.val.srcLo || f.Dst.Lo&e.mask.dstLo != e.val.dstLo {
 			return false
 		}
 	}
@@ -63,44 +64,49 @@ func (t *Table) holds(e *entry, k *key, f *rule.Fields) bool {
 }
 
 // lookup returns the rank and rule of the deciding entry (noRank, -1 when
-// none) and how many hash tables it probed.
+// none) and how many hash tables it probed. The key stays in five locals so
+// that the compiler keeps it in registers.
 func (t *Table) lookup(f *rule.Fields) (uint64, int32, int) {
 	if f.Family == 0 {
 		return noRank, -1, 0
 	}
-	k := keyOf(f)
+	s0, s1, d0, d1 := f.Src.Hi, f.Src.Lo, f.Dst.Hi, f.Dst.Lo
+	misc := uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
 	best, bestRule := noRank, int32(-1)
 	probes := 0
+	entries := t.entries
 	for ti := range t.tables {
 		ht := &t.tables[ti]
 		if ht.best >= best {
 			break // tables are in best-rank order: none left can win
 		}
 		probes++
-		mk := k.and(ht.mask)
-		b := hashKey(&mk, ht.shift)
+		m0, m1, m2, m3, m4 := s0&ht.mask.srcHi, s1&ht.mask.srcLo, d0&ht.mask.dstHi, d1&ht.mask.dstLo, misc&ht.mask.misc
+		b := hash5(m0, m1, m2, m3, m4) >> ht.shift
 		if ht.bloom[b/64]&(1<<(b%64)) == 0 {
 			continue
 		}
+		slots := ht.slots
 		for h := b >> bloomShift; ; h = (h + 1) & ht.bits {
-			s := &ht.slots[h]
+			s := &slots[h]
 			if s.n == 0 {
 				break
 			}
-			if ht.keys[h].eq(&mk) {
-				es := t.entries[s.first : s.first+s.n]
-				for i := range es {
-					e := &es[i]
-					if e.rank >= best {
-						break
-					}
-					if t.holds(e, &k, f) {
-						best, bestRule = e.rank, e.rule
-						break
-					}
-				}
-				break
+			if s.srcHi != m0 || s.dstHi != m2 || s.misc != m4 || s.srcLo != m1 || s.dstLo != m3 {
+				continue
 			}
+			es := entries[s.first : s.first+s.n]
+			for i := range es {
+				e := &es[i]
+				if e.rank >= best {
+					break
+				}
+				if e.flags == 0 || (e.flags == needPorts && f.HasPorts()) || (e.flags != needPorts && t.holds(e, f, misc)) {
+					best, bestRule = e.rank, e.rule
+					break
+				}
+			}
+			break
 		}
 	}
 	return best, bestRule, probes
@@ -154,7 +160,7 @@ func (t *Table) AppendMatching(dst []int32, f *rule.Fields) []int32 {
 	for ti := range t.tables {
 		ht := &t.tables[ti]
 		mk := k.and(ht.mask)
-		b := hashKey(&mk, ht.shift)
+		b := hash5(mk.srcHi, mk.srcLo, mk.dstHi, mk.dstLo, mk.misc) >> ht.shift
 		if ht.bloom[b/64]&(1<<(b%64)) == 0 {
 			continue
 		}
@@ -163,23 +169,24 @@ func (t *Table) AppendMatching(dst []int32, f *rule.Fields) []int32 {
 			if s.n == 0 {
 				break
 			}
-			if ht.keys[h].eq(&mk) {
-				es := t.entries[s.first : s.first+s.n]
-			next:
-				for i := range es {
-					e := &es[i]
-					if !t.holds(e, &k, f) {
-						continue
-					}
-					for _, r := range dst[start:] {
-						if r == e.rule {
-							continue next
-						}
-					}
-					dst = append(dst, e.rule)
-				}
-				break
+			if (key{s.srcHi, s.srcLo, s.dstHi, s.dstLo, s.misc}) != mk {
+				continue
 			}
+			es := t.entries[s.first : s.first+s.n]
+		next:
+			for i := range es {
+				e := &es[i]
+				if !t.holds(e, f, k.misc) {
+					continue
+				}
+				for _, r := range dst[start:] {
+					if r == e.rule {
+						continue next
+					}
+				}
+				dst = append(dst, e.rule)
+			}
+			break
 		}
 	}
 	return dst

@@ -12,7 +12,7 @@ func (t *Table) memBytes() int {
 	n := len(t.entries)*int(unsafe.Sizeof(entry{})) + len(t.res)*int(unsafe.Sizeof(residual{}))
 	for i := range t.tables {
 		ht := &t.tables[i]
-		n += len(ht.slots)*int(unsafe.Sizeof(slot{})) + len(ht.keys)*int(unsafe.Sizeof(key{})) + 8*len(ht.bloom)
+		n += len(ht.slots)*int(unsafe.Sizeof(slot{})) + 8*len(ht.bloom)
 	}
 	for i := range t.res {
 		r := &t.res[i]

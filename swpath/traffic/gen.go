@@ -60,7 +60,8 @@ type Config struct {
 	// length condition steers are set by that condition instead).
 	Sizes Sizes
 	// Flows, when > 0, makes every frame one of Flows fixed frame
-	// descriptions (low cardinality); 0 makes every frame new.
+	// descriptions (low cardinality), half of them with a new size from
+	// Sizes; 0 makes every frame new.
 	Flows int
 }
 
@@ -88,8 +89,10 @@ func NewGenerator(cfg Config) *Generator {
 func (g *Generator) NextFrame() Frame {
 	if len(g.flows) > 0 {
 		fr := g.flows[g.r.IntN(len(g.flows))]
-		if fr.Family != 0 && fr.Size == 0 {
-			fr.Size = g.cfg.Sizes.pick(g.r)
+		if g.r.IntN(2) == 0 {
+			// Packets of a flow vary in size; half keep the flow's first
+			// size (which a rule's length condition may have steered).
+			fr.Size = g.cfg.Sizes.pick(g.r) + 4*len(fr.Tags)
 		}
 		return fr
 	}

@@ -1,0 +1,145 @@
+package classifier
+
+import "github.com/scrubd/scrubd/swpath/rule"
+
+// A Worker keeps a small direct-mapped cache of recent decisions (the idea
+// of OVS's exact-match cache and of VPP's warm buckets): a packet whose
+// fields equal a cached packet's, in every field some rule of the set looks
+// at, gets the cached decision without a tuple lookup. The cache belongs to
+// one worker and one Table: a Swap empties it before the next burst, so a
+// cached decision is always the current set's. When the traffic has too many
+// flows for the cache to hit (a high-cardinality flood), the worker bypasses
+// it for a while, so misses do not cost twice.
+
+const (
+	cacheSets = 2048 // power of two; two entries (ways) each
+	// minCacheTables: tables with fewer hash tables than this decide
+	// faster than a cache miss costs, so they do not use the cache.
+	minCacheTables = 3
+	// A burst of at least cacheMinBurst packets hitting less than
+	// 1/cacheMinHitFrac of the time turns the cache off for cacheBypass
+	// bursts.
+	cacheMinBurst   = 32
+	cacheMinHitFrac = 8
+	cacheBypass     = 64
+)
+
+// used says which packet fields any rule of a Table looks at.
+type used struct {
+	ports, tcpFlags, icmp, frag, length, dscp bool
+}
+
+func (u *used) add(m *rule.Match) {
+	u.ports = u.ports || m.SrcPort != nil || m.DstPort != nil || m.Port != nil
+	u.tcpFlags = u.tcpFlags || m.HasTCPFlags
+	u.icmp = u.icmp || m.ICMPType != nil || m.ICMPCode != nil
+	u.frag = u.frag || m.Fragment != 0
+	u.length = u.length || m.Length != nil
+	u.dscp = u.dscp || m.DSCP != 0
+}
+
+type cacheKey [6]uint64
+
+// cacheMasks returns the masks of the first two cache-key words that keep
+// only the fields some rule looks at.
+func (u *used) cacheMasks() (w0, w1 uint64) {
+	w0 = 0xff | 0xff<<8 | 1<<16 // family, protocol, L4 present
+	if u.frag {
+		w0 |= 0xff << 24
+	}
+	if u.dscp {
+		w0 |= 0xff << 32
+	}
+	if u.tcpFlags {
+		w0 |= 0xff << 40
+	}
+	if u.icmp {
+		w0 |= 0xffff << 48
+	}
+	if u.ports {
+		w1 |= 0xffffffff
+	}
+	if u.length {
+		w1 |= 0xffffffff << 32
+	}
+	return w0, w1
+}
+
+// cacheKeyOf packs f; fields no rule reads are masked to zero, so packets
+// differing only there share an entry.
+func (t *Table) cacheKeyOf(f *rule.Fields) cacheKey {
+	l4 := uint64(0)
+	if f.L4 {
+		l4 = 1
+	}
+	w0 := uint64(f.Family) | uint64(f.Proto)<<8 | l4<<16 | uint64(f.Frag)<<24 | uint64(f.DSCP)<<32 |
+		uint64(f.TCPFlags)<<40 | uint64(f.ICMPType)<<48 | uint64(f.ICMPCode)<<56
+	w1 := uint64(f.SrcPort) | uint64(f.DstPort)<<16 | uint64(f.Length)<<32
+	return cacheKey{w0 & t.cacheW0, w1 & t.cacheW1, f.Src.Hi, f.Src.Lo, f.Dst.Hi, f.Dst.Lo}
+}
+
+func (a *cacheKey) eq(b *cacheKey) bool {
+	return a[0] == b[0] && a[2] == b[2] && a[4] == b[4] && a[1] == b[1] && a[3] == b[3] && a[5] == b[5]
+}
+
+type cacheEntry struct {
+	k     cacheKey
+	rule  int32
+	valid bool
+}
+
+type flowCache struct {
+	tab     *Table
+	e       [][2]cacheEntry // by set; way 0 is the most recent
+	bypass  int             // bursts left with the cache off
+	hits    uint64
+	lookups uint64
+}
+
+// begin readies the cache for a burst against t and reports whether to use
+// it.
+func (c *flowCache) begin(t *Table) bool {
+	if len(t.tables) < minCacheTables {
+		return false
+	}
+	if c.e == nil {
+		c.e = make([][2]cacheEntry, cacheSets)
+	}
+	if c.tab != t {
+		clear(c.e)
+		c.tab = t
+	}
+	if c.bypass > 0 {
+		c.bypass--
+		return false
+	}
+	return true
+}
+
+// end records a burst's hit rate.
+func (c *flowCache) end(hits, n int) {
+	c.hits += uint64(hits)
+	c.lookups += uint64(n)
+	if n >= cacheMinBurst && hits*cacheMinHitFrac < n {
+		c.bypass = cacheBypass
+	}
+}
+
+// decide returns the deciding rule of f and the tables probed, through the
+// cache.
+func (c *flowCache) decide(t *Table, f *rule.Fields) (r int32, probes int, hit bool) {
+	k := t.cacheKeyOf(f)
+	h := hash5(k[0]^k[1]*0x2545F4914F6CDD1D, k[2], k[3], k[4], k[5]) >> (64 - 11) // 11 = log2(cacheSets)
+	set := &c.e[h]
+	if set[0].valid && set[0].k.eq(&k) {
+		return set[0].rule, 0, true
+	}
+	if set[1].valid && set[1].k.eq(&k) {
+		set[0], set[1] = set[1], set[0]
+		return set[0].rule, 0, true
+	}
+	_, r, probes = t.lookup(f)
+	set[1] = set[0]
+	set[0] = cacheEntry{k, r, true}
+	return r, probes, false
+}
