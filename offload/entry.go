@@ -1,10 +1,13 @@
 package offload
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/scrubd/scrubd/swpath/rule"
@@ -257,14 +260,66 @@ func (c Cookie) RuleHash() [6]byte { return [6]byte(c[2:8]) }
 
 func (c Cookie) String() string { return hex.EncodeToString(c[:]) }
 
-// RuleHash is the stable hash of a rule's identity: its id and match.
+// RuleHash is the stable hash of a rule's identity: its id and match, in a
+// canonical binary form of this package's own (protocol lists sorted and
+// deduplicated, range lists sorted and merged), so the same rule written
+// differently, or printed differently by a later version, keeps its cookies.
 func RuleHash(id string, m *rule.Match) [6]byte {
-	h := sha256.New()
-	h.Write([]byte("scrubd-rule\x00"))
-	h.Write([]byte(id))
-	h.Write([]byte{0})
-	h.Write([]byte(m.String()))
-	return [6]byte(h.Sum(nil)[:6])
+	b := []byte("scrubd-rule\x00")
+	b = append(b, id...)
+	b = append(b, 0)
+	for _, p := range []netip.Prefix{m.Src, m.Dst} {
+		if !p.IsValid() {
+			b = append(b, 0)
+			continue
+		}
+		a := p.Masked().Addr().AsSlice()
+		b = append(b, byte(len(a)))
+		b = append(b, a...)
+		b = append(b, byte(p.Bits()))
+	}
+	if m.Proto == nil {
+		b = append(b, 0)
+	} else {
+		ps := slices.Compact(slices.Sorted(slices.Values(m.Proto)))
+		b = append(b, 1, byte(len(ps)))
+		b = append(b, ps...)
+	}
+	for _, rs := range []rule.Ranges{m.SrcPort, m.DstPort, m.Port, m.ICMPType, m.ICMPCode, m.Length} {
+		b = appendRanges(b, rs)
+	}
+	b = append(b, boolByte(m.HasTCPFlags), m.TCPFlags.Value, m.TCPFlags.Mask, byte(m.Fragment))
+	b = binary.BigEndian.AppendUint64(b, m.DSCP)
+	sum := sha256.Sum256(b)
+	return [6]byte(sum[:6])
+}
+
+// appendRanges appends a canonical form of rs: absent, or sorted merged
+// ranges.
+func appendRanges(b []byte, rs rule.Ranges) []byte {
+	if rs == nil {
+		return append(b, 0)
+	}
+	c := slices.Clone(rs)
+	slices.SortFunc(c, func(x, y rule.Range) int { return cmp.Compare(x.Lo, y.Lo) })
+	var out rule.Ranges
+	for _, r := range c {
+		if r.Lo > r.Hi {
+			continue
+		}
+		if n := len(out); n > 0 && uint64(r.Lo) <= uint64(out[n-1].Hi)+1 {
+			out[n-1].Hi = max(out[n-1].Hi, r.Hi)
+			continue
+		}
+		out = append(out, r)
+	}
+	b = append(b, 1)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(out)))
+	for _, r := range out {
+		b = binary.BigEndian.AppendUint32(b, r.Lo)
+		b = binary.BigEndian.AppendUint32(b, r.Hi)
+	}
+	return b
 }
 
 // Entry is one hardware table entry: a drop filter in (Chain, Prio) with a

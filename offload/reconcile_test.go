@@ -195,3 +195,23 @@ func TestCapacityOf(t *testing.T) {
 		t.Fatalf("%+v", cp)
 	}
 }
+
+// TestReconcileAfterFlush: OVS restarting deletes the ingress qdisc and with
+// it every filter; the next reconcile puts all wanted entries back.
+func TestReconcileAfterFlush(t *testing.T) {
+	ctx := context.Background()
+	caps := offload.MLX5(4096)
+	nic := sim.New(sim.Config{Caps: caps, Clock: sim.NewFakeClock(time.Unix(0, 0))})
+	want := entriesOf(t, cfg(caps), dropRule("a", "203.0.113.0/24", 53), dropRule("b", "2001:db8::/32", 19))
+	if _, err := offload.Reconcile(ctx, nic, owner, want); err != nil {
+		t.Fatal(err)
+	}
+	nic.Flush()
+	rep, err := offload.Reconcile(ctx, nic, owner, want)
+	if err != nil || rep.Added != len(want) || rep.Kept != 0 {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	if c := nic.Capacity(); c.Entries != len(want) {
+		t.Fatalf("%+v", c)
+	}
+}

@@ -184,3 +184,29 @@ func TestStatsHardwareOrSoftware(t *testing.T) {
 		}
 	}
 }
+
+func TestProtocolAllSharesOnePriority(t *testing.T) {
+	k := &fakeKernel{}
+	b := New(Config{Client: k, Ifindex: 7, Caps: swCaps(), Flags: tcflower.SkipHW, ProtocolAll: true})
+	rs := []rule.Rule{dropRule("a", "203.0.113.0/24", 53), dropRule("x", "2001:db8::/32", 19)}
+	var es []offload.Entry
+	for i := range rs {
+		res := compile.Rule(&compile.Config{Caps: swCaps(), PrioV4: 3, PrioV6: 3}, &rs[i])
+		es = append(es, res.Entries...)
+	}
+	res, err := b.Install(context.Background(), es)
+	if err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("%v %+v", err, res)
+	}
+	// without ProtocolAll the second family at the same priority is refused
+	k2 := &fakeKernel{}
+	b2 := New(Config{Client: k2, Ifindex: 7, Caps: swCaps(), Flags: tcflower.SkipHW})
+	res, _ = b2.Install(context.Background(), es)
+	if res[0].Err != nil || res[1].Err == nil {
+		t.Fatalf("%+v", res)
+	}
+	d, _ := b.Dump(context.Background())
+	if len(d) != 2 || d[0].Match != es[0].Match || d[1].Match != es[1].Match {
+		t.Fatalf("dump %+v", d)
+	}
+}
