@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/scrubd/scrubd/agent/config"
+	"github.com/scrubd/scrubd/agent/dataplane"
 )
 
 // yamlKeys lists every key path of t's yaml tags ("offload.devices",
@@ -59,6 +60,21 @@ func TestConfigReferenceComplete(t *testing.T) {
 			if !known[k] {
 				t.Errorf("docs/config.md documents %s, which agent/config does not have", k)
 			}
+		}
+	}
+}
+
+// TestRunbookExplainsEveryReason: each reason the agent reports for a rule
+// not in hardware (dataplane.Kinds, exported as
+// scrubd_hw_install_failures_total{reason}) has a row in the runbook.
+func TestRunbookExplainsEveryReason(t *testing.T) {
+	doc, err := os.ReadFile("../docs/runbook.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range dataplane.Kinds() {
+		if !strings.Contains(string(doc), "| `"+k.String()+"` |") {
+			t.Errorf("docs/runbook.md has no row for hardware refusal reason %s", k)
 		}
 	}
 }
