@@ -22,6 +22,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -148,6 +149,10 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 		log.Error("state: a persisted source was refused", "err", e)
 	}
 	for src, rs := range restored {
+		if f, ok := strings.CutPrefix(src, "file:"); ok && !slices.Contains(cfg.Rules.Files, f) {
+			log.Info("state: rule file no longer configured; its rules are dropped", "file", f)
+			continue
+		}
 		if _, err := st.Replace(src, rs); err != nil {
 			log.Error("state: restoring source failed", "source", src, "err", err)
 			continue
@@ -174,6 +179,14 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	placer := placement.New(pcfg, paths.HW, paths.SW, log.With("component", "placement"), now)
 	d := &Daemon{Cfg: cfg, Store: st, Placer: placer}
 
+	// Rule files load before placement starts, so its first pass (which
+	// reconciles the hardware) sees every wanted rule.
+	if len(cfg.Rules.Files) > 0 {
+		d.Files = filewatch.New(cfg.Rules.Files, st, log.With("component", "files"), now)
+		if bad := d.Files.Check(true); bad > 0 {
+			log.Error("rule files refused at start; their rules are not in force", "files", bad)
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	// Placement: the one owner of placement state.
 	ptick, pstop := ticker(cfg.Place.Interval)
@@ -181,8 +194,7 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	g.Go(func() error { return placer.Run(gctx, st, ptick) })
 
 	// Rule files.
-	if len(cfg.Rules.Files) > 0 {
-		d.Files = filewatch.New(cfg.Rules.Files, st, log.With("component", "files"), now)
+	if d.Files != nil {
 		ftick, fstop := ticker(cfg.Rules.Poll)
 		defer fstop()
 		g.Go(func() error { return d.Files.Run(gctx, ftick) })

@@ -24,7 +24,12 @@ type State struct {
 // StateFile is the state file's name inside state_dir.
 const StateFile = "state.json"
 
-func persisted(src string) bool { return src == "api" || strings.HasPrefix(src, "bgp:") }
+// persisted: API rules (no other home), FlowSpec rules (held while sessions
+// return) and the last good content of each rule file (a file found bad at
+// start keeps the rules that were in force).
+func persisted(src string) bool {
+	return src == "api" || strings.HasPrefix(src, "bgp:") || strings.HasPrefix(src, "file:")
+}
 
 // SaveState writes the persisted sources atomically (temp file + rename).
 func SaveState(dir string, snap store.Snapshot, now time.Time) error {
