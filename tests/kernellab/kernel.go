@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Kernel is an unpacked kernel package: a vmlinuz and its module tree.
@@ -80,6 +82,20 @@ func KernelPackage(ctx context.Context) (pkg, release, version string, err error
 		}
 	}
 	return pkg, release, version, nil
+}
+
+// Lock takes an exclusive lock on the cache directory (several go test
+// runs may share it) and returns its release function.
+func (c *Config) Lock() (func(), error) {
+	f, err := os.OpenFile(filepath.Join(c.CacheDir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
 }
 
 // FetchKernel returns the unpacked kernel, downloading and unpacking it
