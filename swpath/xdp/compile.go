@@ -3,6 +3,7 @@ package xdp
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"sort"
 
 	"github.com/scrubd/scrubd/swpath/rule"
@@ -11,8 +12,11 @@ import (
 // Limits of the XDP program. The first three are compiled into bpf/scrub.c
 // (MAX_MASKS, MAX_CHAIN, NR) and must change there too.
 const (
-	// MaxMasks is how many distinct masks one packet lookup walks.
-	MaxMasks = 64
+	// MaxMasks is how many distinct masks one packet lookup walks. Prefix
+	// lengths in masks are rounded down (to 8 bits for IPv4, 16 for IPv6)
+	// and the exact prefix is checked in the entry (tuple merging), so a set
+	// needs at most a few dozen masks per protocol/port shape.
+	MaxMasks = 256
 	// MaxChain is how many entries may share one masked tuple (a list
 	// walked in rank order).
 	MaxChain = 1024
@@ -37,6 +41,7 @@ const (
 	needPorts = 1
 	needTCP   = 2
 	needICMP  = 4
+	needPfx   = 8
 )
 
 // LimitError is a rule set refused because one rule exceeds a limit of the
@@ -86,6 +91,7 @@ type entVal struct {
 	DSCP                                        uint64
 	Sport, Dport, Port, Itype, Icode            [RangesPerEntry]range16
 	Len                                         [RangesPerEntry]range32
+	SrcM, SrcV, DstM, DstV                      [16]byte
 }
 
 // ctr is struct ctr.
@@ -109,6 +115,14 @@ func addrBytes(a rule.Addr) [16]byte {
 	binary.BigEndian.PutUint64(b[:8], a.Hi)
 	binary.BigEndian.PutUint64(b[8:], a.Lo)
 	return b
+}
+
+// quantum is the prefix-length step of masks for p's family.
+func quantum(p netip.Prefix) int {
+	if p.Addr().Is4() {
+		return 8
+	}
+	return 16
 }
 
 // singles reports whether every range of rs is one value.
@@ -153,17 +167,39 @@ func expand(r *rule.Rule, slot, rank uint32) ([]proto, error) {
 	if fam := m.Family(); fam != rule.FamilyAny {
 		base.key[0], base.mask[0] = byte(fam), 0xff
 	}
-	if m.Src.IsValid() {
-		a, mk := rule.PrefixAddr(m.Src)
-		ab, mb := addrBytes(a), addrBytes(mk)
-		copy(base.key[8:24], ab[:])
-		copy(base.mask[8:24], mb[:])
+	// The key holds each prefix rounded down to a multiple of 8 (IPv4) or
+	// 16 (IPv6) bits, the entry the exact prefix: rules with nearby prefix
+	// lengths share a mask.
+	full := [16]byte{}
+	for i := range full {
+		full[i] = 0xff
 	}
-	if m.Dst.IsValid() {
-		a, mk := rule.PrefixAddr(m.Dst)
+	base.e.SrcM, base.e.DstM = full, full // checked only with needPfx
+	for _, pf := range []struct {
+		p      netip.Prefix
+		off    int
+		em, ev *[16]byte
+	}{{m.Src, 8, &base.e.SrcM, &base.e.SrcV}, {m.Dst, 24, &base.e.DstM, &base.e.DstV}} {
+		if !pf.p.IsValid() {
+			*pf.em = [16]byte{}
+			continue
+		}
+		a, mk := rule.PrefixAddr(pf.p)
 		ab, mb := addrBytes(a), addrBytes(mk)
-		copy(base.key[24:40], ab[:])
-		copy(base.mask[24:40], mb[:])
+		*pf.em, *pf.ev = mb, ab
+		q := quantum(pf.p)
+		bits := pf.p.Bits() / q * q
+		qb := addrBytes(rule.PrefixMask(bits))
+		if bits != pf.p.Bits() {
+			base.e.Need |= needPfx
+		}
+		for i := 0; i < 16; i++ {
+			base.key[pf.off+i] = ab[i] & qb[i]
+			base.mask[pf.off+i] = qb[i]
+		}
+	}
+	if base.e.Need&needPfx == 0 {
+		base.e.SrcM, base.e.DstM = [16]byte{}, [16]byte{}
 	}
 	if m.SrcPort != nil || m.DstPort != nil || m.Port != nil {
 		base.e.Need |= needPorts

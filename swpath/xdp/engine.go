@@ -57,6 +57,10 @@ type Options struct {
 	PinPath string
 	// MaxRules is the size of the per-rule counter map (DefaultMaxRules if 0).
 	MaxRules int
+	// Trace loads the program for Decide (dry runs through
+	// BPF_PROG_TEST_RUN): its return value then carries the verdict and the
+	// deciding rule. A traced Engine cannot be attached or pinned.
+	Trace bool
 }
 
 // Engine is a loaded XDP program and its maps. Its methods are safe for
@@ -77,6 +81,7 @@ type Engine struct {
 	active   uint32 // generation in force
 	set      *rule.Set
 	setSlots []uint32
+	bySlot   map[uint32]int // slot -> index in set
 	slots    map[string]uint32
 	free     []uint32 // slots free for reuse now
 	pending  []uint32 // slots freed by the last Replace, reusable after the next
@@ -114,6 +119,14 @@ func New(opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("xdp: load spec: %w", err)
 	}
 	spec.Maps["rule_stats"].MaxEntries = uint32(opts.MaxRules)
+	if opts.Trace {
+		if opts.PinPath != "" {
+			return nil, errors.New("xdp: a traced engine cannot be pinned")
+		}
+		if err := spec.Variables["trace"].Set(uint32(1)); err != nil {
+			return nil, fmt.Errorf("xdp: set trace: %w", err)
+		}
+	}
 	var copts ebpf.CollectionOptions
 	if opts.PinPath != "" {
 		if err := os.MkdirAll(opts.PinPath, 0o700); err != nil {
@@ -321,6 +334,10 @@ func (e *Engine) Replace(s *rule.Set) error {
 	e.slots = newSlots
 	e.set = s
 	e.setSlots = slots
+	e.bySlot = make(map[uint32]int, len(slots))
+	for i, sl := range slots {
+		e.bySlot[sl] = i
+	}
 	return nil
 }
 
@@ -338,7 +355,7 @@ func (e *Engine) build(t *tables) ([3]*ebpf.Map, error) {
 	specs := [3]*ebpf.MapSpec{
 		{Name: "scrub_masks", Type: ebpf.Array, KeySize: 4, ValueSize: 48, MaxEntries: MaxMasks},
 		{Name: "scrub_keys", Type: ebpf.Hash, KeySize: 40, ValueSize: 8, MaxEntries: uint32(max(len(t.keys), 1))},
-		{Name: "scrub_ents", Type: ebpf.Array, KeySize: 4, ValueSize: 144, MaxEntries: uint32(max(len(t.ents), 1)),
+		{Name: "scrub_ents", Type: ebpf.Array, KeySize: 4, ValueSize: 208, MaxEntries: uint32(max(len(t.ents), 1)),
 			Flags: unix.BPF_F_INNER_MAP},
 	}
 	for i, s := range specs {
@@ -458,6 +475,9 @@ func (e *Engine) Attach(ifindex int, allowGeneric bool) (AttachMode, error) {
 	defer e.mu.Unlock()
 	if e.link != nil {
 		return e.attached, fmt.Errorf("xdp: already attached")
+	}
+	if e.opts.Trace {
+		return "", errors.New("xdp: a traced engine cannot be attached")
 	}
 	if e.opts.PinPath != "" {
 		lp := e.linkPin()

@@ -3,6 +3,7 @@
 package xdp
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cilium/ebpf"
@@ -32,4 +33,32 @@ func (e *Engine) Run(frame []byte) (uint32, error) {
 		return 0, fmt.Errorf("xdp: test run (%d-byte frame): %w", len(frame), err)
 	}
 	return act, nil
+}
+
+// Decide runs frame through a traced Engine (Options.Trace) and returns the
+// index in the set in force of the rule that decided it, or -1 when none did,
+// and the verdict.
+func (e *Engine) Decide(frame []byte) (int, Verdict, error) {
+	if !e.opts.Trace {
+		return 0, 0, errors.New("xdp: Decide needs an Engine loaded with Options.Trace")
+	}
+	if len(frame) < minFrame {
+		return -1, NotIP, nil
+	}
+	ret, err := e.prog.Run(&ebpf.RunOptions{Data: frame, Repeat: 1})
+	if err != nil {
+		return 0, 0, fmt.Errorf("xdp: test run (%d-byte frame): %w", len(frame), err)
+	}
+	v := Verdict(ret >> 4 & 15)
+	slot1 := ret >> 8
+	if slot1 == 0 {
+		return -1, v, nil
+	}
+	e.mu.Lock()
+	i, ok := e.bySlot[slot1-1]
+	e.mu.Unlock()
+	if !ok {
+		return 0, 0, fmt.Errorf("xdp: program decided by counter slot %d, which no rule of the set holds", slot1-1)
+	}
+	return i, v, nil
 }

@@ -31,6 +31,7 @@ const (
 	scrubMapTxPort    = "tx_port"
 	scrubMapVerdicts  = "verdicts"
 	scrubProgScrub    = "scrub"
+	scrubVarTrace     = "trace"
 )
 
 // loadScrub returns the embedded CollectionSpec for scrub.
@@ -95,6 +96,7 @@ type scrubMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type scrubVariableSpecs struct {
+	Trace *ebpf.VariableSpec `ebpf:"trace"`
 }
 
 // scrubObjects contains all objects after they have been loaded into the kernel.
@@ -142,6 +144,7 @@ func (m *scrubMaps) Close() error {
 //
 // It can be passed to loadScrubObjects or ebpf.CollectionSpec.LoadAndAssign.
 type scrubVariables struct {
+	Trace *ebpf.Variable `ebpf:"trace"`
 }
 
 // scrubPrograms contains all programs after they have been loaded into the kernel.

@@ -18,7 +18,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-#define MAX_MASKS 64  /* masks walked per packet (swpath/xdp.MaxMasks) */
+#define MAX_MASKS 256 /* masks walked per packet (swpath/xdp.MaxMasks) */
 #define MAX_CHAIN 1024 /* entries sharing one masked tuple (MaxChain) */
 #define NR 4          /* ranges per field per entry (RangesPerEntry) */
 #define MAX_EXT 4     /* rule.MaxIPv6ExtHeaders */
@@ -35,6 +35,7 @@
 #define NEED_PORTS 1
 #define NEED_TCP 2
 #define NEED_ICMP 4
+#define NEED_PFX 8 /* prefixes longer than the mask's: check them here */
 
 /* Verdict counter slots (swpath/xdp.Verdict). */
 #define V_NOTIP 0
@@ -59,7 +60,7 @@ struct tuple {
 	__u8 pad;
 	__u8 src[16];
 	__u8 dst[16];
-};
+} __attribute__((aligned(8)));
 
 struct mask {
 	struct tuple m;
@@ -93,6 +94,8 @@ struct ent {
 	__u64 dscp;
 	struct range16 sport[NR], dport[NR], port[NR], itype[NR], icode[NR];
 	struct range32 len[NR];
+	/* Exact prefixes when the mask holds shorter ones (tuple merging). */
+	__u8 src_m[16], src_v[16], dst_m[16], dst_v[16];
 };
 
 struct ctr {
@@ -174,6 +177,12 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } tx_port SEC(".maps");
+
+/* trace is set only in a program loaded for dry runs (BPF_PROG_TEST_RUN):
+ * the return value then also carries the verdict and the deciding rule's
+ * counter slot + 1. It is a load-time constant, so in the normal program the
+ * verifier removes the branch. */
+volatile const __u32 trace = 0;
 
 static __always_inline __u16 be16(const __u8 *p)
 {
@@ -351,6 +360,14 @@ static __always_inline int in32(const struct range32 *r, __u8 n, __u32 v)
  * masked tuple does not already decide. */
 static __always_inline int residual(const struct ent *e, const struct pkt *p)
 {
+	if (e->need & NEED_PFX) {
+		const __u64 *a = (const __u64 *)p->t.src, *b = (const __u64 *)p->t.dst;
+		const __u64 *sm = (const __u64 *)e->src_m, *sv = (const __u64 *)e->src_v;
+		const __u64 *dm = (const __u64 *)e->dst_m, *dv = (const __u64 *)e->dst_v;
+		if ((a[0] & sm[0]) != sv[0] || (a[1] & sm[1]) != sv[1] ||
+		    (b[0] & dm[0]) != dv[0] || (b[1] & dm[1]) != dv[1])
+			return 0;
+	}
 	if ((e->need & NEED_PORTS) && !p->has_ports)
 		return 0;
 	if (e->n_sport && !in16(e->sport, e->n_sport, p->sport))
@@ -445,7 +462,7 @@ int scrub(struct xdp_md *ctx)
 	void *end = (void *)(long)ctx->data_end;
 	__u64 bytes = end - data;
 	struct pkt p = {};
-	__u32 verdict = V_NOTIP;
+	__u32 verdict = V_NOTIP, slot1 = 0;
 	int act = XDP_PASS;
 
 	if (!parse(&p, data, end))
@@ -466,6 +483,7 @@ int scrub(struct xdp_md *ctx)
 	__u32 best = w.best, best_rule = w.rule;
 	__u8 best_action = w.action;
 	if (best != RANK_NONE) {
+		slot1 = best_rule + 1;
 		count(&rule_stats, best_rule, bytes);
 		if (best_action == 0) {
 			verdict = V_DROP;
@@ -476,6 +494,8 @@ int scrub(struct xdp_md *ctx)
 	}
 out:
 	count(&verdicts, verdict, bytes);
+	if (trace)
+		return act | (verdict << 4) | (slot1 << 8);
 	if (act == XDP_PASS) {
 		__u32 mk = CFG_MODE;
 		__u32 *mode = bpf_map_lookup_elem(&cfg, &mk);
