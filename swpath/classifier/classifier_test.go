@@ -74,16 +74,16 @@ func ruleStr(set *rule.Set, i int) string {
 }
 
 func TestDifferentialRandom(t *testing.T) {
-	seeds := 40
+	seeds, pkts := 40, 2000
 	if testing.Short() {
-		seeds = 8
+		seeds, pkts = 6, 1000
 	}
 	total, matched := 0, 0
 	for seed := range uint64(seeds) {
 		n := []int{1, 3, 10, 40, 200, 800}[seed%6]
 		set := traffic.RandomRules(seed, n)
 		g := traffic.NewGenerator(traffic.Config{Seed: seed, Rules: set, RuleFraction: 0.8, Odd: true, Sizes: traffic.Sizes{Min: 64, Max: 1518}})
-		fs := parseAll(g.Frames(2000))
+		fs := parseAll(g.Frames(pkts))
 		matched += checkAgainstReference(t, fmt.Sprintf("seed %d, %d rules", seed, n), set, fs)
 		total += len(fs)
 	}
@@ -94,10 +94,14 @@ func TestDifferentialRandom(t *testing.T) {
 }
 
 func TestDifferentialClassBench(t *testing.T) {
-	for _, n := range []int{100, 3000} {
+	sizes, pkts := []int{100, 3000}, 5000
+	if testing.Short() {
+		sizes, pkts = []int{100, 1000}, 1500
+	}
+	for _, n := range sizes {
 		set := traffic.ClassBenchRules(uint64(n), n)
 		g := traffic.NewGenerator(traffic.Config{Seed: 7, Rules: set, RuleFraction: 0.9, Odd: true})
-		fs := parseAll(g.Frames(5000))
+		fs := parseAll(g.Frames(pkts))
 		m := checkAgainstReference(t, fmt.Sprintf("classbench %d", n), set, fs)
 		if m < len(fs)/5 {
 			t.Errorf("classbench %d: only %d of %d packets matched", n, m, len(fs))
