@@ -1,0 +1,121 @@
+package xdp
+
+import (
+	"errors"
+	"net/netip"
+	"strconv"
+	"testing"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+func slotsFor(s *rule.Set) []uint32 {
+	out := make([]uint32, len(s.Rules))
+	for i := range out {
+		out[i] = uint32(i)
+	}
+	return out
+}
+
+func singlePorts(from, n int) rule.Ranges {
+	var rs rule.Ranges
+	for i := 0; i < n; i++ {
+		rs = append(rs, rule.Range{Lo: uint32(from + i), Hi: uint32(from + i)})
+	}
+	return rs
+}
+
+// TestLimitsRefuse: a rule beyond each limit is refused with a LimitError
+// naming the rule and the limit, and the rule just inside is accepted.
+func TestLimitsRefuse(t *testing.T) {
+	expansion := func(nproto int) *rule.Set {
+		return &rule.Set{Rules: []rule.Rule{{ID: "wide", Match: rule.Match{
+			Proto: []uint8{6, 17, 132}[:nproto], SrcPort: singlePorts(1, 16), DstPort: singlePorts(100, 16)}}}}
+	}
+	chain := func(n int) *rule.Set {
+		s := &rule.Set{}
+		for i := 0; i < n; i++ {
+			s.Rules = append(s.Rules, rule.Rule{ID: "len" + strconv.Itoa(i),
+				Match: rule.Match{Proto: []uint8{17}, Length: rule.Ranges{{Lo: uint32(i), Hi: uint32(i)}}}})
+		}
+		return s
+	}
+	masks := func(n int) *rule.Set {
+		s := &rule.Set{}
+		for i := 0; len(s.Rules) < n; i++ {
+			src := netip.PrefixFrom(netip.MustParseAddr("2001:db8::"), 16*(i%9))
+			dst := netip.PrefixFrom(netip.MustParseAddr("2001:db8::"), 16*(i/9%9))
+			m := rule.Match{Src: src, Dst: dst}
+			if i/81%2 == 1 {
+				m.Proto = []uint8{17}
+			}
+			if i/162%2 == 1 {
+				m.DstPort = rule.Ranges{{Lo: 53, Hi: 53}}
+			}
+			s.Rules = append(s.Rules, rule.Rule{ID: "m" + strconv.Itoa(i), Match: m})
+		}
+		return s
+	}
+	for _, tt := range []struct {
+		name      string
+		ok, over  *rule.Set
+		limit, id string
+	}{
+		{"entries", expansion(1), expansion(3), "MaxEntriesPerRule", "wide"},
+		{"chain", chain(MaxChain), chain(MaxChain + 1), "MaxChain", "len" + strconv.Itoa(MaxChain)},
+		{"masks", masks(MaxMasks), masks(MaxMasks + 1), "MaxMasks", "m" + strconv.Itoa(MaxMasks)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := compile(tt.ok, slotsFor(tt.ok)); err != nil {
+				t.Fatalf("inside the limit: %v", err)
+			}
+			_, err := compile(tt.over, slotsFor(tt.over))
+			var le *LimitError
+			if !errors.As(err, &le) {
+				t.Fatalf("over the limit: got %v, want a *LimitError", err)
+			}
+			if le.Limit != tt.limit || le.RuleID != tt.id || le.Need <= le.Max {
+				t.Fatalf("got %+v, want limit %s for rule %s", le, tt.limit, tt.id)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// TestCompileShape checks the layout decisions on a small set: masks sorted
+// by best rank, lists in rank order, exact ports in the key.
+func TestCompileShape(t *testing.T) {
+	s := &rule.Set{Rules: []rule.Rule{
+		{ID: "late", Priority: 50, Match: rule.Match{Proto: []uint8{17}, DstPort: rule.Ranges{{Lo: 1, Hi: 9}}}},
+		{ID: "dns", Priority: 10, Match: rule.Match{Proto: []uint8{17}, DstPort: rule.Ranges{{Lo: 53, Hi: 53}}}},
+		{ID: "early", Priority: 1, Match: rule.Match{Proto: []uint8{17}, Length: rule.Ranges{{Lo: 0, Hi: 100}}}},
+		{ID: "net", Priority: 20, Match: rule.Match{Dst: netip.MustParsePrefix("10.1.2.0/23")}},
+	}}
+	tb, err := compile(s, slotsFor(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tb.masks) != 3 {
+		t.Fatalf("%d masks, want 3 (udp, udp+dport, ipv4 dst/16)", len(tb.masks))
+	}
+	for i := 1; i < len(tb.masks); i++ {
+		if tb.masks[i-1].BestRank > tb.masks[i].BestRank {
+			t.Fatalf("masks not sorted by best rank: %+v", tb.masks)
+		}
+	}
+	if len(tb.ents) != 4 || tb.ents[0].Rule != 2 || tb.ents[0].Rank != 0 {
+		t.Fatalf("entries %+v", tb.ents)
+	}
+	// "net" (/23) sits in a /16 mask with its exact prefix in the entry.
+	e := tb.ents[2]
+	if e.Rule != 3 || e.Need&needPfx == 0 || e.DstM[2] != 0xfe {
+		t.Fatalf("entry of net: %+v", e)
+	}
+	// "early" and "late" share the masked tuple (udp): one list, rank order.
+	var k tuple
+	k[1], k[6] = 17, 0
+	c, ok := tb.keys[k]
+	if !ok || c.N != 2 || tb.ents[c.Head].Rank != 0 || tb.ents[tb.ents[c.Head].Next].Rank != 3 {
+		t.Fatalf("udp list %+v ok=%v", c, ok)
+	}
+}
