@@ -141,6 +141,17 @@ func (c *Client) Batch(ops []Op, o BatchOptions) []Result {
 		if len(msgs) == 0 {
 			continue
 		}
+		// The kernel answers a request without NLM_F_ACK only when it
+		// fails (netlink_rcv_skb), and handles the requests of one sendmsg
+		// in order before sendmsg returns: one ACK on the last request of
+		// the window tells that all earlier ones without an error reply
+		// succeeded. Verbose requests keep their ACK, which carries the
+		// driver's warning.
+		for j := range msgs[:len(msgs)-1] {
+			if ops[idx[j]].Filter.Flags&Verbose == 0 {
+				msgs[j].Header.Flags &^= netlink.Acknowledge
+			}
+		}
 		c.exchange(ops, res, msgs, idx)
 	}
 	return res
@@ -208,7 +219,14 @@ func (c *Client) exchange(ops []Op, res []Result, msgs []netlink.Message, idx []
 	for j, m := range sent {
 		pending[m.Header.Sequence] = idx[j]
 	}
+	lastSeq := sent[len(sent)-1].Header.Sequence
 	for len(pending) > 0 {
+		if _, ok := pending[lastSeq]; !ok {
+			// The last request is answered, so every earlier one was
+			// processed; those still pending asked for no ACK and got no
+			// error reply: they succeeded.
+			return
+		}
 		replies, err := c.conn.Receive()
 		if err != nil {
 			var oe *netlink.OpError

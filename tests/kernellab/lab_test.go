@@ -48,7 +48,7 @@ for m in $(cat /modules/order); do /bin/busybox insmod /modules/$m || echo "KERN
 /bin/busybox ip link set lo up
 cd /tmp
 . /lab.env
-/guest.test -test.v -test.count=1 -test.timeout=300s -test.run=. -test.bench=. -test.benchtime=1x
+/guest.test -test.v -test.count=1 -test.timeout=300s -test.run=. -test.bench=. -test.benchtime=3x
 rc=$?
 if [ $rc -eq 0 ]; then echo "KERNELLAB PASS"; else echo "KERNELLAB FAIL rc=$rc"; fi
 /bin/busybox poweroff -f

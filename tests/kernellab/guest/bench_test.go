@@ -14,7 +14,7 @@ import (
 	"github.com/scrubd/scrubd/offload/tcflower"
 )
 
-const benchRules = 2000
+const benchRules = 1000
 
 func benchFilters(ifindex int) []tcflower.Filter {
 	out := make([]tcflower.Filter, benchRules)

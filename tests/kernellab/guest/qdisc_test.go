@@ -1,9 +1,11 @@
 package guest
 
 import (
+	"context"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/scrubd/scrubd/offload/nlerr"
 	"github.com/scrubd/scrubd/offload/tcflower"
@@ -34,7 +36,18 @@ func TestQdiscRecovery(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	mon, err := tcflower.NewMonitor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mon.Close()
 	tc(t, "qdisc", "del", "dev", "qr0", "clsact")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ev, err := mon.Next(ctx)
+	if err != nil || ev != (tcflower.QdiscEvent{Ifindex: ia, Kind: "clsact", Deleted: true}) {
+		t.Fatalf("monitor after qdisc delete: %+v, %v", ev, err)
+	}
 	kind, err := c.Qdisc(ia)
 	if err != nil || kind != "" {
 		t.Fatalf("Qdisc after delete = %q, %v", kind, err)
