@@ -3,13 +3,12 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/scrubd/scrubd/agent/config"
 )
 
 // Config is `scrubd config check FILE`.
-func Config(args []string) int { return configCmd(args, os.Stdout, os.Stderr) }
+func Config(args []string, stdout, stderr io.Writer) int { return configCmd(args, stdout, stderr) }
 
 func configCmd(args []string, stdout, stderr io.Writer) int {
 	if len(args) != 2 || args[0] != "check" {

@@ -5,14 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 
 	"github.com/scrubd/scrubd/agent/plan"
 )
 
 // Plan is `scrubd plan`.
-func Plan(args []string) int { return planCmd(args, os.Stdout, os.Stderr) }
+func Plan(args []string, stdout, stderr io.Writer) int { return planCmd(args, stdout, stderr) }
 
 func planCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)

@@ -16,7 +16,7 @@ import (
 )
 
 // Run is `scrubd run`.
-func Run(args []string) int { return runCmd(args, os.Stdout, os.Stderr) }
+func Run(args []string, stdout, stderr io.Writer) int { return runCmd(args, stdout, stderr) }
 
 func runCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
