@@ -16,7 +16,9 @@ import (
 )
 
 // Rules is `scrubd rules list|get|add|delete|replace`.
-func Rules(args []string, stdout, stderr io.Writer) int { return rulesCmd(args, os.Stdin, stdout, stderr) }
+func Rules(args []string, stdout, stderr io.Writer) int {
+	return rulesCmd(args, os.Stdin, stdout, stderr)
+}
 
 const rulesUsage = `usage: scrubd rules [--socket PATH | --addr HOST:PORT --token-file F] [--json] COMMAND
   list                 every rule with its source, placement, reason and hw/sw counters
