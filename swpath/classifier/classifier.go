@@ -85,6 +85,7 @@ type Worker struct {
 	pendPass counterVal
 	touched  []uint32
 	fields   []rule.Fields // scratch for ClassifyFrames
+	ids      []int32       // scratch for ClassifyBurst
 }
 
 // NewWorker returns a worker; Close it when done (its counts are kept).
@@ -202,17 +203,25 @@ func (w *Worker) ClassifyBurst(fs []rule.Fields, lens []uint32, out []Result) {
 	out, lens = out[:len(fs)], lens[:len(fs)]
 	probes, hits := 0, 0
 	useCache := w.cache.begin(t)
+	if !useCache {
+		// No cache: decide the burst table by table.
+		if cap(w.ids) < len(fs) {
+			w.ids = make([]int32, len(fs))
+		}
+		ids := w.ids[:len(fs)]
+		probes = t.DecideBurst(fs, ids)
+		for i, r := range ids {
+			out[i] = Result{t.Verdict(int(r)), r}
+			w.note(t, r, lens[i])
+		}
+	}
 	for i := range fs {
-		var r int32
-		var n int
-		if useCache {
-			var hit bool
-			r, n, hit = w.cache.decide(t, &fs[i])
-			if hit {
-				hits++
-			}
-		} else {
-			_, r, n = t.lookup(&fs[i])
+		if !useCache {
+			break
+		}
+		r, n, hit := w.cache.decide(t, &fs[i])
+		if hit {
+			hits++
 		}
 		probes += n
 		v := Pass

@@ -140,10 +140,79 @@ func (t *Table) Verdict(i int) Verdict {
 func (t *Table) DecideBurst(fs []rule.Fields, out []int32) int {
 	out = out[:len(fs)]
 	probes := 0
+	for len(fs) > 0 {
+		n := min(len(fs), maxChunk)
+		probes += t.decideChunk(fs[:n], out[:n])
+		fs, out = fs[n:], out[n:]
+	}
+	return probes
+}
+
+// maxChunk is how many packets decideChunk takes at once.
+const maxChunk = 256
+
+// decideChunk decides up to maxChunk packets table by table rather than
+// packet by packet: the probes of different packets into one table do not
+// depend on each other, so the processor overlaps their cache misses (the
+// vector idea of VPP's graph nodes). Each packet keeps its own best rank, so
+// priority pruning still applies per packet, and the walk over tables ends
+// when no packet can improve.
+func (t *Table) decideChunk(fs []rule.Fields, out []int32) int {
+	var best, misc [maxChunk]uint64
+	n := len(fs)
+	out = out[:n]
 	for i := range fs {
-		_, r, n := t.lookup(&fs[i])
-		out[i] = r
-		probes += n
+		f := &fs[i]
+		out[i] = -1
+		best[i] = noRank
+		if f.Family == 0 {
+			best[i] = 0 // not IP: no table may be probed
+		}
+		misc[i] = uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
+	}
+	probes := 0
+	entries := t.entries
+	for ti := range t.tables {
+		ht := &t.tables[ti]
+		active := 0
+		for i := 0; i < n; i++ {
+			if ht.best >= best[i] {
+				continue
+			}
+			active++
+			f := &fs[i]
+			m0, m1, m2, m3, m4 := f.Src.Hi&ht.mask.srcHi, f.Src.Lo&ht.mask.srcLo, f.Dst.Hi&ht.mask.dstHi, f.Dst.Lo&ht.mask.dstLo, misc[i]&ht.mask.misc
+			b := hash5(m0, m1, m2, m3, m4) >> ht.shift
+			if ht.bloom[b/64]&(1<<(b%64)) == 0 {
+				continue
+			}
+			slots := ht.slots
+			for h := b >> bloomShift; ; h = (h + 1) & ht.bits {
+				s := &slots[h]
+				if s.n == 0 {
+					break
+				}
+				if s.srcHi != m0 || s.dstHi != m2 || s.misc != m4 || s.srcLo != m1 || s.dstLo != m3 {
+					continue
+				}
+				es := entries[s.first : s.first+s.n]
+				for j := range es {
+					e := &es[j]
+					if e.rank >= best[i] {
+						break
+					}
+					if e.flags == 0 || (e.flags == needPorts && f.HasPorts()) || (e.flags != needPorts && t.holds(e, f, misc[i])) {
+						best[i], out[i] = e.rank, e.rule
+						break
+					}
+				}
+				break
+			}
+		}
+		if active == 0 {
+			break // tables are in best-rank order: no packet can improve
+		}
+		probes += active
 	}
 	return probes
 }
