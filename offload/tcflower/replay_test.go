@@ -24,7 +24,7 @@ import (
 // TestCaptureKernelReplies and the netdevsim test), one hex datagram per
 // line, as the kernel sent them to a raw socket with NETLINK_EXT_ACK on.
 
-func loadCapture(t *testing.T, name string) [][]byte {
+func loadCapture(t testing.TB, name string) [][]byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "kernel-6.1", name+".hex"))
 	if err != nil {
