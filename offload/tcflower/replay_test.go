@@ -192,6 +192,13 @@ func TestReplayKernelErrors(t *testing.T) {
 		t.Fatalf("netdevsim skip_sw replay: %#v", err)
 	}
 
+	d := capturedLab()[1]
+	d.Parent, d.Flags, d.Handle, d.Ifindex = 0, SkipHW, 2, 14
+	_, err = replayClient(t, "install-enodev").Add(d)
+	if !errors.As(err, &ne) || ne.Errno != unix.ENODEV || !nlerr.IsDeviceGone(err) {
+		t.Fatalf("deleted-device replay: %#v", err)
+	}
+
 	v := capturedLab()[3]
 	v.Parent, v.Flags = 0, Verbose
 	r := replayClient(t, "netdevsim-verbose-warning").Batch([]Op{{Kind: OpAdd, Filter: v}}, BatchOptions{})[0]

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/scrubd/scrubd/offload/nlerr"
 	"github.com/scrubd/scrubd/offload/tcflower"
 )
@@ -98,5 +100,43 @@ func TestExistingIngressQdiscKept(t *testing.T) {
 	}
 	if out := tc(t, "qdisc", "show", "dev", "iq0"); !strings.Contains(out, "qdisc ingress ffff:") {
 		t.Fatalf("ingress qdisc gone:\n%s", out)
+	}
+}
+
+// TestDeviceGone: once the device is deleted, installs fail with a typed
+// "device gone" error, while dumps and the qdisc lookup just come back empty.
+func TestDeviceGone(t *testing.T) {
+	requireGuest(t)
+	c := dial(t)
+	ia, _ := vethPair(t, "dg0", "dg1")
+	if _, err := c.EnsureQdisc(ia); err != nil {
+		t.Fatal(err)
+	}
+	f := labFilters(ia)[1]
+	if _, err := c.Add(f); err != nil {
+		t.Fatal(err)
+	}
+	tcOut := exec.Command("/bin/busybox", "ip", "link", "del", "dg0")
+	if out, err := tcOut.CombinedOutput(); err != nil {
+		t.Fatalf("ip link del: %v\n%s", err, out)
+	}
+	f.Handle = 2
+	_, err := c.Add(f)
+	t.Logf("install on a deleted device: %v", err)
+	if !nlerr.IsDeviceGone(err) {
+		t.Fatalf("install on a deleted device: %v, want IsDeviceGone", err)
+	}
+	raw, merr := f.MarshalBinary()
+	if merr != nil {
+		t.Fatal(merr)
+	}
+	capture(t, "install-enodev", rawExchange(t, unix.RTM_NEWTFILTER, unix.NLM_F_REQUEST|unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_EXCL, raw))
+	got, err := c.Dump(tcflower.DumpQuery{Ifindex: ia, AllChain: true})
+	t.Logf("dump of a deleted device: %d filters, %v", len(got), err)
+	if err != nil && !nlerr.IsDeviceGone(err) {
+		t.Fatalf("dump of a deleted device: %v", err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("dump of a deleted device returned %d filters", len(got))
 	}
 }
