@@ -131,26 +131,50 @@ const (
 	// ports), so that part of its key is compared after the bucket matched.
 	chkKeyAddr
 	chkKeyMisc
+	chkKeyLo
 )
 
-// entry is one expansion of a rule: its rank, the checks its bucket does
-// not cover, and its own value and mask. The fields read on every bucket
-// scan come first, in the entry's first cache line.
-type entry struct {
+// bentry is one expansion of a rule while the table is built: its rank,
+// the checks its key does not cover, and its own value and mask.
+type bentry struct {
 	rank    uint64 // priority<<32 | rule index
 	rule    int32
-	res     int32 // index into Table.res when flags&chkRes
+	res     int32 // index into Table.res, -1 for none
 	flags   uint16
 	tcpVal  uint8
 	tcpMask uint8
 	frag    rule.Frag
-	dscp    uint64
 	val     key
 	mask    key
 }
 
-// residual holds the range conditions of a rule that are not in its key.
+// entry is the lookup's form of a bentry, 56 bytes so that a bucket scan
+// reads one cache line per entry. The address check after a bucket hit
+// covers the high 64 bits of each address (all of IPv4) with masks made
+// from prefix lengths; IPv6 prefixes longer than 64 bits keep their low
+// halves in the rule's residual (chkKeyLo), as does DSCP.
+type entry struct {
+	rank           uint64
+	srcHi, dstHi   uint64 // the entry's own values of the high address words
+	misc, miscMask uint64 // the entry's own value and mask of the misc word
+	rule           int32
+	res            int32
+	flags          uint16
+	srcLen, dstLen uint8 // prefix lengths within the high words (0..64)
+	tcpVal         uint8
+	tcpMask        uint8
+	frag           rule.Frag
+}
+
+// hiMask returns the mask of the top n (0..64) bits of a word.
+func hiMask(n uint8) uint64 { return ^uint64(0) << (64 - uint(n)) }
+
+// residual holds the conditions of a rule that are neither in its key nor
+// in its entry: ranges (chkRes), DSCP (chkDSCP) and the low address halves
+// of long IPv6 prefixes (chkKeyLo).
 type residual struct {
+	dscp                                         uint64
+	srcLo, srcLoMask, dstLo, dstLoMask           uint64
 	proto                                        []uint8
 	srcPort, dstPort, port, itype, icode, length rule.Ranges
 }
@@ -291,9 +315,9 @@ type protoKey struct {
 }
 
 // expand turns rule i into entries and, when needed, a residual.
-func (t *Table) expand(i int, r *rule.Rule) []entry {
+func (t *Table) expand(i int, r *rule.Rule) []bentry {
 	m := &r.Match
-	base := entry{rank: uint64(r.Priority)<<32 | uint64(i), rule: int32(i), res: -1}
+	base := bentry{rank: uint64(r.Priority)<<32 | uint64(i), rule: int32(i), res: -1}
 	var bt tuple
 	fam := m.Family()
 	if fam != rule.FamilyAny {
@@ -339,7 +363,15 @@ func (t *Table) expand(i int, r *rule.Rule) []entry {
 	}
 	if m.DSCP != 0 {
 		base.flags |= chkDSCP
-		base.dscp = m.DSCP
+		res.dscp = m.DSCP
+	}
+	if m.Src.IsValid() && m.Src.Bits() > 64 {
+		_, mk := rule.PrefixAddr(m.Src)
+		res.srcLo, res.srcLoMask = base.val.srcLo&mk.Lo, mk.Lo
+	}
+	if m.Dst.IsValid() && m.Dst.Bits() > 64 {
+		_, mk := rule.PrefixAddr(m.Dst)
+		res.dstLo, res.dstLoMask = base.val.dstLo&mk.Lo, mk.Lo
 	}
 	if m.Port != nil {
 		res.port, hasRes = m.Port, true
@@ -379,10 +411,12 @@ func (t *Table) expand(i int, r *rule.Rule) []entry {
 	}
 	if hasRes {
 		base.flags |= chkRes
+	}
+	if hasRes || res.dscp != 0 || res.srcLoMask != 0 || res.dstLoMask != 0 {
 		base.res = int32(len(t.res))
 		t.res = append(t.res, res)
 	}
-	out := make([]entry, 0, len(protos)*len(sps)*len(dps))
+	out := make([]bentry, 0, len(protos)*len(sps)*len(dps))
 	for _, p := range protos {
 		for _, sp := range sps {
 			for _, dp := range dps {
@@ -404,7 +438,17 @@ func (t *Table) expand(i int, r *rule.Rule) []entry {
 	return out
 }
 
-func shapeOf(e *entry) tuple {
+// compact returns the lookup form of e.
+func (e *bentry) compact() entry {
+	return entry{
+		rank: e.rank, srcHi: e.val.srcHi, dstHi: e.val.dstHi, misc: e.val.misc, miscMask: e.mask.misc,
+		rule: e.rule, res: e.res, flags: e.flags,
+		srcLen: uint8(bits.LeadingZeros64(^e.mask.srcHi)), dstLen: uint8(bits.LeadingZeros64(^e.mask.dstHi)),
+		tcpVal: e.tcpVal, tcpMask: e.tcpMask, frag: e.frag,
+	}
+}
+
+func shapeOf(e *bentry) tuple {
 	return tuple{
 		fam:   e.mask.misc>>40&0xff != 0,
 		proto: e.mask.misc>>32&0xff != 0,
@@ -430,7 +474,7 @@ func Compile(set *rule.Set) (*Table, error) {
 		return nil, fmt.Errorf("classifier: %d rules: too many", len(set.Rules))
 	}
 	t := &Table{set: set, verdict: make([]Verdict, len(set.Rules)), slot: make([]uint32, len(set.Rules)), nslots: len(set.Rules)}
-	var all []entry
+	var all []bentry
 	for i := range set.Rules {
 		r := &set.Rules[i]
 		t.slot[i] = uint32(i)
@@ -441,7 +485,7 @@ func Compile(set *rule.Set) (*Table, error) {
 		all = append(all, t.expand(i, r)...)
 		t.used.add(&r.Match)
 	}
-	slices.SortStableFunc(all, func(a, b entry) int {
+	slices.SortStableFunc(all, func(a, b bentry) int {
 		switch {
 		case a.rank < b.rank:
 			return -1
@@ -483,8 +527,11 @@ func Compile(set *rule.Set) (*Table, error) {
 		if dest.mask.misc != e.mask.misc {
 			e.flags |= chkKeyMisc
 		}
-		if dest.mask.srcHi != e.mask.srcHi || dest.mask.srcLo != e.mask.srcLo || dest.mask.dstHi != e.mask.dstHi || dest.mask.dstLo != e.mask.dstLo {
+		if dest.mask.srcHi != e.mask.srcHi || dest.mask.dstHi != e.mask.dstHi {
 			e.flags |= chkKeyAddr
+		}
+		if dest.mask.srcLo != e.mask.srcLo || dest.mask.dstLo != e.mask.dstLo {
+			e.flags |= chkKeyLo // the residual holds the low halves
 		}
 		k := e.val.and(dest.mask)
 		if _, ok := dest.buckets[k]; !ok {
@@ -504,7 +551,7 @@ func Compile(set *rule.Set) (*Table, error) {
 			idx := bt.buckets[k]
 			s := slot{k.srcHi, k.srcLo, k.dstHi, k.dstLo, k.misc, uint32(len(t.entries)), uint32(len(idx))}
 			for _, ei := range idx {
-				t.entries = append(t.entries, all[ei])
+				t.entries = append(t.entries, all[ei].compact())
 				if all[ei].rank < ht.best {
 					ht.best = all[ei].rank
 				}

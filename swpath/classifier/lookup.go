@@ -33,12 +33,15 @@ const noRank = ^uint64(0)
 // holds reports whether the conditions of e that its bucket did not check
 // hold for f.
 func (t *Table) holds(e *entry, f *rule.Fields, misc uint64) bool {
-	if e.flags&chkKeyMisc != 0 && misc&e.mask.misc != e.val.misc {
+	if e.flags&chkKeyMisc != 0 && misc&e.miscMask != e.misc {
 		return false
 	}
-	if e.flags&chkKeyAddr != 0 {
-		if f.Src.Hi&e.mask.srcHi != e.val.srcHi || f.Dst.Hi&e.mask.dstHi != e.val.dstHi ||
-			f.Src.Lo&e.mask.srcLo != e.val.srcLo || f.Dst.Lo&e.mask.dstLo != e.val.dstLo {
+	if e.flags&chkKeyAddr != 0 && (f.Src.Hi&hiMask(e.srcLen) != e.srcHi || f.Dst.Hi&hiMask(e.dstLen) != e.dstHi) {
+		return false
+	}
+	if e.flags&chkKeyLo != 0 {
+		r := &t.res[e.res]
+		if f.Src.Lo&r.srcLoMask != r.srcLo || f.Dst.Lo&r.dstLoMask != r.dstLo {
 			return false
 		}
 	}
@@ -54,7 +57,7 @@ func (t *Table) holds(e *entry, f *rule.Fields, misc uint64) bool {
 	if e.flags&chkFrag != 0 && e.frag&f.Frag == 0 {
 		return false
 	}
-	if e.flags&chkDSCP != 0 && e.dscp&(1<<(f.DSCP&63)) == 0 {
+	if e.flags&chkDSCP != 0 && t.res[e.res].dscp&(1<<(f.DSCP&63)) == 0 {
 		return false
 	}
 	if e.flags&chkRes != 0 && !t.res[e.res].holds(f) {
