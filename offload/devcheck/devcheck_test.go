@@ -3,6 +3,7 @@ package devcheck
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"testing"
@@ -145,7 +146,9 @@ func TestEthtoolRealVeth(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create a veth pair")
 	}
-	la := &vnl.Veth{LinkAttrs: vnl.LinkAttrs{Name: "dcv0"}, PeerName: "dcv1"}
+	// Unique names: several test runs may share this host.
+	a, b := fmt.Sprintf("dca%d", os.Getpid()%100000), fmt.Sprintf("dcb%d", os.Getpid()%100000)
+	la := &vnl.Veth{LinkAttrs: vnl.LinkAttrs{Name: a}, PeerName: b}
 	if err := vnl.LinkAdd(la); err != nil {
 		if errors.Is(err, unix.EOPNOTSUPP) && os.Getenv("CI") != "true" {
 			t.Skipf("kernel has no veth: %v", err)
@@ -153,7 +156,7 @@ func TestEthtoolRealVeth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer vnl.LinkDel(la)
-	peer, err := net.InterfaceByName("dcv1")
+	peer, err := net.InterfaceByName(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +165,7 @@ func TestEthtoolRealVeth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	st, err := e.Stats("dcv0")
+	st, err := e.Stats(a)
 	if errors.Is(err, unix.ENOSYS) {
 		// qemu-user (the arm64 test pass) does not translate SIOCETHTOOL.
 		t.Skipf("ethtool ioctl not implemented here (qemu-user?): %v", err)
@@ -173,7 +176,7 @@ func TestEthtoolRealVeth(t *testing.T) {
 	if got, ok := st["peer_ifindex"]; !ok || got != uint64(peer.Index) {
 		t.Fatalf("veth peer_ifindex = %d (present %v), want %d; stats %v", got, ok, peer.Index, st)
 	}
-	fs, err := e.Features("dcv0")
+	fs, err := e.Features(a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +190,7 @@ func TestEthtoolRealVeth(t *testing.T) {
 		t.Fatalf("veth rx-gro not changeable: %+v", gro)
 	}
 	for _, on := range []bool{!gro.Active, gro.Active} {
-		f, err := e.SetFeature("dcv0", "rx-gro", on)
+		f, err := e.SetFeature(a, "rx-gro", on)
 		if err != nil || f.Active != on {
 			t.Fatalf("set rx-gro %v: %+v %v", on, f, err)
 		}
