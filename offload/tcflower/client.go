@@ -97,7 +97,9 @@ type Result struct {
 	// (e.g. "Failed to setup flow action" with the verbose flag).
 	Warning string
 	// Err is nil or an *nlerr.Error (or a *ValidationError, in which case
-	// nothing was sent).
+	// nothing was sent). After a socket-level receive error (e.g. ENOBUFS)
+	// every request of the window still unanswered carries that error,
+	// although the kernel may have applied it: dump to find out.
 	Err error
 }
 
