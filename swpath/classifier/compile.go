@@ -431,7 +431,6 @@ func (t *Table) expand(i int, r *rule.Rule) []bentry {
 				e.mask = sh.mask()
 				e.val = e.val.and(e.mask)
 				out = append(out, e)
-				_ = sh
 			}
 		}
 	}

@@ -23,9 +23,18 @@
 // pruning). Within a bucket entries are in decision order too and the first
 // that holds ends the bucket.
 //
+// Each hash table carries a one-hash Bloom filter (8 bits per slot) that
+// answers most misses from a few kilobytes, and a slot holds its key and the
+// position of its entries so that a probe reads one cache line. Entries are
+// 56 bytes. Small port ranges (16 values or fewer) become exact ports, so
+// rule sets of single ports and short ranges share one mask.
+//
 // # Classifying
 //
-// Table.Decide and Table.DecideBurst are the plain lookups (no counters). A
+// Table.Decide is the single-packet lookup and Table.DecideBurst the burst
+// lookup (no counters). DecideBurst walks the tables once per burst and, in
+// each, probes for every packet still able to improve: the probes of
+// different packets are independent, so their cache misses overlap. A
 // Classifier holds the current Table in an atomic pointer: Swap compiles a new
 // set and publishes it whole, readers never block, and a burst loads the
 // pointer once, so no packet sees half a rule set. Workers (one per packet
@@ -33,8 +42,18 @@
 // and keep per-rule hit counters (packets and bytes, by the deciding rule and
 // so by its action) in their own memory; a burst adds to them with one atomic
 // add per distinct rule it hit, so there is no shared cache line per packet.
-// Counters are keyed by rule ID: a rule kept across a Swap keeps its counts.
-// Snapshot sums them over workers.
+// Counters are keyed by rule ID: a rule kept across a Swap keeps its counts
+// (and a rule removed and later re-added under the same ID continues its
+// old counts; counter slots are never reused). Snapshot sums them over
+// workers.
+//
+// A worker also keeps a two-way flow cache of 4096 decisions keyed by the
+// packet fields that some rule of the set looks at (fields no rule reads
+// are left out, so packets of a flow that differ only in, say, length share
+// an entry). A Swap empties it before the worker's next burst. It is off
+// for sets of fewer than three hash tables, where a lookup is cheaper than
+// a miss, and turns itself off for 64 bursts after a burst that hits less
+// than one time in eight (high-cardinality floods).
 //
 // Nothing on the lookup path allocates (tested with testing.AllocsPerRun).
 package classifier
