@@ -23,8 +23,8 @@ type TxRings struct {
 	SQ     []byte
 	SQLog2 uint
 	QPDBR  []byte // 8 bytes: RCV, SND
-	UAR    []byte // UARSize bytes: two BlueFlame halves
-	BFSize int    // bytes per BlueFlame half (bf->buf_size)
+	UAR    []byte // two BlueFlame halves (at least 8 bytes)
+	BFSize int    // bytes per BlueFlame half (bf->buf_size); 0: no BlueFlame
 	QPN    uint32
 	CQ     []byte
 	CQLog2 uint
@@ -74,8 +74,9 @@ func (r *TxRings) Validate() error {
 		return &RingError{"len(SQ)", len(r.SQ), fmt.Sprint(SendWQEBB << r.SQLog2)}
 	case len(r.QPDBR) < QPDBRSize || Addr(r.QPDBR)&7 != 0:
 		return &RingError{"len(QPDBR)", len(r.QPDBR), "8, 8-byte aligned"}
-	case r.BFSize < 64 || len(r.UAR) < 2*r.BFSize || Addr(r.UAR)&7 != 0:
-		return &RingError{"len(UAR)", len(r.UAR), fmt.Sprintf("2*BFSize (%d), 8-byte aligned", 2*r.BFSize)}
+	case r.BFSize < 0 || len(r.UAR) < max(8, 2*r.BFSize) || Addr(r.UAR)&7 != 0:
+		// BFSize 0: no BlueFlame, the doorbell is always at offset 0.
+		return &RingError{"len(UAR)", len(r.UAR), fmt.Sprintf("max(8, 2*BFSize (%d)), 8-byte aligned", 2*r.BFSize)}
 	case r.CQLog2 < 1 || r.CQLog2 > 22:
 		return &RingError{"CQLog2", int(r.CQLog2), "1..22"}
 	case len(r.CQ) != CQESize<<r.CQLog2:
