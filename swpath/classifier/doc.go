@@ -47,7 +47,7 @@
 // old counts; counter slots are never reused). Snapshot sums them over
 // workers.
 //
-// A worker also keeps a two-way flow cache of 4096 decisions keyed by the
+// A worker also keeps a two-way flow cache of 8192 decisions keyed by the
 // packet fields that some rule of the set looks at (fields no rule reads
 // are left out, so packets of a flow that differ only in, say, length share
 // an entry). A Swap empties it before the worker's next burst. It is off

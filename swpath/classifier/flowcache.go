@@ -12,7 +12,8 @@ import "github.com/scrubd/scrubd/swpath/rule"
 // it for a while, so misses do not cost twice.
 
 const (
-	cacheSets = 2048 // power of two; two entries (ways) each
+	cacheBits = 12
+	cacheSets = 1 << cacheBits // two entries (ways) each: 8192 decisions, 512 KiB
 	// minCacheTables: tables with fewer hash tables than this decide
 	// faster than a cache miss costs, so they do not use the cache.
 	minCacheTables = 3
@@ -129,7 +130,7 @@ func (c *flowCache) end(hits, n int) {
 // cache.
 func (c *flowCache) decide(t *Table, f *rule.Fields) (r int32, probes int, hit bool) {
 	k := t.cacheKeyOf(f)
-	h := hash5(k[0]^k[1]*0x2545F4914F6CDD1D, k[2], k[3], k[4], k[5]) >> (64 - 11) // 11 = log2(cacheSets)
+	h := hash5(k[0]^k[1]*0x2545F4914F6CDD1D, k[2], k[3], k[4], k[5]) >> (64 - cacheBits)
 	set := &c.e[h]
 	if set[0].valid && set[0].k.eq(&k) {
 		return set[0].rule, 0, true
