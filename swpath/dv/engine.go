@@ -100,6 +100,7 @@ func Total(cs []Counters) Counters {
 		t.TxDone += c.TxDone
 		t.RxErrors += c.RxErrors
 		t.SeqErrors += c.SeqErrors
+		t.Unposted += c.Unposted
 		t.Sessions += c.Sessions
 		t.NoBuf += c.NoBuf
 		t.OutOfBuffer += c.OutOfBuffer

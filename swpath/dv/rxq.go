@@ -36,6 +36,7 @@ type Burst struct {
 // RxStats are the receive queue's own protocol counters.
 type RxStats struct {
 	ErrCQEs   uint64 // error or unexpected CQEs (their buffers are freed)
+	Unposted  uint64 // completions for WQEs never posted (device bug or corruption): skipped
 	NoBuf     uint64 // refills cut short because the pool node was exhausted
 	SeqErrors uint64 // wqe_counter did not name the expected WQE
 	Sessions  uint64 // compressed sessions expanded
@@ -158,6 +159,13 @@ func (q *RxQueue) Poll(b *Burst, budget int) int {
 		}
 		for k := uint32(0); k < regular; k++ {
 			c := q.slot(q.ci)
+			if q.head == q.tail {
+				// A completion with no WQE outstanding: never hand out a
+				// buffer we do not own. Skip it.
+				q.Stats.Unposted++
+				q.ci++
+				continue
+			}
 			counter, op := prm.OwnerWord(prm.LoadWord(c, prm.CQEOffWQECnt))
 			if counter != uint16(q.head) {
 				q.Stats.SeqErrors++
@@ -187,6 +195,13 @@ func (q *RxQueue) Poll(b *Burst, budget int) int {
 				q.Stats.SeqErrors++
 			}
 			cnt := prm.BE32(c, prm.CQEOffByteCnt)
+			if cnt > q.tail-q.head {
+				// More packets than WQEs outstanding: corrupt. Skip the
+				// title; its slots are left to the owner test.
+				q.Stats.Unposted++
+				q.ci++
+				continue
+			}
 			if cnt < 2 || cnt > q.cqMask+1 {
 				// Not a session this driver can walk: treat the title as an
 				// error completion of one WQE.

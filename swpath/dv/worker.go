@@ -57,6 +57,7 @@ type Counters struct {
 	TxDone    uint64 // send WQEs completed by the device
 	RxErrors  uint64 // error completions (no packet)
 	SeqErrors uint64 // completions naming an unexpected WQE
+	Unposted  uint64 // completions for WQEs never posted, skipped
 	Sessions  uint64 // compressed sessions expanded
 	NoBuf     uint64 // refills cut short: the pool node was exhausted
 	// OutOfBuffer is the device's count of packets dropped for want of a
@@ -70,9 +71,9 @@ type Counters struct {
 }
 
 type liveCounters struct {
-	rx, rxBytes, dropped, passed, tx, txFull, txDone, rxErr, seqErr, sessions, noBuf atomic.Uint64
-	bursts, idle, cycles, cycRx, cycCls, cycOut                                      atomic.Uint64
-	_                                                                                [64]byte
+	rx, rxBytes, dropped, passed, tx, txFull, txDone, rxErr, seqErr, unposted, sessions, noBuf atomic.Uint64
+	bursts, idle, cycles, cycRx, cycCls, cycOut                                                atomic.Uint64
+	_                                                                                          [64]byte
 }
 
 // Worker polls one receive queue. Run it with Engine, or call Step from
@@ -202,6 +203,7 @@ func (w *Worker) publish() {
 	l.txDone.Store(c.TxDone)
 	l.rxErr.Store(c.RxErrors)
 	l.seqErr.Store(w.rx.Stats.SeqErrors)
+	l.unposted.Store(w.rx.Stats.Unposted)
 	l.sessions.Store(w.rx.Stats.Sessions)
 	l.noBuf.Store(w.rx.Stats.NoBuf)
 	l.bursts.Store(c.Bursts)
@@ -220,7 +222,7 @@ func (w *Worker) Snapshot() Counters {
 	c := Counters{
 		Name: w.cfg.Name, Rx: l.rx.Load(), RxBytes: l.rxBytes.Load(), Dropped: l.dropped.Load(),
 		Passed: l.passed.Load(), Tx: l.tx.Load(), TxFull: l.txFull.Load(), TxDone: l.txDone.Load(),
-		RxErrors: l.rxErr.Load(), SeqErrors: l.seqErr.Load(), Sessions: l.sessions.Load(), NoBuf: l.noBuf.Load(),
+		RxErrors: l.rxErr.Load(), SeqErrors: l.seqErr.Load(), Unposted: l.unposted.Load(), Sessions: l.sessions.Load(), NoBuf: l.noBuf.Load(),
 		Bursts: l.bursts.Load(), Idle: l.idle.Load(), Cycles: l.cycles.Load(),
 		CyclesRx: l.cycRx.Load(), CyclesClassify: l.cycCls.Load(), CyclesOut: l.cycOut.Load(),
 	}

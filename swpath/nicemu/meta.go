@@ -101,22 +101,43 @@ var rssKey = [40]byte{
 	0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
 }
 
+// toeplitzTab[i][b] is the hash contribution of byte value b at input
+// position i: the Toeplitz hash is linear in the input bits, so the hash
+// of an input is the XOR of its bytes' contributions.
+var toeplitzTab = func() (t [36][256]uint32) {
+	for i := range t {
+		for b := 0; b < 256; b++ {
+			t[i][b] = toeplitzSlow(i, byte(b))
+		}
+	}
+	return t
+}()
+
+// toeplitzSlow hashes one byte at position pos, bit by bit: for every set
+// input bit (most significant first), XOR in the 32-bit window of the key
+// that starts at that bit.
+func toeplitzSlow(pos int, by byte) uint32 {
+	var h uint32
+	for bit := 0; bit < 8; bit++ {
+		if by&(0x80>>bit) == 0 {
+			continue
+		}
+		start := pos*8 + bit // key bit index of the window's first bit
+		var w uint32
+		for k := 0; k < 32; k++ {
+			kb := start + k
+			w = w<<1 | uint32(rssKey[kb/8]>>(7-kb%8)&1)
+		}
+		h ^= w
+	}
+	return h
+}
+
 // toeplitz computes the Toeplitz hash of in (at most 36 bytes) under rssKey.
 func toeplitz(in []byte) uint32 {
 	var h uint32
-	k := binary.BigEndian.Uint32(rssKey[:])
-	next := 4
-	for _, by := range in {
-		for bit := 7; bit >= 0; bit-- {
-			if by>>uint(bit)&1 != 0 {
-				h ^= k
-			}
-			k <<= 1
-			if rssKey[next]>>uint(bit)&1 != 0 {
-				k |= 1
-			}
-		}
-		next++
+	for i, b := range in[:min(len(in), len(toeplitzTab))] {
+		h ^= toeplitzTab[i][b]
 	}
 	return h
 }
