@@ -416,3 +416,18 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	return bw.Flush()
 }
+
+// ParseFrameSizes parses a comma-separated list such as
+// "64,128,256,512,1024,1500" (the --frame-sizes flag).
+func ParseFrameSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 60 || n > 9216 {
+			return nil, fmt.Errorf("bench: frame size %q: want an integer 60..9216", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -53,6 +54,9 @@ func benchSize(b *testing.B, cfg Config) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	var text strings.Builder
+	_ = rep.WriteText(&text)
+	b.Log("\n" + text.String())
 	s := rep.Sizes[0]
 	b.ReportMetric(s.NsPerPkt, "ns/pkt")
 	b.ReportMetric(s.CPUNsPerPkt, "cpu-ns/pkt")
@@ -62,4 +66,16 @@ func benchSize(b *testing.B, cfg Config) {
 	b.ReportMetric(s.Split.Classify, "classify-ns/pkt")
 	b.ReportMetric(s.Split.Out, "out-ns/pkt")
 	b.ReportMetric(0, "ns/op")
+}
+
+func TestParseFrameSizes(t *testing.T) {
+	got, err := ParseFrameSizes("64, 128,1500")
+	if err != nil || len(got) != 3 || got[0] != 64 || got[2] != 1500 {
+		t.Fatalf("%v %v", got, err)
+	}
+	for _, bad := range []string{"", "64,x", "10", "64,,128"} {
+		if _, err := ParseFrameSizes(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
 }

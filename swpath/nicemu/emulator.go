@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Config sets how an Emulator feeds its queues.
@@ -27,6 +28,9 @@ type Config struct {
 	// dropping (out-of-buffer): every frame is then received, which is what
 	// a differential test needs.
 	Backpressure bool
+	// Rate, when > 0, caps the offered load in packets per second (the
+	// emulator sleeps when it is ahead); 0 offers as fast as it can.
+	Rate float64
 }
 
 // Emulator is one NIC port pair's device side, run on its own goroutine:
@@ -128,11 +132,18 @@ func (e *Emulator) run(ctx context.Context) {
 	if srcDone {
 		close(e.exhausted)
 	}
+	start := time.Now()
 	for ctx.Err() == nil {
 		sent := e.ServiceTX()
 		if srcDone {
 			if sent == 0 {
 				runtime.Gosched()
+			}
+			continue
+		}
+		if e.cfg.Rate > 0 && float64(e.offered.Load()) >= e.cfg.Rate*time.Since(start).Seconds() {
+			if sent == 0 {
+				time.Sleep(50 * time.Microsecond)
 			}
 			continue
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/scrubd/scrubd/swpath/numa"
 	"github.com/scrubd/scrubd/swpath/pool"
 	"github.com/scrubd/scrubd/swpath/rule"
+	"github.com/scrubd/scrubd/swpath/traffic"
 )
 
 // Config describes a simulated port pair.
@@ -299,4 +300,12 @@ func (s *Sim) Snapshot() Snapshot {
 		sn.TxBytes += q.C.Bytes.Load()
 	}
 	return sn
+}
+
+// Generated is a Source of frames from a swpath/traffic generator: a
+// frame-size mix, a flow count and rule-steered edges as cfg sets; limit
+// > 0 ends it after that many frames (0: endless, for `scrubd run --sim`).
+func Generated(cfg traffic.Config, limit uint64) nicemu.Source {
+	g := traffic.NewGenerator(cfg)
+	return &nicemu.FuncSource{Fn: func(dst []byte) ([]byte, bool) { return g.Next(dst[:0]), true }, Limit: limit}
 }
