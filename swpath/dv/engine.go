@@ -77,6 +77,14 @@ func (e *Engine) Stop() error {
 	return errors.Join(e.errs...)
 }
 
+// Err returns the start-up errors of workers that have exited so far
+// (a CPU that could not be pinned), without stopping the others.
+func (e *Engine) Err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return errors.Join(e.errs...)
+}
+
 // Snapshot returns every worker's counters; safe while the engine runs.
 func (e *Engine) Snapshot() []Counters {
 	out := make([]Counters, len(e.workers))

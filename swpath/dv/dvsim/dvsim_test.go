@@ -12,6 +12,7 @@ import (
 	"github.com/scrubd/scrubd/swpath/classifier"
 	"github.com/scrubd/scrubd/swpath/dv/dvsim"
 	"github.com/scrubd/scrubd/swpath/nicemu"
+	"github.com/scrubd/scrubd/swpath/numa"
 	"github.com/scrubd/scrubd/swpath/packet"
 	"github.com/scrubd/scrubd/swpath/pool"
 	"github.com/scrubd/scrubd/swpath/rule"
@@ -251,5 +252,52 @@ func TestRunSimStyle(t *testing.T) {
 	}
 	if sim.Leaked != 0 {
 		t.Fatalf("%d buffers leaked", sim.Leaked)
+	}
+}
+
+// TestWorkerPinned checks that a worker runs on a thread pinned to its
+// CPU (read from inside the worker, through its tap), and that a CPU that
+// cannot be pinned is reported by Close.
+func TestWorkerPinned(t *testing.T) {
+	gen := traffic.NewGenerator(traffic.Config{Seed: 2, Sizes: traffic.Fixed(64)})
+	var mu sync.Mutex
+	var seen []int
+	sim, err := dvsim.New(dvsim.Config{
+		CPUs: []int{0}, Source: &nicemu.FrameList{Frames: gen.Frames(64)},
+		Emu: nicemu.Config{Backpressure: true},
+		Tap: func([]byte, classifier.Result) {
+			mu.Lock()
+			defer mu.Unlock()
+			if seen == nil {
+				seen, _ = numa.ThreadAffinity()
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "64 packets", func() bool { return sim.Snapshot().Total.Rx == 64 })
+	if err := sim.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0] != 0 {
+		t.Fatalf("worker thread affinity %v, want [0]", seen)
+	}
+
+	bad, err := dvsim.New(dvsim.Config{CPUs: []int{100000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bad.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pin failure", func() bool { return bad.Engine.Err() != nil })
+	if err := bad.Close(); err == nil {
+		t.Fatal("pinning to CPU 100000 was not reported")
 	}
 }
