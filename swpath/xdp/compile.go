@@ -120,9 +120,9 @@ func addrBytes(a rule.Addr) [16]byte {
 // quantum is the prefix-length step of masks for p's family.
 func quantum(p netip.Prefix) int {
 	if p.Addr().Is4() {
-		return 8
+		return 16
 	}
-	return 16
+	return 32
 }
 
 // singles reports whether every range of rs is one value.
@@ -366,11 +366,11 @@ func (p *proto) describe() string {
 }
 
 // maskArray returns the full MaxMasks array with unused slots ending the walk.
-func (t *tables) maskArray() []maskVal {
-	out := make([]maskVal, MaxMasks)
+func (t *tables) maskArray() [MaxMasks]maskVal {
+	var out [MaxMasks]maskVal
 	for i := range out {
 		out[i].BestRank = rankNone
 	}
-	copy(out, t.masks)
+	copy(out[:], t.masks)
 	return out
 }

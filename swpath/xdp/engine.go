@@ -353,7 +353,7 @@ func (e *Engine) build(t *tables) ([3]*ebpf.Map, error) {
 		return [3]*ebpf.Map{}, err
 	}
 	specs := [3]*ebpf.MapSpec{
-		{Name: "scrub_masks", Type: ebpf.Array, KeySize: 4, ValueSize: 48, MaxEntries: MaxMasks},
+		{Name: "scrub_masks", Type: ebpf.Array, KeySize: 4, ValueSize: 48 * MaxMasks, MaxEntries: 1},
 		{Name: "scrub_keys", Type: ebpf.Hash, KeySize: 40, ValueSize: 8, MaxEntries: uint32(max(len(t.keys), 1))},
 		{Name: "scrub_ents", Type: ebpf.Array, KeySize: 4, ValueSize: 208, MaxEntries: uint32(max(len(t.ents), 1)),
 			Flags: unix.BPF_F_INNER_MAP},
@@ -366,11 +366,7 @@ func (e *Engine) build(t *tables) ([3]*ebpf.Map, error) {
 		out[i] = m
 	}
 	masks := t.maskArray()
-	mk := make([]uint32, len(masks))
-	for i := range mk {
-		mk[i] = uint32(i)
-	}
-	if _, err := out[0].BatchUpdate(mk, masks, nil); err != nil {
+	if err := out[0].Put(uint32(0), &masks); err != nil {
 		return fail(fmt.Errorf("xdp: fill masks: %w", err))
 	}
 	if len(t.keys) > 0 {

@@ -5,8 +5,9 @@
  * generation with one 32-bit store; limits are checked in Go before load.
  *
  * Tables of one generation:
- *   masks: ARRAY[MAX_MASKS] of struct mask, sorted by best_rank ascending;
- *          unused slots have best_rank = RANK_NONE, which ends the walk.
+ *   masks: ARRAY[1] of struct masktab: MAX_MASKS struct mask sorted by
+ *          best_rank ascending; unused slots have best_rank = RANK_NONE,
+ *          which ends the walk.
  *   keys:  HASH of masked tuple (mask id in the tuple) -> struct cands, the
  *          candidate entries sharing that masked tuple, sorted by rank.
  *   ents:  ARRAY of struct ent: one expansion of one rule, with the residual
@@ -70,6 +71,11 @@ struct mask {
 
 /* The entries sharing one masked tuple form a list through ent.next,
  * sorted by rank. */
+/* All masks of a generation in one array element: one lookup per packet. */
+struct masktab {
+	struct mask m[MAX_MASKS];
+};
+
 struct cands {
 	__u32 head;
 	__u32 n;
@@ -126,9 +132,9 @@ struct {
 	__type(key, __u32);
 	__array(values, struct {
 		__uint(type, BPF_MAP_TYPE_ARRAY);
-		__uint(max_entries, MAX_MASKS);
+		__uint(max_entries, 1);
 		__uint(key_size, sizeof(__u32));
-		__uint(value_size, sizeof(struct mask));
+		__uint(value_size, sizeof(struct masktab));
 	});
 } masks SEC(".maps");
 
@@ -401,7 +407,8 @@ static __always_inline int residual(const struct ent *e, const struct pkt *p)
  * verifier's work to one pass over the loop body). */
 struct walk {
 	struct pkt *p;
-	void *mm, *km, *em;
+	struct masktab *mt;
+	void *km, *em;
 	__u32 best, rule, ent;
 	__u8 action;
 };
@@ -427,8 +434,10 @@ static long walk_mask(__u32 i, void *ctx)
 {
 	struct walk *w = ctx;
 	struct pkt *p = w->p;
-	struct mask *m = bpf_map_lookup_elem(w->mm, &i);
-	if (!m || m->best_rank >= w->best)
+	if (i >= MAX_MASKS)
+		return 1;
+	struct mask *m = &w->mt->m[i];
+	if (m->best_rank >= w->best)
 		return 1; /* masks are sorted: none left can win */
 	struct tuple t;
 	__u64 *tw = (__u64 *)&t, *mw = (__u64 *)&m->m, *pk = (__u64 *)&p->t;
@@ -477,8 +486,12 @@ int scrub(struct xdp_md *ctx)
 	void *em = bpf_map_lookup_elem(&ents, &gen);
 	if (!mm || !km || !em)
 		goto out;
+	__u32 zero = 0;
+	struct masktab *mt = bpf_map_lookup_elem(mm, &zero);
+	if (!mt)
+		goto out;
 
-	struct walk w = {.p = &p, .mm = mm, .km = km, .em = em, .best = RANK_NONE};
+	struct walk w = {.p = &p, .mt = mt, .km = km, .em = em, .best = RANK_NONE};
 	bpf_loop(MAX_MASKS, walk_mask, &w, 0);
 	__u32 best = w.best, best_rule = w.rule;
 	__u8 best_action = w.action;
