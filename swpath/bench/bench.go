@@ -94,9 +94,13 @@ type SizeResult struct {
 	// (CLOCK_THREAD_CPUTIME_ID): what the software costs when other
 	// processes share the core, as on a busy test machine.
 	CPUNsPerPkt float64 `json:"cpu_ns_per_pkt"`
-	// CyclesPerPkt is core cycles per packet: NsPerPkt times CoreMHz, or
+	// CyclesPerPkt is core cycles per packet: CPUNsPerPkt times CoreMHz
+	// (thread CPU time, so other processes on the core do not count), or
 	// counter ticks when the core clock is unknown.
-	CyclesPerPkt  float64 `json:"cycles_per_pkt"`
+	CyclesPerPkt float64 `json:"cycles_per_pkt"`
+	// CapacityMpps is what one dedicated core would sustain: 1000 /
+	// CPUNsPerPkt. This is the figure for the placement model.
+	CapacityMpps  float64 `json:"capacity_mpps_per_core"`
 	TicksPerPkt   float64 `json:"ticks_per_pkt"` // swpath/barrier.Cycles ticks
 	MppsPerWorker float64 `json:"mpps_per_worker"`
 	Mpps          float64 `json:"mpps"` // all workers
@@ -107,8 +111,10 @@ type SizeResult struct {
 
 // Report is the result of Run.
 type Report struct {
-	GOARCH    string       `json:"goarch"`
-	CPUModel  string       `json:"cpu_model,omitempty"`
+	GOARCH   string `json:"goarch"`
+	CPUModel string `json:"cpu_model,omitempty"`
+	// CoreMHz is /proc/cpuinfo's "cpu MHz" (x86); 0 where the kernel does
+	// not report it (arm64): cycles are then counter ticks.
 	NumCPU    int          `json:"num_cpu"`
 	CoreMHz   float64      `json:"core_mhz,omitempty"`
 	CounterHz uint64       `json:"counter_hz"`
@@ -262,7 +268,14 @@ func measure(ctx context.Context, cfg Config, size int, coreMHz float64) (SizeRe
 	out.TicksPerPkt = ticks / pk
 	out.CyclesPerPkt = out.TicksPerPkt
 	if coreMHz > 0 {
-		out.CyclesPerPkt = out.NsPerPkt * coreMHz / 1e3
+		ns := out.CPUNsPerPkt
+		if ns <= 0 {
+			ns = out.NsPerPkt
+		}
+		out.CyclesPerPkt = ns * coreMHz / 1e3
+	}
+	if out.CPUNsPerPkt > 0 {
+		out.CapacityMpps = 1e3 / out.CPUNsPerPkt
 	}
 	out.MppsPerWorker = out.Mpps / float64(cfg.Workers)
 	tot := float64(c.CyclesRx + c.CyclesClassify + c.CyclesOut)
@@ -409,10 +422,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(bw, " @ %.0f MHz", r.CoreMHz)
 	}
 	fmt.Fprintf(bw, "\n%d rules, pass share %.2f, host %v, compressed %v, ring %d\n", r.Rules, r.Mix, r.Host, r.Compress, r.RingSize)
-	fmt.Fprintf(bw, "%6s %7s %9s %9s %9s %10s %8s %10s %10s %10s %10s\n", "size", "workers", "ns/pkt", "cpu-ns", "cyc/pkt", "Mpps/wkr", "Mpps", "100G Mpps", "rx+refill", "classify", "drop/fwd")
+	fmt.Fprintf(bw, "%6s %7s %8s %8s %8s %9s %8s %8s %9s %10s %9s %9s\n", "size", "workers", "ns/pkt", "cpu-ns", "cyc/pkt", "Mpps/wkr", "Mpps", "cap/core", "100G Mpps", "rx+refill", "classify", "drop/fwd")
 	for _, s := range r.Sizes {
-		fmt.Fprintf(bw, "%6d %7d %9.1f %9.1f %9.1f %10.2f %8.2f %10.2f %10.1f %10.1f %10.1f\n", s.FrameSize, s.Workers, s.NsPerPkt, s.CPUNsPerPkt, s.CyclesPerPkt,
-			s.MppsPerWorker, s.Mpps, s.LineRateMpps, s.Split.RxRefill, s.Split.Classify, s.Split.Out)
+		fmt.Fprintf(bw, "%6d %7d %8.1f %8.1f %8.1f %9.2f %8.2f %8.2f %9.2f %10.1f %9.1f %9.1f\n", s.FrameSize, s.Workers, s.NsPerPkt, s.CPUNsPerPkt, s.CyclesPerPkt,
+			s.MppsPerWorker, s.Mpps, s.CapacityMpps, s.LineRateMpps, s.Split.RxRefill, s.Split.Classify, s.Split.Out)
 	}
 	return bw.Flush()
 }

@@ -21,7 +21,7 @@ func TestRunSmall(t *testing.T) {
 		if s.Packets < 4096 || s.Dropped+s.Passed != s.Packets || s.Passed == 0 || s.Dropped == 0 {
 			t.Errorf("size %d: packets %d dropped %d passed %d", s.FrameSize, s.Packets, s.Dropped, s.Passed)
 		}
-		if s.NsPerPkt <= 0 || s.MppsPerWorker <= 0 || s.Split.Classify <= 0 {
+		if s.NsPerPkt <= 0 || s.MppsPerWorker <= 0 || s.Split.Classify <= 0 || s.CapacityMpps <= 0 {
 			t.Errorf("size %d: %+v", s.FrameSize, s)
 		}
 	}
