@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/scrubd/scrubd/swpath/dv/prm"
 )
 
 // Config sets how an Emulator feeds its queues.
@@ -28,6 +30,10 @@ type Config struct {
 	// dropping (out-of-buffer): every frame is then received, which is what
 	// a differential test needs.
 	Backpressure bool
+	// ErrorRate is the chance (0..1), per delivery round and queue, of an
+	// error completion (local length error) consuming a posted WQE with no
+	// packet, as a device does for a bad WQE.
+	ErrorRate float64
 	// Rate, when > 0, caps the offered load in packets per second (the
 	// emulator sleeps when it is ahead); 0 offers as fast as it can.
 	Rate float64
@@ -189,6 +195,9 @@ func (e *Emulator) round(ctx context.Context) bool {
 	for qi, list := range e.lists {
 		q := e.rx[qi]
 		compress := e.cfg.Compress > 0 && e.rng.Float64() < e.cfg.Compress
+		if e.cfg.ErrorRate > 0 && e.rng.Float64() < e.cfg.ErrorRate {
+			q.InjectError(prm.SyndLocalLength)
+		}
 		for len(list) > 0 {
 			k := len(list)
 			if e.cfg.Backpressure {
