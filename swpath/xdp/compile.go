@@ -14,8 +14,9 @@ import (
 const (
 	// MaxMasks is how many distinct masks one packet lookup walks. Prefix
 	// lengths in masks are rounded down (to 8 bits for IPv4, 16 for IPv6)
-	// and the exact prefix is checked in the entry (tuple merging), so a set
-	// needs at most a few dozen masks per protocol/port shape.
+	// and the exact prefix is checked in the entry (tuple merging), so no set
+	// needs more than 248 masks (TestMasksBounded); the check stays in
+	// compile in case the steps change.
 	MaxMasks = 256
 	// MaxChain is how many entries may share one masked tuple (a list
 	// walked in rank order).
@@ -167,8 +168,8 @@ func expand(r *rule.Rule, slot, rank uint32) ([]proto, error) {
 	if fam := m.Family(); fam != rule.FamilyAny {
 		base.key[0], base.mask[0] = byte(fam), 0xff
 	}
-	// The key holds each prefix rounded down to a multiple of 8 (IPv4) or
-	// 16 (IPv6) bits, the entry the exact prefix: rules with nearby prefix
+	// The key holds each prefix rounded down to a multiple of 16 (IPv4) or
+	// 32 (IPv6) bits, the entry the exact prefix: rules with nearby prefix
 	// lengths share a mask.
 	full := [16]byte{}
 	for i := range full {

@@ -40,22 +40,6 @@ func TestLimitsRefuse(t *testing.T) {
 		}
 		return s
 	}
-	masks := func(n int) *rule.Set {
-		s := &rule.Set{}
-		for i := 0; len(s.Rules) < n; i++ {
-			src := netip.PrefixFrom(netip.MustParseAddr("2001:db8::"), 16*(i%9))
-			dst := netip.PrefixFrom(netip.MustParseAddr("2001:db8::"), 16*(i/9%9))
-			m := rule.Match{Src: src, Dst: dst}
-			if i/81%2 == 1 {
-				m.Proto = []uint8{17}
-			}
-			if i/162%2 == 1 {
-				m.DstPort = rule.Ranges{{Lo: 53, Hi: 53}}
-			}
-			s.Rules = append(s.Rules, rule.Rule{ID: "m" + strconv.Itoa(i), Match: m})
-		}
-		return s
-	}
 	for _, tt := range []struct {
 		name      string
 		ok, over  *rule.Set
@@ -63,7 +47,6 @@ func TestLimitsRefuse(t *testing.T) {
 	}{
 		{"entries", expansion(1), expansion(3), "MaxEntriesPerRule", "wide"},
 		{"chain", chain(MaxChain), chain(MaxChain + 1), "MaxChain", "len" + strconv.Itoa(MaxChain)},
-		{"masks", masks(MaxMasks), masks(MaxMasks + 1), "MaxMasks", "m" + strconv.Itoa(MaxMasks)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := compile(tt.ok, slotsFor(tt.ok)); err != nil {
@@ -79,6 +62,23 @@ func TestLimitsRefuse(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// TestMasksBounded: with prefix lengths rounded to mask steps, every shape a
+// rule can take needs at most 248 masks, so MaxMasks is never reached.
+func TestMasksBounded(t *testing.T) {
+	s := masksSet(1 << 20)
+	for shape := 0; shape < 8; shape++ { // rules without prefixes
+		m := shapeMatch(shape)
+		s.Rules = append(s.Rules, rule.Rule{ID: "any" + strconv.Itoa(shape), Match: m})
+	}
+	tb, err := compile(s, slotsFor(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tb.masks) != 248 || len(tb.masks) > MaxMasks {
+		t.Fatalf("%d masks for every shape, want 248 (<= MaxMasks %d)", len(tb.masks), MaxMasks)
 	}
 }
 
@@ -118,4 +118,42 @@ func TestCompileShape(t *testing.T) {
 	if !ok || c.N != 2 || tb.ents[c.Head].Rank != 0 || tb.ents[tb.ents[c.Head].Next].Rank != 3 {
 		t.Fatalf("udp list %+v ok=%v", c, ok)
 	}
+}
+
+func shapeMatch(shape int) rule.Match {
+	var m rule.Match
+	if shape&1 != 0 {
+		m.Proto = []uint8{17}
+	}
+	if shape&2 != 0 {
+		m.SrcPort = rule.Ranges{{Lo: 53, Hi: 53}}
+	}
+	if shape&4 != 0 {
+		m.DstPort = rule.Ranges{{Lo: 53, Hi: 53}}
+	}
+	return m
+}
+
+// masksSet enumerates rule shapes with prefixes that each need their own
+// mask: prefix lengths in mask steps, protocol given, exact ports.
+func masksSet(n int) *rule.Set {
+	s := &rule.Set{}
+	for _, fam := range []struct {
+		addr  string
+		steps []int
+	}{{"2001:db8::", []int{0, 32, 64, 96, 128}}, {"10.0.0.0", []int{0, 16, 32}}} {
+		for _, sl := range fam.steps {
+			for _, dl := range fam.steps {
+				for shape := 0; shape < 8; shape++ {
+					m := shapeMatch(shape)
+					m.Src = netip.PrefixFrom(netip.MustParseAddr(fam.addr), sl)
+					m.Dst = netip.PrefixFrom(netip.MustParseAddr(fam.addr), dl)
+					if len(s.Rules) < n {
+						s.Rules = append(s.Rules, rule.Rule{ID: "m" + strconv.Itoa(len(s.Rules)), Match: m})
+					}
+				}
+			}
+		}
+	}
+	return s
 }
