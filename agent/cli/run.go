@@ -52,7 +52,8 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		defer os.RemoveAll(dir)
 		cfg = daemon.SimConfig(dir)
-		n, err := sim.New(sim.Options{Workers: cfg.Software.Workers, Hz: cfg.Software.GHz * 1e9, CPP: cfg.Software.CyclesPerPacket})
+		n, err := sim.New(sim.Options{Workers: cfg.Software.Workers, Hz: cfg.Software.GHz * 1e9, CPP: float64(cfg.Software.CyclesPerPacket),
+			Host: cfg.Software.ForwardTo == ""})
 		if err != nil {
 			fmt.Fprintln(stderr, "scrubd run:", err)
 			return 1

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -131,8 +133,51 @@ type Software struct {
 	Interfaces []string `yaml:"interfaces"`
 	Workers    int      `yaml:"workers"`
 	GHz        float64  `yaml:"ghz"`
-	// CyclesPerPacket overrides the calibration run at start (0: calibrate).
-	CyclesPerPacket float64 `yaml:"cycles_per_packet"`
+	// CyclesPerPacket is "auto" (the default; 0 means the same): a short
+	// calibration of the software path at start, then the engine's live
+	// counters; or a fixed figure the capacity model keeps.
+	CyclesPerPacket Cycles `yaml:"cycles_per_packet"`
+	// ForwardTo is the interface the Direct Verbs engine forwards passed
+	// frames to (inline scrubbing: the uplink's peer, e.g. pf0hpf on a
+	// BlueField); empty is host mode: passed frames are counted and not
+	// forwarded.
+	ForwardTo string `yaml:"forward_to"`
+}
+
+// Cycles is software.cycles_per_packet: a positive number of cycles, or 0
+// for "auto".
+type Cycles float64
+
+// Auto reports whether the figure is to be calibrated and then measured.
+func (c Cycles) Auto() bool { return c == 0 }
+
+func (c Cycles) String() string {
+	if c.Auto() {
+		return "auto"
+	}
+	return strconv.FormatFloat(float64(c), 'g', -1, 64)
+}
+
+// UnmarshalYAML accepts "auto" or a number.
+func (c *Cycles) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Value == "auto" {
+		*c = 0
+		return nil
+	}
+	var f float64
+	if n.Kind != yaml.ScalarNode || n.Decode(&f) != nil {
+		return &Error{Line: n.Line, Field: "software.cycles_per_packet", Value: n.Value, Msg: "must be auto or a number"}
+	}
+	*c = Cycles(f)
+	return nil
+}
+
+// MarshalYAML writes "auto" or the number.
+func (c Cycles) MarshalYAML() (any, error) {
+	if c.Auto() {
+		return "auto", nil
+	}
+	return float64(c), nil
 }
 
 // Placement tunes the regime-aware placement loop.
@@ -183,7 +228,7 @@ func Sim(stateDir string) Config {
 	c.API.Socket = stateDir + "/api.sock"
 	c.Metrics.Listen = "127.0.0.1:9477"
 	c.Offload = Offload{Backend: "sim", MaxEntries: 64, MaxMasks: 4}
-	c.Software = Software{Engine: "dv", Workers: 12, GHz: 2.13, CyclesPerPacket: 297}
+	c.Software = Software{Engine: "dv", Workers: 12, GHz: 2.13, CyclesPerPacket: 297, ForwardTo: "pf0hpf"}
 	c.Place.Interval = time.Second
 	c.Place.MinDwell = 3 * time.Second
 	c.Protect = []Protect{{Prefix: "192.0.2.1/32", Note: "management address (sim)"}}
@@ -219,24 +264,38 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Load reads and validates a config file. Rule files it names are parsed too
-// (refused rule files make the config invalid).
+// Load reads and validates a config file. Relative paths in it (rule files,
+// the API token file) are relative to the config file's directory, so the
+// same file works whatever directory the agent starts in. Rule files it
+// names are parsed too (refused rule files make the config invalid).
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, &Error{File: path, Msg: err.Error()}
 	}
-	return Parse(path, data, true)
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, &Error{File: path, Msg: err.Error()}
+	}
+	return parse(path, data, true, filepath.Dir(abs))
 }
 
 // Parse decodes and validates config text. checkRuleFiles parses the rule
-// files it names.
+// files it names. Relative paths stay relative to the working directory
+// (Load resolves them against the file's directory).
 func Parse(name string, data []byte, checkRuleFiles bool) (*Config, error) {
+	return parse(name, data, checkRuleFiles, "")
+}
+
+func parse(name string, data []byte, checkRuleFiles bool, dir string) (*Config, error) {
 	c := Defaults()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return nil, yamlError(name, err)
+	}
+	if dir != "" {
+		c.resolve(dir)
 	}
 	if err := c.Validate(name, checkRuleFiles); err != nil {
 		return nil, err
@@ -244,9 +303,29 @@ func Parse(name string, data []byte, checkRuleFiles bool) (*Config, error) {
 	return &c, nil
 }
 
+// resolve makes the file paths in c absolute against dir.
+func (c *Config) resolve(dir string) {
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(dir, p)
+	}
+	for i, f := range c.Rules.Files {
+		c.Rules.Files[i] = abs(f)
+	}
+	c.API.TokenFile = abs(c.API.TokenFile)
+}
+
 // yamlError turns yaml.v3's errors ("line 3: field foo not found in type
 // config.API") into *Errors.
 func yamlError(file string, err error) error {
+	var ce *Error
+	if errors.As(err, &ce) {
+		e := *ce
+		e.File = file
+		return &e
+	}
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
 		var errs []error
@@ -400,8 +479,26 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 	if sw.GHz < 0 {
 		bad("software.ghz", fmt.Sprint(sw.GHz), "must not be negative")
 	}
-	if sw.CyclesPerPacket < 0 {
-		bad("software.cycles_per_packet", fmt.Sprint(sw.CyclesPerPacket), "must not be negative")
+	if !(sw.CyclesPerPacket >= 0) || math.IsInf(float64(sw.CyclesPerPacket), 0) {
+		bad("software.cycles_per_packet", fmt.Sprint(float64(sw.CyclesPerPacket)), "must be auto or a positive number")
+	}
+	if sw.ForwardTo != "" {
+		if sw.Engine != "dv" {
+			bad("software.forward_to", sw.ForwardTo, "only the dv engine forwards (engine is %s)", sw.Engine)
+		}
+		if msg := ifaceNameProblem(sw.ForwardTo); msg != "" {
+			bad("software.forward_to", sw.ForwardTo, "not an interface name: %s", msg)
+		}
+		for _, i := range sw.Interfaces {
+			if i == sw.ForwardTo {
+				bad("software.forward_to", sw.ForwardTo, "is also in software.interfaces: frames would be sent back where they came from")
+			}
+		}
+	}
+	for i, name := range sw.Interfaces {
+		if msg := ifaceNameProblem(name); msg != "" {
+			bad(fmt.Sprintf("software.interfaces[%d]", i), name, "not an interface name: %s", msg)
+		}
 	}
 	pl := &c.Place
 	if pl.Interval <= 0 {
@@ -423,6 +520,26 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 		bad("shutdown.timeout", c.Shutdown.Timeout.String(), "must be positive")
 	}
 	return errors.Join(errs...)
+}
+
+// ifaceNameProblem says why s cannot be a Linux interface name ("" if it
+// can): at most 15 bytes (IFNAMSIZ less the NUL), no '/', ':' or
+// whitespace, not "." or "..".
+func ifaceNameProblem(s string) string {
+	switch {
+	case s == "":
+		return "empty"
+	case len(s) > 15:
+		return "longer than 15 bytes"
+	case s == "." || s == "..":
+		return "reserved name"
+	}
+	for _, r := range s {
+		if r == '/' || r == ':' || r <= ' ' || r == 0x7f {
+			return fmt.Sprintf("contains %q", r)
+		}
+	}
+	return ""
 }
 
 // Rules turns a protect entry into the accept rules that enforce it: one for

@@ -3,9 +3,12 @@ package config
 import (
 	"errors"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/scrubd/scrubd/swpath/rule"
 )
@@ -64,6 +67,14 @@ func TestRefused(t *testing.T) {
 		{"metrics: {max_rule_series: 0}\n", "metrics.max_rule_series"},
 		{"placement: {interval: banana}\n", "x:1"},
 		{"- a\n- b\n", "x:1"},
+		{"software: {cycles_per_packet: fast}\n", `x:1: software.cycles_per_packet "fast": must be auto or a number`},
+		{"software: {cycles_per_packet: -3}\n", `software.cycles_per_packet "-3"`},
+		{"software: {cycles_per_packet: .nan}\n", `software.cycles_per_packet "NaN"`},
+		{"software: {engine: xdp, interfaces: [eth0], forward_to: eth1}\n", `software.forward_to "eth1": only the dv engine forwards`},
+		{"software: {engine: dv, interfaces: [p0], forward_to: p0}\n", `software.forward_to "p0": is also in software.interfaces`},
+		{"software: {engine: dv, interfaces: [p0], forward_to: a/b}\n", `software.forward_to "a/b": not an interface name`},
+		{"software: {engine: dv, interfaces: [p0], forward_to: pf0hpf-much-too-long}\n", `longer than 15 bytes`},
+		{"software: {engine: dv, interfaces: ['p 0']}\n", `software.interfaces[0] "p 0": not an interface name`},
 	} {
 		_, err := Parse("x", []byte(tc.yaml), true)
 		if err == nil {
@@ -77,6 +88,55 @@ func TestRefused(t *testing.T) {
 		if !errors.As(err, &ce) {
 			t.Errorf("%q: %T is not a *config.Error", tc.yaml, err)
 		}
+	}
+}
+
+func TestCyclesAndForwardTo(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want Cycles
+		auto bool
+	}{{"", 0, true}, {"software: {cycles_per_packet: auto}\n", 0, true}, {"software: {cycles_per_packet: 0}\n", 0, true},
+		{"software: {cycles_per_packet: 297}\n", 297, false}, {"software: {cycles_per_packet: 141.5}\n", 141.5, false}} {
+		c, err := Parse("x", []byte(tc.yaml), false)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if c.Software.CyclesPerPacket != tc.want || c.Software.CyclesPerPacket.Auto() != tc.auto {
+			t.Errorf("%q: %v (auto %v)", tc.yaml, c.Software.CyclesPerPacket, c.Software.CyclesPerPacket.Auto())
+		}
+	}
+	c, err := Parse("x", []byte("software: {engine: dv, interfaces: [p0], forward_to: pf0hpf}\n"), false)
+	if err != nil || c.Software.ForwardTo != "pf0hpf" {
+		t.Fatalf("%v %+v", err, c)
+	}
+	out, err := yaml.Marshal(c.Software)
+	if err != nil || !strings.Contains(string(out), "cycles_per_packet: auto") {
+		t.Fatalf("marshal: %v\n%s", err, out)
+	}
+}
+
+// Relative rule-file and token paths are relative to the config file, not
+// to the working directory.
+func TestLoadResolvesRelativePaths(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(dir+"/rules", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir+"/rules/a.yaml", "rules:\n  - {id: a, action: drop, match: {dst: 198.51.100.0/24}}\n")
+	writeFile(t, dir+"/token", "secret\n")
+	writeFile(t, dir+"/scrubd.yaml", "rules: {files: [rules/a.yaml, "+dir+"/rules/a.yaml]}\napi: {tcp: '127.0.0.1:9000', token_file: token}\n")
+	c, err := Load(dir + "/scrubd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Rules.Files[0] != dir+"/rules/a.yaml" || c.Rules.Files[1] != dir+"/rules/a.yaml" || c.API.TokenFile != dir+"/token" {
+		t.Fatalf("files %v token %q", c.Rules.Files, c.API.TokenFile)
+	}
+	// Parse (text without a file) keeps them relative to the working
+	// directory: the same text fails here.
+	if _, err := Parse("x", []byte("rules: {files: [rules/a.yaml]}\n"), true); err == nil {
+		t.Fatal("relative rule file found from the working directory")
 	}
 }
 

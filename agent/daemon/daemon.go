@@ -65,6 +65,9 @@ type Options struct {
 	// tickers.
 	Now    func() time.Time
 	Ticker func(d time.Duration) (<-chan time.Time, func())
+	// Calibrate measures cycles per packet for software.cycles_per_packet
+	// auto (default Calibrate; tests inject a figure).
+	Calibrate func(ctx context.Context) (float64, error)
 	// Ready, if set, is called with the daemon once every source is up.
 	Ready func(d *Daemon)
 }
@@ -174,8 +177,23 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	if paths.Close != nil {
 		defer paths.Close()
 	}
+	// The capacity model's cycles per packet: a fixed figure, or ("auto") a
+	// short calibration now and the engine's live counters later.
+	cpp, live := float64(cfg.Software.CyclesPerPacket), cfg.Software.CyclesPerPacket.Auto()
+	if live && cfg.Software.Engine != "none" {
+		cal := opt.Calibrate
+		if cal == nil {
+			cal = Calibrate
+		}
+		if c, err := cal(ctx); err != nil {
+			log.Warn("software.cycles_per_packet auto: calibration failed; capacity is unknown until the engine reports cycles", "err", err)
+		} else {
+			cpp = c
+			log.Info("software.cycles_per_packet auto: calibrated (scrubd bench, 64 B, one worker, emulated rings)", "cycles_per_packet", c)
+		}
+	}
 	pcfg := placement.Config{HighWater: cfg.Place.HighWater, LowWater: cfg.Place.LowWater, MinDwell: cfg.Place.MinDwell,
-		MaxMoves: cfg.Place.MaxMovesPerRound, CyclesPerPacket: cfg.Software.CyclesPerPacket, LinkBps: cfg.LinkGbps * 1e9}
+		MaxMoves: cfg.Place.MaxMovesPerRound, CyclesPerPacket: cpp, LiveCycles: live, LinkBps: cfg.LinkGbps * 1e9}
 	placer := placement.New(pcfg, paths.HW, paths.SW, log.With("component", "placement"), now)
 	d := &Daemon{Cfg: cfg, Store: st, Placer: placer}
 
@@ -299,7 +317,7 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	// The simulated NIC: traffic, demo rules, status view.
 	if opt.Sim != nil {
 		n := opt.Sim
-		g.Go(func() error { return n.Run(gctx, 50*time.Millisecond) })
+		g.Go(func() error { return n.Run(gctx, 10*time.Millisecond) })
 		g.Go(func() error { return runDemo(gctx, n, st, placer, log, opt, now, ticker) })
 	}
 	if opt.Ready != nil {

@@ -69,9 +69,12 @@ func runDemo(ctx context.Context, n *sim.NIC, st *store.Store, p *placement.Plac
 		}
 		lastDecision = len(v.Decisions)
 		if now().Sub(lastDraw) >= 5*time.Second {
-			fmt.Fprintf(opt.Status, "status: hw %.1f Mpps dropped (%d/%d entries), sw %.1f Mpps dropped, sw load %.1f of %.1f Mpps, out-of-buffer %d, protected drops %d\n",
+			if lastDraw.IsZero() {
+				fmt.Fprintln(opt.Status, modelLine(v, n)+"; rates and counts below are modelled (1 packet in "+fmt.Sprint(n.Scale())+" runs through the real path)")
+			}
+			fmt.Fprintf(opt.Status, "status (modelled): hw %.1f Mpps dropped (%d/%d entries), sw %.1f Mpps dropped, sw load %.1f of %.1f Mpps, out-of-buffer %d, protected drops %d; engine measured %.0f cycles/pkt\n",
 				v.HWPPS/1e6, v.HWBudget.UsedEntries, v.HWBudget.MaxEntries, v.SWPPS/1e6, v.SWLoadPPS/1e6, v.SWCapacityPPS/1e6,
-				v.NIC["rx_out_of_buffer"], n.ProtectedDrops())
+				v.NIC["rx_out_of_buffer"], n.ProtectedDrops(), v.MeasuredCyclesPerPacket)
 			lastDraw = now()
 		}
 	}
@@ -83,8 +86,9 @@ func drawStatus(w io.Writer, v *placement.View, n *sim.NIC, clear bool) {
 	if clear {
 		b.WriteString("\033[H\033[2J")
 	}
-	fmt.Fprintf(&b, "scrubd --sim   %s   (simulated NIC: mlx5-like table + %s; packets sampled, counters scaled)\n\n", v.Time.Format("15:04:05"), n.SW().Name())
-	fmt.Fprintf(&b, "hardware: %d/%d entries, dropping %.1f Mpps (avg %.0f B)   software: load %.1f of %.1f Mpps (%.0f cycles/pkt), dropping %.1f Mpps (avg %.0f B)\n",
+	fmt.Fprintf(&b, "scrubd --sim   %s   simulated NIC: offload/sim flow table + %s\n", v.Time.Format("15:04:05"), n.SW().Name())
+	b.WriteString(modelLine(v, n) + "\n\n")
+	fmt.Fprintf(&b, "hardware: %d/%d entries, dropping %.1f Mpps* (avg %.0f B)   software: load %.1f of %.1f Mpps* (model %.0f cycles/pkt), dropping %.1f Mpps* (avg %.0f B)\n",
 		v.HWBudget.UsedEntries, v.HWBudget.MaxEntries, v.HWPPS/1e6, v.HWAvgFrame, v.SWLoadPPS/1e6, v.SWCapacityPPS/1e6, v.CyclesPerPacket, v.SWPPS/1e6, v.SWAvgFrame)
 	fmt.Fprintf(&b, "NIC out-of-buffer: %d   moves sw->hw %d hw->sw %d   protected packets dropped: %d\n\n",
 		v.NIC["rx_out_of_buffer"], v.Moves[[2]placement.Path{placement.SW, placement.HW}], v.Moves[[2]placement.Path{placement.HW, placement.SW}], n.ProtectedDrops())
@@ -99,12 +103,23 @@ func drawStatus(w io.Writer, v *placement.View, n *sim.NIC, clear bool) {
 	tw.Flush()
 	b.WriteString("\ntraffic:\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "FLOW\tSENT\tHW DROP\tSW DROP\tPASSED\tOUT-OF-BUF")
+	fmt.Fprintln(tw, "FLOW\tSENT*\tHW DROP*\tSW DROP*\tPASSED*\tOUT-OF-BUF*")
 	for _, f := range n.Stats() {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", f.Name, f.Sent, f.HWDropped, f.SWDropped, f.Passed, f.OOB)
 	}
 	tw.Flush()
+	fmt.Fprintf(&b, "\n* modelled 100G figures: 1 packet in %.0f really runs through the table and the engine; counts are multiplied by %.0f\n", n.Scale(), n.Scale())
 	io.WriteString(w, b.String())
+}
+
+// modelLine says what is measured and what is modelled.
+func modelLine(v *placement.View, n *sim.NIC) string {
+	w, hz, cpp := n.Model()
+	meas := "not yet measured"
+	if v.MeasuredCyclesPerPacket > 0 {
+		meas = fmt.Sprintf("%.0f cycles/pkt measured by the engine on this machine", v.MeasuredCyclesPerPacket)
+	}
+	return fmt.Sprintf("modelled: 100G link, software capacity %d workers x %.2f GHz / %.0f cycles/pkt (BlueField-3 DV figure); %s", w, hz/1e9, cpp, meas)
 }
 
 func trim(s string, n int) string {

@@ -124,6 +124,8 @@ type fakeSW struct {
 	w     *world
 	set   *rule.Set
 	stats dataplane.SWStats
+	// maxRules, when set, makes SetRules refuse larger sets (an engine limit).
+	maxRules int
 }
 
 func (s *fakeSW) Name() string { return "fakesw" }
@@ -131,6 +133,9 @@ func (s *fakeSW) has(id string) bool {
 	return s.set != nil && s.set.Index(id) >= 0
 }
 func (s *fakeSW) SetRules(set *rule.Set) error {
+	if s.maxRules > 0 && len(set.Rules) > s.maxRules {
+		return fmt.Errorf("fake engine limit: %d rules > %d", len(set.Rules), s.maxRules)
+	}
 	s.set = set
 	s.w.check(fmt.Sprintf("sw=%d", len(set.Rules)))
 	return nil

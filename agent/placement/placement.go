@@ -57,9 +57,15 @@ type Config struct {
 	// SwapFactor: a software rule must exceed a hardware rule's packet rate
 	// by this factor to take its place in a full table (default 2).
 	SwapFactor float64
-	// CyclesPerPacket and Hz/Workers from calibration; the live figure
-	// replaces CyclesPerPacket once the engine reports cycles.
+	// CyclesPerPacket is the software path's cost per packet for the
+	// capacity model: from calibration (`scrubd bench`) or the operator.
 	CyclesPerPacket float64
+	// LiveCycles: once the engine reports cycles, its measured cycles per
+	// packet replace CyclesPerPacket. Without it CyclesPerPacket stays (a
+	// fixed or modelled figure) and the measured one is only published
+	// (View.MeasuredCyclesPerPacket). With CyclesPerPacket 0 the measured
+	// figure is used either way.
+	LiveCycles bool
 	// LinkBps is the link speed, for line-rate context in decision logs.
 	LinkBps float64
 	// MaxDecisions kept in the View (default 256).
@@ -68,6 +74,17 @@ type Config struct {
 	// 1 s); a rate is measured over the time between refreshes, not over
 	// one round, so a round that saw no refresh does not read as zero.
 	HWStatsPeriod time.Duration
+	// NoBackstop turns off the software backstop. By default the software
+	// path also holds every drop rule placed in hardware, so that a packet
+	// the NIC's parser reads differently from the rule semantics still meets
+	// the rule: flower never reads the L4 header of a first fragment (seen
+	// in the kernel lab), so a port rule in hardware misses first fragments
+	// that the rule matches. Such packets reach software and are dropped
+	// there. The backstop costs software lookups only for packets hardware
+	// passed. If the software engine refuses the larger set (an engine
+	// limit), the agent falls back to the software-placed rules alone and
+	// logs it.
+	NoBackstop bool
 }
 
 // Inputs are the figures a decision was made from.
@@ -123,6 +140,9 @@ type View struct {
 	SWLoadPPS       float64
 	SWCapacityPPS   float64
 	CyclesPerPacket float64
+	// MeasuredCyclesPerPacket is what the engine's counters gave over the
+	// last round (0 when it reports no cycles or nothing flowed).
+	MeasuredCyclesPerPacket float64
 	// Per path: packet rate and mean frame size of the traffic dropped.
 	HWPPS, SWPPS           float64
 	HWAvgFrame, SWAvgFrame float64
@@ -173,6 +193,7 @@ type Placer struct {
 	lastSW    dataplane.SWStats
 	swLoad    float64
 	cpp       float64
+	measured  float64
 	nic       map[string]uint64
 	stale     []string // hw rule ids found at reconcile and not (yet) wanted
 	view      atomic.Pointer[View]
@@ -269,7 +290,7 @@ func (p *Placer) hwFailed(err error, op string) {
 
 // swSet builds the software rule set: every accept rule and every drop rule
 // whose path is SW (or in transit, listed in extra), in effective-set order.
-func (p *Placer) swSet(extra map[string]bool) *rule.Set {
+func (p *Placer) swSet(extra map[string]bool, backstop bool) *rule.Set {
 	out := &rule.Set{}
 	for _, r := range p.set.Rules {
 		if r.Action == rule.Accept {
@@ -280,7 +301,7 @@ func (p *Placer) swSet(extra map[string]bool) *rule.Set {
 		if rs == nil || rs.r.Match.String() != r.Match.String() {
 			continue
 		}
-		if rs.path == SW || extra[r.ID] {
+		if rs.path == SW || extra[r.ID] || (backstop && rs.path == HW) {
 			out.Rules = append(out.Rules, r)
 		}
 	}
@@ -288,7 +309,14 @@ func (p *Placer) swSet(extra map[string]bool) *rule.Set {
 }
 
 func (p *Placer) pushSW(extra map[string]bool) error {
-	if err := p.sw.SetRules(p.swSet(extra)); err != nil {
+	if !p.cfg.NoBackstop {
+		err := p.sw.SetRules(p.swSet(extra, true))
+		if err == nil {
+			return nil
+		}
+		p.log.Warn("software path refused the backstop set; enforcing software-placed rules only", "err", err)
+	}
+	if err := p.sw.SetRules(p.swSet(extra, false)); err != nil {
 		p.log.Error("software path refused the rule set", "err", err)
 		return err
 	}
@@ -573,7 +601,10 @@ func (p *Placer) Tick(ctx context.Context) {
 		rx := cur.RxPackets - prev.RxPackets
 		p.swLoad = float64(rx) / dt
 		if cyc := cur.Cycles - prev.Cycles; rx > 0 && cur.Cycles >= prev.Cycles && cyc > 0 {
-			p.cpp = float64(cyc) / float64(rx)
+			p.measured = float64(cyc) / float64(rx)
+			if p.cfg.LiveCycles || p.cpp <= 0 {
+				p.cpp = p.measured
+			}
 		}
 	}
 	p.lastSW = sw
@@ -724,7 +755,7 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 func (p *Placer) publish() {
 	v := &View{Time: p.now(), Decisions: slices.Clone(p.decisions), Moves: map[[2]Path]uint64{},
 		HWFailures: map[dataplane.Kind]uint64{}, HWBudget: p.budget, HWUp: p.hwUp, SW: p.lastSW,
-		SWLoadPPS: p.swLoad, CyclesPerPacket: p.cpp, NIC: p.nic, StoreVersion: p.version}
+		SWLoadPPS: p.swLoad, CyclesPerPacket: p.cpp, MeasuredCyclesPerPacket: p.measured, NIC: p.nic, StoreVersion: p.version}
 	if p.sw != nil {
 		v.SWCapacityPPS = p.capacityPPS()
 	}

@@ -34,7 +34,10 @@ func pathOf(v *View, id string) (Path, string) {
 }
 
 func cfg() Config {
-	return Config{HighWater: 0.8, LowWater: 0.5, MinDwell: 10 * time.Second, MaxMoves: 4, CyclesPerPacket: 100}
+	// These tests look at which rules each path holds, so the software
+	// backstop (hardware rules also held in software) is off; TestBackstop
+	// covers it.
+	return Config{HighWater: 0.8, LowWater: 0.5, MinDwell: 10 * time.Second, MaxMoves: 4, CyclesPerPacket: 100, NoBackstop: true}
 }
 
 func TestOffloadFirstAndReasons(t *testing.T) {
@@ -222,5 +225,74 @@ func TestNewAcceptDemotesOverlappingHWRule(t *testing.T) {
 	}
 	if iSW < 0 || iHW < iSW {
 		t.Fatalf("ops %v", w.ops)
+	}
+}
+
+// The engine's measured cycles per packet replace the configured figure
+// only with LiveCycles (or when no figure was configured); otherwise they
+// are published beside it.
+func TestLiveCycles(t *testing.T) {
+	for _, tc := range []struct {
+		live     bool
+		cfgCPP   float64
+		wantCPP  float64
+		wantMeas float64
+	}{{false, 100, 100, 250}, {true, 100, 250, 250}, {false, 0, 250, 250}} {
+		w := newWorld(t, 2)
+		c := cfg()
+		c.LiveCycles, c.CyclesPerPacket = tc.live, tc.cfgCPP
+		p := New(c, w.hw, w.sw, quiet(), w.now)
+		r := drop("r", "203.0.113.0/24")
+		w.want(r)
+		p.Apply(context.Background(), snap(1, r))
+		p.Tick(context.Background())
+		w.clock = w.clock.Add(time.Second)
+		w.sw.stats.Workers = []dataplane.WorkerStats{{RxPackets: 1000, Cycles: 250_000}}
+		p.Tick(context.Background())
+		v := p.View()
+		if v.CyclesPerPacket != tc.wantCPP || v.MeasuredCyclesPerPacket != tc.wantMeas {
+			t.Errorf("live %v cfg %v: cycles %v measured %v, want %v and %v", tc.live, tc.cfgCPP, v.CyclesPerPacket, v.MeasuredCyclesPerPacket, tc.wantCPP, tc.wantMeas)
+		}
+		if want := 1e9 / tc.wantCPP; v.SWCapacityPPS != want {
+			t.Errorf("live %v: capacity %v, want %v", tc.live, v.SWCapacityPPS, want)
+		}
+	}
+}
+
+func TestBackstop(t *testing.T) {
+	w := newWorld(t, 2)
+	c := cfg()
+	c.NoBackstop = false
+	p := New(c, w.hw, w.sw, quiet(), w.now)
+	lenRule := drop("len", "203.0.113.0/24")
+	lenRule.Match.Length = rule.Ranges{{Lo: 0, Hi: 100}}
+	rs := []rule.Rule{drop("a", "198.51.100.0/24"), drop("b", "198.51.101.0/24"), lenRule}
+	w.want(rs...)
+	p.Apply(context.Background(), snap(1, rs...))
+	v := p.View()
+	for id, want := range map[string]string{"a": "hw", "b": "hw", "len": "sw"} {
+		if got, why := pathOf(v, id); string(got) != want {
+			t.Fatalf("%s: %s (%s), want %s", id, got, why, want)
+		}
+	}
+	// Software holds the hardware rules too, in rule-set order.
+	var ids []string
+	for _, r := range w.sw.set.Rules {
+		ids = append(ids, r.ID)
+	}
+	if strings.Join(ids, ",") != "a,b,len" {
+		t.Fatalf("backstop sw set = %v, want a,b,len", ids)
+	}
+	// An engine that cannot take the larger set still gets the software rules.
+	w.sw.maxRules = 2
+	rs2 := []rule.Rule{rs[0], rs[1], lenRule, drop("d", "192.0.2.0/24")}
+	w.want(rs2...)
+	p.Apply(context.Background(), snap(2, rs2...))
+	ids = ids[:0]
+	for _, r := range w.sw.set.Rules {
+		ids = append(ids, r.ID)
+	}
+	if strings.Join(ids, ",") != "len,d" {
+		t.Fatalf("fallback sw set = %v, want the software-placed rules", ids)
 	}
 }

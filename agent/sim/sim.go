@@ -1,28 +1,49 @@
 // Package sim is `scrubd run --sim`: the whole agent on a simulated NIC with
-// no hardware and no configuration. The hardware path is offload/sim (an
-// mlx5-like flow table with a small entry budget) behind agent/hwpath; the
-// software path is the real classifier with one worker per simulated Arm
-// core; a built-in traffic mix (small-frame floods, large-frame
-// amplification, traffic no NIC key can match, legitimate and management
-// traffic) runs through both, and built-in demo rules arrive one by one.
+// no hardware and no configuration. A built-in traffic mix (small-frame
+// floods, large-frame amplification, traffic no NIC key can match,
+// legitimate and management traffic) is sent, as real Ethernet frames, into
 //
-// What is emulated: packets are sampled, one in Scale, and every counter is
-// scaled back up, so the agent sees full-rate figures (tens of Mpps) that a
-// laptop could not push through Go code. The software path's capacity comes
-// from the regime model (workers x clock / cycles per packet, the BlueField-3
-// Direct Verbs figures by default); when the packets reaching software exceed
-// it, the excess is lost as out-of-buffer, as on a real NIC whose rings run
-// dry. Every sampled packet is also decided by the reference
-// ((*rule.Set).Decide) on the rule set in force, so the simulation counts any
-// packet an engine dropped that the rules would pass (over-drop), and any
-// drop of protected traffic.
+//   - the simulated NIC flow table (offload/sim, mlx5's keys, flow groups
+//     and limits) behind agent/hwpath: a frame an entry matches is dropped
+//     there and counted on that entry, as the eswitch would;
+//   - for every frame the table passes, the receive ring of the NIC
+//     emulator (swpath/nicemu), where the Direct Verbs engine (swpath/dv:
+//     one worker per receive queue, each with its own pool cache, the
+//     classifier's burst API) polls it, drops it or forwards it to the
+//     peer port's send queue.
+//
+// Counters are read back from those two places only: per rule from the
+// table's entries and the engine's classifier, per worker and
+// out-of-buffer from the engine and the emulator, cycles per packet as the
+// engine measured them.
+//
+// What is modelled rather than run: a 100G link carries tens of Mpps, which
+// a laptop cannot push through Go code, so one packet in Scale is sent
+// through the real path and every counter the agent reads is multiplied by
+// Scale. The software path modelled is a BlueField-3's: Workers cores at Hz
+// running CPP cycles per packet (the Direct Verbs figures by default);
+// when the packets reaching software exceed that capacity the excess is
+// lost before the receive rings, counted as out-of-buffer, as on a NIC
+// whose rings run dry. The engine's own cycles per packet, measured on
+// this machine, are reported beside the model. Every frame carries its
+// flow and the reference decision ((*rule.Set).Decide on the rule set in
+// force when it was sent), so the simulator counts any packet a path
+// dropped that the rules pass (over-drop) and any drop of protected
+// traffic.
+//
+// Two ways to drive it: Step runs a slice of traffic synchronously (the
+// workers are stepped on the caller's goroutine until the rings are empty:
+// deterministic, for tests), Run sends traffic in real time while the
+// workers poll on their own locked OS threads.
 package sim
 
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +54,9 @@ import (
 	"github.com/scrubd/scrubd/offload/compile"
 	osim "github.com/scrubd/scrubd/offload/sim"
 	"github.com/scrubd/scrubd/swpath/classifier"
+	"github.com/scrubd/scrubd/swpath/dv/dvsim"
+	"github.com/scrubd/scrubd/swpath/nicemu"
+	"github.com/scrubd/scrubd/swpath/pool"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
@@ -40,66 +64,106 @@ import (
 type Flow struct {
 	Name      string
 	Fields    rule.Fields
-	Frame     int     // frame size in bytes
-	PPS       float64 // full-rate packets per second
+	Frame     int     // frame size on the wire in bytes (with FCS)
+	PPS       float64 // full-rate (modelled) packets per second
 	Protected bool    // traffic the protect list covers
-	// Vary spreads source addresses and ports over this many values.
+	// Vary spreads source addresses over this many values.
 	Vary int
 }
 
-// FlowStats are one flow's counters (full-rate, scaled).
+// FlowStats are one flow's counters, in modelled packets (real packets
+// times Scale).
 type FlowStats struct {
 	Name      string
 	Sent      uint64
 	HWDropped uint64
 	SWDropped uint64
 	Passed    uint64
-	OOB       uint64
-	// OverDrop counts packets an engine dropped that the rules pass.
+	// OOB is what was lost for want of receive buffers: the modelled
+	// capacity's loss (ModelOOB) plus what found a real ring empty.
+	OOB      uint64
+	ModelOOB uint64
+	// OverDrop counts packets a path dropped that the rules pass.
 	OverDrop uint64
-	// UnderPass counts packets the rules drop that passed (rules not yet in
-	// force on a path, or lost to overload are not counted here).
+	// UnderPass counts packets the rules drop that passed (a rule not yet
+	// in force on a path).
 	UnderPass uint64
 }
 
 // Options size the simulated NIC.
 type Options struct {
-	Scale      float64 // sample one packet in Scale (default 2000)
-	Workers    int     // default 12
-	Hz         float64 // default 2.13e9
-	CPP        float64 // cycles per packet, default 297
-	HWEntries  int     // hardware entry budget (default 10)
-	HWMasks    int     // mask shapes per table (0: device's 15)
-	Flows      []Flow  // default DefaultFlows()
+	// Scale: one packet in Scale runs through the real path (default 1000).
+	Scale float64
+	// Workers, Hz and CPP model the software path's capacity (default 12
+	// workers, 2.13 GHz, 297 cycles per packet: BlueField-3 with Direct
+	// Verbs).
+	Workers int
+	Hz      float64
+	CPP     float64
+	// Queues is the number of real receive queues and engine workers
+	// (default Workers).
+	Queues     int
+	HWEntries  int    // hardware entry budget (default 10)
+	HWMasks    int    // mask shapes per table (0: device's 15)
+	Flows      []Flow // default DefaultFlows()
 	Start      time.Time
 	InsertRate float64 // default: mlx5 DMFS 5000/s
+	// Host puts the engine in host mode: passed frames are counted, not
+	// forwarded to the peer port.
+	Host bool
+	// IdleSleep is how long a worker in Run sleeps after a poll that found
+	// nothing (default 1 ms), so twelve simulated cores do not keep a
+	// laptop's CPUs spinning.
+	IdleSleep time.Duration
 }
 
-// NIC is the simulated box: hardware table, software path, traffic.
+// NIC is the simulated box: hardware table, emulated NIC rings and the
+// engine polling them, traffic.
 type NIC struct {
 	opt   Options
 	clock *osim.FakeClock
 	hwNIC *osim.NIC
 	hw    dataplane.HW
 	sw    *SW
+	dv    *dvsim.Sim
 
-	mu    sync.Mutex
-	ref   *rule.Set // the effective set, for the reference decision
-	acc   []float64
+	flows [][]variant
 	stats []flowCounters
-	steps uint64
-	oob   atomic.Uint64 // samples
-	rxPhy atomic.Uint64 // samples
+	// modelOOB counts, per queue, packets the capacity model lost before
+	// they reached the ring.
+	modelOOB []atomic.Uint64
+	rxPhy    atomic.Uint64
+	untagged atomic.Uint64
+
+	mu      sync.Mutex // serialises traffic rounds
+	ref     *rule.Set  // the effective set, for the reference decision
+	refSeen *rule.Set
+	refDrop [][]bool
+	acc     []float64
+	steps   uint64
+	pend    [][]pending
+	running bool
+
+	closeOnce sync.Once
+	closeErr  error
+	closed    atomic.Bool
+}
+
+type pending struct {
+	flow  int
+	frame []byte
 }
 
 type flowCounters struct {
-	sent, hw, sw, passed, oob, over, under uint64
+	sent, hw, sw, passed, oob, modelOOB, over, under atomic.Uint64
+	_                                                [64]byte
 }
 
-// New builds the simulated NIC.
+// New builds the simulated NIC: the flow table, the engine's pool, rings
+// and workers over the emulator, and the traffic's frames.
 func New(opt Options) (*NIC, error) {
 	if opt.Scale <= 0 {
-		opt.Scale = 2000
+		opt.Scale = 1000
 	}
 	if opt.Workers <= 0 {
 		opt.Workers = 12
@@ -110,14 +174,23 @@ func New(opt Options) (*NIC, error) {
 	if opt.CPP <= 0 {
 		opt.CPP = 297
 	}
+	if opt.Queues <= 0 {
+		opt.Queues = opt.Workers
+	}
 	if opt.HWEntries <= 0 {
 		opt.HWEntries = 10
 	}
 	if opt.Flows == nil {
 		opt.Flows = DefaultFlows()
 	}
+	if len(opt.Flows) > maxFlows {
+		return nil, fmt.Errorf("sim: %d flows: at most %d", len(opt.Flows), maxFlows)
+	}
 	if opt.Start.IsZero() {
 		opt.Start = time.Now()
+	}
+	if opt.IdleSleep <= 0 {
+		opt.IdleSleep = time.Millisecond
 	}
 	caps := offload.MLX5(osim.DefaultEntries)
 	if opt.InsertRate > 0 {
@@ -127,12 +200,29 @@ func New(opt Options) (*NIC, error) {
 	hwNIC := osim.New(osim.Config{Caps: caps, Clock: clk, Dev: "sim0"})
 	path := hwpath.New(hwpath.Config{Name: "sim-mlx5", Compile: compile.Config{Caps: caps, Chain: 0, PrioV4: 10, PrioV6: 11},
 		Owner: offload.Owner{Chain: 0, PrioLo: 10, PrioHi: 11}, MaxEntries: opt.HWEntries, MaxMasks: opt.HWMasks}, hwNIC)
-	sw, err := newSW(opt.Workers, opt.Hz, opt.CPP, opt.Scale)
-	if err != nil {
-		return nil, err
+	n := &NIC{opt: opt, clock: clk, hwNIC: hwNIC, ref: &rule.Set{},
+		stats: make([]flowCounters, len(opt.Flows)), modelOOB: make([]atomic.Uint64, opt.Queues),
+		acc: make([]float64, len(opt.Flows)), pend: make([][]pending, opt.Queues)}
+	seed := maphash.MakeSeed()
+	for i := range opt.Flows {
+		vs, err := buildVariants(i, &opt.Flows[i], opt.Queues, seed)
+		if err != nil {
+			return nil, err
+		}
+		n.flows = append(n.flows, vs)
 	}
-	n := &NIC{opt: opt, clock: clk, hwNIC: hwNIC, sw: sw, ref: &rule.Set{},
-		acc: make([]float64, len(opt.Flows)), stats: make([]flowCounters, len(opt.Flows))}
+	// The engine: rings of 512 receive WQEs (a CQ of twice that) and 512
+	// send WQEs per queue, small pool caches: twelve queues fit in ~50 MB.
+	d, err := dvsim.New(dvsim.Config{Workers: opt.Queues, Host: opt.Host, CQLog2: 10, RQLog2: 9, SQLog2: 9, Tap: n.tap,
+		Pool: &pool.Config{HugePages: pool.HugeOff, Bind: pool.BindOff, CacheSize: 128}})
+	if err != nil {
+		return nil, fmt.Errorf("sim: software path: %w", err)
+	}
+	n.dv = d
+	for _, w := range d.Workers {
+		w.Step() // post the first receive buffers
+	}
+	n.sw = &SW{n: n}
 	n.hw = &scaledHW{HW: path, scale: opt.Scale, nic: n.nicCounters}
 	return n, nil
 }
@@ -149,6 +239,12 @@ func (n *NIC) Device() *osim.NIC { return n.hwNIC }
 // Now is the simulation's clock.
 func (n *NIC) Now() time.Time { return n.clock.Now() }
 
+// Scale is how many modelled packets each real packet stands for.
+func (n *NIC) Scale() float64 { return n.opt.Scale }
+
+// Model describes the modelled software path.
+func (n *NIC) Model() (workers int, hz, cpp float64) { return n.opt.Workers, n.opt.Hz, n.opt.CPP }
+
 // SetReference gives the rule set in force, for the reference decision.
 func (n *NIC) SetReference(s *rule.Set) {
 	n.mu.Lock()
@@ -156,122 +252,217 @@ func (n *NIC) SetReference(s *rule.Set) {
 	n.mu.Unlock()
 }
 
-// Close releases the workers.
-func (n *NIC) Close() { n.sw.close() }
+// Close stops the emulated device and the engine and releases the pool. It
+// returns the emulator's first protocol error, or an error if buffers
+// leaked. Stats stay readable (frozen) afterwards.
+func (n *NIC) Close() error {
+	n.closeOnce.Do(func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.sw.freeze()
+		n.closed.Store(true)
+		n.closeErr = n.dv.Close()
+		if n.closeErr == nil && n.dv.Leaked != 0 {
+			n.closeErr = fmt.Errorf("sim: %d buffers leaked", n.dv.Leaked)
+		}
+	})
+	return n.closeErr
+}
+
+func (n *NIC) up(v uint64) uint64 { return uint64(math.Round(float64(v) * n.opt.Scale)) }
 
 func (n *NIC) nicCounters() map[string]uint64 {
-	s := n.opt.Scale
+	var model, ring uint64
+	for i := range n.modelOOB {
+		model += n.modelOOB[i].Load()
+	}
+	for _, q := range n.dv.RX {
+		ring += q.C.OutOfBuffer.Load()
+	}
 	return map[string]uint64{
-		"rx_out_of_buffer": uint64(float64(n.oob.Load()) * s),
-		"rx_packets_phy":   uint64(float64(n.rxPhy.Load()) * s),
+		"rx_out_of_buffer": n.up(model + ring),
+		"rx_packets_phy":   n.up(n.rxPhy.Load()),
 		"rx_discards_phy":  0,
 	}
 }
 
-type sample struct {
-	flow int
-	f    rule.Fields
-	drop bool // reference verdict
-}
-
-// Step runs dt of traffic: it advances the simulation clock, sends each
-// flow's sampled packets through the hardware table and, for what hardware
-// passes, through the software path, within its capacity.
-func (n *NIC) Step(dt time.Duration) {
-	n.clock.Advance(dt)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.steps++
-	secs := dt.Seconds()
-	if secs <= 0 {
+// tap sees every frame the engine classified (on the worker's goroutine):
+// it attributes the verdict to the frame's flow and checks it against the
+// reference decision the frame carries.
+func (n *NIC) tap(frame []byte, r classifier.Result) {
+	t := tagOf(frame)
+	if t < 0 || t>>tagFlowBits >= len(n.stats) {
+		n.untagged.Add(1)
 		return
 	}
-	var toSW []sample
+	fc := &n.stats[t>>tagFlowBits]
+	refDrop := t&tagDrop != 0
+	if r.Verdict == classifier.Drop {
+		fc.sw.Add(1)
+		if !refDrop {
+			fc.over.Add(1)
+		}
+		return
+	}
+	fc.passed.Add(1)
+	if refDrop {
+		fc.under.Add(1)
+	}
+}
+
+// refresh recomputes the reference decision of every variant when the rule
+// set changed. Caller holds mu.
+func (n *NIC) refresh() {
+	if n.ref == n.refSeen && n.refDrop != nil {
+		return
+	}
+	n.refSeen = n.ref
+	n.refDrop = make([][]bool, len(n.flows))
+	for i, vs := range n.flows {
+		n.refDrop[i] = make([]bool, len(vs))
+		for v := range vs {
+			if idx := n.ref.Decide(&vs[v].fields); idx >= 0 && n.ref.Rules[idx].Action == rule.Drop {
+				n.refDrop[i][v] = true
+			}
+		}
+	}
+}
+
+// round sends secs of traffic. sync steps the workers on this goroutine;
+// otherwise they poll on their own. Caller holds mu.
+func (n *NIC) round(secs float64, sync bool) {
+	n.steps++
+	if secs <= 0 || n.closed.Load() {
+		return
+	}
+	n.refresh()
+	for q := range n.pend {
+		n.pend[q] = n.pend[q][:0]
+	}
+	toSW := 0
 	for i := range n.opt.Flows {
 		fl := &n.opt.Flows[i]
 		n.acc[i] += fl.PPS * secs / n.opt.Scale
 		cnt := int(n.acc[i])
 		n.acc[i] -= float64(cnt)
 		fc := &n.stats[i]
+		vs := n.flows[i]
 		for k := 0; k < cnt; k++ {
-			f := fl.Fields
-			if fl.Vary > 1 {
-				v := (n.steps*7919 + uint64(k)) % uint64(fl.Vary)
-				if f.Family == rule.IPv6 {
-					f.Src.Lo += v
-				} else {
-					f.Src.Hi += v << 32 // the IPv4 address sits in Hi's top half
-				}
+			v := int((n.steps*7919 + uint64(k)) % uint64(len(vs)))
+			drop := n.refDrop[i][v]
+			fr := vs[v].frames[0]
+			if drop {
+				fr = vs[v].frames[1]
 			}
-			drop := false
-			if idx := n.ref.Decide(&f); idx >= 0 && n.ref.Rules[idx].Action == rule.Drop {
-				drop = true
-			}
-			fc.sent++
+			fc.sent.Add(1)
 			n.rxPhy.Add(1)
-			if _, hit := n.hwNIC.Process(&f, uint32(fl.Frame)); hit {
-				fc.hw++
+			if _, hit := n.hwNIC.ProcessFrame(fr); hit {
+				fc.hw.Add(1)
 				if !drop {
-					fc.over++
+					fc.over.Add(1)
 				}
 				continue
 			}
-			toSW = append(toSW, sample{flow: i, f: f, drop: drop})
+			n.pend[vs[v].queue] = append(n.pend[vs[v].queue], pending{flow: i, frame: fr})
+			toSW++
 		}
 	}
-	// Software capacity: what exceeds it is lost for want of posted buffers.
+	// The modelled software capacity: what exceeds it is lost before the
+	// rings, for want of posted buffers.
 	capPPS := float64(n.opt.Workers) * n.opt.Hz / n.opt.CPP
-	offered := float64(len(toSW)) * n.opt.Scale / secs
+	offered := float64(toSW) * n.opt.Scale / secs
 	keep := 1.0
 	if offered > capPPS {
 		keep = capPPS / offered
 	}
 	var kacc float64
-	for j := range toSW {
-		s := &toSW[j]
-		fl := &n.opt.Flows[s.flow]
-		fc := &n.stats[s.flow]
-		kacc += keep
-		if kacc < 1 {
-			fc.oob++
-			n.oob.Add(1)
-			n.sw.ctr[j%len(n.sw.ctr)].oob.Add(1)
-			continue
-		}
-		kacc--
-		v := n.sw.classify(j%len(n.sw.workers), &s.f, uint32(fl.Frame))
-		if v == classifier.Drop {
-			fc.sw++
-			if !s.drop {
-				fc.over++
+	for q, list := range n.pend {
+		rq := n.dv.RX[q]
+		for _, p := range list {
+			fc := &n.stats[p.flow]
+			kacc += keep
+			if kacc < 1 {
+				fc.oob.Add(1)
+				fc.modelOOB.Add(1)
+				n.modelOOB[q].Add(1)
+				continue
 			}
-		} else {
-			fc.passed++
-			if s.drop {
-				fc.under++
+			kacc--
+			if sync {
+				for rq.Room() == 0 && n.stepQueue(q) > 0 {
+				}
+			}
+			if rq.Deliver(p.frame) != nicemu.Placed {
+				fc.oob.Add(1) // the real ring was empty (or the completion failed)
 			}
 		}
 	}
+	if sync {
+		n.drain()
+		return
+	}
+	n.serviceTX()
+}
+
+// stepQueue runs one burst of worker q and lets the peer port send what it
+// forwarded.
+func (n *NIC) stepQueue(q int) int {
+	got := n.dv.Workers[q].Step()
+	if q < len(n.dv.TX) {
+		n.dv.TX[q].Service()
+	}
+	return got
+}
+
+// drain steps every worker until its ring is empty.
+func (n *NIC) drain() {
+	for q := range n.dv.Workers {
+		for n.stepQueue(q) > 0 {
+		}
+	}
+}
+
+func (n *NIC) serviceTX() {
+	for _, t := range n.dv.TX {
+		t.Service()
+	}
+}
+
+// Step runs dt of traffic synchronously: it advances the simulation clock,
+// sends each flow's packets through the hardware table and what it passes
+// through the engine, stepping the workers until the rings are empty. It
+// must not be called while Run runs.
+func (n *NIC) Step(dt time.Duration) {
+	n.clock.Advance(dt)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.running {
+		panic("sim: Step called while Run is running")
+	}
+	n.round(dt.Seconds(), true)
 }
 
 // Idle advances the simulation clock without traffic.
 func (n *NIC) Idle(dt time.Duration) { n.clock.Advance(dt) }
 
-// Stats returns every flow's counters, scaled to full rate.
+// Stats returns every flow's counters, in modelled packets.
 func (n *NIC) Stats() []FlowStats {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	up := func(v uint64) uint64 { return uint64(math.Round(float64(v) * n.opt.Scale)) }
 	out := make([]FlowStats, len(n.stats))
-	for i, c := range n.stats {
-		out[i] = FlowStats{Name: n.opt.Flows[i].Name, Sent: up(c.sent), HWDropped: up(c.hw), SWDropped: up(c.sw),
-			Passed: up(c.passed), OOB: up(c.oob), OverDrop: up(c.over), UnderPass: up(c.under)}
+	for i := range n.stats {
+		c := &n.stats[i]
+		out[i] = FlowStats{Name: n.opt.Flows[i].Name, Sent: n.up(c.sent.Load()), HWDropped: n.up(c.hw.Load()),
+			SWDropped: n.up(c.sw.Load()), Passed: n.up(c.passed.Load()), OOB: n.up(c.oob.Load()), ModelOOB: n.up(c.modelOOB.Load()),
+			OverDrop: n.up(c.over.Load()), UnderPass: n.up(c.under.Load())}
 	}
 	return out
 }
 
-// ProtectedDrops returns how many packets of protected flows any engine
-// dropped (full-rate).
+// Untagged counts frames the engine saw that the simulator did not send
+// (always 0 unless something is wrong).
+func (n *NIC) Untagged() uint64 { return n.untagged.Load() }
+
+// ProtectedDrops returns how many packets of protected flows any path
+// dropped (modelled packets).
 func (n *NIC) ProtectedDrops() uint64 {
 	var d uint64
 	for i, s := range n.Stats() {
@@ -282,8 +473,43 @@ func (n *NIC) ProtectedDrops() uint64 {
 	return d
 }
 
-// Run steps the simulation with real time until ctx ends (the --sim mode).
+// Run sends traffic in real time until ctx ends (the --sim mode): every
+// tick it sends the traffic of the time elapsed into the table and the
+// rings, and lets the peer port send; the workers poll their rings on their
+// own OS threads meanwhile.
 func (n *NIC) Run(ctx context.Context, every time.Duration) error {
+	n.mu.Lock()
+	if n.running || n.closed.Load() {
+		n.mu.Unlock()
+		return fmt.Errorf("sim: Run called twice or after Close")
+	}
+	n.running = true
+	n.mu.Unlock()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for _, w := range n.dv.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			for !stop.Load() {
+				if w.Step() == 0 {
+					time.Sleep(n.opt.IdleSleep)
+				}
+			}
+		}()
+	}
+	defer func() {
+		stop.Store(true)
+		wg.Wait()
+		// The workers are stopped: decide what is still on the rings here,
+		// so every packet sent is accounted for.
+		n.mu.Lock()
+		n.drain()
+		n.running = false
+		n.mu.Unlock()
+	}()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	last := time.Now()
@@ -292,8 +518,12 @@ func (n *NIC) Run(ctx context.Context, every time.Duration) error {
 		case <-ctx.Done():
 			return nil
 		case now := <-t.C:
-			n.Step(now.Sub(last))
+			dt := now.Sub(last)
 			last = now
+			n.clock.Advance(dt)
+			n.mu.Lock()
+			n.round(dt.Seconds(), false)
+			n.mu.Unlock()
 		}
 	}
 }

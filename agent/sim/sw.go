@@ -1,89 +1,107 @@
 package sim
 
 import (
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/scrubd/scrubd/agent/dataplane"
-	"github.com/scrubd/scrubd/swpath/classifier"
+	"github.com/scrubd/scrubd/swpath/dv"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
-// workerCounters are one simulated worker's counters, in sample units.
-type workerCounters struct {
-	rx, rxBytes, dropped, passed, oob atomic.Uint64
-}
-
-// SW is the simulated software path: the real classifier (swpath/classifier)
-// with one classifier.Worker per simulated worker, fed with sampled packets.
-// Its counters are scaled by the sampling factor, and its cycle count is the
-// model's cycles per packet times the packets received. It implements
-// dataplane.SW.
+// SW is the simulated NIC's software path: the Direct Verbs engine
+// (swpath/dv) over the NIC emulator, one worker per receive queue, all
+// sharing one classifier whose set SetRules swaps atomically. It
+// implements dataplane.SW. Its packet and byte counters are the engine's
+// times the simulation's Scale; its cycle counter too, so cycles per
+// packet stay what the engine measured. Capacity reports the modelled
+// workers and clock, not this machine's.
 type SW struct {
-	scale   float64
-	hz      float64
-	cpp     float64
-	c       *classifier.Classifier
-	workers []*classifier.Worker
-	ctr     []workerCounters
-}
+	n *NIC
 
-func newSW(workers int, hz, cpp, scale float64) (*SW, error) {
-	c, err := classifier.New(&rule.Set{})
-	if err != nil {
-		return nil, err
-	}
-	s := &SW{scale: scale, hz: hz, cpp: cpp, c: c, ctr: make([]workerCounters, workers)}
-	for i := 0; i < workers; i++ {
-		s.workers = append(s.workers, c.NewWorker())
-	}
-	return s, nil
+	mu     sync.Mutex
+	frozen *dataplane.SWStats // after Close
 }
 
 // Name implements dataplane.SW.
-func (s *SW) Name() string { return "sim-go-classifier" }
+func (s *SW) Name() string { return "dv (emulated NIC)" }
 
 // SetRules implements dataplane.SW: an atomic swap of the classifier's set.
-func (s *SW) SetRules(set *rule.Set) error { return s.c.Swap(set) }
+func (s *SW) SetRules(set *rule.Set) error { return s.n.dv.Class.Swap(set) }
 
-// Capacity implements dataplane.SW.
-func (s *SW) Capacity() (int, float64) { return len(s.workers), s.hz }
+// Capacity implements dataplane.SW: the modelled workers and clock.
+func (s *SW) Capacity() (int, float64) { return s.n.opt.Workers, s.n.opt.Hz }
 
-func (s *SW) up(v uint64) uint64 { return uint64(float64(v) * s.scale) }
+// Engine returns the engine's raw (unscaled) counters per worker.
+func (s *SW) Engine() []dv.Counters {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.frozen != nil {
+		return nil
+	}
+	return s.n.dv.Engine.Snapshot()
+}
+
+// MeasuredCyclesPerPacket is the engine's cycles (swpath/barrier.Cycles
+// ticks) per packet received, summed over workers, on this machine; 0
+// before any traffic.
+func (s *SW) MeasuredCyclesPerPacket() float64 {
+	t := dv.Total(s.Engine())
+	if t.Rx == 0 {
+		return 0
+	}
+	return float64(t.Cycles) / float64(t.Rx)
+}
 
 // Stats implements dataplane.SW.
 func (s *SW) Stats() dataplane.SWStats {
-	snap := s.c.Snapshot()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.frozen != nil {
+		return *s.frozen
+	}
+	return s.read()
+}
+
+func (s *SW) read() dataplane.SWStats {
+	n := s.n
+	snap := n.dv.Class.Snapshot()
 	out := dataplane.SWStats{At: time.Now(), Rules: make(map[string]dataplane.Counter, len(snap.Rules))}
 	for _, rc := range snap.Rules {
-		out.Rules[rc.ID] = dataplane.Counter{Packets: s.up(rc.Packets), Bytes: s.up(rc.Bytes)}
+		out.Rules[rc.ID] = dataplane.Counter{Packets: n.up(rc.Packets), Bytes: n.up(rc.Bytes)}
 	}
-	for i := range s.ctr {
-		c := &s.ctr[i]
-		rx := s.up(c.rx.Load())
-		out.Workers = append(out.Workers, dataplane.WorkerStats{Worker: i, RxPackets: rx, RxBytes: s.up(c.rxBytes.Load()),
-			Dropped: s.up(c.dropped.Load()), Passed: s.up(c.passed.Load()), OutOfBuffer: s.up(c.oob.Load()),
-			Cycles: uint64(float64(rx) * s.cpp), PoolSize: 4096, PoolFree: 4096, PoolNode: 0})
+	ps := n.dv.Pool.Snapshot()
+	var size, outstanding int
+	node := 0
+	for _, nd := range ps.Nodes {
+		size += nd.Buffers
+		outstanding += int(nd.Allocs) - int(nd.Frees)
+		node = nd.Node
+	}
+	ws := n.dv.Engine.Snapshot()
+	for i, c := range ws {
+		w := dataplane.WorkerStats{Worker: i, RxPackets: n.up(c.Rx), RxBytes: n.up(c.RxBytes),
+			Dropped: n.up(c.Dropped), Passed: n.up(c.Passed), OutOfBuffer: n.up(c.OutOfBuffer + n.modelOOB[i].Load()),
+			Cycles: n.up(c.Cycles), PoolNode: node, PoolAllocFail: c.NoBuf}
+		// One pool node shared by every queue: its size and free buffers
+		// are split evenly, so the sums over workers are the pool's.
+		w.PoolSize = size / len(ws)
+		w.PoolFree = (size - outstanding) / len(ws)
+		if i == 0 {
+			w.PoolSize += size % len(ws)
+			w.PoolFree += (size - outstanding) % len(ws)
+		}
+		out.Workers = append(out.Workers, w)
 	}
 	return out
 }
 
-// classify runs one sampled packet on worker w and reports the verdict.
-func (s *SW) classify(w int, f *rule.Fields, length uint32) classifier.Verdict {
-	c := &s.ctr[w]
-	c.rx.Add(1)
-	c.rxBytes.Add(uint64(length))
-	r := s.workers[w].Classify(f, length)
-	if r.Verdict == classifier.Drop {
-		c.dropped.Add(1)
-	} else {
-		c.passed.Add(1)
-	}
-	return r.Verdict
-}
-
-func (s *SW) close() {
-	for _, w := range s.workers {
-		w.Close()
+// freeze keeps the last counters for readers after the engine is closed.
+func (s *SW) freeze() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.frozen == nil {
+		st := s.read()
+		s.frozen = &st
 	}
 }
