@@ -64,6 +64,7 @@ type RxQueue struct {
 	tail   uint32 // WQEs posted
 	shadow []uint32
 	get    [MaxBurst]uint32
+	words  [MaxBurst]uint32 // owner words of the current run, as scanned
 
 	// An open compressed session (title at sessCI, sessN packets, sessDone
 	// of them handed out). The CQ index stays at the title until all are.
@@ -139,6 +140,7 @@ func (q *RxQueue) Poll(b *Burst, budget int) int {
 			if !prm.SWOwned(op, i, q.cqLog2) {
 				break
 			}
+			q.words[run] = w
 			run++
 			if op&prm.FormatMask != 0 {
 				title = true
@@ -166,7 +168,9 @@ func (q *RxQueue) Poll(b *Burst, budget int) int {
 				q.ci++
 				continue
 			}
-			counter, op := prm.OwnerWord(prm.LoadWord(c, prm.CQEOffWQECnt))
+			// The owner word as the scan read it: the device does not
+			// write a slot again before the consumer index passes it.
+			counter, op := prm.OwnerWord(q.words[k])
 			if counter != uint16(q.head) {
 				q.Stats.SeqErrors++
 			}
@@ -190,7 +194,7 @@ func (q *RxQueue) Poll(b *Burst, budget int) int {
 		}
 		if title {
 			c := q.slot(q.ci)
-			counter, _ := prm.OwnerWord(prm.LoadWord(c, prm.CQEOffWQECnt))
+			counter, _ := prm.OwnerWord(q.words[run-1])
 			if counter != uint16(q.head) {
 				q.Stats.SeqErrors++
 			}
