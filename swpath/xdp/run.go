@@ -21,7 +21,8 @@ const (
 const minFrame = 14
 
 // Run passes one frame through the loaded program with BPF_PROG_TEST_RUN
-// (no interface needed) and returns the XDP action. Counters move exactly as
+// (no interface needed) and returns the XDP action (for an Engine loaded with
+// Options.Trace, the raw return value; use Decide). Counters move exactly as
 // for a received frame. A frame shorter than an Ethernet header is passed
 // without running the program (no rule can match it).
 func (e *Engine) Run(frame []byte) (uint32, error) {
