@@ -47,6 +47,11 @@ type Paths struct {
 	SW dataplane.SW
 	// Close releases them (may be nil).
 	Close func() error
+	// Watch, if set, runs until ctx ends and calls lost whenever the
+	// hardware table may have lost scrubd's entries (the clsact qdisc
+	// deleted: OVS restarting); the placer then re-reads the table and
+	// reinstalls what is missing.
+	Watch func(ctx context.Context, lost func(reason string)) error
 }
 
 // Options are what the caller provides besides the config.
@@ -206,6 +211,14 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
+	if paths.Watch != nil && paths.HW != nil {
+		g.Go(func() error {
+			return paths.Watch(gctx, func(reason string) {
+				log.Warn("hardware table may have lost rules; resync requested", "reason", reason)
+				placer.RequestResync(reason)
+			})
+		})
+	}
 	// Placement: the one owner of placement state.
 	ptick, pstop := ticker(cfg.Place.Interval)
 	defer pstop()
@@ -310,7 +323,7 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 			return fmt.Errorf("metrics.listen: %w", err)
 		}
 		d.HTTPAddr = l.Addr().String()
-		h := metrics.Handler(metrics.NewRegistry(d.Metrics))
+		h := metrics.HandlerWithReadiness(metrics.NewRegistry(d.Metrics), d.Readiness)
 		g.Go(func() error { return serveHTTP(gctx, l, h) })
 	}
 
@@ -347,6 +360,31 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	return nil
 }
 
+// Readiness is /readyz: ready once the first placement round is done
+// (hardware reconciled: rules from the last run adopted or removed, every
+// rule installed in hardware or loaded in software).
+func (d *Daemon) Readiness() (bool, string) {
+	v := d.Placer.View()
+	if v == nil || !v.Ready {
+		return false, fmt.Sprintf("not ready: pending the first placement round (reconcile the hardware table, then place %d rules from the store)",
+			len(d.Store.Snapshot().Set.Rules))
+	}
+	var hw, sw int
+	for _, r := range v.Rules {
+		switch r.Path {
+		case placement.HW:
+			hw++
+		case placement.SW:
+			sw++
+		}
+	}
+	hwState := "up"
+	if !v.HWUp {
+		hwState = "down (every rule in software)"
+	}
+	return true, fmt.Sprintf("ready: %d drop rules in hardware, %d in software; hardware path %s", hw, sw, hwState)
+}
+
 func serveHTTP(ctx context.Context, l net.Listener, h http.Handler) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
@@ -366,10 +404,28 @@ func serveHTTP(ctx context.Context, l net.Listener, h http.Handler) error {
 	}
 }
 
-// SimPaths returns the dataplane of a simulated NIC.
+// SimPaths returns the dataplane of a simulated NIC. A flush of its table
+// (the model of OVS deleting the qdisc) is reported to Watch as the qdisc
+// monitor reports a deleted qdisc.
 func SimPaths(n *sim.NIC) func(context.Context, *config.Config) (Paths, error) {
 	return func(context.Context, *config.Config) (Paths, error) {
-		return Paths{HW: n.HW(), SW: n.SW()}, nil
+		return Paths{HW: n.HW(), SW: n.SW(), Watch: func(ctx context.Context, lost func(string)) error {
+			flushed := make(chan struct{}, 1)
+			n.Device().OnFlush(func() {
+				select {
+				case flushed <- struct{}{}:
+				default:
+				}
+			})
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-flushed:
+					lost("simulated flow table flushed (qdisc deleted)")
+				}
+			}
+		}}, nil
 	}
 }
 

@@ -56,6 +56,7 @@ func RealPaths(ctx context.Context, cfg *config.Config) (Paths, error) {
 		closers = append(closers, cl.Close)
 		caps := offload.MLX5(defaultEntries)
 		b := flowerbackend.New(flowerbackend.Config{Client: cl, Ifindex: ifi.Index, Dev: dev, Caps: caps, Flags: tcflower.SkipSW})
+		p.Watch = func(ctx context.Context, lost func(string)) error { return watchQdisc(ctx, ifi.Index, dev, lost) }
 		p.HW = hwpath.New(hwpath.Config{Name: "tcflower:" + dev, Compile: compile.Config{Caps: caps, Chain: hwChain, PrioV4: hwPrioV4, PrioV6: hwPrioV6},
 			Owner: offload.Owner{Chain: hwChain, PrioLo: hwPrioV4, PrioHi: hwPrioV6}, MaxEntries: cfg.Offload.MaxEntries, MaxMasks: cfg.Offload.MaxMasks}, b)
 	case "none":
@@ -89,6 +90,39 @@ func RealPaths(ctx context.Context, cfg *config.Config) (Paths, error) {
 		return p, fmt.Errorf("software.engine %q is not available outside --sim in this build (use xdp or none)", cfg.Software.Engine)
 	}
 	return p, nil
+}
+
+// watchQdisc follows the rtnetlink TC group: when the clsact (or ingress)
+// qdisc of the offload device is deleted (OVS deletes it when it
+// restarts, and every filter goes with it) it calls lost at once. Lost
+// notifications (ENOBUFS) count as a possible deletion too. A monitor that
+// cannot be opened is logged by the caller's lack of resyncs only: the
+// agent runs on without it.
+func watchQdisc(ctx context.Context, ifindex int, dev string, lost func(string)) error {
+	m, err := tcflower.NewMonitor()
+	if err != nil {
+		lost("qdisc monitor unavailable (" + err.Error() + "): checking once")
+		return nil
+	}
+	defer m.Close()
+	for {
+		ev, err := m.Next(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			lost("qdisc monitor lost events (" + err.Error() + ")")
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		if ev.Ifindex == ifindex && ev.Deleted {
+			lost(ev.Kind + " qdisc on " + dev + " deleted")
+		}
+	}
 }
 
 // xdpSW is the XDP engine as a dataplane.SW.

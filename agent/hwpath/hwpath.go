@@ -234,7 +234,8 @@ func (p *Path) Remove(ctx context.Context, key string) error {
 
 // Installed dumps the device and returns the keys of scrubd's rules there
 // (owned by the configured Owner), remembering their entries so Remove and
-// Stats work for them after a restart.
+// Stats work for them after a restart, and forgetting rules the device
+// lost.
 func (p *Path) Installed(ctx context.Context) ([]string, error) {
 	dump, err := p.b.Dump(ctx)
 	if err != nil {
@@ -254,10 +255,10 @@ func (p *Path) Installed(ctx context.Context) ([]string, error) {
 		}
 		found[k] = append(found[k], e)
 	}
+	// The device is the truth: rules it no longer holds (a flushed table,
+	// a deleted qdisc) are forgotten, so they count against no budget.
 	p.mu.Lock()
-	for k, es := range found {
-		p.rules[k] = es
-	}
+	p.rules = found
 	p.mu.Unlock()
 	return keys, nil
 }

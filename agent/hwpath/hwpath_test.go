@@ -133,3 +133,39 @@ func TestMaskBudget(t *testing.T) {
 		t.Fatalf("mask budget: %v", err)
 	}
 }
+
+// After the device lost its entries (a deleted qdisc), Installed forgets
+// them: they count against no budget, and the rule installs again.
+func TestInstalledForgetsFlushedRules(t *testing.T) {
+	p, nic, _ := newPath(offload.MLX5(4), 0)
+	set := parse(t, `rules:
+  - {id: dns, action: drop, match: {dst: 203.0.113.0/24, proto: udp, src_port: "53"}}
+  - {id: ntp, action: drop, match: {dst: 203.0.113.0/24, proto: udp, src_port: "123"}}
+`)
+	ctx := context.Background()
+	for i := range set.Rules {
+		if err := p.Install(ctx, &set.Rules[i], set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, _ := p.Budget(ctx); b.UsedEntries != 2 {
+		t.Fatalf("budget %+v", b)
+	}
+	nic.Flush()
+	keys, err := p.Installed(ctx)
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("installed after flush: %v %v", keys, err)
+	}
+	if b, _ := p.Budget(ctx); b.UsedEntries != 0 {
+		t.Fatalf("flushed entries still counted: %+v", b)
+	}
+	if err := p.Install(ctx, &set.Rules[0], set); err != nil {
+		t.Fatal(err)
+	}
+	if _, hit := nic.Process(udpTo("203.0.113.5", 53, 4000), 100); !hit {
+		t.Fatal("reinstalled rule does not drop")
+	}
+	if keys, _ := p.Installed(ctx); len(keys) != 1 || keys[0] != p.Key(&set.Rules[0]) {
+		t.Fatalf("installed %v", keys)
+	}
+}

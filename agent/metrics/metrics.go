@@ -51,7 +51,8 @@ type Collector struct {
 	ruleDroppedPkts, ruleDroppedBytes, ruleAcceptedPkts *prometheus.Desc
 	rulePlacement, ruleMoves, ruleRate                  *prometheus.Desc
 	pathRate, pathFrame                                 *prometheus.Desc
-	swCPP, swCap, swLoad, swHeadroom                    *prometheus.Desc
+	swCPP, swCap, swLoad, swHeadroom, swMeasured        *prometheus.Desc
+	hwResyncs                                           *prometheus.Desc
 	wRx, wRxBytes, wDrop, wPass, wOOB, wCycles          *prometheus.Desc
 	poolFree, poolSize, poolFail                        *prometheus.Desc
 	hwUsed, hwFree, hwMax, maskUsed, maskFree, hwUp     *prometheus.Desc
@@ -76,7 +77,9 @@ func New(src Sources, maxRuleSeries int) *Collector {
 		ruleRate:         d("rule_packets_per_second", "Packet rate a rule decided over the last placement round, per path.", "rule", "path"),
 		pathRate:         d("path_dropped_packets_per_second", "Packet rate dropped by rules on each path over the last placement round.", "path"),
 		pathFrame:        d("path_dropped_frame_bytes_avg", "Mean frame size of the traffic rules dropped on each path over the last round.", "path"),
-		swCPP:            d("sw_cycles_per_packet", "Cycles the software path spends per received packet (live; calibration until traffic flows)."),
+		swCPP:            d("sw_cycles_per_packet", "Cycles per packet the capacity model uses (calibrated or configured; the live figure with cycles_per_packet auto)."),
+		swMeasured:       d("sw_measured_cycles_per_packet", "Cycles per received packet the software engine measured over the last round (0: none measured)."),
+		hwResyncs:        d("hw_resyncs_total", "Times the hardware table was found to have lost scrubd's rules (qdisc deleted, e.g. OVS restarting) and they were reinstalled."),
 		swCap:            d("sw_capacity_packets_per_second", "Software capacity: workers x clock / cycles per packet."),
 		swLoad:           d("sw_load_packets_per_second", "Packets per second the software path received over the last round."),
 		swHeadroom:       d("sw_headroom_ratio", "1 - load/capacity of the software path (negative when overloaded)."),
@@ -110,7 +113,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ruleDroppedPkts, c.ruleDroppedBytes, c.ruleAcceptedPkts, c.rulePlacement,
 		c.ruleMoves, c.ruleRate, c.pathRate, c.pathFrame, c.swCPP, c.swCap, c.swLoad, c.swHeadroom, c.wRx, c.wRxBytes,
 		c.wDrop, c.wPass, c.wOOB, c.wCycles, c.poolFree, c.poolSize, c.poolFail, c.hwUsed, c.hwFree, c.hwMax,
-		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp} {
+		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.swMeasured, c.hwResyncs} {
 		ch <- d
 	}
 }
@@ -227,6 +230,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.pathFrame, prometheus.GaugeValue, v.HWAvgFrame, "hw")
 	ch <- prometheus.MustNewConstMetric(c.pathFrame, prometheus.GaugeValue, v.SWAvgFrame, "sw")
 	ch <- prometheus.MustNewConstMetric(c.swCPP, prometheus.GaugeValue, v.CyclesPerPacket)
+	ch <- prometheus.MustNewConstMetric(c.swMeasured, prometheus.GaugeValue, v.MeasuredCyclesPerPacket)
+	ch <- prometheus.MustNewConstMetric(c.hwResyncs, prometheus.CounterValue, float64(v.Resyncs))
 	ch <- prometheus.MustNewConstMetric(c.swCap, prometheus.GaugeValue, v.SWCapacityPPS)
 	ch <- prometheus.MustNewConstMetric(c.swLoad, prometheus.GaugeValue, v.SWLoadPPS)
 	head := 0.0
@@ -293,10 +298,31 @@ func NewRegistry(c *Collector) *prometheus.Registry {
 	return reg
 }
 
-// Handler serves /metrics for reg, and /healthz.
-func Handler(reg *prometheus.Registry) http.Handler {
+// Handler serves /metrics for reg, /healthz, and a /readyz with no gate
+// (always 200); the agent uses HandlerWithReadiness.
+func Handler(reg *prometheus.Registry) http.Handler { return HandlerWithReadiness(reg, nil) }
+
+// Readiness reports whether the agent is ready and, either way, what it is
+// waiting for or what is in force.
+type Readiness func() (ready bool, detail string)
+
+// HandlerWithReadiness serves /metrics for reg, /healthz (200 while the
+// process answers) and /readyz: 200 once ready reports true, 503 before,
+// with ready's detail as the body.
+func HandlerWithReadiness(reg *prometheus.Registry, ready Readiness) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ok, detail := true, "ok"
+		if ready != nil {
+			ok, detail = ready()
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		w.Write([]byte(detail + "\n"))
+	})
 	return mux
 }

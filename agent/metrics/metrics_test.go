@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/scrubd/scrubd/agent/dataplane"
@@ -16,7 +17,7 @@ import (
 )
 
 func view(n int) *placement.View {
-	v := &placement.View{HWUp: true, SWCapacityPPS: 86e6, SWLoadPPS: 43e6, CyclesPerPacket: 297,
+	v := &placement.View{HWUp: true, SWCapacityPPS: 86e6, SWLoadPPS: 43e6, CyclesPerPacket: 297, MeasuredCyclesPerPacket: 141, Resyncs: 2,
 		HWBudget:   dataplane.Budget{MaxEntries: 100, UsedEntries: 40, MaxMasks: 15, UsedMasks: 3},
 		HWFailures: map[dataplane.Kind]uint64{dataplane.KindTableFull: 2},
 		Moves:      map[[2]placement.Path]uint64{{placement.SW, placement.HW}: 5},
@@ -83,6 +84,9 @@ func TestBoundedRuleSeries(t *testing.T) {
 	has(t, out, `scrubd_rules{source="bgp",status="active"} 1`)
 	has(t, out, `scrubd_flowspec_refused_routes_total{reason="unsupported_action"} 2`)
 	has(t, out, `scrubd_flowspec_session_up{peer="192.0.2.1"} 1`)
+	has(t, out, `scrubd_sw_cycles_per_packet 297`)
+	has(t, out, `scrubd_sw_measured_cycles_per_packet 141`)
+	has(t, out, `scrubd_hw_resyncs_total 2`)
 	if n := strings.Count(out, "scrubd_rule_dropped_packets_total{"); n != 8 {
 		t.Errorf("%d per-rule packet series, want 4 labels x 2 paths", n)
 	}
@@ -127,4 +131,37 @@ func TestPromtoolFullScrape(t *testing.T) {
 	v := view(5)
 	c := New(Sources{View: func() *placement.View { return v }}, 10)
 	promtool(t, scrape(t, c))
+}
+
+// /readyz answers 503 with what is pending until the gate opens, then 200;
+// /healthz answers 200 throughout.
+func TestReadyz(t *testing.T) {
+	var ready atomic.Bool
+	h := HandlerWithReadiness(NewRegistry(New(Sources{}, 1)), func() (bool, string) {
+		if !ready.Load() {
+			return false, "pending: first placement round"
+		}
+		return true, "ready: 3 rules placed"
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		resp, err := srv.Client().Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "pending: first placement round") {
+		t.Errorf("before: %d %q", code, body)
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Errorf("healthz before ready: %d", code)
+	}
+	ready.Store(true)
+	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, "3 rules placed") {
+		t.Errorf("after: %d %q", code, body)
+	}
 }

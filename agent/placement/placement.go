@@ -148,6 +148,11 @@ type View struct {
 	HWAvgFrame, SWAvgFrame float64
 	NIC                    map[string]uint64
 	StoreVersion           uint64
+	// Resyncs counts the times the hardware table was found to have lost
+	// rules placed there (a deleted qdisc: OVS restarting) and they were
+	// reinstalled; Ready is set once the first placement round is done.
+	Resyncs uint64
+	Ready   bool
 }
 
 type ruleState struct {
@@ -196,6 +201,9 @@ type Placer struct {
 	measured  float64
 	nic       map[string]uint64
 	stale     []string // hw rule ids found at reconcile and not (yet) wanted
+	resyncs   uint64
+	ready     bool
+	resyncReq chan string
 	view      atomic.Pointer[View]
 }
 
@@ -217,7 +225,8 @@ func New(cfg Config, hw dataplane.HW, sw dataplane.SW, log *slog.Logger, now fun
 		cfg.HWStatsPeriod = time.Second
 	}
 	p := &Placer{cfg: cfg, hw: hw, sw: sw, log: log, now: now, rules: map[string]*ruleState{},
-		moves: map[[2]Path]uint64{}, failures: map[dataplane.Kind]uint64{}, hwUp: hw != nil, cpp: cfg.CyclesPerPacket}
+		moves: map[[2]Path]uint64{}, failures: map[dataplane.Kind]uint64{}, hwUp: hw != nil, cpp: cfg.CyclesPerPacket,
+		resyncReq: make(chan string, 1)}
 	p.publish()
 	return p
 }
@@ -755,7 +764,8 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 func (p *Placer) publish() {
 	v := &View{Time: p.now(), Decisions: slices.Clone(p.decisions), Moves: map[[2]Path]uint64{},
 		HWFailures: map[dataplane.Kind]uint64{}, HWBudget: p.budget, HWUp: p.hwUp, SW: p.lastSW,
-		SWLoadPPS: p.swLoad, CyclesPerPacket: p.cpp, MeasuredCyclesPerPacket: p.measured, NIC: p.nic, StoreVersion: p.version}
+		SWLoadPPS: p.swLoad, CyclesPerPacket: p.cpp, MeasuredCyclesPerPacket: p.measured, NIC: p.nic, StoreVersion: p.version,
+		Resyncs: p.resyncs, Ready: p.ready}
 	if p.sw != nil {
 		v.SWCapacityPPS = p.capacityPPS()
 	}
@@ -783,6 +793,65 @@ func (p *Placer) publish() {
 		v.SWAvgFrame = swB / v.SWPPS
 	}
 	p.view.Store(v)
+}
+
+// RequestResync asks the placer's goroutine (Run) to check the hardware
+// table against its placements soon: something (a qdisc monitor) saw the
+// table lose entries. Safe from any goroutine; never blocks (requests made
+// while one is pending merge).
+func (p *Placer) RequestResync(reason string) {
+	select {
+	case p.resyncReq <- reason:
+	default:
+	}
+}
+
+// Resync reads back what the hardware holds and reinstalls every rule
+// placed there that it lost (OVS deletes the ingress qdisc, and every
+// filter with it, when it restarts). The lost rules go to software first,
+// at once, since nothing enforces them now; then back to hardware, which
+// re-creates the qdisc. It returns how many rules were lost.
+func (p *Placer) Resync(ctx context.Context, reason string) int {
+	if p.hw == nil || !p.hwUp {
+		return 0
+	}
+	ids, err := p.hw.Installed(ctx)
+	if err != nil {
+		p.hwFailed(err, "resync")
+		p.log.Error("resync: reading the hardware table failed", "reason", reason, "err", err)
+		p.publish()
+		return 0
+	}
+	have := map[string]bool{}
+	for _, k := range ids {
+		have[k] = true
+	}
+	var lost []*ruleState
+	for _, id := range p.order {
+		if rs := p.rules[id]; rs.path == HW && !have[rs.key] {
+			lost = append(lost, rs)
+		}
+	}
+	if len(lost) == 0 {
+		p.log.Info("resync: hardware holds every rule placed there", "reason", reason)
+		return 0
+	}
+	p.resyncs++
+	p.log.Warn("resync: hardware lost rules; software enforces them until they are reinstalled", "reason", reason, "rules", len(lost))
+	for _, rs := range lost {
+		rs.key = ""
+		p.record(rs, HW, SW, "hardware lost the rule ("+reason+"): software enforces it", p.inputs(rs))
+	}
+	_ = p.pushSW(nil)
+	p.refreshBudget(ctx)
+	now := p.now()
+	for _, rs := range lost {
+		rs.hwRetryAt = time.Time{}
+		p.toHW(ctx, rs, "reinstalled after "+reason, now)
+	}
+	_ = p.pushSW(nil)
+	p.publish()
+	return len(lost)
 }
 
 // RemoveAllHW takes every rule out of hardware (shutdown with

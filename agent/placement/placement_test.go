@@ -296,3 +296,39 @@ func TestBackstop(t *testing.T) {
 		t.Fatalf("fallback sw set = %v, want the software-placed rules", ids)
 	}
 }
+
+// A table that lost its entries (qdisc deleted): Resync puts the lost
+// rules in software first, then back in hardware, and counts one resync.
+// A table that lost nothing is left alone.
+func TestResyncAfterFlush(t *testing.T) {
+	w := newWorld(t, 4)
+	p := New(cfg(), w.hw, w.sw, quiet(), w.now)
+	a, b, l := drop("a", "203.0.113.0/24"), drop("b", "198.51.100.0/24"), drop("len", "198.51.101.0/24")
+	l.Match.Length = rule.Ranges{{Lo: 0, Hi: 100}}
+	w.want(a, b, l)
+	ctx := context.Background()
+	p.Apply(ctx, snap(1, a, b, l))
+	if n := p.Resync(ctx, "nothing happened"); n != 0 || p.View().Resyncs != 0 {
+		t.Fatalf("resync of an intact table: %d lost, %d resyncs", n, p.View().Resyncs)
+	}
+	installs := w.hw.installs
+	w.hw.installed = map[string]bool{} // the qdisc went, and its filters
+	if n := p.Resync(ctx, "qdisc deleted"); n != 2 {
+		t.Fatalf("resync found %d lost rules, want 2", n)
+	}
+	v := p.View()
+	for _, id := range []string{"a", "b"} {
+		if got, why := pathOf(v, id); got != HW || !strings.Contains(why, "reinstalled after qdisc deleted") {
+			t.Errorf("%s: %s (%s)", id, got, why)
+		}
+		if !w.hw.installed[id] {
+			t.Errorf("%s not back in the table", id)
+		}
+	}
+	if got, _ := pathOf(v, "len"); got != SW {
+		t.Errorf("len moved to %s", got)
+	}
+	if v.Resyncs != 1 || w.hw.installs != installs+2 || v.Moves[[2]Path{HW, SW}] != 2 || v.Moves[[2]Path{SW, HW}] != 2 {
+		t.Fatalf("resyncs %d, installs %d (was %d), moves %v", v.Resyncs, w.hw.installs, installs, v.Moves)
+	}
+}

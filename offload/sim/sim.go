@@ -126,6 +126,9 @@ type NIC struct {
 	statsAt     time.Time
 	statsCache  []offload.Stats
 	statsLoaded bool
+
+	flushMu sync.Mutex
+	onFlush []func()
 }
 
 var _ offload.Backend = (*NIC)(nil)
@@ -167,13 +170,29 @@ func (n *NIC) SetGone(gone bool) {
 	n.gone.Store(gone)
 }
 
-// Flush removes every entry at once, as OVS deleting the ingress qdisc does.
+// Flush removes every entry at once, as OVS deleting the ingress qdisc does,
+// then calls the OnFlush callbacks (the qdisc-deleted notification a
+// monitor would see).
 func (n *NIC) Flush() {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	n.tables = map[offload.Table]*table{}
 	n.entries = 0
 	n.publishLocked()
+	n.mu.Unlock()
+	n.flushMu.Lock()
+	fs := slices.Clone(n.onFlush)
+	n.flushMu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// OnFlush registers f to be called after every Flush (and SetGone(true),
+// which flushes), on the flushing goroutine; f must not block.
+func (n *NIC) OnFlush(f func()) {
+	n.flushMu.Lock()
+	n.onFlush = append(n.onFlush, f)
+	n.flushMu.Unlock()
 }
 
 func (n *NIC) largeSize() int {

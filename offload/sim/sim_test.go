@@ -455,3 +455,24 @@ func TestProcessFrame(t *testing.T) {
 		t.Fatalf("ProcessFrame allocates %v", a)
 	}
 }
+
+// Flush empties the table (as a deleted qdisc does) and tells whoever
+// registered, after the table is empty.
+func TestFlushNotifies(t *testing.T) {
+	n := New(Config{Clock: NewFakeClock(t0)})
+	mustInstall(t, n, entry("203.0.113.0/24", rule.ProtoUDP, 53))
+	var seen []int
+	n.OnFlush(func() {
+		d, _ := n.Dump(context.Background())
+		seen = append(seen, len(d))
+	})
+	n.Flush()
+	f := pkt("203.0.113.9", rule.ProtoUDP, 53)
+	if _, ok := n.Process(&f, 100); ok {
+		t.Error("flushed entry still drops")
+	}
+	n.SetGone(true)
+	if len(seen) != 2 || seen[0] != 0 {
+		t.Fatalf("notifications %v, want two, the first after the table emptied", seen)
+	}
+}
