@@ -27,9 +27,15 @@ func FuzzPoll(f *testing.F) {
 	prm.PutBE32(huge, prm.CQEOffByteCnt, 0xffffffff)
 	huge[prm.CQEOffOpOwn] = prm.OpOwnTitle
 	f.Add(huge)
+	// Empty session titles in every slot: more completions than WQEs.
+	empty := make([]byte, 64*64)
+	for i := 0; i < 64; i++ {
+		empty[i*64+prm.CQEOffOpOwn] = prm.OpOwnTitle
+	}
+	f.Add(empty)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sim, err := dvsim.New(dvsim.Config{RQLog2: 5, CQLog2: 6, SQLog2: 5, Host: true,
-			Pool: &pool.Config{HugePages: pool.HugeOff, Bind: pool.BindOff, BuffersPerNode: 256, CacheSize: 64, Batch: 16}})
+			Pool: &pool.Config{HugePages: pool.HugeOff, Bind: pool.BindOff, BuffersPerNode: 256, CacheSize: 64, Batch: 16, Debug: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,8 +54,8 @@ func FuzzPoll(f *testing.F) {
 		if err := sim.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if sim.Leaked != 0 {
-			t.Fatalf("%d buffers leaked", sim.Leaked)
+		if sim.Leaked != 0 || sim.BadFrees != 0 {
+			t.Fatalf("%d buffers leaked, %d freed twice", sim.Leaked, sim.BadFrees)
 		}
 	})
 }

@@ -208,7 +208,12 @@ func (q *RxQueue) Poll(b *Burst, budget int) int {
 			}
 			if cnt < 2 || cnt > q.cqMask+1 {
 				// Not a session this driver can walk: treat the title as an
-				// error completion of one WQE.
+				// error completion of one WQE, if one is outstanding.
+				if q.head == q.tail {
+					q.Stats.Unposted++
+					q.ci++
+					continue
+				}
 				q.Stats.ErrCQEs++
 				b.Free[b.NFree] = q.shadow[q.head&q.rqMask]
 				b.NFree++

@@ -88,6 +88,9 @@ type Sim struct {
 	// Leaked is set by Close: buffers allocated from the pool and never
 	// returned, after every ring was released and every cache closed.
 	Leaked int64
+	// BadFrees is set by Close: frees the pool refused (with Pool.Debug,
+	// a buffer freed twice).
+	BadFrees uint64
 }
 
 // New builds the pool, rings, emulator queues and workers. Nothing runs
@@ -246,12 +249,16 @@ func (s *Sim) release() {
 	}
 	s.caches = nil
 	if s.Pool != nil {
+		nodes := s.Pool.Snapshot().Nodes
 		if out, err := s.Pool.Outstanding(); err == nil {
 			s.Leaked = int64(len(out))
 		} else {
-			for _, n := range s.Pool.Snapshot().Nodes {
+			for _, n := range nodes {
 				s.Leaked += int64(n.Allocs) - int64(n.Frees)
 			}
+		}
+		for _, n := range nodes {
+			s.BadFrees += n.BadFrees
 		}
 	}
 	for _, w := range s.clsW {

@@ -135,8 +135,8 @@ func runAccounting(t *testing.T, c runCase) {
 	if c.backpressure && s.OutOfBuffer != 0 {
 		t.Errorf("out-of-buffer %d under backpressure", s.OutOfBuffer)
 	}
-	if sim.Leaked != 0 {
-		t.Errorf("%d buffers leaked after shutdown", sim.Leaked)
+	if sim.Leaked != 0 || sim.BadFrees != 0 {
+		t.Errorf("%d buffers leaked after shutdown, %d freed twice", sim.Leaked, sim.BadFrees)
 	}
 	// Per-rule counts equal the reference decision on the same packets.
 	if uint64(len(tp.frames)) != tt.Rx {
