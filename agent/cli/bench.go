@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/scrubd/scrubd/swpath/bench"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// Bench is `scrubd bench`: the software path (the Direct Verbs engine over
+// the NIC emulator, swpath/bench) measured on this machine.
+func Bench(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return benchCmd(ctx, args, stdout, stderr)
+}
+
+// Frame sizes must fit one receive buffer of the emulated rings.
+const (
+	minBenchFrame = 64
+	maxBenchFrame = 2048
+)
+
+func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the report as JSON (what the placement model reads)")
+	workers := fs.Int("workers", 1, "workers, one receive queue each, pinned to CPUs 0..N-1 when N > 1")
+	sizes := fs.String("frame-sizes", "64,128,256,512,1024,1500", "frame sizes in bytes on the wire, comma-separated")
+	rulesFile := fs.String("rules", "", "rule file to classify against (default: the source material's five UDP drop rules)")
+	packets := fs.Int("packets", 1<<20, "packets per worker per frame size")
+	mix := fs.Float64("mix", 0, "share of frames (0..1) no rule drops: forwarded to the peer port (or counted with --host)")
+	host := fs.Bool("host", false, "host mode: passed frames are counted, not forwarded")
+	compress := fs.Bool("compress", false, "deliver completions as compressed CQE sessions")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: scrubd bench [--json] [--workers N] [--frame-sizes 64,128,...] [--rules FILE] [--packets N] [--mix F] [--host] [--compress]")
+		fmt.Fprintln(stderr, "Measures receive + classify + drop/forward of the Direct Verbs engine on emulated rings (no NIC: an upper bound for the software's own cost).")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "scrubd bench: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	cfg := bench.Config{Workers: *workers, Packets: *packets, Mix: *mix, Host: *host, Compress: *compress}
+	var bad []string
+	if *workers < 1 {
+		bad = append(bad, fmt.Sprintf("--workers %d: must be at least 1", *workers))
+	}
+	if *packets < 1 {
+		bad = append(bad, fmt.Sprintf("--packets %d: must be at least 1", *packets))
+	}
+	if !(*mix >= 0 && *mix <= 1) {
+		bad = append(bad, fmt.Sprintf("--mix %v: must be in [0, 1]", *mix))
+	}
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < minBenchFrame || n > maxBenchFrame {
+			bad = append(bad, fmt.Sprintf("--frame-sizes %q: %q is not a size from %d to %d bytes", *sizes, s, minBenchFrame, maxBenchFrame))
+			continue
+		}
+		cfg.FrameSizes = append(cfg.FrameSizes, n)
+	}
+	if *rulesFile != "" {
+		data, err := os.ReadFile(*rulesFile)
+		if err != nil {
+			bad = append(bad, "--rules: "+err.Error())
+		} else if set, err := rule.Parse(*rulesFile, data, time.Now()); err != nil {
+			bad = append(bad, "--rules: "+err.Error())
+		} else {
+			cfg.Rules = set
+		}
+	}
+	if len(bad) > 0 {
+		for _, b := range bad {
+			fmt.Fprintln(stderr, "scrubd bench:", b)
+		}
+		return 2
+	}
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "scrubd bench:", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return 1
+		}
+		return 0
+	}
+	if err := rep.WriteText(stdout); err != nil {
+		return 1
+	}
+	fmt.Fprintln(stdout, "\nFeed a cycles/pkt figure to `scrubd plan --cycles-per-packet C`, or set software.cycles_per_packet (auto runs a short version of this at start).")
+	return 0
+}

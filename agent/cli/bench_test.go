@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scrubd/scrubd/swpath/bench"
+)
+
+// scrubd bench --json runs the real measurement and prints the report the
+// placement model reads; the counts in it add up.
+func TestBenchJSON(t *testing.T) {
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rules, []byte("rules:\n  - {id: a, action: drop, match: {dst: 203.0.113.0/24, proto: udp}}\n  - {id: b, action: drop, match: {dst: 198.51.100.0/24, proto: tcp, dst_port: \"80\"}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	rc := benchCmd(context.Background(), []string{"--json", "--packets", "4096", "--frame-sizes", "64, 512", "--rules", rules, "--mix", "0.25", "--host"}, &out, &errb)
+	if rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if rep.Rules != 2 || !rep.Emulated || !rep.Host || len(rep.Sizes) != 2 || rep.Sizes[0].FrameSize != 64 || rep.Sizes[1].FrameSize != 512 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, s := range rep.Sizes {
+		if s.Packets < 4096 || s.Dropped+s.Passed != s.Packets || s.CyclesPerPkt <= 0 || s.NsPerPkt <= 0 {
+			t.Errorf("%d B: %+v", s.FrameSize, s)
+		}
+		if share := float64(s.Passed) / float64(s.Packets); share < 0.2 || share > 0.3 {
+			t.Errorf("%d B: passed share %.2f, want about 0.25", s.FrameSize, share)
+		}
+	}
+}
+
+func TestBenchRefusesBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--workers", "0"}, "--workers 0"},
+		{[]string{"--frame-sizes", "64,9000"}, `"9000" is not a size`},
+		{[]string{"--mix", "2"}, "--mix 2"},
+		{[]string{"--rules", "/nonexistent/rules.yaml"}, "--rules"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		var out, errb bytes.Buffer
+		if rc := benchCmd(context.Background(), tc.args, &out, &errb); rc != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v: rc %d, stderr %q", tc.args, rc, errb.String())
+		}
+	}
+}
