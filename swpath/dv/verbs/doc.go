@@ -8,6 +8,8 @@
 // sending, and mlx5dv_init_obj to get the ring memory the engine polls
 // (prm.RxRings, prm.TxRings). The order follows VPP's rdma plugin
 // (device.c rdma_dev_init / rdma_rxq_init / rdma_rxq_finalize).
+// SetupPort wires all of it to swpath/dv workers for one direction
+// (receive netdev -> classify -> peer netdev).
 //
 // Without the tag, or without cgo, the package holds only what needs no C:
 // the netdev-to-RDMA-device mapping (Mellanox/rdmamap) and the
