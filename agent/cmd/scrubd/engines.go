@@ -1,0 +1,7 @@
+package main
+
+// Dry-run engines beyond the Go classifier register themselves with
+// swpath/dryrun when imported.
+import (
+	_ "github.com/scrubd/scrubd/swpath/xdp/xdpdryrun" // --engine xdp: the XDP program through BPF_PROG_TEST_RUN
+)

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Runs every scrubd test. As root it first installs what the tests need
+# (tests/install-deps.sh); CI (.ci/run) runs exactly this script, with CI=true,
+# under which a test that would skip for a missing tool fails instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() { printf '\n=== %s (%s)\n' "$*" "$(date +%T)"; }
+
+if [ "$(id -u)" = 0 ]; then
+  step "install test dependencies"
+  bash tests/install-deps.sh
+fi
+
+step "gofmt"
+bad=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$bad" ]; then echo "not gofmt'd:"; echo "$bad"; exit 1; fi
+
+step "go vet (amd64, arm64, mlx5 tag)"
+go vet ./...
+GOARCH=arm64 go vet ./...
+if [ -f /usr/include/infiniband/mlx5dv.h ]; then go vet -tags mlx5 ./swpath/dv/...; fi
+
+step "staticcheck"
+go tool staticcheck ./...
+
+step "generated eBPF objects are current"
+go generate ./swpath/xdp/
+git diff --exit-code -- swpath/xdp
+
+step "go test (amd64; root, namespaces, XDP, kernel lab under qemu)"
+go test -count=1 -timeout 40m ./...
+
+step "go test -race (concurrent packages)"
+go test -count=1 -race -short -timeout 20m ./swpath/pool/... ./swpath/classifier/... ./swpath/dv/... ./swpath/nicemu/... ./offload/sim/... ./agent/placement/... ./agent/store/... ./agent/api/... ./agent/sim/...
+
+if [ -f /usr/include/infiniband/mlx5dv.h ]; then
+  step "mlx5 cgo build and layout test against rdma-core's headers"
+  go test -count=1 -tags mlx5 ./swpath/dv/...
+fi
+
+step "arm64 under qemu-user"
+GOARCH=arm64 go test -count=1 -short -timeout 30m -exec qemu-aarch64-static \
+  ./arm/... ./x86/... ./swpath/... ./offload/... ./deploy/... \
+  ./agent/plan/... ./agent/placement/... ./agent/store/... ./agent/protect/... ./agent/config/... ./agent/metrics/...
+
+step "benchmarks compile and run once"
+go test -count=1 -run '^$' -bench . -benchtime 1x ./swpath/... ./offload/... >/dev/null
+
+step "Kubernetes manifests (separate module: k8s API types stay out of the agent)"
+sc=$(go tool -n staticcheck)
+(cd deploy/k8s/validate && go vet ./... && "$sc" ./... && go test -count=1 ./...)
+
+echo
+echo "all tests passed"
