@@ -76,6 +76,21 @@ type ltable struct {
 type lgroup struct {
 	mask    offload.Mask
 	entries map[key]*lslot
+	// A packet whose family or masked protocol no entry of the group has
+	// cannot hit it: two bit tests spare the hash of a 48-byte key. Groups
+	// are ordered by their lowest handle, so once a hit beats the next
+	// group's lowest handle no later group can win.
+	fams      uint64
+	protos    [4]uint64
+	minHandle uint32
+}
+
+func (g *lgroup) admits(k *offload.PacketKey) bool {
+	p := uint8(0)
+	if g.mask.Proto {
+		p = k.Proto
+	}
+	return g.fams&(1<<(uint8(k.Family)&63)) != 0 && g.protos[p>>6]&(1<<(p&63)) != 0
 }
 
 // key packs the values of a masked match into 48 bytes without padding, so
@@ -344,8 +359,20 @@ func (n *NIC) publishLocked() {
 				idx[m] = i
 				lt.groups = append(lt.groups, lgroup{mask: m, entries: map[key]*lslot{}})
 			}
-			lt.groups[i].entries[pack(&s.entry.Match)] = &lslot{handle: s.entry.Handle, cookie: s.entry.Cookie, ctr: s.ctr}
+			g := &lt.groups[i]
+			g.entries[pack(&s.entry.Match)] = &lslot{handle: s.entry.Handle, cookie: s.entry.Cookie, ctr: s.ctr}
+			mt := &s.entry.Match
+			g.fams |= 1 << (uint8(mt.Family) & 63)
+			p := uint8(0)
+			if m.Proto {
+				p = mt.Proto
+			}
+			g.protos[p>>6] |= 1 << (p & 63)
+			if len(g.entries) == 1 || s.entry.Handle < g.minHandle {
+				g.minHandle = s.entry.Handle
+			}
 		}
+		slices.SortFunc(lt.groups, func(a, b lgroup) int { return cmp.Compare(a.minHandle, b.minHandle) })
 		l.tables = append(l.tables, lt)
 	}
 	slices.SortFunc(l.tables, func(a, b ltable) int { return cmp.Compare(a.id.Prio, b.id.Prio) })
@@ -512,6 +539,12 @@ func (n *NIC) Process(f *rule.Fields, length uint32) (Hit, bool) {
 		var best *lslot
 		for gi := range t.groups {
 			g := &t.groups[gi]
+			if best != nil && best.handle < g.minHandle {
+				break
+			}
+			if !g.admits(&k) {
+				continue
+			}
 			if s, ok := g.entries[packKey(&k, &g.mask)]; ok && (best == nil || s.handle < best.handle) {
 				best = s
 			}
