@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,8 +84,11 @@ type Protect struct {
 
 // FlowSpec is the in-process BGP speaker.
 type FlowSpec struct {
-	Enabled  bool   `yaml:"enabled"`
-	ASN      uint32 `yaml:"asn"`
+	Enabled bool   `yaml:"enabled"`
+	ASN     uint32 `yaml:"asn"`
+	// RouterID is an IPv4 address, or "auto": the local address the
+	// routing table picks toward the first IPv4 neighbor (one config for a
+	// fleet, a distinct ID per node).
 	RouterID string `yaml:"router_id"`
 	// ListenPort: 179 by default; -1 makes every session active-only.
 	ListenPort    int32      `yaml:"listen_port"`
@@ -408,8 +412,14 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 		if fs.ASN == 0 {
 			bad("flowspec.asn", "0", "required")
 		}
-		if a, err := netip.ParseAddr(fs.RouterID); err != nil || !a.Is4() {
-			bad("flowspec.router_id", fs.RouterID, "must be an IPv4 address")
+		if a, err := netip.ParseAddr(fs.RouterID); fs.RouterID != "auto" && (err != nil || !a.Is4()) {
+			bad("flowspec.router_id", fs.RouterID, "must be an IPv4 address or auto")
+		}
+		if fs.RouterID == "auto" && !slices.ContainsFunc(fs.Neighbors, func(n Neighbor) bool {
+			a, err := netip.ParseAddr(n.Address)
+			return err == nil && a.Unmap().Is4()
+		}) {
+			bad("flowspec.router_id", fs.RouterID, "auto takes the local IPv4 address toward an IPv4 neighbor, and none is configured")
 		}
 		if fs.ListenPort != -1 && (fs.ListenPort < 1 || fs.ListenPort > 65535) {
 			bad("flowspec.listen_port", strconv.Itoa(int(fs.ListenPort)), "must be 1-65535, or -1 for no listener")

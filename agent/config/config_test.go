@@ -67,6 +67,7 @@ func TestRefused(t *testing.T) {
 		{"metrics: {max_rule_series: 0}\n", "metrics.max_rule_series"},
 		{"placement: {interval: banana}\n", "x:1"},
 		{"- a\n- b\n", "x:1"},
+		{"flowspec: {enabled: true, asn: 1, router_id: auto, neighbors: [{address: '2001:db8::1', asn: 2}]}\n", `flowspec.router_id "auto": auto takes the local IPv4 address`},
 		{"software: {cycles_per_packet: fast}\n", `x:1: software.cycles_per_packet "fast": must be auto or a number`},
 		{"software: {cycles_per_packet: -3}\n", `software.cycles_per_packet "-3"`},
 		{"software: {cycles_per_packet: .nan}\n", `software.cycles_per_packet "NaN"`},
@@ -105,6 +106,9 @@ func TestCyclesAndForwardTo(t *testing.T) {
 		if c.Software.CyclesPerPacket != tc.want || c.Software.CyclesPerPacket.Auto() != tc.auto {
 			t.Errorf("%q: %v (auto %v)", tc.yaml, c.Software.CyclesPerPacket, c.Software.CyclesPerPacket.Auto())
 		}
+	}
+	if _, err := Parse("x", []byte("flowspec: {enabled: true, asn: 1, router_id: auto, neighbors: [{address: 192.0.2.1, asn: 2}]}\n"), false); err != nil {
+		t.Fatalf("router_id auto: %v", err)
 	}
 	c, err := Parse("x", []byte("software: {engine: dv, interfaces: [p0], forward_to: pf0hpf}\n"), false)
 	if err != nil || c.Software.ForwardTo != "pf0hpf" {

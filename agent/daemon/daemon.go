@@ -268,6 +268,12 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	// FlowSpec.
 	if cfg.FlowSpec.Enabled {
 		fs := cfg.FlowSpec
+		if err := resolveRouterID(&fs); err != nil {
+			return err
+		}
+		if cfg.FlowSpec.RouterID == "auto" {
+			log.Info("flowspec.router_id auto", "router_id", fs.RouterID)
+		}
 		fc := flowspec.Config{ASN: fs.ASN, RouterID: fs.RouterID, ListenPort: fs.ListenPort, OnSessionDown: fs.OnSessionDown,
 			HoldTime: fs.HoldTime, Priority: fs.Priority}
 		if fs.ListenAddress != "" {
