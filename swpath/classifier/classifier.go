@@ -14,7 +14,11 @@ type Classifier struct {
 	cur atomic.Pointer[Table]
 
 	mu      sync.Mutex
-	slots   map[string]uint32 // rule id -> counter slot, never reused
+	gen     uint64            // generation of the current table (1, 2, ...)
+	slots   map[string]uint32 // rule id of the current set -> counter slot
+	nslots  int               // counter slots in use or recyclable (high-water mark)
+	free    []uint32          // recycled slots, counts zeroed, ready for reuse
+	limbo   []limboSlot       // slots of removed rules, waiting for their grace period
 	workers map[*Worker]struct{}
 	retired []counterVal // counts of closed workers, by slot
 	retPass counterVal
@@ -30,9 +34,21 @@ func New(set *rule.Set) (*Classifier, error) {
 	return c, nil
 }
 
+// limboSlot is the counter slot of a removed rule: tables up to generation
+// gen still map a rule to it, so a worker in a burst on one of them may
+// still add to it.
+type limboSlot struct {
+	slot uint32
+	gen  uint64
+}
+
 // Swap compiles set and replaces the current rule set with it atomically:
 // lookups in flight finish on the old set, later bursts use the new one, and
-// none blocks. Counters follow rule IDs. On error the current set stays.
+// none blocks. Counters follow rule IDs: a rule whose ID stays in the set
+// keeps its counts; a rule whose ID leaves the set loses them, and its
+// counter slot is recycled (zeroed) once no worker is still in a burst on a
+// table that maps a rule to it; an ID added again later starts from zero.
+// On error the current set stays.
 func (c *Classifier) Swap(set *rule.Set) error {
 	t, err := Compile(set)
 	if err != nil {
@@ -40,18 +56,74 @@ func (c *Classifier) Swap(set *rule.Set) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.reclaim()
+	slots := make(map[string]uint32, len(set.Rules))
 	for i := range set.Rules {
 		id := set.Rules[i].ID
 		s, ok := c.slots[id]
 		if !ok {
-			s = uint32(len(c.slots))
-			c.slots[id] = s
+			if n := len(c.free); n > 0 {
+				s = c.free[n-1]
+				c.free = c.free[:n-1]
+			} else {
+				s = uint32(c.nslots)
+				c.nslots++
+			}
 		}
+		slots[id] = s
 		t.slot[i] = s
 	}
-	t.nslots = len(c.slots)
+	for id, s := range c.slots {
+		if _, ok := slots[id]; !ok {
+			c.limbo = append(c.limbo, limboSlot{s, c.gen})
+		}
+	}
+	c.slots = slots
+	c.gen++
+	t.gen = c.gen
+	t.nslots = c.nslots
 	c.cur.Store(t)
+	// Slots freed now become reusable at once when no worker is in a
+	// burst on an older table (see Worker.acquire for why that is safe).
+	c.reclaim()
 	return nil
+}
+
+// reclaim moves the slots in limbo that no worker can still write to the
+// free list, zeroing their counts. A worker publishes the generation of
+// the table it classifies with (active) before it reads a slot of it and
+// clears it after its last add, so a slot last mapped by generation g is
+// safe once every worker is idle or on a generation above g. c.mu held.
+func (c *Classifier) reclaim() {
+	if len(c.limbo) == 0 {
+		return
+	}
+	oldest := c.gen + 1 // oldest generation a worker is in a burst on
+	for w := range c.workers {
+		if g := w.active.Load(); g != 0 && g < oldest {
+			oldest = g
+		}
+	}
+	keep := c.limbo[:0]
+	for _, l := range c.limbo {
+		if l.gen >= oldest {
+			keep = append(keep, l)
+			continue
+		}
+		for w := range c.workers {
+			ctr := *w.ctr.Load()
+			if int(l.slot) < len(ctr) {
+				ctr[l.slot].packets.Store(0)
+				ctr[l.slot].bytes.Store(0)
+			}
+		}
+		if int(l.slot) < len(c.retired) {
+			c.retired[l.slot] = counterVal{}
+		}
+		c.free = append(c.free, l.slot)
+	}
+	clear(c.limbo[len(keep):])
+	c.limbo = keep
 }
 
 // Table returns the current compiled set.
@@ -73,7 +145,10 @@ type Result struct {
 // safe for concurrent use; make one per packet-processing goroutine.
 type Worker struct {
 	c   *Classifier
-	ctr atomic.Pointer[[]counter] // by counter slot; written only by this worker
+	ctr atomic.Pointer[[]counter] // by counter slot; added to only by this worker
+	// active is the generation of the table this worker is in a burst on,
+	// 0 between bursts (see Classifier.reclaim).
+	active atomic.Uint64
 	// pass counts packets no rule decided.
 	pass counter
 	// packets and probes feed the tuples-probed statistic; cacheHits counts
@@ -96,9 +171,34 @@ func (c *Classifier) NewWorker() *Worker {
 	c.mu.Lock()
 	c.workers[w] = struct{}{}
 	c.mu.Unlock()
-	w.ensure(c.cur.Load())
 	return w
 }
+
+// acquire returns the current table and publishes its generation in
+// w.active until release. It stores the generation, then checks that the
+// table is still current, and tries again if not: a Swap that reclaims
+// slots after it published a newer table either sees the stored generation
+// (and keeps the older table's slots) or made this check fail (Go's atomics
+// are sequentially consistent). So no burst ever adds to a slot recycled
+// for another rule.
+func (w *Worker) acquire() *Table {
+	t := w.c.cur.Load()
+	for {
+		w.active.Store(t.gen)
+		n := w.c.cur.Load()
+		if n == t {
+			break
+		}
+		t = n
+	}
+	if len(*w.ctr.Load()) < t.nslots {
+		w.ensure(t)
+	}
+	return t
+}
+
+// release ends a burst: the worker adds no more to the table's slots.
+func (w *Worker) release() { w.active.Store(0) }
 
 // Close folds the worker's counts into the classifier and forgets the worker.
 func (w *Worker) Close() {
@@ -124,8 +224,11 @@ func (w *Worker) Close() {
 	c.retStat[2] += w.cacheHits.Load()
 }
 
-// ensure grows the counter arrays to t's slot count (only after a Swap).
+// ensure grows the counter arrays to t's slot count (only after a Swap). It
+// holds c.mu so that a reclaim never zeroes a slot of the array it copies.
 func (w *Worker) ensure(t *Table) {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
 	old := *w.ctr.Load()
 	if len(old) >= t.nslots {
 		return
@@ -172,8 +275,8 @@ func (w *Worker) flush() {
 
 // Classify decides one parsed packet of length bytes and counts it.
 func (w *Worker) Classify(f *rule.Fields, length uint32) Result {
-	t := w.c.cur.Load()
-	w.ensure(t)
+	t := w.acquire()
+	defer w.release()
 	var r int32
 	var n int
 	hits := 0
@@ -198,8 +301,8 @@ func (w *Worker) Classify(f *rule.Fields, length uint32) Result {
 // ClassifyBurst decides fs[i] (of lens[i] bytes) into out[i], all against the
 // same rule set, and counts them. out and lens must be at least as long as fs.
 func (w *Worker) ClassifyBurst(fs []rule.Fields, lens []uint32, out []Result) {
-	t := w.c.cur.Load()
-	w.ensure(t)
+	t := w.acquire()
+	defer w.release()
 	out, lens = out[:len(fs)], lens[:len(fs)]
 	probes, hits := 0, 0
 	useCache := w.cache.begin(t)
@@ -244,8 +347,8 @@ func (w *Worker) ClassifyBurst(fs []rule.Fields, lens []uint32, out []Result) {
 // frame's counted length is len(frame). out must be at least as long as
 // frames.
 func (w *Worker) ClassifyFrames(frames [][]byte, out []Result) {
-	t := w.c.cur.Load()
-	w.ensure(t)
+	t := w.acquire()
+	defer w.release()
 	out = out[:len(frames)]
 	if cap(w.fields) < 1 {
 		w.fields = make([]rule.Fields, 1)

@@ -238,6 +238,7 @@ type Table struct {
 	// slot maps a rule index to its counter slot (set by a Classifier).
 	slot   []uint32
 	nslots int
+	gen    uint64 // generation in its Classifier (0: not published by one)
 	build  time.Duration
 	used   used // fields any rule looks at
 	// cacheW0, cacheW1 mask the flow-cache key to the used fields.

@@ -42,10 +42,17 @@
 // and keep per-rule hit counters (packets and bytes, by the deciding rule and
 // so by its action) in their own memory; a burst adds to them with one atomic
 // add per distinct rule it hit, so there is no shared cache line per packet.
-// Counters are keyed by rule ID: a rule kept across a Swap keeps its counts
-// (and a rule removed and later re-added under the same ID continues its
-// old counts; counter slots are never reused). Snapshot sums them over
-// workers.
+// Counters are keyed by rule ID: a rule kept across a Swap keeps its counts;
+// a rule whose ID leaves the set loses them (read them with Snapshot before
+// the Swap), and an ID added again later starts from zero. The counter slot
+// of a removed rule is recycled, zeroed, for a later new rule once no worker
+// is still in a burst on a table that maps a rule to it (each worker
+// publishes the generation of the table of its burst), so memory stays
+// bounded by the largest set plus the rules removed while a burst was in
+// flight, however many IDs come and go, and no burst on an old table ever
+// adds to a slot now owned by another rule. Packets that in-flight bursts
+// on an old table credit to a removed rule are dropped with its counts.
+// Snapshot sums the counters over workers, open and closed.
 //
 // A worker also keeps a two-way flow cache of 8192 decisions keyed by the
 // packet fields that some rule of the set looks at (fields no rule reads
