@@ -90,15 +90,20 @@ func drawStatus(w io.Writer, v *placement.View, n *sim.NIC, clear bool) {
 	b.WriteString(modelLine(v, n) + "\n\n")
 	fmt.Fprintf(&b, "hardware: %d/%d entries, dropping %.1f Mpps* (avg %.0f B)   software: load %.1f of %.1f Mpps* (model %.0f cycles/pkt), dropping %.1f Mpps* (avg %.0f B)\n",
 		v.HWBudget.UsedEntries, v.HWBudget.MaxEntries, v.HWPPS/1e6, v.HWAvgFrame, v.SWLoadPPS/1e6, v.SWCapacityPPS/1e6, v.CyclesPerPacket, v.SWPPS/1e6, v.SWAvgFrame)
-	fmt.Fprintf(&b, "NIC out-of-buffer: %d   moves sw->hw %d hw->sw %d   protected packets dropped: %d\n\n",
+	b.WriteString(engineLine(n) + "\n")
+	fmt.Fprintf(&b, "NIC out-of-buffer: %d*   moves sw->hw %d hw->sw %d   protected packets dropped: %d\n\n",
 		v.NIC["rx_out_of_buffer"], v.Moves[[2]placement.Path{placement.SW, placement.HW}], v.Moves[[2]placement.Path{placement.HW, placement.SW}], n.ProtectedDrops())
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RULE\tPATH\tMpps\tFRAME\tHW DROPPED\tSW DROPPED\tREASON")
+	fmt.Fprintln(tw, "RULE\tPATH\tMpps*\tFRAME\tHW DROPPED*\tSW DROPPED*\tREASON")
 	for _, r := range v.Rules {
 		if strings.HasPrefix(r.ID, "protect-") {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.0f\t%d\t%d\t%s\n", r.ID, r.Path, r.PPS/1e6, r.AvgFrame, r.HW.Packets, r.SW.Packets, trim(r.Reason, 90))
+		sw := fmt.Sprint(r.SW.Packets)
+		if r.Action == "accept" {
+			sw = "(" + sw + " accepted)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.0f\t%d\t%s\t%s\n", r.ID, r.Path, r.PPS/1e6, r.AvgFrame, r.HW.Packets, sw, trim(r.Reason, 90))
 	}
 	tw.Flush()
 	b.WriteString("\ntraffic:\n")
@@ -110,6 +115,24 @@ func drawStatus(w io.Writer, v *placement.View, n *sim.NIC, clear bool) {
 	tw.Flush()
 	fmt.Fprintf(&b, "\n* modelled 100G figures: 1 packet in %.0f really runs through the table and the engine; counts are multiplied by %.0f\n", n.Scale(), n.Scale())
 	io.WriteString(w, b.String())
+}
+
+// engineLine reports the engine's own (real, unscaled) counters.
+func engineLine(n *sim.NIC) string {
+	e := n.Engine()
+	t := e.Total
+	split := ""
+	if t.Rx > 0 {
+		r := float64(t.Rx)
+		split = fmt.Sprintf("; cycles/pkt %.0f (rx+refill %.0f, classify %.0f, drop/fwd %.0f)", float64(t.Cycles)/r,
+			float64(t.CyclesRx)/r, float64(t.CyclesClassify)/r, float64(t.CyclesOut)/r)
+	}
+	out := "counted (host mode)"
+	if e.Forward {
+		out = fmt.Sprintf("forwarded, peer port sent %d", e.PeerSent)
+	}
+	return fmt.Sprintf("engine (real packets, this machine): %d workers received %d, dropped %d, passed %d %s, ring out-of-buffer %d%s",
+		e.Workers, t.Rx, t.Dropped, t.Passed, out, e.RingOutOfBuffer, split)
 }
 
 // modelLine says what is measured and what is modelled.

@@ -54,6 +54,7 @@ import (
 	"github.com/scrubd/scrubd/offload/compile"
 	osim "github.com/scrubd/scrubd/offload/sim"
 	"github.com/scrubd/scrubd/swpath/classifier"
+	"github.com/scrubd/scrubd/swpath/dv"
 	"github.com/scrubd/scrubd/swpath/dv/dvsim"
 	"github.com/scrubd/scrubd/swpath/nicemu"
 	"github.com/scrubd/scrubd/swpath/pool"
@@ -455,6 +456,31 @@ func (n *NIC) Stats() []FlowStats {
 			OverDrop: n.up(c.over.Load()), UnderPass: n.up(c.under.Load())}
 	}
 	return out
+}
+
+// EngineStats are the software path's own counters, in real packets (not
+// scaled): what the engine received, dropped and forwarded, what the peer
+// port sent, what found a ring empty, and the engine's cycle split.
+type EngineStats struct {
+	Workers                    int
+	Total                      dv.Counters
+	PeerSent                   uint64 // frames the emulated peer port transmitted
+	RingOutOfBuffer, ModelLost uint64
+	Forward                    bool
+}
+
+// Engine returns the engine's counters (zero after Close).
+func (n *NIC) Engine() EngineStats {
+	es := EngineStats{Workers: len(n.dv.Workers), Forward: !n.opt.Host}
+	if n.closed.Load() {
+		return es
+	}
+	sn := n.dv.Snapshot()
+	es.Total, es.PeerSent, es.RingOutOfBuffer = sn.Total, sn.TxFrames, sn.OutOfBuffer
+	for i := range n.modelOOB {
+		es.ModelLost += n.modelOOB[i].Load()
+	}
+	return es
 }
 
 // Untagged counts frames the engine saw that the simulator did not send

@@ -146,6 +146,11 @@ func TestSimRegime(t *testing.T) {
 	if v.CyclesPerPacket != 297 || v.MeasuredCyclesPerPacket <= 0 {
 		t.Errorf("cycles per packet %v (want the model's 297), measured %v", v.CyclesPerPacket, v.MeasuredCyclesPerPacket)
 	}
+	// The engine's own counts: every passed frame left on the peer port.
+	e := n.Engine()
+	if e.Total.Rx == 0 || uint64(float64(e.Total.Rx)*n.Scale()) != sw.RxPackets || e.Total.Passed != e.Total.Tx || e.PeerSent != e.Total.Tx || !e.Forward {
+		t.Errorf("engine %+v, peer sent %d; scaled rx %d", e.Total, e.PeerSent, sw.RxPackets)
+	}
 	if u := n.Untagged(); u != 0 {
 		t.Errorf("%d frames without a simulator tag reached the engine", u)
 	}
