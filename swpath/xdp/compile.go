@@ -15,7 +15,7 @@ const (
 	// MaxMasks is how many distinct masks one packet lookup walks. Prefix
 	// lengths in masks are rounded down (to 8 bits for IPv4, 16 for IPv6)
 	// and the exact prefix is checked in the entry (tuple merging), so no set
-	// needs more than 248 masks (TestMasksBounded); the check stays in
+	// needs more than 245 masks (TestMasksBounded); the check stays in
 	// compile in case the steps change.
 	MaxMasks = 256
 	// MaxChain is how many entries may share one masked tuple (a list
@@ -43,6 +43,16 @@ const (
 	needTCP   = 2
 	needICMP  = 4
 	needPfx   = 8
+	needProto = 16  // port mask: Proto must equal the packet's
+	needV4    = 32  // port mask: IPv4 only
+	needV6    = 64  // port mask: IPv6 only
+	needAny   = 128 // some residual condition at all
+)
+
+// Mask kinds, as KIND_* in bpf/scrub.c.
+const (
+	kindHash = 0
+	kindPort = 1
 )
 
 // LimitError is a rule set refused because one rule exceeds a limit of the
@@ -69,11 +79,11 @@ func (t *tuple) setMaskID(id uint8) { t[6] = id }
 type maskVal struct {
 	M        tuple
 	BestRank uint32
-	_        uint32
+	Kind     uint32
 }
 
-// candsVal is struct cands: the head of a list of entries through
-// entVal.Next.
+// candsVal is a list of entries through entVal.Next: its head and length.
+// The kernel's keys map holds the head entry itself.
 type candsVal struct {
 	Head, N uint32
 }
@@ -86,14 +96,21 @@ type entVal struct {
 	Rule, Rank                                  uint32
 	Action, Need                                uint8
 	NSport, NDport, NPort, NItype, NIcode, NLen uint8
-	TCPVal, TCPMask, Frag                       uint8
-	_                                           uint8
+	TCPVal, TCPMask, Frag, Proto                uint8
 	Next                                        uint32
 	DSCP                                        uint64
 	Sport, Dport, Port, Itype, Icode            [RangesPerEntry]range16
 	Len                                         [RangesPerEntry]range32
 	SrcM, SrcV, DstM, DstV                      [16]byte
 }
+
+// Sizes of the kernel structs, as the program's maps declare them
+// (TestStructSizes compares them with the loaded spec).
+const (
+	tupleSize = 40
+	maskSize  = 48
+	entSize   = 208
+)
 
 // ctr is struct ctr.
 type ctr struct{ Packets, Bytes uint64 }
@@ -102,7 +119,28 @@ type ctr struct{ Packets, Bytes uint64 }
 type tables struct {
 	masks []maskVal // sorted by BestRank, at most MaxMasks
 	keys  map[tuple]candsVal
+	ports map[uint16]candsVal // the port mask's lists, by destination port
 	ents  []entVal
+}
+
+// portMask reports whether m is an exact destination port and nothing else
+// but family and protocol, which the port mask's entries check themselves.
+func portMask(m *tuple) bool {
+	if m[0] != 0 && m[0] != 0xff || m[1] != 0 && m[1] != 0xff || m[4] != 0xff || m[5] != 0xff {
+		return false
+	}
+	for i, b := range m {
+		if i > 5 && b != 0 || i == 2 && b != 0 || i == 3 && b != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// hasResidual reports whether e checks anything beyond its masked tuple.
+func (e *entVal) hasResidual() bool {
+	return e.Need != 0 || e.NSport != 0 || e.NDport != 0 || e.NPort != 0 || e.NItype != 0 || e.NIcode != 0 ||
+		e.NLen != 0 || e.Frag != 0 || e.DSCP != 0
 }
 
 // proto is one expansion under construction.
@@ -315,9 +353,11 @@ func order(s *rule.Set) []int {
 
 // compile turns s into tables; slots[i] is the counter slot of s.Rules[i].
 func compile(s *rule.Set, slots []uint32) (*tables, error) {
-	t := &tables{keys: map[tuple]candsVal{}}
+	t := &tables{keys: map[tuple]candsVal{}, ports: map[uint16]candsVal{}}
 	maskID := map[tuple]int{}
 	tail := map[tuple]uint32{}
+	portID := -1
+	portTail := map[uint16]uint32{}
 	for rank, i := range order(s) {
 		r := &s.Rules[i]
 		ps, err := expand(r, slots[i], uint32(rank))
@@ -325,6 +365,36 @@ func compile(s *rule.Set, slots []uint32) (*tables, error) {
 			return nil, err
 		}
 		for _, p := range ps {
+			if portMask(&p.mask) {
+				if portID < 0 {
+					if len(t.masks) == MaxMasks {
+						return nil, &LimitError{RuleID: r.ID, Limit: "MaxMasks", Max: MaxMasks, Need: MaxMasks + 1,
+							Reason: "distinct combinations of family, prefix lengths, protocol and exact ports"}
+					}
+					portID = len(t.masks)
+					t.masks = append(t.masks, maskVal{BestRank: uint32(rank), Kind: kindPort})
+				}
+				if p.mask[1] != 0 {
+					p.e.Need |= needProto
+					p.e.Proto = p.key[1]
+				}
+				switch {
+				case p.mask[0] != 0 && p.key[0] == 4:
+					p.e.Need |= needV4
+				case p.mask[0] != 0 && p.key[0] == 6:
+					p.e.Need |= needV6
+				}
+				dport := binary.BigEndian.Uint16(p.key[4:])
+				c, ok := t.ports[dport]
+				if int(c.N) == MaxChain {
+					return nil, &LimitError{RuleID: r.ID, Limit: "MaxChain", Max: MaxChain, Need: MaxChain + 1,
+						Reason: fmt.Sprintf("too many rules share destination port %d", dport)}
+				}
+				ei := t.add(p.e, &c, ok, portTail[dport])
+				portTail[dport] = ei
+				t.ports[dport] = c
+				continue
+			}
 			id, ok := maskID[p.mask]
 			if !ok {
 				if len(t.masks) == MaxMasks {
@@ -344,21 +414,31 @@ func compile(s *rule.Set, slots []uint32) (*tables, error) {
 				return nil, &LimitError{RuleID: r.ID, Limit: "MaxChain", Max: MaxChain, Need: MaxChain + 1,
 					Reason: "too many rules share the masked tuple " + p.describe()}
 			}
-			// Entries come in rank order: append at the tail of the list.
-			ei := uint32(len(t.ents))
-			p.e.Next = rankNone
-			if !ok {
-				c.Head = ei
-			} else {
-				t.ents[tail[k]].Next = ei
-			}
-			tail[k] = ei
-			c.N++
+			tail[k] = t.add(p.e, &c, ok, tail[k])
 			t.keys[k] = c
-			t.ents = append(t.ents, p.e)
+		}
+	}
+	for i := range t.ents {
+		if t.ents[i].hasResidual() {
+			t.ents[i].Need |= needAny
 		}
 	}
 	return t, nil
+}
+
+// add appends e at the tail of list c (entries come in rank order), tail
+// being the list's last entry when c is not new, and returns e's index.
+func (t *tables) add(e entVal, c *candsVal, exists bool, tail uint32) uint32 {
+	ei := uint32(len(t.ents))
+	e.Next = rankNone
+	if !exists {
+		c.Head = ei
+	} else {
+		t.ents[tail].Next = ei
+	}
+	c.N++
+	t.ents = append(t.ents, e)
+	return ei
 }
 
 func (p *proto) describe() string {

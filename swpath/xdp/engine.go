@@ -37,6 +37,10 @@ const (
 	numVerdicts
 )
 
+// redirectFailed is the verdicts map slot after the verdicts (V_REDIRFAIL):
+// Passed packets of Inline mode that found no peer; see RedirectFailures.
+const redirectFailed = numVerdicts
+
 func (v Verdict) String() string {
 	return [...]string{"not-ip", "passed", "dropped", "accepted"}[v]
 }
@@ -70,7 +74,7 @@ type Engine struct {
 	opts     Options
 	prog     *ebpf.Program
 	cfg      *ebpf.Map
-	outer    [3]*ebpf.Map // masks, keys, ents
+	outer    [4]*ebpf.Map // masks, keys, ents, ports
 	stats    *ebpf.Map
 	verdicts *ebpf.Map
 	txPort   *ebpf.Map
@@ -105,7 +109,7 @@ const (
 
 const idLen = 64 // rule.ValidID allows 64 characters
 
-var mapNames = []string{"cfg", "masks", "keys", "ents", "rule_stats", "verdicts", "tx_port"}
+var mapNames = []string{"cfg", "masks", "keys", "ents", "ports", "rule_stats", "verdicts", "tx_port"}
 
 // New loads the program and its maps. With Options.PinPath set, maps already
 // pinned there are reused (with their counters and the rule set in force),
@@ -152,7 +156,7 @@ func New(opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		opts: opts, prog: coll.Programs["scrub"], cfg: coll.Maps["cfg"],
-		outer:    [3]*ebpf.Map{coll.Maps["masks"], coll.Maps["keys"], coll.Maps["ents"]},
+		outer:    [4]*ebpf.Map{coll.Maps["masks"], coll.Maps["keys"], coll.Maps["ents"], coll.Maps["ports"]},
 		stats:    coll.Maps["rule_stats"],
 		verdicts: coll.Maps["verdicts"], txPort: coll.Maps["tx_port"],
 		slots: map[string]uint32{}, ncpu: ncpu,
@@ -341,22 +345,23 @@ func (e *Engine) Replace(s *rule.Set) error {
 	return nil
 }
 
-// build creates the three inner maps of one generation.
-func (e *Engine) build(t *tables) ([3]*ebpf.Map, error) {
-	var out [3]*ebpf.Map
-	fail := func(err error) ([3]*ebpf.Map, error) {
+// build creates the four inner maps of one generation.
+func (e *Engine) build(t *tables) ([4]*ebpf.Map, error) {
+	var out [4]*ebpf.Map
+	fail := func(err error) ([4]*ebpf.Map, error) {
 		for _, m := range out {
 			if m != nil {
 				m.Close()
 			}
 		}
-		return [3]*ebpf.Map{}, err
+		return [4]*ebpf.Map{}, err
 	}
-	specs := [3]*ebpf.MapSpec{
-		{Name: "scrub_masks", Type: ebpf.Array, KeySize: 4, ValueSize: 48 * MaxMasks, MaxEntries: 1},
-		{Name: "scrub_keys", Type: ebpf.Hash, KeySize: 40, ValueSize: 8, MaxEntries: uint32(max(len(t.keys), 1))},
-		{Name: "scrub_ents", Type: ebpf.Array, KeySize: 4, ValueSize: 208, MaxEntries: uint32(max(len(t.ents), 1)),
+	specs := [4]*ebpf.MapSpec{
+		{Name: "scrub_masks", Type: ebpf.Array, KeySize: 4, ValueSize: maskSize * MaxMasks, MaxEntries: 1},
+		{Name: "scrub_keys", Type: ebpf.Hash, KeySize: tupleSize, ValueSize: entSize, MaxEntries: uint32(max(len(t.keys), 1))},
+		{Name: "scrub_ents", Type: ebpf.Array, KeySize: 4, ValueSize: entSize, MaxEntries: uint32(max(len(t.ents), 1)),
 			Flags: unix.BPF_F_INNER_MAP},
+		{Name: "scrub_ports", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1 << 16},
 	}
 	for i, s := range specs {
 		m, err := ebpf.NewMap(s)
@@ -371,10 +376,10 @@ func (e *Engine) build(t *tables) ([3]*ebpf.Map, error) {
 	}
 	if len(t.keys) > 0 {
 		ks := make([]tuple, 0, len(t.keys))
-		vs := make([]candsVal, 0, len(t.keys))
+		vs := make([]entVal, 0, len(t.keys))
 		for k, v := range t.keys {
 			ks = append(ks, k)
-			vs = append(vs, v)
+			vs = append(vs, t.ents[v.Head]) // the list's first entry itself
 		}
 		if _, err := out[1].BatchUpdate(ks, vs, nil); err != nil {
 			return fail(fmt.Errorf("xdp: fill keys: %w", err))
@@ -387,6 +392,17 @@ func (e *Engine) build(t *tables) ([3]*ebpf.Map, error) {
 		}
 		if _, err := out[2].BatchUpdate(ek, t.ents, nil); err != nil {
 			return fail(fmt.Errorf("xdp: fill entries: %w", err))
+		}
+	}
+	if len(t.ports) > 0 {
+		pk := make([]uint32, 0, len(t.ports))
+		pv := make([]uint32, 0, len(t.ports))
+		for port, c := range t.ports {
+			pk = append(pk, uint32(port))
+			pv = append(pv, c.Head+1) // 0 is "no entry"
+		}
+		if _, err := out[3].BatchUpdate(pk, pv, nil); err != nil {
+			return fail(fmt.Errorf("xdp: fill ports: %w", err))
 		}
 	}
 	return out, nil
@@ -441,6 +457,24 @@ func (e *Engine) readSlots(n uint32) ([]Counter, error) {
 			c.Bytes += v.Bytes
 		}
 		out[keys[i]] = c
+	}
+	return out, nil
+}
+
+// RedirectFailures counts, in Inline mode, the packets that passed but could
+// not be redirected because the devmap held no peer (its interface was
+// removed): the program passes them to the local stack instead. Transmit
+// errors after a successful redirect are the kernel's to count (ethtool -S
+// of the peer, tracepoint xdp:xdp_redirect_err).
+func (e *Engine) RedirectFailures() (Counter, error) {
+	var out Counter
+	var per []ctr
+	if err := e.verdicts.Lookup(uint32(redirectFailed), &per); err != nil {
+		return out, fmt.Errorf("xdp: read redirect failures: %w", err)
+	}
+	for _, c := range per {
+		out.Packets += c.Packets
+		out.Bytes += c.Bytes
 	}
 	return out, nil
 }
@@ -566,7 +600,7 @@ func (e *Engine) Unpin() error {
 }
 
 func (e *Engine) maps() []*ebpf.Map {
-	return []*ebpf.Map{e.cfg, e.outer[0], e.outer[1], e.outer[2], e.stats, e.verdicts, e.txPort, e.slotMap}
+	return []*ebpf.Map{e.cfg, e.outer[0], e.outer[1], e.outer[2], e.outer[3], e.stats, e.verdicts, e.txPort, e.slotMap}
 }
 
 // Close releases e's file descriptors. A pinned link keeps the program

@@ -4,24 +4,42 @@ package xdp
 
 import (
 	"net"
+	"os"
 	"testing"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/scrubd/scrubd/swpath/traffic"
 )
 
+// xdpFilterObj is xdp-filter's "deny UDP" program (Debian package xdp-tools).
+const xdpFilterObj = "/usr/lib/x86_64-linux-gnu/bpf/xdpfilt_dny_udp.o"
+
 // BenchmarkProgRun measures the program alone through BPF_PROG_TEST_RUN
 // (kernel-reported ns per run, no veth): the UDP port rules of the veth
-// benchmark with the frame hitting the last rule, and a ClassBench-like set
-// on generated traffic.
+// benchmark with the frame hitting the last rule, side by side with
+// xdp-filter's program holding the same ports (metric x-xdpfilter: its
+// ns/pkt over ours, >1 means we are faster), and a ClassBench-like set on
+// generated traffic.
 func BenchmarkProgRun(b *testing.B) {
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
 	for _, n := range []int{5, 1000, 10000} {
+		frame := benchFrame(mac, mac, uint16(10000+n-1))
+		var filt float64
+		if n <= 1000 {
+			b.Run("xdp-filter/ports/"+itoa(n), func(b *testing.B) {
+				filt = xdpFilterProgBench(b, n, frame)
+			})
+		}
 		b.Run("ports/"+itoa(n), func(b *testing.B) {
 			e := newEngine(b, Options{})
 			if err := e.Replace(benchRules(n)); err != nil {
 				b.Fatal(err)
 			}
-			progBench(b, e, [][]byte{benchFrame(mac, mac, uint16(10000+n-1))}, XDPDrop)
+			ns := progBench(b, e.Program(), [][]byte{frame}, XDPDrop)
+			if filt > 0 {
+				b.ReportMetric(filt/ns, "x-xdpfilter")
+			}
 		})
 	}
 	b.Run("classbench/1000", func(b *testing.B) {
@@ -31,14 +49,52 @@ func BenchmarkProgRun(b *testing.B) {
 			b.Fatal(err)
 		}
 		frames := traffic.NewGenerator(traffic.Config{Seed: 1, Rules: set, RuleFraction: 0.8}).Frames(64)
-		progBench(b, e, frames, 0)
+		progBench(b, e.Program(), frames, 0)
 	})
 }
 
-func progBench(b *testing.B, e *Engine, frames [][]byte, want uint32) {
+// xdpFilterProgBench loads xdp-filter's UDP deny program directly (no
+// libxdp dispatcher) with destination ports 10000..10000+n-1 and returns its
+// kernel ns per run on frame.
+func xdpFilterProgBench(b *testing.B, n int, frame []byte) float64 {
+	needBPF(b)
+	if _, err := os.Stat(xdpFilterObj); err != nil {
+		b.Skipf("xdp-filter's object is not installed (Debian package xdp-tools): %v", err)
+	}
+	spec, err := ebpf.LoadCollectionSpec(xdpFilterObj)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, m := range spec.Maps {
+		m.Pinning = ebpf.PinNone // xdp-filter pins its maps; not here
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer coll.Close()
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	// xdp-filter's port map: per-CPU u64 per port, low bits the match flags
+	// (MAP_FLAG_DST 1<<1 | MAP_FLAG_UDP 1<<3), index in host order.
+	val := make([]uint64, ncpu)
+	for i := range val {
+		val[i] = 1<<1 | 1<<3
+	}
+	for i := 0; i < n; i++ {
+		if err := coll.Maps["filter_ports"].Put(uint32(10000+i), val); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return progBench(b, coll.Programs["xdpfilt_dny_udp"], [][]byte{frame}, XDPDrop)
+}
+
+func progBench(b *testing.B, prog *ebpf.Program, frames [][]byte, want uint32) float64 {
 	var total float64
 	for _, f := range frames {
-		act, d, err := e.Program().Benchmark(f, max(b.N/len(frames), 1), nil)
+		act, d, err := prog.Benchmark(f, max(b.N/len(frames), 1), nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -47,7 +103,9 @@ func progBench(b *testing.B, e *Engine, frames [][]byte, want uint32) {
 		}
 		total += float64(d.Nanoseconds())
 	}
-	b.ReportMetric(total/float64(len(frames)), "kernel-ns/pkt")
+	ns := total / float64(len(frames))
+	b.ReportMetric(ns, "kernel-ns/pkt")
+	return ns
 }
 
 // BenchmarkCounters measures reading every rule's counters (one batch

@@ -27,6 +27,7 @@ const (
 	scrubMapEnts      = "ents"
 	scrubMapKeys      = "keys"
 	scrubMapMasks     = "masks"
+	scrubMapPorts     = "ports"
 	scrubMapRuleStats = "rule_stats"
 	scrubMapTxPort    = "tx_port"
 	scrubMapVerdicts  = "verdicts"
@@ -87,6 +88,7 @@ type scrubMapSpecs struct {
 	Ents      *ebpf.MapSpec `ebpf:"ents"`
 	Keys      *ebpf.MapSpec `ebpf:"keys"`
 	Masks     *ebpf.MapSpec `ebpf:"masks"`
+	Ports     *ebpf.MapSpec `ebpf:"ports"`
 	RuleStats *ebpf.MapSpec `ebpf:"rule_stats"`
 	TxPort    *ebpf.MapSpec `ebpf:"tx_port"`
 	Verdicts  *ebpf.MapSpec `ebpf:"verdicts"`
@@ -123,6 +125,7 @@ type scrubMaps struct {
 	Ents      *ebpf.Map `ebpf:"ents"`
 	Keys      *ebpf.Map `ebpf:"keys"`
 	Masks     *ebpf.Map `ebpf:"masks"`
+	Ports     *ebpf.Map `ebpf:"ports"`
 	RuleStats *ebpf.Map `ebpf:"rule_stats"`
 	TxPort    *ebpf.Map `ebpf:"tx_port"`
 	Verdicts  *ebpf.Map `ebpf:"verdicts"`
@@ -134,6 +137,7 @@ func (m *scrubMaps) Close() error {
 		m.Ents,
 		m.Keys,
 		m.Masks,
+		m.Ports,
 		m.RuleStats,
 		m.TxPort,
 		m.Verdicts,

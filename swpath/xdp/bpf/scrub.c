@@ -8,10 +8,17 @@
  *   masks: ARRAY[1] of struct masktab: MAX_MASKS struct mask sorted by
  *          best_rank ascending; unused slots have best_rank = RANK_NONE,
  *          which ends the walk.
- *   keys:  HASH of masked tuple (mask id in the tuple) -> struct cands, the
- *          candidate entries sharing that masked tuple, sorted by rank.
+ *   keys:  HASH of masked tuple (mask id in the tuple) -> the first (best
+ *          ranked) struct ent of the list of entries sharing that masked
+ *          tuple; the rest follow through ent.next in ents, sorted by rank.
  *   ents:  ARRAY of struct ent: one expansion of one rule, with the residual
  *          conditions (ranges, flags, fragment, length, DSCP) checked here.
+ *   ports: ARRAY[65536] by destination port -> 1 + index in ents of the
+ *          first entry of the port mask (0: none). The port mask (kind
+ *          KIND_PORT) holds every entry whose mask is only an exact
+ *          destination port (with or without family and protocol, which the
+ *          entry checks): the usual DDoS rule costs one array lookup, not a
+ *          hash of the tuple.
  * rank is the rule's position in the deciding order (priority, then index):
  * the lowest rank that matches decides.
  */
@@ -37,13 +44,22 @@
 #define NEED_TCP 2
 #define NEED_ICMP 4
 #define NEED_PFX 8 /* prefixes longer than the mask's: check them here */
+#define NEED_PROTO 16 /* port mask: ent.proto must equal the packet's */
+#define NEED_V4 32 /* port mask: IPv4 only */
+#define NEED_V6 64 /* port mask: IPv6 only */
+#define NEED_ANY 128 /* some residual condition at all (else: a match) */
+
+/* mask kinds. */
+#define KIND_HASH 0
+#define KIND_PORT 1
 
 /* Verdict counter slots (swpath/xdp.Verdict). */
 #define V_NOTIP 0
 #define V_PASS 1
 #define V_DROP 2
 #define V_ACCEPT 3
-#define V_MAX 4
+#define V_REDIRFAIL 4 /* inline: passed, but no peer in tx_port to redirect to */
+#define V_MAX 5
 
 /* cfg slots. */
 #define CFG_ACTIVE 0
@@ -66,7 +82,7 @@ struct tuple {
 struct mask {
 	struct tuple m;
 	__u32 best_rank;
-	__u32 pad;
+	__u32 kind;
 };
 
 /* The entries sharing one masked tuple form a list through ent.next,
@@ -74,11 +90,6 @@ struct mask {
 /* All masks of a generation in one array element: one lookup per packet. */
 struct masktab {
 	struct mask m[MAX_MASKS];
-};
-
-struct cands {
-	__u32 head;
-	__u32 n;
 };
 
 struct range16 {
@@ -95,7 +106,7 @@ struct ent {
 	__u8 action; /* 0 drop, 1 accept (rule.Action) */
 	__u8 need;
 	__u8 n_sport, n_dport, n_port, n_itype, n_icode, n_len;
-	__u8 tcp_val, tcp_mask, frag, pad;
+	__u8 tcp_val, tcp_mask, frag, proto;
 	__u32 next; /* next entry with the same masked tuple, or RANK_NONE */
 	__u64 dscp;
 	struct range16 sport[NR], dport[NR], port[NR], itype[NR], icode[NR];
@@ -146,7 +157,7 @@ struct {
 		__uint(type, BPF_MAP_TYPE_HASH);
 		__uint(max_entries, 1);
 		__uint(key_size, sizeof(struct tuple));
-		__uint(value_size, sizeof(struct cands));
+		__uint(value_size, sizeof(struct ent));
 	});
 } keys SEC(".maps");
 
@@ -162,6 +173,18 @@ struct {
 		__uint(value_size, sizeof(struct ent));
 	});
 } ents SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__array(values, struct {
+		__uint(type, BPF_MAP_TYPE_ARRAY);
+		__uint(max_entries, 65536);
+		__uint(key_size, sizeof(__u32));
+		__uint(value_size, sizeof(__u32));
+	});
+} ports SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -366,6 +389,14 @@ static __always_inline int in32(const struct range32 *r, __u8 n, __u32 v)
  * masked tuple does not already decide. */
 static __always_inline int residual(const struct ent *e, const struct pkt *p)
 {
+	if (!(e->need & NEED_ANY))
+		return 1;
+	if ((e->need & NEED_PROTO) && p->t.proto != e->proto)
+		return 0;
+	if ((e->need & NEED_V4) && p->t.fam != 4)
+		return 0;
+	if ((e->need & NEED_V6) && p->t.fam != 6)
+		return 0;
 	if (e->need & NEED_PFX) {
 		const __u64 *a = (const __u64 *)p->t.src, *b = (const __u64 *)p->t.dst;
 		const __u64 *sm = (const __u64 *)e->src_m, *sv = (const __u64 *)e->src_v;
@@ -408,17 +439,16 @@ static __always_inline int residual(const struct ent *e, const struct pkt *p)
 struct walk {
 	struct pkt *p;
 	struct masktab *mt;
-	void *km, *em;
+	void *km, *em, *pm;
 	__u32 best, rule, ent;
 	__u8 action;
 };
 
-static long walk_chain(__u32 j, void *ctx)
+/* take tries candidate e: 1 when the walk of its list is over (e decided,
+ * or it and every later entry rank too low). */
+static __always_inline int take(struct walk *w, const struct ent *e)
 {
-	struct walk *w = ctx;
-	__u32 ei = w->ent;
-	struct ent *e = bpf_map_lookup_elem(w->em, &ei);
-	if (!e || e->rank >= w->best)
+	if (e->rank >= w->best)
 		return 1; /* sorted by rank: nothing further can win */
 	if (residual(e, w->p)) {
 		w->best = e->rank;
@@ -426,19 +456,50 @@ static long walk_chain(__u32 j, void *ctx)
 		w->action = e->action;
 		return 1;
 	}
+	return 0;
+}
+
+static long walk_chain(__u32 j, void *ctx)
+{
+	struct walk *w = ctx;
+	__u32 ei = w->ent;
+	struct ent *e = bpf_map_lookup_elem(w->em, &ei);
+	if (!e || take(w, e))
+		return 1;
 	w->ent = e->next;
 	return 0;
 }
 
-static long walk_mask(__u32 i, void *ctx)
+/* chain walks a list from its first entry: the first inline, the rest (rare:
+ * entries sharing a masked tuple) with bpf_loop. */
+static __always_inline void chain(struct walk *w, const struct ent *e)
 {
-	struct walk *w = ctx;
+	if (take(w, e) || e->next == RANK_NONE)
+		return;
+	w->ent = e->next;
+	bpf_loop(MAX_CHAIN - 1, walk_chain, w, 0);
+}
+
+/* mask_step looks the packet up under mask i; 1 ends the walk. */
+static __always_inline int mask_step(struct walk *w, __u32 i)
+{
 	struct pkt *p = w->p;
 	if (i >= MAX_MASKS)
 		return 1;
 	struct mask *m = &w->mt->m[i];
 	if (m->best_rank >= w->best)
 		return 1; /* masks are sorted: none left can win */
+	if (m->kind == KIND_PORT) {
+		__u32 k = p->dport;
+		__u32 *h = bpf_map_lookup_elem(w->pm, &k);
+		if (!h || !*h)
+			return 0;
+		__u32 ei = *h - 1;
+		struct ent *e = bpf_map_lookup_elem(w->em, &ei);
+		if (e)
+			chain(w, e);
+		return 0;
+	}
 	struct tuple t;
 	__u64 *tw = (__u64 *)&t, *mw = (__u64 *)&m->m, *pk = (__u64 *)&p->t;
 	tw[0] = pk[0] & mw[0];
@@ -447,12 +508,15 @@ static long walk_mask(__u32 i, void *ctx)
 	tw[3] = pk[3] & mw[3];
 	tw[4] = pk[4] & mw[4];
 	t.mid = i;
-	struct cands *c = bpf_map_lookup_elem(w->km, &t);
-	if (!c)
-		return 0;
-	w->ent = c->head;
-	bpf_loop(MAX_CHAIN, walk_chain, w, 0);
+	struct ent *e = bpf_map_lookup_elem(w->km, &t);
+	if (e)
+		chain(w, e);
 	return 0;
+}
+
+static long walk_mask(__u32 i, void *ctx)
+{
+	return mask_step(ctx, i + 1);
 }
 
 static __always_inline void count(void *map, __u32 idx, __u64 bytes)
@@ -484,15 +548,19 @@ int scrub(struct xdp_md *ctx)
 	void *mm = bpf_map_lookup_elem(&masks, &gen);
 	void *km = bpf_map_lookup_elem(&keys, &gen);
 	void *em = bpf_map_lookup_elem(&ents, &gen);
-	if (!mm || !km || !em)
+	void *pm = bpf_map_lookup_elem(&ports, &gen);
+	if (!mm || !km || !em || !pm)
 		goto out;
 	__u32 zero = 0;
 	struct masktab *mt = bpf_map_lookup_elem(mm, &zero);
 	if (!mt)
 		goto out;
 
-	struct walk w = {.p = &p, .mt = mt, .km = km, .em = em, .best = RANK_NONE};
-	bpf_loop(MAX_MASKS, walk_mask, &w, 0);
+	struct walk w = {.p = &p, .mt = mt, .km = km, .em = em, .pm = pm, .best = RANK_NONE};
+	/* The first mask inline: a set of one mask (or whose first mask
+	 * decides) needs no loop. */
+	if (!mask_step(&w, 0))
+		bpf_loop(MAX_MASKS - 1, walk_mask, &w, 0);
 	__u32 best = w.best, best_rule = w.rule;
 	__u8 best_action = w.action;
 	if (best != RANK_NONE) {
@@ -512,8 +580,14 @@ out:
 	if (act == XDP_PASS) {
 		__u32 mk = CFG_MODE;
 		__u32 *mode = bpf_map_lookup_elem(&cfg, &mk);
-		if (mode && *mode == MODE_INLINE)
-			return bpf_redirect_map(&tx_port, 0, XDP_PASS);
+		if (mode && *mode == MODE_INLINE) {
+			long r = bpf_redirect_map(&tx_port, 0, 0);
+			if (r == XDP_REDIRECT)
+				return r;
+			/* No peer in the devmap (its interface is gone): pass to
+			 * the stack, and count it. */
+			count(&verdicts, V_REDIRFAIL, bytes);
+		}
 	}
 	return act;
 }
