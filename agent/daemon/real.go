@@ -105,6 +105,11 @@ func watchQdisc(ctx context.Context, ifindex int, dev string, lost func(string))
 		return nil
 	}
 	defer m.Close()
+	return followQdisc(ctx, m, ifindex, dev, lost)
+}
+
+// followQdisc is watchQdisc's loop over an open monitor.
+func followQdisc(ctx context.Context, m *tcflower.Monitor, ifindex int, dev string, lost func(string)) error {
 	for {
 		ev, err := m.Next(ctx)
 		if ctx.Err() != nil {
