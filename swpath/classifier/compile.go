@@ -241,6 +241,7 @@ type Table struct {
 	gen    uint64 // generation in its Classifier (0: not published by one)
 	build  time.Duration
 	used   used // fields any rule looks at
+	pf     prefilter
 	// cacheW0, cacheW1 mask the flow-cache key to the used fields.
 	cacheW0, cacheW1 uint64
 }
@@ -577,6 +578,7 @@ func Compile(set *rule.Set) (*Table, error) {
 		}
 		return 0
 	})
+	t.buildPrefilter()
 	t.cacheW0, t.cacheW1 = t.used.cacheMasks()
 	t.build = time.Since(start)
 	return t, nil

@@ -1,6 +1,8 @@
 package classifier
 
 import (
+	"math/bits"
+
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
@@ -78,8 +80,21 @@ func (t *Table) lookup(f *rule.Fields) (uint64, int32, int) {
 	best, bestRule := noRank, int32(-1)
 	probes := 0
 	entries := t.entries
-	for ti := range t.tables {
-		ht := &t.tables[ti]
+	tables := t.tables
+	// Walk the candidate tables in order, by their bits; bit 63 stands for
+	// every table from the 63rd on.
+	next := 63
+	for c := t.pf.candidates(s0, d0); c != 0; {
+		ti := bits.TrailingZeros64(c)
+		if ti < 63 {
+			c &= c - 1
+		} else {
+			ti = next
+			if next++; next >= len(tables) {
+				c = 0
+			}
+		}
+		ht := &tables[ti]
 		if ht.best >= best {
 			break // tables are in best-rank order: none left can win
 		}
@@ -161,7 +176,7 @@ const maxChunk = 256
 // priority pruning still applies per packet, and the walk over tables ends
 // when no packet can improve.
 func (t *Table) decideChunk(fs []rule.Fields, out []int32) int {
-	var best, misc [maxChunk]uint64
+	var best, misc, cand [maxChunk]uint64
 	n := len(fs)
 	out = out[:n]
 	for i := range fs {
@@ -172,17 +187,23 @@ func (t *Table) decideChunk(fs []rule.Fields, out []int32) int {
 			best[i] = 0 // not IP: no table may be probed
 		}
 		misc[i] = uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
+		cand[i] = t.pf.candidates(f.Src.Hi, f.Dst.Hi)
 	}
 	probes := 0
 	entries := t.entries
 	for ti := range t.tables {
 		ht := &t.tables[ti]
-		active := 0
+		bit := pfBit(ti)
+		active, probed := 0, 0
 		for i := 0; i < n; i++ {
 			if ht.best >= best[i] {
 				continue
 			}
 			active++
+			if cand[i]&bit == 0 {
+				continue
+			}
+			probed++
 			f := &fs[i]
 			m0, m1, m2, m3, m4 := f.Src.Hi&ht.mask.srcHi, f.Src.Lo&ht.mask.srcLo, f.Dst.Hi&ht.mask.dstHi, f.Dst.Lo&ht.mask.dstLo, misc[i]&ht.mask.misc
 			b := hash5(m0, m1, m2, m3, m4) >> ht.shift
@@ -215,7 +236,7 @@ func (t *Table) decideChunk(fs []rule.Fields, out []int32) int {
 		if active == 0 {
 			break // tables are in best-rank order: no packet can improve
 		}
-		probes += active
+		probes += probed
 	}
 	return probes
 }
