@@ -14,6 +14,13 @@ func (t *Table) memBytes() int {
 		ht := &t.tables[i]
 		n += len(ht.slots)*int(unsafe.Sizeof(slot{})) + 8*len(ht.bloom)
 	}
+	n += len(t.pf.slots) * int(unsafe.Sizeof(pfSlot{}))
+	if t.pf.src8 != nil {
+		n += int(unsafe.Sizeof(*t.pf.src8))
+	}
+	if t.pf.dst8 != nil {
+		n += int(unsafe.Sizeof(*t.pf.dst8))
+	}
 	for i := range t.res {
 		r := &t.res[i]
 		n += len(r.proto) + int(unsafe.Sizeof(rule.Range{}))*(len(r.srcPort)+len(r.dstPort)+len(r.port)+len(r.itype)+len(r.icode)+len(r.length))
