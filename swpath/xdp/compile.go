@@ -110,6 +110,7 @@ const (
 	tupleSize = 40
 	maskSize  = 48
 	entSize   = 208
+	pentSize  = 20
 )
 
 // ctr is struct ctr.
@@ -135,6 +136,31 @@ func portMask(m *tuple) bool {
 		}
 	}
 	return true
+}
+
+// pentVal is struct pent: a port mask list head in short form.
+type pentVal struct {
+	Rule, Rank, Ent, Next      uint32
+	Action, Need, Proto, Flags uint8
+}
+
+// Bits of pentVal.Flags, as PE_* in bpf/scrub.c.
+const (
+	peValid = 1
+	peFull  = 2
+)
+
+// pent returns the short form of entry ei.
+func (t *tables) pent(ei uint32) pentVal {
+	e := &t.ents[ei]
+	v := pentVal{Rule: e.Rule, Rank: e.Rank, Ent: ei, Next: e.Next, Action: e.Action, Need: e.Need, Proto: e.Proto,
+		Flags: peValid}
+	rest := *e
+	rest.Need &^= needPorts | needProto | needV4 | needV6 | needAny
+	if rest.hasResidual() {
+		v.Flags |= peFull
+	}
+	return v
 }
 
 // hasResidual reports whether e checks anything beyond its masked tuple.

@@ -361,7 +361,7 @@ func (e *Engine) build(t *tables) ([4]*ebpf.Map, error) {
 		{Name: "scrub_keys", Type: ebpf.Hash, KeySize: tupleSize, ValueSize: entSize, MaxEntries: uint32(max(len(t.keys), 1))},
 		{Name: "scrub_ents", Type: ebpf.Array, KeySize: 4, ValueSize: entSize, MaxEntries: uint32(max(len(t.ents), 1)),
 			Flags: unix.BPF_F_INNER_MAP},
-		{Name: "scrub_ports", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1 << 16},
+		{Name: "scrub_ports", Type: ebpf.Array, KeySize: 4, ValueSize: pentSize, MaxEntries: 1 << 16},
 	}
 	for i, s := range specs {
 		m, err := ebpf.NewMap(s)
@@ -396,10 +396,10 @@ func (e *Engine) build(t *tables) ([4]*ebpf.Map, error) {
 	}
 	if len(t.ports) > 0 {
 		pk := make([]uint32, 0, len(t.ports))
-		pv := make([]uint32, 0, len(t.ports))
+		pv := make([]pentVal, 0, len(t.ports))
 		for port, c := range t.ports {
 			pk = append(pk, uint32(port))
-			pv = append(pv, c.Head+1) // 0 is "no entry"
+			pv = append(pv, t.pent(c.Head))
 		}
 		if _, err := out[3].BatchUpdate(pk, pv, nil); err != nil {
 			return fail(fmt.Errorf("xdp: fill ports: %w", err))

@@ -13,12 +13,13 @@
  *          tuple; the rest follow through ent.next in ents, sorted by rank.
  *   ents:  ARRAY of struct ent: one expansion of one rule, with the residual
  *          conditions (ranges, flags, fragment, length, DSCP) checked here.
- *   ports: ARRAY[65536] by destination port -> 1 + index in ents of the
- *          first entry of the port mask (0: none). The port mask (kind
- *          KIND_PORT) holds every entry whose mask is only an exact
- *          destination port (with or without family and protocol, which the
- *          entry checks): the usual DDoS rule costs one array lookup, not a
- *          hash of the tuple.
+ *   ports: ARRAY[65536] by destination port -> struct pent, the first
+ *          entry of the port mask's list for that port in short form (flags
+ *          0: none). The port mask (kind KIND_PORT) holds every entry whose
+ *          mask is only an exact destination port (with or without family
+ *          and protocol, which the entry checks): the usual DDoS rule costs
+ *          one array lookup, not a hash of the tuple, and when it has no
+ *          other condition (PE_FULL clear) not even the entry's lookup.
  * rank is the rule's position in the deciding order (priority, then index):
  * the lowest rank that matches decides.
  */
@@ -115,6 +116,18 @@ struct ent {
 	__u8 src_m[16], src_v[16], dst_m[16], dst_v[16];
 };
 
+/* pent is a port mask list head: enough of the entry to decide when its
+ * only conditions are protocol, family and "has ports". */
+struct pent {
+	__u32 rule, rank;
+	__u32 ent;  /* index in ents of the entry itself */
+	__u32 next; /* its ent.next */
+	__u8 action, need, proto, flags;
+};
+#define PE_VALID 1
+#define PE_FULL 2 /* other conditions: check ents[ent] */
+#define NEED_SIMPLE (NEED_PORTS | NEED_PROTO | NEED_V4 | NEED_V6 | NEED_ANY)
+
 struct ctr {
 	__u64 packets;
 	__u64 bytes;
@@ -182,7 +195,7 @@ struct {
 		__uint(type, BPF_MAP_TYPE_ARRAY);
 		__uint(max_entries, 65536);
 		__uint(key_size, sizeof(__u32));
-		__uint(value_size, sizeof(__u32));
+		__uint(value_size, sizeof(struct pent));
 	});
 } ports SEC(".maps");
 
@@ -213,9 +226,12 @@ struct {
  * verifier removes the branch. */
 volatile const __u32 trace = 0;
 
+/* Header fields are read with plain loads of their width, aligned or not:
+ * the verifier allows unaligned packet access where the CPU has it (x86-64,
+ * arm64), and clang would otherwise split them into byte loads. */
 static __always_inline __u16 be16(const __u8 *p)
 {
-	return ((__u16)p[0] << 8) | p[1];
+	return bpf_ntohs(*(const __u16 *)p);
 }
 
 static __always_inline __u8 frag_state(int df, int mf, __u16 off)
@@ -245,10 +261,8 @@ static __always_inline void parse_l4(struct pkt *p, __u8 *l4, void *end)
 		}
 		p->l4 = 1;
 		p->has_ports = 1;
-		p->t.sport[0] = l4[0];
-		p->t.sport[1] = l4[1];
-		p->t.dport[0] = l4[2];
-		p->t.dport[1] = l4[3];
+		*(__u16 *)p->t.sport = *(const __u16 *)l4;
+		*(__u16 *)p->t.dport = *(const __u16 *)(l4 + 2);
 		p->sport = be16(l4);
 		p->dport = be16(l4 + 2);
 		return;
@@ -308,8 +322,8 @@ static __always_inline int parse(struct pkt *p, __u8 *d, void *end)
 		__u16 off = fo & 0x1fff;
 		p->frag = frag_state(fo & 0x4000, fo & 0x2000, off);
 		p->t.proto = l3[9];
-		__builtin_memcpy(p->t.src, l3 + 12, 4);
-		__builtin_memcpy(p->t.dst, l3 + 16, 4);
+		*(__u32 *)p->t.src = *(const __u32 *)(l3 + 12);
+		*(__u32 *)p->t.dst = *(const __u32 *)(l3 + 16);
 		if (off == 0)
 			parse_l4(p, l3 + ihl, end);
 		return 1;
@@ -324,8 +338,11 @@ static __always_inline int parse(struct pkt *p, __u8 *d, void *end)
 	p->dscp = (((l3[0] & 15) << 4) | (l3[1] >> 4)) >> 2;
 	p->len = 40 + (__u32)be16(l3 + 4);
 	p->frag = F_NOT;
-	__builtin_memcpy(p->t.src, l3 + 8, 16);
-	__builtin_memcpy(p->t.dst, l3 + 24, 16);
+	__u64 *ts = (__u64 *)p->t.src, *td = (__u64 *)p->t.dst;
+	ts[0] = *(const __u64 *)(l3 + 8);
+	ts[1] = *(const __u64 *)(l3 + 16);
+	td[0] = *(const __u64 *)(l3 + 24);
+	td[1] = *(const __u64 *)(l3 + 32);
 	__u8 nh = l3[6];
 	__u8 *cur = l3 + 40;
 	int stop = 0;
@@ -439,7 +456,7 @@ static __always_inline int residual(const struct ent *e, const struct pkt *p)
 struct walk {
 	struct pkt *p;
 	struct masktab *mt;
-	void *km, *em, *pm;
+	__u32 gen; /* the generation: inner maps are looked up where needed */
 	__u32 best, rule, ent;
 	__u8 action;
 };
@@ -463,7 +480,10 @@ static long walk_chain(__u32 j, void *ctx)
 {
 	struct walk *w = ctx;
 	__u32 ei = w->ent;
-	struct ent *e = bpf_map_lookup_elem(w->em, &ei);
+	void *em = bpf_map_lookup_elem(&ents, &w->gen);
+	if (!em)
+		return 1;
+	struct ent *e = bpf_map_lookup_elem(em, &ei);
 	if (!e || take(w, e))
 		return 1;
 	w->ent = e->next;
@@ -490,14 +510,37 @@ static __always_inline int mask_step(struct walk *w, __u32 i)
 	if (m->best_rank >= w->best)
 		return 1; /* masks are sorted: none left can win */
 	if (m->kind == KIND_PORT) {
-		__u32 k = p->dport;
-		__u32 *h = bpf_map_lookup_elem(w->pm, &k);
-		if (!h || !*h)
+		void *pm = bpf_map_lookup_elem(&ports, &w->gen);
+		if (!pm)
 			return 0;
-		__u32 ei = *h - 1;
-		struct ent *e = bpf_map_lookup_elem(w->em, &ei);
-		if (e)
-			chain(w, e);
+		__u32 k = p->dport;
+		struct pent *h = bpf_map_lookup_elem(pm, &k);
+		if (!h || !h->flags || h->rank >= w->best)
+			return 0;
+		if (h->flags & PE_FULL) {
+			void *em = bpf_map_lookup_elem(&ents, &w->gen);
+			if (!em)
+				return 0;
+			__u32 ei = h->ent;
+			struct ent *e = bpf_map_lookup_elem(em, &ei);
+			if (e)
+				chain(w, e);
+			return 0;
+		}
+		__u8 need = h->need;
+		if ((!(need & NEED_PORTS) || p->has_ports) &&
+		    (!(need & NEED_PROTO) || p->t.proto == h->proto) &&
+		    (!(need & NEED_V4) || p->t.fam == 4) &&
+		    (!(need & NEED_V6) || p->t.fam == 6)) {
+			w->best = h->rank;
+			w->rule = h->rule;
+			w->action = h->action;
+			return 0;
+		}
+		if (h->next != RANK_NONE) {
+			w->ent = h->next;
+			bpf_loop(MAX_CHAIN - 1, walk_chain, w, 0);
+		}
 		return 0;
 	}
 	struct tuple t;
@@ -508,7 +551,10 @@ static __always_inline int mask_step(struct walk *w, __u32 i)
 	tw[3] = pk[3] & mw[3];
 	tw[4] = pk[4] & mw[4];
 	t.mid = i;
-	struct ent *e = bpf_map_lookup_elem(w->km, &t);
+	void *km = bpf_map_lookup_elem(&keys, &w->gen);
+	if (!km)
+		return 0;
+	struct ent *e = bpf_map_lookup_elem(km, &t);
 	if (e)
 		chain(w, e);
 	return 0;
@@ -546,20 +592,17 @@ int scrub(struct xdp_md *ctx)
 	__u32 *activep = bpf_map_lookup_elem(&cfg, &k);
 	__u32 gen = activep ? (*activep & 1) : 0;
 	void *mm = bpf_map_lookup_elem(&masks, &gen);
-	void *km = bpf_map_lookup_elem(&keys, &gen);
-	void *em = bpf_map_lookup_elem(&ents, &gen);
-	void *pm = bpf_map_lookup_elem(&ports, &gen);
-	if (!mm || !km || !em || !pm)
+	if (!mm)
 		goto out;
 	__u32 zero = 0;
 	struct masktab *mt = bpf_map_lookup_elem(mm, &zero);
 	if (!mt)
 		goto out;
 
-	struct walk w = {.p = &p, .mt = mt, .km = km, .em = em, .pm = pm, .best = RANK_NONE};
+	struct walk w = {.p = &p, .mt = mt, .gen = gen, .best = RANK_NONE};
 	/* The first mask inline: a set of one mask (or whose first mask
 	 * decides) needs no loop. */
-	if (!mask_step(&w, 0))
+	if (!mask_step(&w, 0) && mt->m[1].best_rank < w.best)
 		bpf_loop(MAX_MASKS - 1, walk_mask, &w, 0);
 	__u32 best = w.best, best_rule = w.rule;
 	__u8 best_action = w.action;
