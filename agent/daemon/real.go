@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,8 +30,9 @@ const (
 	defaultEntries = 0 // unknown: the device's ENOSPC decides
 )
 
-// RealPaths builds the dataplane from the config: tc flower on the first
-// offload device (skip_sw), and the XDP engine on the software interfaces.
+// RealPaths builds the dataplane from the config: tc flower (skip_sw) on
+// every offload device, each rule in every device's table, and the XDP
+// engine on the software interfaces.
 // The Direct Verbs engine is wired through --sim only in this build.
 func RealPaths(ctx context.Context, cfg *config.Config) (Paths, error) {
 	var p Paths
@@ -44,19 +46,31 @@ func RealPaths(ctx context.Context, cfg *config.Config) (Paths, error) {
 	}
 	switch cfg.Offload.Backend {
 	case "tcflower":
-		dev := cfg.Offload.Devices[0]
-		ifi, err := net.InterfaceByName(dev)
-		if err != nil {
-			return p, fmt.Errorf("offload.devices[0] %q: %w", dev, err)
-		}
 		cl, err := tcflower.Dial()
 		if err != nil {
 			return p, fmt.Errorf("offload: netlink: %w", err)
 		}
 		closers = append(closers, cl.Close)
 		caps := offload.MLX5(defaultEntries)
-		b := flowerbackend.New(flowerbackend.Config{Client: cl, Ifindex: ifi.Index, Dev: dev, Caps: caps, Flags: tcflower.SkipSW})
-		p.Watch = func(ctx context.Context, lost func(string)) error { return watchQdisc(ctx, ifi.Index, dev, lost) }
+		// One backend per device; with several (p0 and p1), every rule
+		// goes into each table (hwpath.Multi).
+		var bs []offload.Backend
+		devs := map[int]string{}
+		for i, dev := range cfg.Offload.Devices {
+			ifi, err := net.InterfaceByName(dev)
+			if err != nil {
+				p.Close()
+				return p, fmt.Errorf("offload.devices[%d] %q: %w", i, dev, err)
+			}
+			devs[ifi.Index] = dev
+			bs = append(bs, flowerbackend.New(flowerbackend.Config{Client: cl, Ifindex: ifi.Index, Dev: dev, Caps: caps, Flags: tcflower.SkipSW}))
+		}
+		var b offload.Backend = bs[0]
+		if len(bs) > 1 {
+			b = hwpath.NewMulti(cfg.Offload.Devices, bs)
+		}
+		dev := strings.Join(cfg.Offload.Devices, "+")
+		p.Watch = func(ctx context.Context, lost func(string)) error { return watchQdisc(ctx, devs, lost) }
 		p.HW = hwpath.New(hwpath.Config{Name: "tcflower:" + dev, Compile: compile.Config{Caps: caps, Chain: hwChain, PrioV4: hwPrioV4, PrioV6: hwPrioV6},
 			Owner: offload.Owner{Chain: hwChain, PrioLo: hwPrioV4, PrioHi: hwPrioV6}, MaxEntries: cfg.Offload.MaxEntries, MaxMasks: cfg.Offload.MaxMasks}, b)
 	case "none":
@@ -93,23 +107,23 @@ func RealPaths(ctx context.Context, cfg *config.Config) (Paths, error) {
 }
 
 // watchQdisc follows the rtnetlink TC group: when the clsact (or ingress)
-// qdisc of the offload device is deleted (OVS deletes it when it
+// qdisc of an offload device (devs: by ifindex) is deleted (OVS deletes it when it
 // restarts, and every filter goes with it) it calls lost at once. Lost
 // notifications (ENOBUFS) count as a possible deletion too. A monitor that
 // cannot be opened is logged by the caller's lack of resyncs only: the
 // agent runs on without it.
-func watchQdisc(ctx context.Context, ifindex int, dev string, lost func(string)) error {
+func watchQdisc(ctx context.Context, devs map[int]string, lost func(string)) error {
 	m, err := tcflower.NewMonitor()
 	if err != nil {
 		lost("qdisc monitor unavailable (" + err.Error() + "): checking once")
 		return nil
 	}
 	defer m.Close()
-	return followQdisc(ctx, m, ifindex, dev, lost)
+	return followQdisc(ctx, m, devs, lost)
 }
 
 // followQdisc is watchQdisc's loop over an open monitor.
-func followQdisc(ctx context.Context, m *tcflower.Monitor, ifindex int, dev string, lost func(string)) error {
+func followQdisc(ctx context.Context, m *tcflower.Monitor, devs map[int]string, lost func(string)) error {
 	for {
 		ev, err := m.Next(ctx)
 		if ctx.Err() != nil {
@@ -124,7 +138,7 @@ func followQdisc(ctx context.Context, m *tcflower.Monitor, ifindex int, dev stri
 			}
 			continue
 		}
-		if ev.Ifindex == ifindex && ev.Deleted {
+		if dev, ok := devs[ev.Ifindex]; ok && ev.Deleted {
 			lost(ev.Kind + " qdisc on " + dev + " deleted")
 		}
 	}

@@ -85,7 +85,7 @@ func TestFollowQdiscDelete(t *testing.T) {
 	defer cancel()
 	lost := make(chan string, 8)
 	done := make(chan error, 1)
-	go func() { done <- followQdisc(ctx, s.mon, 1, "lo", func(r string) { lost <- r }) }()
+	go func() { done <- followQdisc(ctx, s.mon, map[int]string{1: "lo"}, func(r string) { lost <- r }) }()
 	close(del)
 	if err := <-deleted; err != nil {
 		t.Fatal(err)
