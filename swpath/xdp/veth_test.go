@@ -373,3 +373,48 @@ func TestPinnedRestart(t *testing.T) {
 		t.Fatalf("pins left after Unpin: %v", ents)
 	}
 }
+
+// TestRedirectFailureCounted: in inline mode a passing frame is redirected
+// to the peer; once the peer's interface is gone (the kernel empties the
+// devmap slot) the frame goes to the local stack instead and is counted as
+// a redirect failure, with its bytes, besides its "passed" verdict.
+func TestRedirectFailureCounted(t *testing.T) {
+	l := newLab(t)
+	var e *Engine
+	l.in(t, l.fdB, func() { e = newEngine(t, Options{Mode: Inline, Peer: l.vc}) })
+	if err := e.Replace(benchRules(5)); err != nil {
+		t.Fatal(err)
+	}
+	pass := benchFrame(l.vbMAC, l.vbMAC, 9)
+	drop := benchFrame(l.vbMAC, l.vbMAC, 10004)
+	check := func(frame []byte, want uint32, fails uint64) {
+		t.Helper()
+		act, err := e.Run(frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if act != want {
+			t.Fatalf("action %d, want %d", act, want)
+		}
+		c, err := e.RedirectFailures()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Packets != fails || c.Bytes != fails*uint64(len(pass)) {
+			t.Fatalf("redirect failures %+v, want %d packets of %d bytes", c, fails, len(pass))
+		}
+	}
+	check(pass, XDPRedirect, 0)
+	check(drop, XDPDrop, 0)
+	sh(t, "ip", "-n", l.nsB, "link", "del", "sxvc"+itoa(os.Getpid()%100000))
+	check(pass, XDPPass, 1)
+	check(drop, XDPDrop, 1) // a drop never tries the peer
+	check(pass, XDPPass, 2)
+	v, err := e.Verdicts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v[Passed].Packets != 3 || v[Dropped].Packets != 2 {
+		t.Fatalf("verdicts %+v, want 3 passed, 2 dropped", v)
+	}
+}
