@@ -181,7 +181,7 @@ func TestDryrunErrors(t *testing.T) {
 	capPath := filepath.Join(dir, "c.pcap")
 	traffic.WriteFile(capPath, traffic.NewGenerator(traffic.Config{Seed: 1}).Frames(10), false)
 	rc, _, e := runCmd("dryrun", "--rules", rules, "--pcap", capPath, "--engine", "warp")
-	if rc != 2 || !strings.Contains(e, `unknown engine "warp"`) || !strings.Contains(e, "available: go") {
+	if rc != 2 || !strings.Contains(e, `unknown engine "warp"`) || !strings.Contains(e, "available: ") || !strings.Contains(e, "go") {
 		t.Errorf("unknown engine: rc %d: %s", rc, e)
 	}
 	bad := filepath.Join(dir, "bad.yaml")
