@@ -24,6 +24,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	cfgPath := fs.String("config", "", "config file (YAML); see `scrubd config check`")
 	simMode := fs.Bool("sim", false, "run on the built-in simulated NIC: no hardware, no config needed")
 	metricsAddr := fs.String("metrics", "", "override metrics.listen (host:port)")
+	simScale := fs.Float64("sim-scale", 1000, "--sim: send one packet in N of the modelled 100G mix through the real table and engine (counts are multiplied by N)")
 	debug := fs.Bool("debug", false, "debug logging")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: scrubd run --sim | scrubd run --config FILE")
@@ -34,6 +35,10 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if (*cfgPath == "") == !*simMode || fs.NArg() > 0 {
 		fs.Usage()
+		return 2
+	}
+	if !(*simScale >= 1) {
+		fmt.Fprintf(stderr, "scrubd run: --sim-scale %v: must be at least 1\n", *simScale)
 		return 2
 	}
 	level := slog.LevelInfo
@@ -52,7 +57,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		defer os.RemoveAll(dir)
 		cfg = daemon.SimConfig(dir)
-		n, err := sim.New(sim.Options{Workers: cfg.Software.Workers, Hz: cfg.Software.GHz * 1e9, CPP: float64(cfg.Software.CyclesPerPacket),
+		n, err := sim.New(sim.Options{Scale: *simScale, Workers: cfg.Software.Workers, Hz: cfg.Software.GHz * 1e9, CPP: float64(cfg.Software.CyclesPerPacket),
 			Host: cfg.Software.ForwardTo == ""})
 		if err != nil {
 			fmt.Fprintln(stderr, "scrubd run:", err)

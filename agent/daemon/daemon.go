@@ -185,7 +185,10 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	// The capacity model's cycles per packet: a fixed figure, or ("auto") a
 	// short calibration now and the engine's live counters later.
 	cpp, live := float64(cfg.Software.CyclesPerPacket), cfg.Software.CyclesPerPacket.Auto()
-	if live && cfg.Software.Engine != "none" {
+	switch {
+	case live && cfg.Software.Engine == "xdp":
+		log.Warn("software.cycles_per_packet auto: the XDP engine reports no cycles and the calibration measures the Direct Verbs engine; the capacity model is off until software.cycles_per_packet is set")
+	case live && cfg.Software.Engine != "none":
 		cal := opt.Calibrate
 		if cal == nil {
 			cal = Calibrate

@@ -165,3 +165,42 @@ func TestReadyz(t *testing.T) {
 		t.Fatalf("ready body %q", body)
 	}
 }
+
+// software.cycles_per_packet auto: the calibration runs once at start and
+// its figure is the capacity model's until the engine measures its own.
+func TestCalibrationAtStart(t *testing.T) {
+	cfg := simConfig(t, twoHWRules)
+	cfg.Software.CyclesPerPacket = 0 // auto
+	n, err := sim.New(sim.Options{HWEntries: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	calls := 0
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan *daemon.Daemon, 1)
+	go func() {
+		done <- daemon.Run(ctx, &cfg, daemon.Options{
+			Log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Paths:     daemon.SimPaths(n),
+			Calibrate: func(context.Context) (float64, error) { calls++; return 123, nil },
+			Ready:     func(d *daemon.Daemon) { ready <- d },
+		})
+	}()
+	d := <-ready
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}()
+	waitFor(t, "first placement round", func() bool { return d.Placer.View().Ready })
+	v := d.Placer.View()
+	if calls != 1 || v.CyclesPerPacket != 123 {
+		t.Fatalf("calibrate called %d times; cycles per packet %v, want 123", calls, v.CyclesPerPacket)
+	}
+	if w, hz := n.SW().Capacity(); v.SWCapacityPPS != float64(w)*hz/123 {
+		t.Fatalf("capacity %v", v.SWCapacityPPS)
+	}
+}
