@@ -125,6 +125,10 @@ func TestSpeakerWithPeer(t *testing.T) {
 	sp := New(Config{ASN: 65010, RouterID: "192.0.2.10", ListenPort: int32(port), ListenAddresses: []string{"127.0.0.1"},
 		Neighbors:     []Neighbor{{Address: "127.0.0.2", ASN: 65000, Passive: true}},
 		OnSessionDown: "hold", HoldTime: 5 * time.Minute}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), clk.now)
+	// GoBGP's StartBgp writes package-level options: the peer starts
+	// first, so its start happens before the speaker's (no data race
+	// between two servers in one process).
+	pr := startPeer(t, port)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- sp.Run(ctx) }()
@@ -134,7 +138,6 @@ func TestSpeakerWithPeer(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	pr := startPeer(t, port)
 	waitFor(t, "session up", func() bool { return sp.Stats().Sessions["127.0.0.2"] })
 
 	discard := bgp.NewTrafficRateExtended(0, 0)

@@ -160,6 +160,10 @@ func TestAgentEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
+	// GoBGP's StartBgp writes package-level options: the peer starts before
+	// the agent's speaker so the two starts are ordered (no data race); it
+	// keeps trying to connect until the agent listens.
+	pr := startPeer(t, bgpPort)
 	a := start(t, &cfg, n)
 
 	// Rule files: one rule to hardware, the length rule to software.
@@ -193,7 +197,6 @@ func TestAgentEndToEnd(t *testing.T) {
 	}
 
 	// FlowSpec: a route appears as a hardware rule, withdraw removes it.
-	pr := startPeer(t, bgpPort)
 	waitFor(t, "BGP session", func() bool { return a.d.Speaker.Stats().Sessions["127.0.0.2"] })
 	nlri := bgp.NewFlowSpecIPv4Unicast([]bgp.FlowSpecComponentInterface{
 		bgp.NewFlowSpecDestinationPrefix(bgp.NewIPAddrPrefix(32, "203.0.113.99")),
