@@ -3,6 +3,7 @@
 package xdp
 
 import (
+	"encoding/binary"
 	"net"
 	"os"
 	"testing"
@@ -12,8 +13,10 @@ import (
 	"github.com/scrubd/scrubd/swpath/traffic"
 )
 
-// xdpFilterObj is xdp-filter's "deny UDP" program (Debian package xdp-tools).
-const xdpFilterObj = "/usr/lib/x86_64-linux-gnu/bpf/xdpfilt_dny_udp.o"
+// xdpFilterObj is xdp-filter's UDP program for policy "allow" (what
+// matches is dropped, the rest passed; Debian package xdp-tools), the one
+// `xdp-filter load -f udp` attaches.
+const xdpFilterObj = "/usr/lib/x86_64-linux-gnu/bpf/xdpfilt_alw_udp.o"
 
 // BenchmarkProgRun measures the program alone through BPF_PROG_TEST_RUN
 // (kernel-reported ns per run, no veth): the UDP port rules of the veth
@@ -53,9 +56,9 @@ func BenchmarkProgRun(b *testing.B) {
 	})
 }
 
-// xdpFilterProgBench loads xdp-filter's UDP deny program directly (no
-// libxdp dispatcher) with destination ports 10000..10000+n-1 and returns its
-// kernel ns per run on frame.
+// xdpFilterProgBench loads xdp-filter's UDP program directly (no libxdp
+// dispatcher) with destination ports 10000..10000+n-1 and returns its kernel
+// ns per run on frame.
 func xdpFilterProgBench(b *testing.B, n int, frame []byte) float64 {
 	needBPF(b)
 	if _, err := os.Stat(xdpFilterObj); err != nil {
@@ -78,17 +81,27 @@ func xdpFilterProgBench(b *testing.B, n int, frame []byte) float64 {
 		b.Fatal(err)
 	}
 	// xdp-filter's port map: per-CPU u64 per port, low bits the match flags
-	// (MAP_FLAG_DST 1<<1 | MAP_FLAG_UDP 1<<3), index in host order.
+	// (MAP_FLAG_DST 1<<1 | MAP_FLAG_UDP 1<<3), indexed by the port as the
+	// program loads it from the header: network byte order.
 	val := make([]uint64, ncpu)
 	for i := range val {
 		val[i] = 1<<1 | 1<<3
 	}
 	for i := 0; i < n; i++ {
-		if err := coll.Maps["filter_ports"].Put(uint32(10000+i), val); err != nil {
+		var nbo [2]byte
+		binary.BigEndian.PutUint16(nbo[:], uint16(10000+i))
+		if err := coll.Maps["filter_ports"].Put(uint32(binary.NativeEndian.Uint16(nbo[:])), val); err != nil {
 			b.Fatal(err)
 		}
 	}
-	return progBench(b, coll.Programs["xdpfilt_dny_udp"], [][]byte{frame}, XDPDrop)
+	prog := coll.Programs["xdpfilt_alw_udp"]
+	// It must drop the frame of the last port and pass the next one.
+	other := append([]byte(nil), frame...)
+	binary.BigEndian.PutUint16(other[36:], uint16(10000+n))
+	if act, err := prog.Run(&ebpf.RunOptions{Data: other}); err != nil || act != XDPPass {
+		b.Fatalf("xdp-filter on a port without a rule: action %d, %v; want pass", act, err)
+	}
+	return progBench(b, prog, [][]byte{frame}, XDPDrop)
 }
 
 func progBench(b *testing.B, prog *ebpf.Program, frames [][]byte, want uint32) float64 {
