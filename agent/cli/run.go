@@ -15,10 +15,14 @@ import (
 	"github.com/scrubd/scrubd/agent/sim"
 )
 
-// Run is `scrubd run`.
-func Run(args []string, stdout, stderr io.Writer) int { return runCmd(args, stdout, stderr) }
+// Run is `scrubd run`: until SIGINT or SIGTERM.
+func Run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return runCmd(ctx, args, stdout, stderr)
+}
 
-func runCmd(args []string, stdout, stderr io.Writer) int {
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "config file (YAML); see `scrubd config check`")
@@ -57,8 +61,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		defer os.RemoveAll(dir)
 		cfg = daemon.SimConfig(dir)
-		n, err := sim.New(sim.Options{Scale: *simScale, Workers: cfg.Software.Workers, Hz: cfg.Software.GHz * 1e9, CPP: float64(cfg.Software.CyclesPerPacket),
-			Host: cfg.Software.ForwardTo == ""})
+		n, err := newSim(cfg, *simScale)
 		if err != nil {
 			fmt.Fprintln(stderr, "scrubd run:", err)
 			return 1
@@ -86,13 +89,27 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		if cfg.Software.Engine == "none" {
 			fmt.Fprintln(stderr, "scrubd run: WARNING: software.engine none: rules the hardware cannot hold are not enforced")
 		}
+		if cfg.Offload.Backend == "sim" {
+			// The simulated NIC with the operator's rules (files, API,
+			// FlowSpec) instead of the demo's.
+			if cfg.Software.CyclesPerPacket.Auto() {
+				cfg.Software.CyclesPerPacket = 297 // the model is a BlueField-3 with Direct Verbs
+			}
+			n, err := newSim(cfg, *simScale)
+			if err != nil {
+				fmt.Fprintln(stderr, "scrubd run:", err)
+				return 1
+			}
+			defer n.Close()
+			opt.Sim, opt.NoDemo = n, true
+			opt.Paths = daemon.SimPaths(n)
+			opt.Status = stdout
+		}
 	}
 	if *metricsAddr != "" {
 		cfg.Metrics.Listen = *metricsAddr
 	}
 	opt.Log = slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -119,6 +136,15 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// newSim builds the simulated NIC a config describes: the modelled software
+// path (workers, clock, cycles per packet), the table budget, host or
+// forward mode.
+func newSim(cfg *config.Config, scale float64) (*sim.NIC, error) {
+	return sim.New(sim.Options{Scale: scale, Workers: cfg.Software.Workers, Hz: cfg.Software.GHz * 1e9,
+		CPP: float64(cfg.Software.CyclesPerPacket), HWEntries: cfg.Offload.MaxEntries, HWMasks: cfg.Offload.MaxMasks,
+		Host: cfg.Software.ForwardTo == ""})
 }
 
 func isTTY(w io.Writer) bool {

@@ -231,7 +231,8 @@ func Sim(stateDir string) Config {
 	c.StateDir = stateDir
 	c.API.Socket = stateDir + "/api.sock"
 	c.Metrics.Listen = "127.0.0.1:9477"
-	c.Offload = Offload{Backend: "sim", MaxEntries: 64, MaxMasks: 4}
+	// A small table on purpose: it fills, and placement has to choose.
+	c.Offload = Offload{Backend: "sim", MaxEntries: 10}
 	c.Software = Software{Engine: "dv", Workers: 12, GHz: 2.13, CyclesPerPacket: 297, ForwardTo: "pf0hpf"}
 	c.Place.Interval = time.Second
 	c.Place.MinDwell = 3 * time.Second
@@ -482,6 +483,9 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 	case "go", "none":
 	default:
 		bad("software.engine", sw.Engine, "must be dv, xdp, go or none")
+	}
+	if c.Offload.Backend == "sim" && sw.Engine != "dv" {
+		bad("software.engine", sw.Engine, "offload.backend sim runs the dv engine over the NIC emulator: set engine dv")
 	}
 	if sw.Workers < 1 {
 		bad("software.workers", strconv.Itoa(sw.Workers), "must be at least 1")

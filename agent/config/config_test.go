@@ -68,6 +68,7 @@ func TestRefused(t *testing.T) {
 		{"placement: {interval: banana}\n", "x:1"},
 		{"- a\n- b\n", "x:1"},
 		{"flowspec: {enabled: true, asn: 1, router_id: auto, neighbors: [{address: '2001:db8::1', asn: 2}]}\n", `flowspec.router_id "auto": auto takes the local IPv4 address`},
+		{"offload: {backend: sim}\nsoftware: {engine: go}\n", `software.engine "go": offload.backend sim runs the dv engine`},
 		{"software: {cycles_per_packet: fast}\n", `x:1: software.cycles_per_packet "fast": must be auto or a number`},
 		{"software: {cycles_per_packet: -3}\n", `software.cycles_per_packet "-3"`},
 		{"software: {cycles_per_packet: .nan}\n", `software.cycles_per_packet "NaN"`},

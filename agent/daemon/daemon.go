@@ -61,6 +61,9 @@ type Options struct {
 	Paths func(ctx context.Context, cfg *config.Config) (Paths, error)
 	// Sim runs the simulated NIC's traffic and demo rules.
 	Sim *sim.NIC
+	// NoDemo leaves the demo rules out (a config file with offload.backend
+	// sim: the rules come from its files, the API and FlowSpec).
+	NoDemo bool
 	// Status, when set, receives the live status view (--sim).
 	Status io.Writer
 	TTY    bool

@@ -17,12 +17,16 @@ import (
 // DemoSource is the store source of the --sim demo rules.
 const DemoSource = "demo"
 
-// runDemo feeds the demo rules into the store as simulated time passes,
+// runDemo feeds the demo rules (unless opt.NoDemo) into the store as
+// simulated time passes,
 // keeps the simulator's reference set in step with the store, and draws the
 // status view.
 func runDemo(ctx context.Context, n *sim.NIC, st *store.Store, p *placement.Placer, log *slog.Logger, opt Options,
 	now func() time.Time, ticker func(time.Duration) (<-chan time.Time, func())) error {
-	demo := sim.DemoRules()
+	var demo []sim.DemoRule
+	if !opt.NoDemo {
+		demo = sim.DemoRules()
+	}
 	start := n.Now()
 	next := 0
 	tick, stop := ticker(250 * time.Millisecond)
