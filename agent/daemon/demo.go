@@ -144,7 +144,7 @@ func modelLine(v *placement.View, n *sim.NIC) string {
 	w, hz, cpp := n.Model()
 	meas := "not yet measured"
 	if v.MeasuredCyclesPerPacket > 0 {
-		meas = fmt.Sprintf("%.0f cycles/pkt measured by the engine on this machine", v.MeasuredCyclesPerPacket)
+		meas = fmt.Sprintf("%.0f cycles/pkt measured by the engine on this machine at the sampled rate (small bursts cost more per packet; scrubd bench measures full ones)", v.MeasuredCyclesPerPacket)
 	}
 	return fmt.Sprintf("modelled: 100G link, software capacity %d workers x %.2f GHz / %.0f cycles/pkt (BlueField-3 DV figure); %s", w, hz/1e9, cpp, meas)
 }
