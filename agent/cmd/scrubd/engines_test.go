@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -23,6 +25,11 @@ func TestEnginesAgreeOnSample(t *testing.T) {
 				t.Skip("the XDP engine needs root for bpf(2)")
 			}
 			code, got, stderr := runCmd(append(args, "--engine", engine)...)
+			if code != 0 && engine == "xdp" && runtime.GOARCH != "amd64" && strings.Contains(stderr, "function not implemented") {
+				// qemu-user (the arm64 test pass) does not implement
+				// bpf(2); the amd64 pass runs the XDP engine.
+				t.Skipf("bpf(2) not implemented here (qemu-user?): %s", stderr)
+			}
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
