@@ -31,5 +31,12 @@ if [ -n "$kver" ] && ! installed "linux-headers-$kver"; then
   echo "installing: linux-headers-$kver"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "linux-headers-$kver" >/dev/null
 fi
+# arm64 rdma-core headers and libraries, for the cross-compiled mlx5 build.
+if ! installed libibverbs-dev:arm64; then
+  echo "installing: libibverbs-dev:arm64 (multiarch)"
+  dpkg --add-architecture arm64
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libibverbs-dev:arm64 >/dev/null
+fi
 # bpffs for pinned XDP maps.
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf || true
