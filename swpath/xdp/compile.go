@@ -138,6 +138,20 @@ func portMask(m *tuple) bool {
 	return true
 }
 
+// fastBound is cfg[CFG_FAST + generation]: when the first mask is the port
+// mask, the best rank of the next mask (rankNone when there is none), below
+// which a port entry decides without the walk; 0 (no fast path) otherwise.
+func (t *tables) fastBound() uint32 {
+	switch {
+	case len(t.masks) == 0 || t.masks[0].Kind != kindPort:
+		return 0
+	case len(t.masks) == 1:
+		return rankNone
+	default:
+		return t.masks[1].BestRank
+	}
+}
+
 // pentVal is struct pent: a port mask list head in short form.
 type pentVal struct {
 	Rule, Rank, Ent, Next      uint32

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/netip"
+	"strconv"
 	"testing"
 
 	"github.com/scrubd/scrubd/swpath/rule"
@@ -183,5 +184,67 @@ rules:
 		if c.Packets == 0 {
 			t.Errorf("rule %s decided no frame", s.Rules[i].ID)
 		}
+	}
+}
+
+// TestDifferentialPortSets: sets made mostly of exact destination port rules
+// (the port mask, and with it the program's fast path), some of them with
+// conditions the fast path leaves to the general walk (family, length,
+// fragments, TCP flags), mixed with random rules before or after them;
+// frames mostly to those ports. The program must decide as rule.Set.Decide
+// whichever path it takes.
+func TestDifferentialPortSets(t *testing.T) {
+	e := newEngine(t, Options{})
+	r := rand.New(rand.NewPCG(3, 4))
+	sets, perSet := 60, 200
+	if testing.Short() {
+		sets = 10
+	}
+	fast := 0
+	for i := 0; i < sets; i++ {
+		var s rule.Set
+		for j, n := 0, 1+r.IntN(30); j < n; j++ {
+			if r.IntN(5) == 0 {
+				s.Rules = append(s.Rules, randRule(r, j))
+				continue
+			}
+			ru := rule.Rule{ID: "p" + strconv.Itoa(j), Priority: pick(r, []uint32{1, 5, 10, rule.DefaultPriority}),
+				Action: rule.Action(r.IntN(4) / 3)}
+			m := &ru.Match
+			if r.IntN(4) != 0 {
+				m.Proto = []uint8{pick(r, []uint8{rule.ProtoUDP, rule.ProtoTCP, rule.ProtoSCTP})}
+			}
+			m.DstPort = rule.Ranges{}
+			for k, nk := 0, 1+r.IntN(2); k < nk; k++ {
+				p := uint32(pick(r, ports))
+				m.DstPort = append(m.DstPort, rule.Range{Lo: p, Hi: p})
+			}
+			switch r.IntN(8) {
+			case 0:
+				m.Dst = netip.MustParsePrefix(pick(r, []string{"0.0.0.0/0", "::/0"}))
+			case 1:
+				m.Length = rule.Ranges{{Lo: 0, Hi: uint32(pick(r, []uint16{60, 80, 100}))}}
+			case 2:
+				m.Fragment = rule.Frag(1 + r.IntN(31))
+			case 3:
+				m.HasTCPFlags, m.TCPFlags.Mask, m.TCPFlags.Value = true, 0x12, 0x02
+			}
+			s.Rules = append(s.Rules, ru)
+		}
+		frames := make([][]byte, perSet)
+		for k := range frames {
+			fr := randFrame(r)
+			if r.IntN(3) != 0 {
+				fr.proto = pick(r, []uint8{rule.ProtoUDP, rule.ProtoTCP})
+			}
+			frames[k] = fr.build()
+		}
+		if tb, err := compile(&s, make([]uint32, len(s.Rules))); err == nil && tb.fastBound() != 0 {
+			fast++
+		}
+		checkSet(t, e, &s, frames)
+	}
+	if fast < sets/3 {
+		t.Fatalf("only %d of %d sets lead with the port mask: the fast path is too little exercised", fast, sets)
 	}
 }

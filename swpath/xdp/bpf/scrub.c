@@ -66,6 +66,9 @@
 #define CFG_ACTIVE 0
 #define CFG_MODE 1
 #define MODE_INLINE 1
+/* cfg[CFG_FAST + gen]: when generation gen's first mask is the port mask, the
+ * best rank of the mask after it (RANK_NONE: none); else 0. */
+#define CFG_FAST 4
 
 /* The masked part of a packet: every byte in network order, so the layout
  * is the same on both endiannesses. */
@@ -142,7 +145,7 @@ struct pkt {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 4);
+	__uint(max_entries, 8);
 	__type(key, __u32);
 	__type(value, __u32);
 } cfg SEC(".maps");
@@ -576,38 +579,97 @@ static __always_inline void count(void *map, __u32 idx, __u64 bytes)
 	}
 }
 
+#define FAST_NO 0   /* take the general path */
+#define FAST_RULE 1 /* decided by the rule in *rule */
+#define FAST_PASS 2 /* IP, and no rule can match */
+
+/* fast decides the common packet without the general parse and walk: IPv4
+ * without options, not a non-first fragment, UDP or TCP, in a generation
+ * whose first mask is the port mask, when the port's first entry has no
+ * condition beyond protocol, family and ports and ranks before every other
+ * mask. Anything else takes the general path, which decides the same way. */
+static __always_inline int fast(__u8 *d, void *end, __u32 gen, __u32 *best, __u32 *rule, __u8 *action)
+{
+	if ((void *)(d + 14 + 20 + 8) > end)
+		return FAST_NO;
+	if (*(__u16 *)(d + 12) != bpf_htons(0x0800))
+		return FAST_NO;
+	__u8 *ip = d + 14;
+	if (ip[0] != 0x45 || (*(__u16 *)(ip + 6) & bpf_htons(0x1fff)))
+		return FAST_NO;
+	__u8 proto = ip[9];
+	if (proto == 6) {
+		if ((void *)(ip + 20 + 20) > end)
+			return FAST_NO;
+	} else if (proto != 17) {
+		return FAST_NO;
+	}
+	__u32 ck = CFG_FAST + gen;
+	__u32 *boundp = bpf_map_lookup_elem(&cfg, &ck);
+	if (!boundp)
+		return FAST_NO;
+	__u32 bound = *boundp;
+	if (!bound)
+		return FAST_NO;
+	void *pm = bpf_map_lookup_elem(&ports, &gen);
+	if (!pm)
+		return FAST_NO;
+	__u32 port = bpf_ntohs(*(__u16 *)(ip + 22));
+	struct pent *h = bpf_map_lookup_elem(pm, &port);
+	if (!h)
+		return FAST_NO;
+	if (!h->flags)
+		return bound == RANK_NONE ? FAST_PASS : FAST_NO;
+	if ((h->flags & PE_FULL) || h->rank >= bound || (h->need & NEED_V6) ||
+	    ((h->need & NEED_PROTO) && h->proto != proto))
+		return FAST_NO; /* the general path goes on down the list */
+	*best = h->rank;
+	*rule = h->rule;
+	*action = h->action;
+	return FAST_RULE;
+}
+
 SEC("xdp")
 int scrub(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 	__u64 bytes = end - data;
-	struct pkt p = {};
 	__u32 verdict = V_NOTIP, slot1 = 0;
 	int act = XDP_PASS;
+	__u32 best = RANK_NONE, best_rule = 0;
+	__u8 best_action = 0;
 
-	if (!parse(&p, data, end))
-		goto out;
-
-	verdict = V_PASS;
 	__u32 k = CFG_ACTIVE;
 	__u32 *activep = bpf_map_lookup_elem(&cfg, &k);
 	__u32 gen = activep ? (*activep & 1) : 0;
-	void *mm = bpf_map_lookup_elem(&masks, &gen);
-	if (!mm)
-		goto out;
-	__u32 zero = 0;
-	struct masktab *mt = bpf_map_lookup_elem(mm, &zero);
-	if (!mt)
-		goto out;
+	if (fast(data, end, gen, &best, &best_rule, &best_action) != FAST_NO) {
+		verdict = V_PASS;
+		goto decided;
+	}
+	{
+		struct pkt p = {};
+		if (!parse(&p, data, end))
+			goto out;
+		verdict = V_PASS;
+		void *mm = bpf_map_lookup_elem(&masks, &gen);
+		if (!mm)
+			goto out;
+		__u32 zero = 0;
+		struct masktab *mt = bpf_map_lookup_elem(mm, &zero);
+		if (!mt)
+			goto out;
 
-	struct walk w = {.p = &p, .mt = mt, .gen = gen, .best = RANK_NONE};
-	/* The first mask inline: a set of one mask (or whose first mask
-	 * decides) needs no loop. */
-	if (!mask_step(&w, 0) && mt->m[1].best_rank < w.best)
-		bpf_loop(MAX_MASKS - 1, walk_mask, &w, 0);
-	__u32 best = w.best, best_rule = w.rule;
-	__u8 best_action = w.action;
+		struct walk w = {.p = &p, .mt = mt, .gen = gen, .best = RANK_NONE};
+		/* The first mask inline: a set of one mask (or whose first
+		 * mask decides) needs no loop. */
+		if (!mask_step(&w, 0) && mt->m[1].best_rank < w.best)
+			bpf_loop(MAX_MASKS - 1, walk_mask, &w, 0);
+		best = w.best;
+		best_rule = w.rule;
+		best_action = w.action;
+	}
+decided:
 	if (best != RANK_NONE) {
 		slot1 = best_rule + 1;
 		count(&rule_stats, best_rule, bytes);
