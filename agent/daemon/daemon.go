@@ -194,7 +194,7 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	case live && cfg.Software.Engine != "none":
 		cal := opt.Calibrate
 		if cal == nil {
-			cal = Calibrate
+			cal = func(ctx context.Context) (float64, error) { return Calibrate(ctx, cfg.Software.GHz) }
 		}
 		if c, err := cal(ctx); err != nil {
 			log.Warn("software.cycles_per_packet auto: calibration failed; capacity is unknown until the engine reports cycles", "err", err)

@@ -127,7 +127,7 @@ func engineLine(n *sim.NIC) string {
 	t := e.Total
 	split := ""
 	if t.Rx > 0 {
-		r := float64(t.Rx)
+		r := float64(t.Rx) / e.CyclesPerTick
 		split = fmt.Sprintf("; cycles/pkt %.0f (rx+refill %.0f, classify %.0f, drop/fwd %.0f)", float64(t.Cycles)/r,
 			float64(t.CyclesRx)/r, float64(t.CyclesClassify)/r, float64(t.CyclesOut)/r)
 	}
@@ -144,7 +144,7 @@ func modelLine(v *placement.View, n *sim.NIC) string {
 	w, hz, cpp := n.Model()
 	meas := "not yet measured"
 	if v.MeasuredCyclesPerPacket > 0 {
-		meas = fmt.Sprintf("%.0f cycles/pkt measured by the engine on this machine at the sampled rate (small bursts cost more per packet; scrubd bench measures full ones)", v.MeasuredCyclesPerPacket)
+		meas = fmt.Sprintf("the engine on this machine takes %.0f cycles/pkt at %.2f GHz (its time per packet at the sampled rate; small bursts cost more per packet than scrubd bench's full ones)", v.MeasuredCyclesPerPacket, hz/1e9)
 	}
 	return fmt.Sprintf("modelled: 100G link, software capacity %d workers x %.2f GHz / %.0f cycles/pkt (BlueField-3 DV figure); %s", w, hz/1e9, cpp, meas)
 }

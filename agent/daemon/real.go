@@ -31,8 +31,8 @@ const (
 )
 
 // RealPaths builds the dataplane from the config: tc flower (skip_sw) on
-// every offload device, each rule in every device's table, and the XDP
-// engine on the software interfaces.
+// every offload device, each rule in every device's table, and the Direct
+// Verbs engine (mlx5 build) or the XDP engine on the software interfaces.
 // The Direct Verbs engine is wired through --sim only in this build.
 func RealPaths(ctx context.Context, cfg *config.Config) (Paths, error) {
 	var p Paths
@@ -97,11 +97,19 @@ func RealPaths(ctx context.Context, cfg *config.Config) (Paths, error) {
 			}
 		}
 		p.SW = &xdpSW{e: e, workers: cfg.Software.Workers, hz: cfg.Software.GHz * 1e9}
+	case "dv":
+		sw, closeSW, err := dvEngine(ctx, cfg)
+		if err != nil {
+			p.Close()
+			return p, err
+		}
+		closers = append(closers, closeSW)
+		p.SW = sw
 	case "none":
 		p.SW = &noSW{}
 	default:
 		p.Close()
-		return p, fmt.Errorf("software.engine %q is not available outside --sim in this build (use xdp or none)", cfg.Software.Engine)
+		return p, fmt.Errorf("software.engine %q has no packet input in scrubd run (use dv, xdp or none)", cfg.Software.Engine)
 	}
 	return p, nil
 }

@@ -467,11 +467,14 @@ type EngineStats struct {
 	PeerSent                   uint64 // frames the emulated peer port transmitted
 	RingOutOfBuffer, ModelLost uint64
 	Forward                    bool
+	// CyclesPerTick converts Total's cycle counts (counter ticks) to
+	// cycles at the modelled clock.
+	CyclesPerTick float64
 }
 
 // Engine returns the engine's counters (zero after Close).
 func (n *NIC) Engine() EngineStats {
-	es := EngineStats{Workers: len(n.dv.Workers), Forward: !n.opt.Host}
+	es := EngineStats{Workers: len(n.dv.Workers), Forward: !n.opt.Host, CyclesPerTick: float64(n.cycles(1<<20)) / (1 << 20)}
 	if n.closed.Load() {
 		return es
 	}

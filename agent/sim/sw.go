@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/swpath/barrier"
 	"github.com/scrubd/scrubd/swpath/dv"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
@@ -26,6 +27,16 @@ type SW struct {
 // Name implements dataplane.SW.
 func (s *SW) Name() string { return "dv (emulated NIC)" }
 
+// cycles converts engine counter ticks to cycles at the modelled clock: the
+// time this machine's engine spent, counted at Hz (counter ticks are not
+// core cycles on arm64).
+func (n *NIC) cycles(ticks uint64) uint64 {
+	if tick := float64(barrier.CycleHz()); tick > 0 {
+		return uint64(float64(ticks) * n.opt.Hz / tick)
+	}
+	return ticks
+}
+
 // SetRules implements dataplane.SW: an atomic swap of the classifier's set.
 func (s *SW) SetRules(set *rule.Set) error { return s.n.dv.Class.Swap(set) }
 
@@ -42,15 +53,14 @@ func (s *SW) Engine() []dv.Counters {
 	return s.n.dv.Engine.Snapshot()
 }
 
-// MeasuredCyclesPerPacket is the engine's cycles (swpath/barrier.Cycles
-// ticks) per packet received, summed over workers, on this machine; 0
-// before any traffic.
+// MeasuredCyclesPerPacket is the engine's time per packet received on
+// this machine, in cycles at the modelled clock; 0 before any traffic.
 func (s *SW) MeasuredCyclesPerPacket() float64 {
 	t := dv.Total(s.Engine())
 	if t.Rx == 0 {
 		return 0
 	}
-	return float64(t.Cycles) / float64(t.Rx)
+	return float64(s.n.cycles(t.Cycles)) / float64(t.Rx)
 }
 
 // Stats implements dataplane.SW.
@@ -82,7 +92,7 @@ func (s *SW) read() dataplane.SWStats {
 	for i, c := range ws {
 		w := dataplane.WorkerStats{Worker: i, RxPackets: n.up(c.Rx), RxBytes: n.up(c.RxBytes),
 			Dropped: n.up(c.Dropped), Passed: n.up(c.Passed), OutOfBuffer: n.up(c.OutOfBuffer + n.modelOOB[i].Load()),
-			Cycles: n.up(c.Cycles), PoolNode: node, PoolAllocFail: c.NoBuf}
+			Cycles: n.up(n.cycles(c.Cycles)), PoolNode: node, PoolAllocFail: c.NoBuf}
 		// One pool node shared by every queue: its size and free buffers
 		// are split evenly, so the sums over workers are the pool's.
 		w.PoolSize = size / len(ws)

@@ -1,0 +1,78 @@
+//go:build mlx5 && cgo
+
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/scrubd/scrubd/agent/config"
+	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/swpath/classifier"
+	"github.com/scrubd/scrubd/swpath/dv"
+	"github.com/scrubd/scrubd/swpath/dv/verbs"
+	"github.com/scrubd/scrubd/swpath/pool"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// dvEngine starts the Direct Verbs engine on the devices: one direction
+// per software interface (received there, forwarded to
+// software.forward_to, or counted in host mode), software.workers split
+// evenly over them, on the highest-numbered CPUs (the low ones stay for
+// the kernel and the agent), one shared classifier and one pool.
+func dvEngine(ctx context.Context, cfg *config.Config) (dataplane.SW, func() error, error) {
+	sw := &cfg.Software
+	ifaces := sw.Interfaces
+	per := sw.Workers / len(ifaces)
+	if per < 1 || per&(per-1) != 0 || per*len(ifaces) != sw.Workers {
+		return nil, nil, fmt.Errorf("software.workers %d over %d interfaces: each interface needs a power of 2 of workers", sw.Workers, len(ifaces))
+	}
+	n := runtime.NumCPU()
+	if sw.Workers > n {
+		return nil, nil, fmt.Errorf("software.workers %d: only %d CPUs", sw.Workers, n)
+	}
+	cls, err := classifier.New(&rule.Set{})
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := pool.New(pool.Config{BuffersPerNode: max(pool.DefaultBuffersPerNode, sw.Workers*(2<<10+2*pool.DefaultCacheSize+2*dv.MaxBurst)),
+		HugePages: pool.HugeAuto, Bind: pool.BindAuto})
+	if err != nil {
+		return nil, nil, fmt.Errorf("software.engine dv: buffer pool: %w", err)
+	}
+	var ports []*verbs.Port
+	var engines []*dv.Engine
+	closeAll := func() error {
+		var errs []error
+		for _, pt := range ports {
+			errs = append(errs, pt.Close())
+		}
+		errs = append(errs, p.Close())
+		return errors.Join(errs...)
+	}
+	first := n - sw.Workers
+	for i, iface := range ifaces {
+		var cpus []int
+		for c := 0; c < per; c++ {
+			cpus = append(cpus, first+i*per+c)
+		}
+		pt, err := verbs.SetupPort(verbs.PortConfig{RxNetdev: iface, TxNetdev: sw.ForwardTo, Host: sw.ForwardTo == "",
+			CPUs: cpus, Pool: p, Classifier: cls})
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("software.interfaces %q: %w", iface, err)
+		}
+		ports = append(ports, pt)
+		engines = append(engines, pt.Engine)
+	}
+	for _, e := range engines {
+		if err := e.Start(ctx); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+	}
+	s := newDVSW(cls, p, sw.Workers, sw.GHz*1e9, engines...)
+	return s, func() error { s.freeze(); return closeAll() }, nil
+}

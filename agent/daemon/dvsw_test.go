@@ -1,0 +1,88 @@
+package daemon
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/scrubd/scrubd/swpath/classifier"
+	"github.com/scrubd/scrubd/swpath/dv"
+	"github.com/scrubd/scrubd/swpath/dv/dvsim"
+	"github.com/scrubd/scrubd/swpath/rule"
+	"github.com/scrubd/scrubd/swpath/traffic"
+)
+
+// The Direct Verbs engine as the agent's software path, run here over the
+// NIC emulator: per-rule counts from the shared classifier, per-worker
+// counts from the engine, cycles converted from counter ticks to the
+// worker clock, the pool's buffers, an atomic rule swap, and counters kept
+// after close.
+func TestDVSW(t *testing.T) {
+	set, err := rule.Parse("t", []byte("rules:\n  - {id: drop-udp, action: drop, match: {dst: 203.0.113.0/24, proto: udp}}\n"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cls, err := classifier.New(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := dvsim.New(dvsim.Config{Classifier: cls, Workers: 2, Host: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			s.Close()
+		}
+	}()
+	sw := newDVSW(cls, s.Pool, 2, 2e9, s.Engine)
+	sw.tickHz = 1e9 // a 1 GHz counter: cycles at 2 GHz are twice the ticks
+	frame := func(proto uint8) []byte {
+		return traffic.AppendFrame(nil, &traffic.Frame{Family: rule.IPv4, Src: netip.MustParseAddr("198.18.0.1"),
+			Dst: netip.MustParseAddr("203.0.113.5"), Proto: proto, SrcPort: 1000, DstPort: 53, Size: 100})
+	}
+	send := func(q int, n int, proto uint8) {
+		w := s.Workers[q]
+		w.Step() // post receive buffers
+		for i := 0; i < n; i++ {
+			s.RX[q].Deliver(frame(proto))
+		}
+		for w.Step() > 0 {
+		}
+	}
+	send(0, 10, rule.ProtoUDP)
+	send(1, 5, rule.ProtoTCP)
+	st := sw.Stats()
+	tot := st.Totals()
+	if st.Rules["drop-udp"].Packets != 10 || tot.RxPackets != 15 || tot.Dropped != 10 || tot.Passed != 5 || len(st.Workers) != 2 {
+		t.Fatalf("stats %+v totals %+v", st, tot)
+	}
+	raw := dv.Total(s.Engine.Snapshot())
+	if raw.Cycles == 0 || tot.Cycles != 2*raw.Cycles {
+		t.Fatalf("cycles %d, engine ticks %d", tot.Cycles, raw.Cycles)
+	}
+	if tot.PoolSize == 0 || tot.PoolFree <= 0 || tot.PoolFree > tot.PoolSize {
+		t.Fatalf("pool %d free of %d", tot.PoolFree, tot.PoolSize)
+	}
+	if w, hz := sw.Capacity(); w != 2 || hz != 2e9 {
+		t.Fatalf("capacity %d %v", w, hz)
+	}
+	if err := sw.SetRules(&rule.Set{}); err != nil {
+		t.Fatal(err)
+	}
+	send(0, 4, rule.ProtoUDP)
+	st = sw.Stats()
+	if tot := st.Totals(); tot.Dropped != 10 || tot.Passed != 9 {
+		t.Fatalf("after the swap to no rules: %+v", tot)
+	}
+	sw.freeze()
+	closed = true
+	if err := s.Close(); err != nil || s.Leaked != 0 {
+		t.Fatalf("close: %v, %d leaked", err, s.Leaked)
+	}
+	st = sw.Stats()
+	if tot := st.Totals(); tot.RxPackets != 19 {
+		t.Fatalf("after close: %+v", tot)
+	}
+}
