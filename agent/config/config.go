@@ -484,6 +484,9 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 	default:
 		bad("software.engine", sw.Engine, "must be dv, xdp, go or none")
 	}
+	if sw.Engine == "dv" && c.Offload.Backend != "sim" && len(sw.Interfaces) > 0 && sw.Workers < len(sw.Interfaces) {
+		bad("software.workers", strconv.Itoa(sw.Workers), "the dv engine needs at least one worker per interface (%d)", len(sw.Interfaces))
+	}
 	if c.Offload.Backend == "sim" && sw.Engine != "dv" {
 		bad("software.engine", sw.Engine, "offload.backend sim runs the dv engine over the NIC emulator: set engine dv")
 	}

@@ -69,6 +69,7 @@ func TestRefused(t *testing.T) {
 		{"- a\n- b\n", "x:1"},
 		{"flowspec: {enabled: true, asn: 1, router_id: auto, neighbors: [{address: '2001:db8::1', asn: 2}]}\n", `flowspec.router_id "auto": auto takes the local IPv4 address`},
 		{"offload: {backend: sim}\nsoftware: {engine: go}\n", `software.engine "go": offload.backend sim runs the dv engine`},
+		{"software: {engine: dv, interfaces: [p0, p1], workers: 1}\n", `software.workers "1": the dv engine needs at least one worker per interface (2)`},
 		{"software: {cycles_per_packet: fast}\n", `x:1: software.cycles_per_packet "fast": must be auto or a number`},
 		{"software: {cycles_per_packet: -3}\n", `software.cycles_per_packet "-3"`},
 		{"software: {cycles_per_packet: .nan}\n", `software.cycles_per_packet "NaN"`},

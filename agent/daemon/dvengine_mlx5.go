@@ -20,24 +20,28 @@ import (
 // dvEngine starts the Direct Verbs engine on the devices: one direction
 // per software interface (received there, forwarded to
 // software.forward_to, or counted in host mode), software.workers split
-// evenly over them, on the highest-numbered CPUs (the low ones stay for
+// over them in powers of 2 (splitWorkers), on the highest-numbered CPUs (the low ones stay for
 // the kernel and the agent), one shared classifier and one pool.
 func dvEngine(ctx context.Context, cfg *config.Config) (dataplane.SW, func() error, error) {
 	sw := &cfg.Software
 	ifaces := sw.Interfaces
-	per := sw.Workers / len(ifaces)
-	if per < 1 || per&(per-1) != 0 || per*len(ifaces) != sw.Workers {
-		return nil, nil, fmt.Errorf("software.workers %d over %d interfaces: each interface needs a power of 2 of workers", sw.Workers, len(ifaces))
+	split := splitWorkers(sw.Workers, len(ifaces))
+	if split == nil {
+		return nil, nil, fmt.Errorf("software.workers %d: fewer than the %d interfaces", sw.Workers, len(ifaces))
+	}
+	used := 0
+	for _, k := range split {
+		used += k
 	}
 	n := runtime.NumCPU()
-	if sw.Workers > n {
+	if used > n {
 		return nil, nil, fmt.Errorf("software.workers %d: only %d CPUs", sw.Workers, n)
 	}
 	cls, err := classifier.New(&rule.Set{})
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := pool.New(pool.Config{BuffersPerNode: max(pool.DefaultBuffersPerNode, sw.Workers*(2<<10+2*pool.DefaultCacheSize+2*dv.MaxBurst)),
+	p, err := pool.New(pool.Config{BuffersPerNode: max(pool.DefaultBuffersPerNode, used*(2<<10+2*pool.DefaultCacheSize+2*dv.MaxBurst)),
 		HugePages: pool.HugeAuto, Bind: pool.BindAuto})
 	if err != nil {
 		return nil, nil, fmt.Errorf("software.engine dv: buffer pool: %w", err)
@@ -52,11 +56,12 @@ func dvEngine(ctx context.Context, cfg *config.Config) (dataplane.SW, func() err
 		errs = append(errs, p.Close())
 		return errors.Join(errs...)
 	}
-	first := n - sw.Workers
+	next := n - used
 	for i, iface := range ifaces {
 		var cpus []int
-		for c := 0; c < per; c++ {
-			cpus = append(cpus, first+i*per+c)
+		for c := 0; c < split[i]; c++ {
+			cpus = append(cpus, next)
+			next++
 		}
 		pt, err := verbs.SetupPort(verbs.PortConfig{RxNetdev: iface, TxNetdev: sw.ForwardTo, Host: sw.ForwardTo == "",
 			CPUs: cpus, Pool: p, Classifier: cls})
@@ -73,6 +78,6 @@ func dvEngine(ctx context.Context, cfg *config.Config) (dataplane.SW, func() err
 			return nil, nil, err
 		}
 	}
-	s := newDVSW(cls, p, sw.Workers, sw.GHz*1e9, engines...)
+	s := newDVSW(cls, p, used, sw.GHz*1e9, engines...)
 	return s, func() error { s.freeze(); return closeAll() }, nil
 }
