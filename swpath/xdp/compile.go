@@ -138,17 +138,22 @@ func portMask(m *tuple) bool {
 	return true
 }
 
-// fastBound is cfg[CFG_FAST + generation]: when the first mask is the port
-// mask, the best rank of the next mask (rankNone when there is none), below
-// which a port entry decides without the walk; 0 (no fast path) otherwise.
+// fastAlone is the fast path bound of a set whose only mask is the port
+// mask (FAST_ALONE).
+const fastAlone = 1<<31 - 1
+
+// fastBound is bits 1-31 of cfg[CFG_ACTIVE]: when the first mask is the
+// port mask, the best rank of the next mask (fastAlone when there is none),
+// below which a port entry decides without the walk; 0 (no fast path)
+// otherwise.
 func (t *tables) fastBound() uint32 {
 	switch {
 	case len(t.masks) == 0 || t.masks[0].Kind != kindPort:
 		return 0
 	case len(t.masks) == 1:
-		return rankNone
+		return fastAlone
 	default:
-		return t.masks[1].BestRank
+		return min(t.masks[1].BestRank, fastAlone-1)
 	}
 }
 

@@ -104,7 +104,6 @@ const (
 // cfg slot 2 (unused by the program) remembers the attach mode.
 const (
 	cfgAttach     = 2
-	cfgFast       = 4 // + generation: see tables.fastBound (CFG_FAST)
 	attachGeneric = 1
 )
 
@@ -303,12 +302,9 @@ func (e *Engine) Replace(s *rule.Set) error {
 			return fmt.Errorf("xdp: install generation %d: %w", gen, err)
 		}
 	}
-	// The fast path's bound for the new generation, then the flip: one
-	// 32-bit array element.
-	if err := e.cfg.Put(uint32(cfgFast)+gen, t.fastBound()); err != nil {
-		return fmt.Errorf("xdp: fast path bound of generation %d: %w", gen, err)
-	}
-	if err := e.cfg.Put(uint32(0), gen); err != nil {
+	// The flip: one 32-bit array element, the generation and its fast
+	// path bound (CFG_ACTIVE).
+	if err := e.cfg.Put(uint32(0), gen|t.fastBound()<<1); err != nil {
 		return fmt.Errorf("xdp: flip to generation %d: %w", gen, err)
 	}
 	e.active = gen

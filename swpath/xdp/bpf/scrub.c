@@ -63,12 +63,14 @@
 #define V_MAX 5
 
 /* cfg slots. */
+/* cfg[CFG_ACTIVE]: bit 0 the generation in force; bits 1-31 the fast path's
+ * bound for it: when its first mask is the port mask, the best rank of the
+ * mask after it (FAST_ALONE: there is none); 0 otherwise. One word, so the
+ * flip changes both at once. */
 #define CFG_ACTIVE 0
 #define CFG_MODE 1
 #define MODE_INLINE 1
-/* cfg[CFG_FAST + gen]: when generation gen's first mask is the port mask, the
- * best rank of the mask after it (RANK_NONE: none); else 0. */
-#define CFG_FAST 4
+#define FAST_ALONE 0x7fffffffU
 
 /* The masked part of a packet: every byte in network order, so the layout
  * is the same on both endiannesses. */
@@ -145,7 +147,7 @@ struct pkt {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 8);
+	__uint(max_entries, 4);
 	__type(key, __u32);
 	__type(value, __u32);
 } cfg SEC(".maps");
@@ -588,8 +590,11 @@ static __always_inline void count(void *map, __u32 idx, __u64 bytes)
  * whose first mask is the port mask, when the port's first entry has no
  * condition beyond protocol, family and ports and ranks before every other
  * mask. Anything else takes the general path, which decides the same way. */
-static __always_inline int fast(__u8 *d, void *end, __u32 gen, __u32 *best, __u32 *rule, __u8 *action)
+static __always_inline int fast(__u8 *d, void *end, __u32 gen, __u32 bound, __u32 *best, __u32 *rule,
+				__u8 *action)
 {
+	if (!bound)
+		return FAST_NO;
 	if ((void *)(d + 14 + 20 + 8) > end)
 		return FAST_NO;
 	if (*(__u16 *)(d + 12) != bpf_htons(0x0800))
@@ -604,13 +609,6 @@ static __always_inline int fast(__u8 *d, void *end, __u32 gen, __u32 *best, __u3
 	} else if (proto != 17) {
 		return FAST_NO;
 	}
-	__u32 ck = CFG_FAST + gen;
-	__u32 *boundp = bpf_map_lookup_elem(&cfg, &ck);
-	if (!boundp)
-		return FAST_NO;
-	__u32 bound = *boundp;
-	if (!bound)
-		return FAST_NO;
 	void *pm = bpf_map_lookup_elem(&ports, &gen);
 	if (!pm)
 		return FAST_NO;
@@ -619,7 +617,7 @@ static __always_inline int fast(__u8 *d, void *end, __u32 gen, __u32 *best, __u3
 	if (!h)
 		return FAST_NO;
 	if (!h->flags)
-		return bound == RANK_NONE ? FAST_PASS : FAST_NO;
+		return bound == FAST_ALONE ? FAST_PASS : FAST_NO;
 	if ((h->flags & PE_FULL) || h->rank >= bound || (h->need & NEED_V6) ||
 	    ((h->need & NEED_PROTO) && h->proto != proto))
 		return FAST_NO; /* the general path goes on down the list */
@@ -642,8 +640,9 @@ int scrub(struct xdp_md *ctx)
 
 	__u32 k = CFG_ACTIVE;
 	__u32 *activep = bpf_map_lookup_elem(&cfg, &k);
-	__u32 gen = activep ? (*activep & 1) : 0;
-	if (fast(data, end, gen, &best, &best_rule, &best_action) != FAST_NO) {
+	__u32 word = activep ? *activep : 0;
+	__u32 gen = word & 1;
+	if (fast(data, end, gen, word >> 1, &best, &best_rule, &best_action) != FAST_NO) {
 		verdict = V_PASS;
 		goto decided;
 	}
