@@ -193,5 +193,69 @@ func FuzzParse(f *testing.F) {
 		var fl rule.Fields
 		st := packet.Parse(b, &fl)
 		checkConsistent(t, b, st, &fl)
+		var g rule.Fields
+		gst := packet.ParseSlow(b, &g)
+		if gst != st || g != fl {
+			t.Fatalf("fast path %v %+v, general parser %v %+v", st, fl, gst, g)
+		}
 	})
+}
+
+// TestFastPathMatchesGeneral compares Parse (fast path for plain IPv4
+// UDP/TCP) with the general parser on frames around the fast path's edges:
+// every truncation, DF/MF/offset combinations, IHL values, protocols,
+// tags, and random bytes in the fields it reads.
+func TestFastPathMatchesGeneral(t *testing.T) {
+	var frames [][]byte
+	for _, proto := range []uint8{rule.ProtoUDP, rule.ProtoTCP, rule.ProtoICMP, rule.ProtoSCTP, 0, 255} {
+		for _, df := range []bool{false, true} {
+			for _, mf := range []bool{false, true} {
+				for _, off := range []uint16{0, 1, 0x1fff} {
+					for _, opts := range []int{0, 4} {
+						fr := traffic.Frame{Family: rule.IPv4, Src: s4, Dst: d4, Proto: proto, SrcPort: 1234, DstPort: 53,
+							TCPFlags: rule.SYN | rule.FIN, DSCP: 63, DF: df, MF: mf, FragOffset: off, IPv4Options: opts, Size: 64}
+						frames = append(frames, traffic.AppendFrame(nil, &fr))
+						fr.Tags = []uint16{0x8100}
+						frames = append(frames, traffic.AppendFrame(nil, &fr))
+					}
+				}
+			}
+		}
+	}
+	g := traffic.NewGenerator(traffic.Config{Seed: 7, Rules: traffic.SourceWorkload(), RuleFraction: 0.5, IPv6Fraction: 0.2})
+	frames = append(frames, g.Frames(2000)...)
+	rng := uint64(0x9E3779B97F4A7C15)
+	var fast, slow rule.Fields
+	check := func(b []byte) {
+		t.Helper()
+		st := packet.Parse(b, &fast)
+		sst := packet.ParseSlow(b, &slow)
+		if st != sst || fast != slow {
+			t.Fatalf("frame % x:\nfast    %v %+v\ngeneral %v %+v", b, st, fast, sst, slow)
+		}
+	}
+	fastHits := 0
+	for _, b := range frames {
+		for n := 0; n <= len(b); n++ {
+			check(b[:n])
+		}
+		if len(b) >= 42 && b[12] == 8 && b[13] == 0 && b[14] == 0x45 && (b[23] == rule.ProtoUDP || b[23] == rule.ProtoTCP) {
+			fastHits++
+		}
+		// Random values in the bytes the fast path reads.
+		m := append([]byte(nil), b...)
+		for k := 0; k < 20; k++ {
+			rng ^= rng << 13
+			rng ^= rng >> 7
+			rng ^= rng << 17
+			i := 12 + int(rng%uint64(min(len(m)-12, 40)+1))
+			if i < len(m) {
+				m[i] = byte(rng >> 32)
+			}
+			check(m)
+		}
+	}
+	if fastHits < 100 {
+		t.Fatalf("only %d frames reach the fast path", fastHits)
+	}
 }
