@@ -57,6 +57,7 @@ import (
 	"github.com/scrubd/scrubd/swpath/dv"
 	"github.com/scrubd/scrubd/swpath/dv/dvsim"
 	"github.com/scrubd/scrubd/swpath/nicemu"
+	"github.com/scrubd/scrubd/swpath/numa"
 	"github.com/scrubd/scrubd/swpath/pool"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
@@ -135,6 +136,7 @@ type NIC struct {
 	modelOOB []atomic.Uint64
 	rxPhy    atomic.Uint64
 	untagged atomic.Uint64
+	unpinned atomic.Uint64 // workers Run could not pin
 
 	mu      sync.Mutex // serialises traffic rounds
 	ref     *rule.Set  // the effective set, for the reference decision
@@ -470,6 +472,8 @@ type EngineStats struct {
 	// CyclesPerTick converts Total's cycle counts (counter ticks) to
 	// cycles at the modelled clock.
 	CyclesPerTick float64
+	// Unpinned counts workers Run could not pin to a CPU.
+	Unpinned uint64
 }
 
 // Engine returns the engine's counters (zero after Close).
@@ -504,8 +508,10 @@ func (n *NIC) ProtectedDrops() uint64 {
 
 // Run sends traffic in real time until ctx ends (the --sim mode): every
 // tick it sends the traffic of the time elapsed into the table and the
-// rings, and lets the peer port send; the workers poll their rings on their
-// own OS threads meanwhile.
+// rings, and lets the peer port send; the workers poll their rings
+// meanwhile, each on its own OS thread pinned to a CPU, sleeping IdleSleep
+// after a poll that found nothing (dv.Engine's workers spin or yield
+// instead, which would keep every CPU of a laptop busy).
 func (n *NIC) Run(ctx context.Context, every time.Duration) error {
 	n.mu.Lock()
 	if n.running || n.closed.Load() {
@@ -516,12 +522,19 @@ func (n *NIC) Run(ctx context.Context, every time.Duration) error {
 	n.mu.Unlock()
 	var stop atomic.Bool
 	var wg sync.WaitGroup
-	for _, w := range n.dv.Workers {
+	cpus := runtime.NumCPU()
+	for i, w := range n.dv.Workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Each worker on its own OS thread, pinned to a CPU (round
+			// robin: twelve simulated cores share this machine's). The
+			// thread is never unlocked: Go retires it when the goroutine
+			// ends. Where pinning is refused the worker runs unpinned.
 			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
+			if numa.PinThread(i%cpus) != nil {
+				n.unpinned.Add(1)
+			}
 			for !stop.Load() {
 				if w.Step() == 0 {
 					time.Sleep(n.opt.IdleSleep)

@@ -231,6 +231,9 @@ func TestSimRunLive(t *testing.T) {
 	if d := n.ProtectedDrops(); d != 0 {
 		t.Errorf("%d protected packets dropped", d)
 	}
+	if e := n.Engine(); e.Unpinned != 0 {
+		t.Logf("%d workers could not be pinned here", e.Unpinned)
+	}
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
