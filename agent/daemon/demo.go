@@ -79,6 +79,7 @@ func runDemo(ctx context.Context, n *sim.NIC, st *store.Store, p *placement.Plac
 			fmt.Fprintf(opt.Status, "status (modelled): hw %.1f Mpps dropped (%d/%d entries), sw %.1f Mpps dropped, sw load %.1f of %.1f Mpps, out-of-buffer %d, protected drops %d; engine measured %.0f cycles/pkt\n",
 				v.HWPPS/1e6, v.HWBudget.UsedEntries, v.HWBudget.MaxEntries, v.SWPPS/1e6, v.SWLoadPPS/1e6, v.SWCapacityPPS/1e6,
 				v.NIC["rx_out_of_buffer"], n.ProtectedDrops(), v.MeasuredCyclesPerPacket)
+			fmt.Fprintln(opt.Status, engineLine(n))
 			lastDraw = now()
 		}
 	}
