@@ -161,7 +161,15 @@ type Worker struct {
 	touched  []uint32
 	fields   []rule.Fields // scratch for ClassifyFrames
 	ids      []int32       // scratch for ClassifyBurst
+	// small counts one burst by rule index + 1 (0: passed) for sets of up
+	// to smallSet rules (see countSmall).
+	small [smallSet + 1]counterVal
 }
+
+// smallSet is the most rules for which a burst is counted by rule index
+// in Worker.small: one add per packet and no branch, then one fold per
+// rule that was hit.
+const smallSet = 64
 
 // NewWorker returns a worker; Close it when done (its counts are kept).
 func (c *Classifier) NewWorker() *Worker {
@@ -257,6 +265,42 @@ func (w *Worker) note(t *Table, r int32, length uint32) {
 	p.bytes += uint64(length)
 }
 
+// countSmall writes the results of a burst decided into ids and counts it,
+// for a table of at most smallSet rules: it adds into Worker.small by rule
+// index, then folds each rule that was hit into the burst's pending counts.
+func (w *Worker) countSmall(t *Table, ids []int32, lens []uint32, out []Result) {
+	n := len(t.verdict)
+	cnt := w.small[:n+1]
+	vs := t.verdictAt[:n+1]
+	lens, out = lens[:len(ids)], out[:len(ids)]
+	for i, r := range ids {
+		k := r + 1
+		out[i] = Result{vs[k], r}
+		c := &cnt[k]
+		c.packets++
+		c.bytes += uint64(lens[i])
+	}
+	if c := &cnt[0]; c.packets != 0 {
+		w.pendPass.packets += c.packets
+		w.pendPass.bytes += c.bytes
+		*c = counterVal{}
+	}
+	for r := range n {
+		c := &cnt[r+1]
+		if c.packets == 0 {
+			continue
+		}
+		s := t.slot[r]
+		p := &w.pending[s]
+		if p.packets == 0 {
+			w.touched = append(w.touched, s)
+		}
+		p.packets += c.packets
+		p.bytes += c.bytes
+		*c = counterVal{}
+	}
+}
+
 func (w *Worker) flush() {
 	ctr := *w.ctr.Load()
 	for _, s := range w.touched {
@@ -313,9 +357,13 @@ func (w *Worker) ClassifyBurst(fs []rule.Fields, lens []uint32, out []Result) {
 		}
 		ids := w.ids[:len(fs)]
 		probes = t.DecideBurst(fs, ids)
-		for i, r := range ids {
-			out[i] = Result{t.Verdict(int(r)), r}
-			w.note(t, r, lens[i])
+		if len(t.verdict) <= smallSet {
+			w.countSmall(t, ids, lens, out)
+		} else {
+			for i, r := range ids {
+				out[i] = Result{t.Verdict(int(r)), r}
+				w.note(t, r, lens[i])
+			}
 		}
 	}
 	for i := range fs {

@@ -93,6 +93,36 @@ func TestDifferentialRandom(t *testing.T) {
 	}
 }
 
+// TestDifferentialSingleTable covers the burst path for sets that compile
+// to one hash table (decideSingle): the source workload and random sets
+// of that shape, on edge-case traffic.
+func TestDifferentialSingleTable(t *testing.T) {
+	sets := []*rule.Set{traffic.SourceWorkload()}
+	for seed := uint64(0); len(sets) < 30 && seed < 3000; seed++ {
+		set := traffic.RandomRules(seed, 1+int(seed%4))
+		tab, err := Compile(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tab.Stats().Tuples == 1 {
+			sets = append(sets, set)
+		}
+	}
+	if len(sets) < 30 {
+		t.Fatalf("only %d single-table sets found", len(sets))
+	}
+	total, matched := 0, 0
+	for i, set := range sets {
+		g := traffic.NewGenerator(traffic.Config{Seed: uint64(i), Rules: set, RuleFraction: 0.8, Odd: true, Sizes: traffic.Sizes{Min: 64, Max: 1518}})
+		fs := parseAll(g.Frames(1000))
+		matched += checkAgainstReference(t, fmt.Sprintf("single-table set %d", i), set, fs)
+		total += len(fs)
+	}
+	if matched < total/10 || matched > total*9/10 {
+		t.Fatalf("%d of %d packets matched a rule: traffic does not probe the rules", matched, total)
+	}
+}
+
 func TestDifferentialClassBench(t *testing.T) {
 	sizes, pkts := []int{100, 3000}, 5000
 	if testing.Short() {
@@ -171,8 +201,16 @@ func burstFields(t *testing.T, set *rule.Set, seed uint64, n int) ([]rule.Fields
 	return parseAll(frames), lens
 }
 
+// TestCountersAndSwap runs with a set small enough for countSmall and with
+// one above smallSet (counted packet by packet).
 func TestCountersAndSwap(t *testing.T) {
-	setA := traffic.RandomRules(11, 60)
+	for _, n := range []int{60, 3 * smallSet} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) { testCountersAndSwap(t, n) })
+	}
+}
+
+func testCountersAndSwap(t *testing.T, n int) {
+	setA := traffic.RandomRules(11, n)
 	c, err := New(setA)
 	if err != nil {
 		t.Fatal(err)

@@ -235,6 +235,9 @@ type Table struct {
 	entries []entry
 	res     []residual
 	verdict []Verdict // by rule index
+	// verdictAt is verdict indexed by rule index + 1: verdictAt[0] is Pass
+	// (no rule decided). verdict is its tail.
+	verdictAt []Verdict
 	// slot maps a rule index to its counter slot (set by a Classifier).
 	slot   []uint32
 	nslots int
@@ -474,7 +477,8 @@ func Compile(set *rule.Set) (*Table, error) {
 	if len(set.Rules) >= 1<<31 {
 		return nil, fmt.Errorf("classifier: %d rules: too many", len(set.Rules))
 	}
-	t := &Table{set: set, verdict: make([]Verdict, len(set.Rules)), slot: make([]uint32, len(set.Rules)), nslots: len(set.Rules)}
+	t := &Table{set: set, verdictAt: make([]Verdict, len(set.Rules)+1), slot: make([]uint32, len(set.Rules)), nslots: len(set.Rules)}
+	t.verdict = t.verdictAt[1:]
 	var all []bentry
 	for i := range set.Rules {
 		r := &set.Rules[i]

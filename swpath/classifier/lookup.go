@@ -157,6 +157,9 @@ func (t *Table) Verdict(i int) Verdict {
 // least as long as fs.
 func (t *Table) DecideBurst(fs []rule.Fields, out []int32) int {
 	out = out[:len(fs)]
+	if len(t.tables) == 1 {
+		return t.decideSingle(fs, out)
+	}
 	probes := 0
 	for len(fs) > 0 {
 		n := min(len(fs), maxChunk)
@@ -283,4 +286,52 @@ func (t *Table) AppendMatching(dst []int32, f *rule.Fields) []int32 {
 		}
 	}
 	return dst
+}
+
+// decideSingle is decideChunk for a Table with exactly one hash table (a
+// small rule set whose rules share one mask, such as the source
+// material's five port rules): no rank arrays, no prefilter (the table's
+// Bloom filter answers what the prefilter would) and no pruning. It returns
+// the tables probed: one per IP packet.
+func (t *Table) decideSingle(fs []rule.Fields, out []int32) int {
+	out = out[:len(fs)]
+	ht := &t.tables[0]
+	mask := ht.mask
+	shift, nbits := ht.shift, ht.bits
+	bloom, slots, entries := ht.bloom, ht.slots, t.entries
+	probes := 0
+	for i := range fs {
+		f := &fs[i]
+		r := int32(-1)
+		if f.Family != 0 {
+			probes++
+			misc := uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
+			m0, m1, m2, m3, m4 := f.Src.Hi&mask.srcHi, f.Src.Lo&mask.srcLo, f.Dst.Hi&mask.dstHi, f.Dst.Lo&mask.dstLo, misc&mask.misc
+			b := hash5(m0, m1, m2, m3, m4) >> shift
+			if bloom[b/64]&(1<<(b%64)) != 0 {
+				for h := b >> bloomShift; ; h = (h + 1) & nbits {
+					s := &slots[h]
+					if s.n == 0 {
+						break
+					}
+					if s.srcHi != m0 || s.dstHi != m2 || s.misc != m4 || s.srcLo != m1 || s.dstLo != m3 {
+						continue
+					}
+					// Entries of a slot are in rank order: the first that
+					// holds decides.
+					es := entries[s.first : s.first+s.n]
+					for j := range es {
+						e := &es[j]
+						if e.flags == 0 || (e.flags == needPorts && f.HasPorts()) || (e.flags != needPorts && t.holds(e, f, misc)) {
+							r = e.rule
+							break
+						}
+					}
+					break
+				}
+			}
+		}
+		out[i] = r
+	}
+	return probes
 }
