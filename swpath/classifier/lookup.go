@@ -297,6 +297,9 @@ func (t *Table) decideSingle(fs []rule.Fields, out []int32) int {
 	out = out[:len(fs)]
 	ht := &t.tables[0]
 	mask := ht.mask
+	if mask.srcHi|mask.srcLo|mask.dstHi|mask.dstLo == 0 {
+		return t.decideMiscOnly(fs, out)
+	}
 	shift, nbits := ht.shift, ht.bits
 	bloom, slots, entries := ht.bloom, ht.slots, t.entries
 	probes := 0
@@ -319,6 +322,52 @@ func (t *Table) decideSingle(fs []rule.Fields, out []int32) int {
 					}
 					// Entries of a slot are in rank order: the first that
 					// holds decides.
+					es := entries[s.first : s.first+s.n]
+					for j := range es {
+						e := &es[j]
+						if e.flags == 0 || (e.flags == needPorts && f.HasPorts()) || (e.flags != needPorts && t.holds(e, f, misc)) {
+							r = e.rule
+							break
+						}
+					}
+					break
+				}
+			}
+		}
+		out[i] = r
+	}
+	return probes
+}
+
+// decideMiscOnly is decideSingle for a hash table keyed on the misc word
+// alone (family, protocol, ports: no address bits), such as a set of port
+// rules. Every slot's address words are then zero (keys are stored
+// masked), so the hash and the slot compare take the misc word only, and
+// the key stays in registers.
+func (t *Table) decideMiscOnly(fs []rule.Fields, out []int32) int {
+	out = out[:len(fs)]
+	ht := &t.tables[0]
+	mm := ht.mask.misc
+	shift, nbits := ht.shift, ht.bits
+	bloom, slots, entries := ht.bloom, ht.slots, t.entries
+	probes := 0
+	for i := range fs {
+		f := &fs[i]
+		r := int32(-1)
+		if f.Family != 0 {
+			probes++
+			misc := uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
+			m4 := misc & mm
+			b := hash5(0, 0, 0, 0, m4) >> shift
+			if bloom[b/64]&(1<<(b%64)) != 0 {
+				for h := b >> bloomShift; ; h = (h + 1) & nbits {
+					s := &slots[h]
+					if s.n == 0 {
+						break
+					}
+					if s.misc != m4 {
+						continue
+					}
 					es := entries[s.first : s.first+s.n]
 					for j := range es {
 						e := &es[j]
