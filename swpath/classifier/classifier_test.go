@@ -97,9 +97,11 @@ func TestDifferentialRandom(t *testing.T) {
 // to one hash table (decideSingle): the source workload and random sets
 // of that shape, on edge-case traffic.
 func TestDifferentialSingleTable(t *testing.T) {
+	// Shapes: 0 keyed on misc only and plain (decideMiscPlain), 1 misc only
+	// with residual checks (decideMiscOnly), 2 with address bits.
 	sets := []*rule.Set{traffic.SourceWorkload()}
-	miscOnly := 1 // the source workload keys on protocol and port alone
-	for seed := uint64(0); (len(sets) < 30 || miscOnly < 8) && seed < 5000; seed++ {
+	shapes := [3]int{1, 0, 0} // the source workload is misc-only and plain
+	for seed := uint64(0); seed < 5000 && min(shapes[0], shapes[1], shapes[2]) < 10; seed++ {
 		set := traffic.RandomRules(seed, 1+int(seed%4))
 		tab, err := Compile(set)
 		if err != nil {
@@ -109,15 +111,20 @@ func TestDifferentialSingleTable(t *testing.T) {
 			continue
 		}
 		m := tab.tables[0].mask
+		k := 2
 		if m.srcHi|m.srcLo|m.dstHi|m.dstLo == 0 {
-			miscOnly++
-		} else if len(sets)-miscOnly >= 22 {
-			continue
+			k = 1
+			if tab.plain {
+				k = 0
+			}
 		}
-		sets = append(sets, set)
+		if shapes[k] < 10 {
+			shapes[k]++
+			sets = append(sets, set)
+		}
 	}
-	if len(sets) < 30 || miscOnly < 8 {
-		t.Fatalf("only %d single-table sets found (%d keyed without addresses)", len(sets), miscOnly)
+	if min(shapes[0], shapes[1], shapes[2]) < 10 {
+		t.Fatalf("single-table sets by shape %v, want 10 of each", shapes)
 	}
 	total, matched := 0, 0
 	for i, set := range sets {

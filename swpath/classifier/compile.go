@@ -245,6 +245,9 @@ type Table struct {
 	build  time.Duration
 	used   used // fields any rule looks at
 	pf     prefilter
+	// plain: no entry checks more after its hash hit than that the packet
+	// has ports (flags 0 or needPorts), so no lookup calls holds.
+	plain bool
 	// cacheW0, cacheW1 mask the flow-cache key to the used fields.
 	cacheW0, cacheW1 uint64
 }
@@ -582,6 +585,12 @@ func Compile(set *rule.Set) (*Table, error) {
 		}
 		return 0
 	})
+	t.plain = true
+	for i := range t.entries {
+		if t.entries[i].flags&^needPorts != 0 {
+			t.plain = false
+		}
+	}
 	t.buildPrefilter()
 	t.cacheW0, t.cacheW1 = t.used.cacheMasks()
 	t.build = time.Since(start)

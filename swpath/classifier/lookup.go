@@ -345,6 +345,9 @@ func (t *Table) decideSingle(fs []rule.Fields, out []int32) int {
 // masked), so the hash and the slot compare take the misc word only, and
 // the key stays in registers.
 func (t *Table) decideMiscOnly(fs []rule.Fields, out []int32) int {
+	if t.plain {
+		return t.decideMiscPlain(fs, out)
+	}
 	out = out[:len(fs)]
 	ht := &t.tables[0]
 	mm := ht.mask.misc
@@ -373,6 +376,50 @@ func (t *Table) decideMiscOnly(fs []rule.Fields, out []int32) int {
 						e := &es[j]
 						if e.flags == 0 || (e.flags == needPorts && f.HasPorts()) || (e.flags != needPorts && t.holds(e, f, misc)) {
 							r = e.rule
+							break
+						}
+					}
+					break
+				}
+			}
+		}
+		out[i] = r
+	}
+	return probes
+}
+
+// decideMiscPlain is decideMiscOnly for a plain Table (see Table.plain):
+// an entry whose key matched decides if it needs nothing or the packet has
+// ports. With no call in the loop the compiler keeps everything in
+// registers.
+func (t *Table) decideMiscPlain(fs []rule.Fields, out []int32) int {
+	out = out[:len(fs)]
+	ht := &t.tables[0]
+	mm := ht.mask.misc
+	shift, nbits := ht.shift, ht.bits
+	bloom, slots, entries := ht.bloom, ht.slots, t.entries
+	probes := 0
+	for i := range fs {
+		f := &fs[i]
+		r := int32(-1)
+		if f.Family != 0 {
+			probes++
+			m4 := (uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)) & mm
+			b := hash5(0, 0, 0, 0, m4) >> shift
+			if bloom[b/64]&(1<<(b%64)) != 0 {
+				for h := b >> bloomShift; ; h = (h + 1) & nbits {
+					s := &slots[h]
+					if s.n == 0 {
+						break
+					}
+					if s.misc != m4 {
+						continue
+					}
+					ports := f.HasPorts()
+					es := entries[s.first : s.first+s.n]
+					for j := range es {
+						if es[j].flags == 0 || ports {
+							r = es[j].rule
 							break
 						}
 					}
