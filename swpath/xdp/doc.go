@@ -23,6 +23,19 @@
 // masks, with the exact prefix checked in the entry (tuple merging): fewer
 // masks to walk, slightly longer lists.
 //
+// The hash value is the first entry of its list itself (no second lookup);
+// later entries of a list are walked with bpf_loop. Every entry whose mask
+// is only an exact destination port (with or without family and protocol,
+// which the entry then checks) goes into one "port mask", a 65536-element
+// array by destination port holding its list's first entry in short form:
+// the usual DDoS rule ("drop udp dport 53") costs one array lookup. When
+// that mask comes first, the program has a fast path for plain IPv4 UDP and
+// TCP (no VLAN, no IP options, not a non-first fragment): the port's first
+// entry decides directly when its only conditions are protocol and family
+// and no other mask can beat its rank (a bound stored with the generation
+// word); everything else takes the general parse and walk, which decides
+// the same way (TestDifferentialPortSets).
+//
 // The verifier needs bounds, so some are explicit: MaxMasks masks per lookup,
 // MaxChain rules sharing one masked tuple, MaxEntriesPerRule expansions of a
 // rule, MaxRules rules. Compile checks them and refuses a set that exceeds
@@ -41,5 +54,14 @@
 //
 // Per-CPU per-rule packet and byte counters, indexed by a slot that stays
 // with a rule id across replacements, and per-verdict counters; Counters and
-// Verdicts sum them over CPUs.
+// Verdicts sum them over CPUs. In Inline mode, RedirectFailures counts the
+// passed packets that found no peer in the devmap (its interface removed)
+// and went to the local stack instead.
+//
+// # Kernel
+//
+// The program needs Linux 5.17 or later (bpf_loop; 5.18 inlines it), with
+// BPF_F_INNER_MAP (5.10) and batch map operations. Pinned maps of an older
+// scrubd version are not compatible with this layout: unpin them (or use a
+// new PinPath) when upgrading.
 package xdp

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 
 	"github.com/scrubd/scrubd/swpath/traffic"
 )
@@ -22,10 +23,21 @@ const xdpFilterObj = "/usr/lib/x86_64-linux-gnu/bpf/xdpfilt_alw_udp.o"
 // (kernel-reported ns per run, no veth): the UDP port rules of the veth
 // benchmark with the frame hitting the last rule, side by side with
 // xdp-filter's program holding the same ports (metric x-xdpfilter: its
-// ns/pkt over ours, >1 means we are faster), and a ClassBench-like set on
-// generated traffic.
+// ns/pkt over ours, >1 means we are faster; "empty" is a program that only
+// returns XDP_DROP: the test run's own cost in every figure), and a
+// ClassBench-like set on generated traffic.
 func BenchmarkProgRun(b *testing.B) {
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
+	b.Run("empty", func(b *testing.B) {
+		needBPF(b)
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL", Instructions: asm.Instructions{
+			asm.Mov.Imm(asm.R0, XDPDrop), asm.Return()}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer prog.Close()
+		progBench(b, prog, [][]byte{benchFrame(mac, mac, 1)}, XDPDrop)
+	})
 	for _, n := range []int{5, 1000, 10000} {
 		frame := benchFrame(mac, mac, uint16(10000+n-1))
 		var filt float64
