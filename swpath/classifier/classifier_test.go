@@ -385,8 +385,15 @@ func TestSwapAtomic(t *testing.T) {
 	t.Logf("bursts on A: %d, on B: %d", bursts[0].Load(), bursts[1].Load())
 }
 
+// TestZeroAllocs runs on a large set and on the source workload (one
+// table, counted by countSmall).
 func TestZeroAllocs(t *testing.T) {
-	set := traffic.RandomRules(31, 300)
+	for _, set := range []*rule.Set{traffic.RandomRules(31, 300), traffic.SourceWorkload()} {
+		testZeroAllocs(t, set)
+	}
+}
+
+func testZeroAllocs(t *testing.T, set *rule.Set) {
 	c, err := New(set)
 	if err != nil {
 		t.Fatal(err)
