@@ -129,12 +129,60 @@ func TestDifferentialSingleTable(t *testing.T) {
 	total, matched := 0, 0
 	for i, set := range sets {
 		g := traffic.NewGenerator(traffic.Config{Seed: uint64(i), Rules: set, RuleFraction: 0.8, Odd: true, Sizes: traffic.Sizes{Min: 64, Max: 1518}})
-		fs := parseAll(g.Frames(1000))
-		matched += checkAgainstReference(t, fmt.Sprintf("single-table set %d", i), set, fs)
+		frames := g.Frames(1000)
+		fs := parseAll(frames)
+		name := fmt.Sprintf("single-table set %d", i)
+		matched += checkAgainstReference(t, name, set, fs)
 		total += len(fs)
+		checkBurstCounts(t, name, set, fs, frames)
 	}
 	if matched < total/10 || matched > total*9/10 {
 		t.Fatalf("%d of %d packets matched a rule: traffic does not probe the rules", matched, total)
+	}
+}
+
+// checkBurstCounts classifies fs in bursts with a Worker and compares the
+// results and the per-rule and pass counters with rule.Set.Decide.
+func checkBurstCounts(t *testing.T, name string, set *rule.Set, fs []rule.Fields, frames [][]byte) {
+	t.Helper()
+	c, err := New(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := c.NewWorker()
+	defer w.Close()
+	lens := make([]uint32, len(fs))
+	want := make([]counterVal, len(set.Rules))
+	var pass counterVal
+	for i := range fs {
+		lens[i] = uint32(len(frames[i]))
+		if d := set.Decide(&fs[i]); d >= 0 {
+			want[d].packets++
+			want[d].bytes += uint64(lens[i])
+		} else {
+			pass.packets++
+			pass.bytes += uint64(lens[i])
+		}
+	}
+	out := make([]Result, 100)
+	for i := 0; i < len(fs); i += 100 {
+		j := min(i+100, len(fs))
+		w.ClassifyBurst(fs[i:j], lens[i:j], out)
+		for k := i; k < j; k++ {
+			d := set.Decide(&fs[k])
+			if out[k-i].Rule != int32(d) || out[k-i].Verdict != c.Table().Verdict(d) {
+				t.Fatalf("%s: packet %d: %+v, want rule %d", name, k, out[k-i], d)
+			}
+		}
+	}
+	snap := c.Snapshot()
+	for i, rc := range snap.Rules {
+		if rc.Packets != want[i].packets || rc.Bytes != want[i].bytes {
+			t.Errorf("%s: rule %s: %d packets %d bytes, want %d %d", name, rc.ID, rc.Packets, rc.Bytes, want[i].packets, want[i].bytes)
+		}
+	}
+	if snap.PassPackets != pass.packets || snap.PassBytes != pass.bytes || snap.Packets != uint64(len(fs)) {
+		t.Errorf("%s: pass %d/%d packets %d, want %d/%d %d", name, snap.PassPackets, snap.PassBytes, snap.Packets, pass.packets, pass.bytes, len(fs))
 	}
 }
 
