@@ -18,7 +18,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -336,7 +335,7 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 		}
 		d.HTTPAddr = l.Addr().String()
 		h := metrics.HandlerWithReadiness(metrics.NewRegistry(d.Metrics), d.Readiness)
-		g.Go(func() error { return serveHTTP(gctx, l, h) })
+		g.Go(func() error { return api.Serve(gctx, l, h) })
 	}
 
 	// The simulated NIC: traffic, demo rules, status view.
@@ -395,25 +394,6 @@ func (d *Daemon) Readiness() (bool, string) {
 		hwState = "down (every rule in software)"
 	}
 	return true, fmt.Sprintf("ready: %d drop rules in hardware, %d in software; hardware path %s", hw, sw, hwState)
-}
-
-func serveHTTP(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		<-errc
-		return nil
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return err
-	}
 }
 
 // SimPaths returns the dataplane of a simulated NIC. A flush of its table
