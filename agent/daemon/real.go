@@ -174,19 +174,26 @@ func (x *xdpSW) Stats() dataplane.SWStats {
 		}
 	}
 	if v, err := x.e.Verdicts(); err == nil {
-		var w dataplane.WorkerStats
-		for i, c := range v {
-			w.RxPackets += c.Packets
-			w.RxBytes += c.Bytes
-			if xdp.Verdict(i).String() == "drop" {
-				w.Dropped += c.Packets
-			} else {
-				w.Passed += c.Packets
-			}
-		}
-		out.Workers = []dataplane.WorkerStats{w}
+		out.Workers = []dataplane.WorkerStats{xdpWorkerStats(v[:])}
 	}
 	return out
+}
+
+// xdpWorkerStats folds the XDP program's per-verdict counters into one
+// worker's figures: every verdict was received; Dropped dropped, the rest
+// passed.
+func xdpWorkerStats(v []xdp.Counter) dataplane.WorkerStats {
+	var w dataplane.WorkerStats
+	for i, c := range v {
+		w.RxPackets += c.Packets
+		w.RxBytes += c.Bytes
+		if xdp.Verdict(i) == xdp.Dropped {
+			w.Dropped += c.Packets
+		} else {
+			w.Passed += c.Packets
+		}
+	}
+	return w
 }
 
 // noSW is "software.engine: none": nothing enforces rules hardware cannot
