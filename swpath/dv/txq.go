@@ -1,6 +1,7 @@
 package dv
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/scrubd/scrubd/swpath/barrier"
@@ -57,13 +58,38 @@ func NewTxQueue(r *prm.TxRings, arena Arena, lkey uint32, start uint32) (*TxQueu
 	}
 	prm.StoreDBR(r.CQDBR, prm.CQDBRSetCI, start&prm.CQCIMask)
 	prm.StoreDBR(r.QPDBR, prm.SQDBROff, start&0xffff)
-	return &TxQueue{
+	t := &TxQueue{
 		sq: r.SQ, sqMask: 1<<r.SQLog2 - 1, qpDBR: r.QPDBR, uar: r.UAR, bfSize: r.BFSize, qpn: r.QPN,
 		cq: r.CQ, cqLog2: r.CQLog2, cqMask: 1<<r.CQLog2 - 1, cqDBR: r.CQDBR,
 		arena: arena, arenaVA: prm.Addr(arena.Mem), lkey: lkey,
 		pi: start, rung: start, cons: start, ci: start,
 		shadow: make([]uint32, 1<<r.SQLog2),
-	}, nil
+	}
+	t.initWQEs()
+	return t, nil
+}
+
+// initWQEs writes the fields of every send WQE that never change (the
+// signature, stream, immediate, the Ethernet segment's offload words and
+// the data segment's lkey) once, so that Post writes only what differs
+// from packet to packet, as the RQ's byte count and lkey are set once.
+// Only this queue writes the SQ; the device only reads it.
+func (t *TxQueue) initWQEs() {
+	for slot := 0; slot <= int(t.sqMask); slot++ {
+		off := slot << prm.SendWQEShift
+		w := t.sq[off : off+prm.SendWQEBB : off+prm.SendWQEBB]
+		w[prm.CtrlOffSig] = 0
+		w[prm.CtrlOffStream] = 0
+		w[prm.CtrlOffStream+1] = 0
+		prm.PutBE32(w, prm.CtrlOffImm, 0)
+		// Ethernet segment: no offloads.
+		e := w[prm.CtrlSegSize : prm.CtrlSegSize+prm.EthSegSize]
+		prm.PutBE32(e, 0, 0)
+		prm.PutBE32(e, prm.EthOffCsFlags, 0) // cs_flags, rsvd1, mss
+		prm.PutBE32(e, 8, 0)
+		d := w[prm.CtrlSegSize+prm.EthSegSize:]
+		prm.PutBE32(d, prm.DataSegOffLKey, t.lkey)
+	}
 }
 
 // Space returns how many WQEs can be posted now.
@@ -84,25 +110,28 @@ func (t *TxQueue) Post(buf uint32, frame []byte) {
 	if len(frame) <= prm.EthInlineSize {
 		ds-- // everything inlined: no data segment
 	}
-	// Control segment (mlx5dv_set_ctrl_seg): index, opcode, qpn, size.
+	// Control segment (mlx5dv_set_ctrl_seg): index, opcode, qpn, size;
+	// signature, stream and immediate were set by initWQEs.
 	prm.PutBE32(w, prm.CtrlOffOpIdx, (t.pi&0xffff)<<8|prm.OpcodeSend)
 	prm.PutBE32(w, prm.CtrlOffQPNDS, t.qpn<<8|ds)
-	w[prm.CtrlOffSig] = 0
-	w[prm.CtrlOffStream] = 0
-	w[prm.CtrlOffStream+1] = 0
 	w[prm.CtrlOffFmCeSe] = 0 // Ring sets CQ_UPDATE on the last WQE
-	prm.PutBE32(w, prm.CtrlOffImm, 0)
-	// Ethernet segment: no offloads, the L2 header inlined.
+	// Ethernet segment (offload words zero since initWQEs): the L2 header
+	// inlined.
 	e := w[prm.CtrlSegSize : prm.CtrlSegSize+prm.EthSegSize]
-	prm.PutBE32(e, 0, 0)
-	prm.PutBE32(e, prm.EthOffCsFlags, 0) // cs_flags, rsvd1, mss
-	prm.PutBE32(e, 8, 0)
 	prm.PutBE16(e, prm.EthOffInlSz, uint16(inl))
-	copy(e[prm.EthOffInlStart:prm.EthOffInlStart+prm.EthInlineSize], frame[:inl])
+	inline := e[prm.EthOffInlStart : prm.EthOffInlStart+prm.EthInlineSize]
+	if len(frame) >= prm.EthInlineSize {
+		// 18 bytes as three fixed-size moves, not a memmove call.
+		binary.LittleEndian.PutUint64(inline[0:8], binary.LittleEndian.Uint64(frame[0:8]))
+		binary.LittleEndian.PutUint64(inline[8:16], binary.LittleEndian.Uint64(frame[8:16]))
+		binary.LittleEndian.PutUint16(inline[16:18], binary.LittleEndian.Uint16(frame[16:18]))
+	} else {
+		copy(inline, frame[:inl])
+	}
 	if ds == prm.SendDS {
+		// Data segment (lkey set by initWQEs): the rest of the frame.
 		d := w[prm.CtrlSegSize+prm.EthSegSize:]
 		prm.PutBE32(d, prm.DataSegOffCount, uint32(len(frame)-inl))
-		prm.PutBE32(d, prm.DataSegOffLKey, t.lkey)
 		prm.PutBE64(d, prm.DataSegOffAddr, t.arenaVA+uint64(t.arena.Offset(buf)+inl))
 	}
 	t.shadow[slot] = buf

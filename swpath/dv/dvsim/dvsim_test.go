@@ -96,6 +96,11 @@ func runAccounting(t *testing.T, c runCase) {
 	}
 	<-sim.Emulator.Exhausted()
 	waitFor(t, "the engine to receive everything delivered", func() bool {
+		if err := sim.ProtocolErr(); err != nil {
+			// The emulated device stopped on a malformed ring: fail now
+			// rather than wait for completions that will never come.
+			t.Fatalf("protocol error: %v", err)
+		}
 		s := sim.Snapshot()
 		return s.Total.Rx+s.Total.RxErrors == s.Delivered+s.RxErrors && s.Total.TxDone == s.Total.Tx
 	})
