@@ -116,6 +116,10 @@ const (
 // ctr is struct ctr.
 type ctr struct{ Packets, Bytes uint64 }
 
+// rctr is struct rctr: a rule's counter by the action it decided with
+// (rule.Action: 0 drop, 1 accept).
+type rctr struct{ By [2]ctr }
+
 // tables is one compiled generation.
 type tables struct {
 	masks []maskVal // sorted by BestRank, at most MaxMasks

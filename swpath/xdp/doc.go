@@ -44,17 +44,28 @@
 //
 // # Replacement
 //
-// Each table lives in an array of maps with two slots (generations). Replace
-// builds the inactive generation's maps from scratch, installs them, then flips
-// one 32-bit word; a packet reads that word once and uses one generation
-// throughout, so it is classified entirely by the old or entirely by the new
-// set, and a rule present in both drops during the swap.
+// The masks, keys and entries of each generation live in an array of maps
+// with two slots (generations); the port mask's heads live in one array with
+// a half per generation (key generation<<16 | port), so the fast path needs no
+// outer lookup. Replace builds the inactive generation's maps from scratch and
+// installs them, rewrites the inactive half of the port array in place (after
+// the installs: each update of an array of maps waits for an RCU grace
+// period, so no packet that read the generation word before the last flip is
+// still reading that half), then flips one 32-bit word; a packet reads that
+// word once and uses one generation throughout, so it is classified entirely
+// by the old or entirely by the new set, and a rule present in both drops
+// during the swap.
 //
 // # Counters
 //
 // Per-CPU per-rule packet and byte counters, indexed by a slot that stays
-// with a rule id across replacements, and per-verdict counters; Counters and
-// Verdicts sum them over CPUs. In Inline mode, RedirectFailures counts the
+// with a rule id across replacements and split by the action the rule
+// decided with, and per-verdict counters; Counters and Verdicts sum them over
+// CPUs. A packet a rule decides is counted once, in the rule's counter: the
+// Dropped and Accepted verdicts are the sums of the rule counters by action,
+// plus what Replace moved into the verdict map from slots it reused for new
+// rules. (An agent killed between zeroing such a slot and that move loses
+// those counts from the verdict totals; rule counters are unaffected.) In Inline mode, RedirectFailures counts the
 // passed packets that found no peer in the devmap (its interface removed)
 // and went to the local stack instead.
 //
@@ -62,6 +73,8 @@
 //
 // The program needs Linux 5.17 or later (bpf_loop; 5.18 inlines it), with
 // BPF_F_INNER_MAP (5.10) and batch map operations. Pinned maps of an older
-// scrubd version are not compatible with this layout: unpin them (or use a
+// scrubd version are not compatible with this layout (the ports map became a
+// plain two-half array and rule_stats values grew to 32 bytes, by action,
+// on 2026-11-30): loading refuses them as incompatible; unpin them (or use a
 // new PinPath) when upgrading.
 package xdp

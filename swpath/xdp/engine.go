@@ -74,7 +74,8 @@ type Engine struct {
 	opts     Options
 	prog     *ebpf.Program
 	cfg      *ebpf.Map
-	outer    [4]*ebpf.Map // masks, keys, ents, ports
+	outer    [3]*ebpf.Map // masks, keys, ents
+	ports    *ebpf.Map    // both generations' port mask heads: gen<<16 | port
 	stats    *ebpf.Map
 	verdicts *ebpf.Map
 	txPort   *ebpf.Map
@@ -156,7 +157,8 @@ func New(opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		opts: opts, prog: coll.Programs["scrub"], cfg: coll.Maps["cfg"],
-		outer:    [4]*ebpf.Map{coll.Maps["masks"], coll.Maps["keys"], coll.Maps["ents"], coll.Maps["ports"]},
+		outer:    [3]*ebpf.Map{coll.Maps["masks"], coll.Maps["keys"], coll.Maps["ents"]},
+		ports:    coll.Maps["ports"],
 		stats:    coll.Maps["rule_stats"],
 		verdicts: coll.Maps["verdicts"], txPort: coll.Maps["tx_port"],
 		slots: map[string]uint32{}, ncpu: ncpu,
@@ -202,6 +204,18 @@ func (e *Engine) init() error {
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("xdp: read slots: %w", err)
+	}
+	// Slots a previous agent freed hold counts that Verdicts must still
+	// sum (until retired): count them as used, free for reuse.
+	all, err := e.readSlotsBy(uint32(e.opts.MaxRules))
+	if err != nil {
+		return err
+	}
+	for s := len(all) - 1; s >= int(e.next); s-- {
+		if all[s][0].Packets+all[s][1].Packets != 0 {
+			e.next = uint32(s) + 1
+			break
+		}
 	}
 	for s := uint32(0); s < e.next; s++ {
 		if !used[s] {
@@ -278,14 +292,24 @@ func (e *Engine) Replace(s *rule.Set) error {
 	if err != nil {
 		return err
 	}
-	// Zero the counters of slots handed to new ids.
-	zero := make([]ctr, e.ncpu)
+	// Zero the counters of slots handed to new ids, retiring what a slot
+	// used before holds into the verdict counters (see retire).
+	zero := make([]rctr, e.ncpu)
+	var retired [2][]ctr
 	for i := range s.Rules {
 		if _, ok := e.slots[s.Rules[i].ID]; !ok {
+			if slots[i] < e.next {
+				if err := e.retire(slots[i], &retired); err != nil {
+					return err
+				}
+			}
 			if err := e.stats.Put(slots[i], zero); err != nil {
 				return fmt.Errorf("xdp: zero counters of %q: %w", s.Rules[i].ID, err)
 			}
 		}
+	}
+	if err := e.addRetired(&retired); err != nil {
+		return err
 	}
 	gen := 1 - e.active
 	inner, err := e.build(t)
@@ -301,6 +325,15 @@ func (e *Engine) Replace(s *rule.Set) error {
 			}
 			return fmt.Errorf("xdp: install generation %d: %w", gen, err)
 		}
+	}
+	// The port heads are rewritten in place, in the inactive half of one
+	// array. A packet that read the generation word before the last flip
+	// may still read this half; the updates of the outer arrays above each
+	// wait for an RCU grace period (the kernel synchronizes after every
+	// update of an array of maps), and every XDP program runs inside an RCU
+	// read-side section, so no such packet is left once they return.
+	if err := e.fillPorts(gen, t); err != nil {
+		return err
 	}
 	// The flip: one 32-bit array element, the generation and its fast
 	// path bound (CFG_ACTIVE).
@@ -346,23 +379,39 @@ func (e *Engine) Replace(s *rule.Set) error {
 	return nil
 }
 
-// build creates the four inner maps of one generation.
-func (e *Engine) build(t *tables) ([4]*ebpf.Map, error) {
-	var out [4]*ebpf.Map
-	fail := func(err error) ([4]*ebpf.Map, error) {
+// fillPorts writes generation gen's half of the ports map: every port, the
+// ones without a list as zero (flags 0: none).
+func (e *Engine) fillPorts(gen uint32, t *tables) error {
+	pk := make([]uint32, 1<<16)
+	pv := make([]pentVal, 1<<16)
+	for port := range pk {
+		pk[port] = gen<<16 | uint32(port)
+	}
+	for port, c := range t.ports {
+		pv[port] = t.pent(c.Head)
+	}
+	if _, err := e.ports.BatchUpdate(pk, pv, nil); err != nil {
+		return fmt.Errorf("xdp: fill ports of generation %d: %w", gen, err)
+	}
+	return nil
+}
+
+// build creates the three inner maps of one generation.
+func (e *Engine) build(t *tables) ([3]*ebpf.Map, error) {
+	var out [3]*ebpf.Map
+	fail := func(err error) ([3]*ebpf.Map, error) {
 		for _, m := range out {
 			if m != nil {
 				m.Close()
 			}
 		}
-		return [4]*ebpf.Map{}, err
+		return [3]*ebpf.Map{}, err
 	}
-	specs := [4]*ebpf.MapSpec{
+	specs := [3]*ebpf.MapSpec{
 		{Name: "scrub_masks", Type: ebpf.Array, KeySize: 4, ValueSize: maskSize * MaxMasks, MaxEntries: 1},
 		{Name: "scrub_keys", Type: ebpf.Hash, KeySize: tupleSize, ValueSize: entSize, MaxEntries: uint32(max(len(t.keys), 1))},
 		{Name: "scrub_ents", Type: ebpf.Array, KeySize: 4, ValueSize: entSize, MaxEntries: uint32(max(len(t.ents), 1)),
 			Flags: unix.BPF_F_INNER_MAP},
-		{Name: "scrub_ports", Type: ebpf.Array, KeySize: 4, ValueSize: pentSize, MaxEntries: 1 << 16},
 	}
 	for i, s := range specs {
 		m, err := ebpf.NewMap(s)
@@ -393,17 +442,6 @@ func (e *Engine) build(t *tables) ([4]*ebpf.Map, error) {
 		}
 		if _, err := out[2].BatchUpdate(ek, t.ents, nil); err != nil {
 			return fail(fmt.Errorf("xdp: fill entries: %w", err))
-		}
-	}
-	if len(t.ports) > 0 {
-		pk := make([]uint32, 0, len(t.ports))
-		pv := make([]pentVal, 0, len(t.ports))
-		for port, c := range t.ports {
-			pk = append(pk, uint32(port))
-			pv = append(pv, t.pent(c.Head))
-		}
-		if _, err := out[3].BatchUpdate(pk, pv, nil); err != nil {
-			return fail(fmt.Errorf("xdp: fill ports: %w", err))
 		}
 	}
 	return out, nil
@@ -438,24 +476,81 @@ func (e *Engine) Counters() ([]Counter, error) {
 	return out, nil
 }
 
+// retire adds the per-CPU counts of slot sl, by action, to *acc. The
+// program counts a packet a rule decides only in the rule's counter (struct
+// rctr), so before a slot is zeroed for a new rule its counts move into the
+// Dropped and Accepted verdict slots, which the program never writes.
+func (e *Engine) retire(sl uint32, acc *[2][]ctr) error {
+	var per []rctr
+	if err := e.stats.Lookup(sl, &per); err != nil {
+		return fmt.Errorf("xdp: read counters of slot %d: %w", sl, err)
+	}
+	for a := range acc {
+		if acc[a] == nil {
+			acc[a] = make([]ctr, e.ncpu)
+		}
+		for cpu, v := range per {
+			acc[a][cpu].Packets += v.By[a].Packets
+			acc[a][cpu].Bytes += v.By[a].Bytes
+		}
+	}
+	return nil
+}
+
+// addRetired adds acc (by action) to the Dropped and Accepted verdict slots.
+func (e *Engine) addRetired(acc *[2][]ctr) error {
+	for a, v := range [2]Verdict{Dropped, Accepted} {
+		if acc[a] == nil {
+			continue
+		}
+		var per []ctr
+		if err := e.verdicts.Lookup(uint32(v), &per); err != nil {
+			return fmt.Errorf("xdp: read verdict %s: %w", v, err)
+		}
+		for cpu := range per {
+			per[cpu].Packets += acc[a][cpu].Packets
+			per[cpu].Bytes += acc[a][cpu].Bytes
+		}
+		if err := e.verdicts.Put(uint32(v), per); err != nil {
+			return fmt.Errorf("xdp: retire counters into verdict %s: %w", v, err)
+		}
+	}
+	return nil
+}
+
 // readSlots sums slots [0, n) over CPUs.
 func (e *Engine) readSlots(n uint32) ([]Counter, error) {
+	by, err := e.readSlotsBy(n)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Counter, n)
+	for i, c := range by {
+		out[i] = Counter{c[0].Packets + c[1].Packets, c[0].Bytes + c[1].Bytes}
+	}
+	return out, nil
+}
+
+// readSlotsBy sums slots [0, n) over CPUs, by action (rctr.By).
+func (e *Engine) readSlotsBy(n uint32) ([][2]Counter, error) {
+	out := make([][2]Counter, n)
 	if n == 0 {
 		return out, nil
 	}
 	keys := make([]uint32, n)
-	vals := make([]ctr, int(n)*e.ncpu)
+	vals := make([]rctr, int(n)*e.ncpu)
 	var cursor ebpf.MapBatchCursor
 	got, err := e.stats.BatchLookup(&cursor, keys, vals, nil)
 	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return nil, fmt.Errorf("xdp: read rule counters: %w", err)
 	}
 	for i := 0; i < got; i++ {
-		var c Counter
+		var c [2]Counter
 		for _, v := range vals[i*e.ncpu : (i+1)*e.ncpu] {
-			c.Packets += v.Packets
-			c.Bytes += v.Bytes
+			for a := range c {
+				c[a].Packets += v.By[a].Packets
+				c[a].Bytes += v.By[a].Bytes
+			}
 		}
 		out[keys[i]] = c
 	}
@@ -480,9 +575,25 @@ func (e *Engine) RedirectFailures() (Counter, error) {
 	return out, nil
 }
 
-// Verdicts returns the per-verdict counters, indexed by Verdict.
+// Verdicts returns the per-verdict counters, indexed by Verdict. Dropped
+// and Accepted are summed from the rule counters (every slot ever used, by
+// action) plus the counts retired from reused slots.
 func (e *Engine) Verdicts() ([numVerdicts]Counter, error) {
 	var out [numVerdicts]Counter
+	// Under the lock: Replace moves counts from slots into the verdict
+	// map, which must not be seen in both places.
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	all, err := e.readSlotsBy(e.next)
+	if err != nil {
+		return out, err
+	}
+	for _, c := range all {
+		for a, v := range [2]Verdict{Dropped, Accepted} {
+			out[v].Packets += c[a].Packets
+			out[v].Bytes += c[a].Bytes
+		}
+	}
 	var per []ctr
 	for v := range out {
 		if err := e.verdicts.Lookup(uint32(v), &per); err != nil {
@@ -601,7 +712,7 @@ func (e *Engine) Unpin() error {
 }
 
 func (e *Engine) maps() []*ebpf.Map {
-	return []*ebpf.Map{e.cfg, e.outer[0], e.outer[1], e.outer[2], e.outer[3], e.stats, e.verdicts, e.txPort, e.slotMap}
+	return []*ebpf.Map{e.cfg, e.outer[0], e.outer[1], e.outer[2], e.ports, e.stats, e.verdicts, e.txPort, e.slotMap}
 }
 
 // Close releases e's file descriptors. A pinned link keeps the program

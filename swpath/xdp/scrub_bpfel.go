@@ -19,6 +19,23 @@ type scrubCtr struct {
 	Bytes   uint64
 }
 
+type scrubPent struct {
+	_      structs.HostLayout
+	Rule   uint32
+	Rank   uint32
+	Ent    uint32
+	Next   uint32
+	Action uint8
+	Need   uint8
+	Proto  uint8
+	Flags  uint8
+}
+
+type scrubRctr struct {
+	_  structs.HostLayout
+	By [2]scrubCtr
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.

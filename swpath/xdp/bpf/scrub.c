@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* scrubd XDP engine: a tuple-space classifier with the match semantics of
  * swpath/rule (see that package's doc). The Go side (swpath/xdp) compiles a
- * rule set into the three per-generation tables below and flips the active
+ * rule set into the four per-generation tables below and flips the active
  * generation with one 32-bit store; limits are checked in Go before load.
  *
  * Tables of one generation:
@@ -13,7 +13,8 @@
  *          tuple; the rest follow through ent.next in ents, sorted by rank.
  *   ents:  ARRAY of struct ent: one expansion of one rule, with the residual
  *          conditions (ranges, flags, fragment, length, DSCP) checked here.
- *   ports: ARRAY[65536] by destination port -> struct pent, the first
+ *   ports: ARRAY[65536] by destination port -> struct pent (one half of
+ *          the ports map, below, per generation), the first
  *          entry of the port mask's list for that port in short form (flags
  *          0: none). The port mask (kind KIND_PORT) holds every entry whose
  *          mask is only an exact destination port (with or without family
@@ -57,7 +58,7 @@
 /* Verdict counter slots (swpath/xdp.Verdict). */
 #define V_NOTIP 0
 #define V_PASS 1
-#define V_DROP 2
+#define V_DROP 2   /* not counted here by the program: see struct rctr */
 #define V_ACCEPT 3
 #define V_REDIRFAIL 4 /* inline: passed, but no peer in tx_port to redirect to */
 #define V_MAX 5
@@ -138,6 +139,14 @@ struct ctr {
 	__u64 bytes;
 };
 
+/* rctr is a rule's counter, split by the action it decided with: the
+ * Dropped and Accepted verdicts are these summed over rules (plus what the
+ * Go side retired into verdicts when it reused a slot), so a packet a rule
+ * decides costs one counter update, not two. */
+struct rctr {
+	struct ctr by[2]; /* by ent.action: 0 drop, 1 accept */
+};
+
 struct pkt {
 	struct tuple t;
 	__u32 len;
@@ -192,23 +201,23 @@ struct {
 	});
 } ents SEC(".maps");
 
+/* ports is not an array of maps: both generations' halves live in one
+ * array (key gen << 16 | port), so the fast path looks its entry up in a map
+ * known at load time (no outer lookup). The Go side rewrites the inactive
+ * half in place, only after an RCU grace period has passed since the flip
+ * that made it inactive (see Engine.Replace). */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 2);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * 65536);
 	__type(key, __u32);
-	__array(values, struct {
-		__uint(type, BPF_MAP_TYPE_ARRAY);
-		__uint(max_entries, 65536);
-		__uint(key_size, sizeof(__u32));
-		__uint(value_size, sizeof(struct pent));
-	});
+	__type(value, struct pent);
 } ports SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 16384); /* resized from Go */
 	__type(key, __u32);
-	__type(value, struct ctr);
+	__type(value, struct rctr);
 } rule_stats SEC(".maps");
 
 struct {
@@ -517,11 +526,8 @@ static __always_inline int mask_step(struct walk *w, __u32 i)
 	if (m->best_rank >= w->best)
 		return 1; /* masks are sorted: none left can win */
 	if (m->kind == KIND_PORT) {
-		void *pm = bpf_map_lookup_elem(&ports, &w->gen);
-		if (!pm)
-			return 0;
-		__u32 k = p->dport;
-		struct pent *h = bpf_map_lookup_elem(pm, &k);
+		__u32 k = w->gen << 16 | p->dport;
+		struct pent *h = bpf_map_lookup_elem(&ports, &k);
 		if (!h || !h->flags || h->rank >= w->best)
 			return 0;
 		if (h->flags & PE_FULL) {
@@ -609,11 +615,8 @@ static __always_inline int fast(__u8 *d, void *end, __u32 gen, __u32 bound, __u3
 	} else if (proto != 17) {
 		return FAST_NO;
 	}
-	void *pm = bpf_map_lookup_elem(&ports, &gen);
-	if (!pm)
-		return FAST_NO;
-	__u32 port = bpf_ntohs(*(__u16 *)(ip + 22));
-	struct pent *h = bpf_map_lookup_elem(pm, &port);
+	__u32 port = gen << 16 | bpf_ntohs(*(__u16 *)(ip + 22));
+	struct pent *h = bpf_map_lookup_elem(&ports, &port);
 	if (!h)
 		return FAST_NO;
 	if (!h->flags)
@@ -671,7 +674,12 @@ int scrub(struct xdp_md *ctx)
 decided:
 	if (best != RANK_NONE) {
 		slot1 = best_rule + 1;
-		count(&rule_stats, best_rule, bytes);
+		struct rctr *rc = bpf_map_lookup_elem(&rule_stats, &best_rule);
+		if (rc) {
+			struct ctr *c = &rc->by[best_action & 1];
+			c->packets++;
+			c->bytes += bytes;
+		}
 		if (best_action == 0) {
 			verdict = V_DROP;
 			act = XDP_DROP;
@@ -680,7 +688,8 @@ decided:
 		}
 	}
 out:
-	count(&verdicts, verdict, bytes);
+	if (best == RANK_NONE)
+		count(&verdicts, verdict, bytes); /* else counted in rule_stats */
 	if (trace)
 		return act | (verdict << 4) | (slot1 << 8);
 	if (act == XDP_PASS) {
