@@ -70,12 +70,18 @@ func (c *Cache) Node() int { return c.home.id }
 
 // Alloc returns a free buffer of the cache's node, or an *ExhaustedError
 // (counted) when the node has none left. It never blocks.
-func (c *Cache) Alloc() (uint32, error) {
-	if c.n <= c.allocLo {
-		return c.allocSlow()
+//
+// The body is kept within the inliner's budget (cost 80 with Go 1.26: check
+// with -gcflags=-m=2): the fast path first, the slow path through a
+// two-result assignment rather than "return c.allocSlow()", which costs 6
+// more.
+func (c *Cache) Alloc() (idx uint32, err error) {
+	if c.n > c.allocLo {
+		c.n--
+		return c.objs[c.n], nil
 	}
-	c.n--
-	return c.objs[c.n], nil
+	idx, err = c.allocSlow()
+	return
 }
 
 func (c *Cache) allocSlow() (uint32, error) {
