@@ -146,10 +146,9 @@ func portMask(m *tuple) bool {
 // mask (FAST_ALONE).
 const fastAlone = 1<<31 - 1
 
-// fastBound is bits 1-31 of cfg[CFG_ACTIVE]: when the first mask is the
-// port mask, the best rank of the next mask (fastAlone when there is none),
-// below which a port entry decides without the walk; 0 (no fast path)
-// otherwise.
+// fastBound is, when the first mask is the port mask, the best rank of the
+// next mask (fastAlone when there is none), below which a port entry decides
+// without the walk (peFast); 0 (no fast path) otherwise.
 func (t *tables) fastBound() uint32 {
 	switch {
 	case len(t.masks) == 0 || t.masks[0].Kind != kindPort:
@@ -171,7 +170,31 @@ type pentVal struct {
 const (
 	peValid = 1
 	peFull  = 2
+	peFast  = 4
+	pePass  = 8
 )
+
+// portHeads returns the port mask's heads of every destination port, with
+// peFast and pePass set from fastBound (see PE_FAST in bpf/scrub.c).
+func (t *tables) portHeads() []pentVal {
+	out := make([]pentVal, 1<<16)
+	b := t.fastBound()
+	for port := range out {
+		c, ok := t.ports[uint16(port)]
+		if !ok {
+			if b == fastAlone {
+				out[port].Flags = pePass
+			}
+			continue
+		}
+		v := t.pent(c.Head)
+		if b != 0 && v.Flags&peFull == 0 && v.Rank < b && v.Need&needV6 == 0 {
+			v.Flags |= peFast
+		}
+		out[port] = v
+	}
+	return out
+}
 
 // pent returns the short form of entry ei.
 func (t *tables) pent(ei uint32) pentVal {

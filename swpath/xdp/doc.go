@@ -32,9 +32,12 @@
 // that mask comes first, the program has a fast path for plain IPv4 UDP and
 // TCP (no VLAN, no IP options, not a non-first fragment): the port's first
 // entry decides directly when its only conditions are protocol and family
-// and no other mask can beat its rank (a bound stored with the generation
-// word); everything else takes the general parse and walk, which decides
-// the same way (TestDifferentialPortSets).
+// and no other mask can beat its rank (flags Replace sets in each port's head
+// of the new generation; the generation word only says whether the fast path
+// applies, in its low byte with the generation bit, so that no copy of the
+// word can pair one generation with the other's answer); everything else
+// takes the general parse and walk, which decides the same way
+// (TestDifferentialPortSets).
 //
 // The verifier needs bounds, so some are explicit: MaxMasks masks per lookup,
 // MaxChain rules sharing one masked tuple, MaxEntriesPerRule expansions of a

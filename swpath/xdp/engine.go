@@ -102,6 +102,9 @@ const (
 	Generic AttachMode = "generic"
 )
 
+// activeFast is bit 1 of cfg[CFG_ACTIVE] (ACTIVE_FAST).
+const activeFast = 2
+
 // cfg slot 2 (unused by the program) remembers the attach mode.
 const (
 	cfgAttach     = 2
@@ -335,9 +338,13 @@ func (e *Engine) Replace(s *rule.Set) error {
 	if err := e.fillPorts(gen, t); err != nil {
 		return err
 	}
-	// The flip: one 32-bit array element, the generation and its fast
-	// path bound (CFG_ACTIVE).
-	if err := e.cfg.Put(uint32(0), gen|t.fastBound()<<1); err != nil {
+	// The flip: one 32-bit array element, the generation and whether its
+	// fast path may decide (CFG_ACTIVE), both in the low byte.
+	fast := uint32(0)
+	if t.fastBound() != 0 {
+		fast = activeFast
+	}
+	if err := e.cfg.Put(uint32(0), gen|fast); err != nil {
 		return fmt.Errorf("xdp: flip to generation %d: %w", gen, err)
 	}
 	e.active = gen
@@ -379,17 +386,14 @@ func (e *Engine) Replace(s *rule.Set) error {
 	return nil
 }
 
-// fillPorts writes generation gen's half of the ports map: every port, the
-// ones without a list as zero (flags 0: none).
+// fillPorts writes generation gen's half of the ports map: every port (see
+// portHeads).
 func (e *Engine) fillPorts(gen uint32, t *tables) error {
 	pk := make([]uint32, 1<<16)
-	pv := make([]pentVal, 1<<16)
 	for port := range pk {
 		pk[port] = gen<<16 | uint32(port)
 	}
-	for port, c := range t.ports {
-		pv[port] = t.pent(c.Head)
-	}
+	pv := t.portHeads()
 	if _, err := e.ports.BatchUpdate(pk, pv, nil); err != nil {
 		return fmt.Errorf("xdp: fill ports of generation %d: %w", gen, err)
 	}

@@ -64,14 +64,15 @@
 #define V_MAX 5
 
 /* cfg slots. */
-/* cfg[CFG_ACTIVE]: bit 0 the generation in force; bits 1-31 the fast path's
- * bound for it: when its first mask is the port mask, the best rank of the
- * mask after it (FAST_ALONE: there is none); 0 otherwise. One word, so the
- * flip changes both at once. */
+/* cfg[CFG_ACTIVE]: bit 0 the generation in force; bit 1 set when its first
+ * mask is the port mask (the fast path may decide). Both in the low byte, so
+ * the flip changes both at once even where the kernel copies the value byte
+ * by byte. Which port heads decide on the fast path is in the heads
+ * themselves (PE_FAST, PE_PASS), written with the generation. */
 #define CFG_ACTIVE 0
 #define CFG_MODE 1
 #define MODE_INLINE 1
-#define FAST_ALONE 0x7fffffffU
+#define ACTIVE_FAST 2
 
 /* The masked part of a packet: every byte in network order, so the layout
  * is the same on both endiannesses. */
@@ -132,6 +133,12 @@ struct pent {
 };
 #define PE_VALID 1
 #define PE_FULL 2 /* other conditions: check ents[ent] */
+/* PE_FAST: the fast path may decide with this head (no condition beyond
+ * protocol, family and ports, not IPv6 only, and no other mask can beat its
+ * rank). PE_PASS (without PE_VALID): no list for this port and the port mask
+ * is the only mask, so the fast path passes. */
+#define PE_FAST 4
+#define PE_PASS 8
 #define NEED_SIMPLE (NEED_PORTS | NEED_PROTO | NEED_V4 | NEED_V6 | NEED_ANY)
 
 struct ctr {
@@ -528,7 +535,7 @@ static __always_inline int mask_step(struct walk *w, __u32 i)
 	if (m->kind == KIND_PORT) {
 		__u32 k = w->gen << 16 | p->dport;
 		struct pent *h = bpf_map_lookup_elem(&ports, &k);
-		if (!h || !h->flags || h->rank >= w->best)
+		if (!h || !(h->flags & PE_VALID) || h->rank >= w->best)
 			return 0;
 		if (h->flags & PE_FULL) {
 			void *em = bpf_map_lookup_elem(&ents, &w->gen);
@@ -595,11 +602,12 @@ static __always_inline void count(void *map, __u32 idx, __u64 bytes)
  * without options, not a non-first fragment, UDP or TCP, in a generation
  * whose first mask is the port mask, when the port's first entry has no
  * condition beyond protocol, family and ports and ranks before every other
- * mask. Anything else takes the general path, which decides the same way. */
-static __always_inline int fast(__u8 *d, void *end, __u32 gen, __u32 bound, __u32 *best, __u32 *rule,
+ * mask (PE_FAST). Anything else takes the general path, which decides the
+ * same way. */
+static __always_inline int fast(__u8 *d, void *end, __u32 gen, __u32 ok, __u32 *best, __u32 *rule,
 				__u8 *action)
 {
-	if (!bound)
+	if (!ok)
 		return FAST_NO;
 	if ((void *)(d + 14 + 20 + 8) > end)
 		return FAST_NO;
@@ -619,10 +627,9 @@ static __always_inline int fast(__u8 *d, void *end, __u32 gen, __u32 bound, __u3
 	struct pent *h = bpf_map_lookup_elem(&ports, &port);
 	if (!h)
 		return FAST_NO;
-	if (!h->flags)
-		return bound == FAST_ALONE ? FAST_PASS : FAST_NO;
-	if ((h->flags & PE_FULL) || h->rank >= bound || (h->need & NEED_V6) ||
-	    ((h->need & NEED_PROTO) && h->proto != proto))
+	if (!(h->flags & PE_FAST))
+		return (h->flags & PE_PASS) ? FAST_PASS : FAST_NO;
+	if ((h->need & NEED_PROTO) && h->proto != proto)
 		return FAST_NO; /* the general path goes on down the list */
 	*best = h->rank;
 	*rule = h->rule;
@@ -645,7 +652,7 @@ int scrub(struct xdp_md *ctx)
 	__u32 *activep = bpf_map_lookup_elem(&cfg, &k);
 	__u32 word = activep ? *activep : 0;
 	__u32 gen = word & 1;
-	if (fast(data, end, gen, word >> 1, &best, &best_rule, &best_action) != FAST_NO) {
+	if (fast(data, end, gen, word & ACTIVE_FAST, &best, &best_rule, &best_action) != FAST_NO) {
 		verdict = V_PASS;
 		goto decided;
 	}
