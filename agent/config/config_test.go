@@ -77,6 +77,7 @@ func TestRefused(t *testing.T) {
 		{"software: {engine: dv, interfaces: [p0], forward_to: p0}\n", `software.forward_to "p0": is also in software.interfaces`},
 		{"software: {engine: dv, interfaces: [p0], forward_to: a/b}\n", `software.forward_to "a/b": not an interface name`},
 		{"software: {engine: dv, interfaces: [p0], forward_to: pf0hpf-much-too-long}\n", `longer than 15 bytes`},
+		{"software: {engine: dv, interfaces: [p0], buffer_node: remote}\n", `software.buffer_node "remote": must be worker or device`},
 		{"software: {engine: dv, interfaces: ['p 0']}\n", `software.interfaces[0] "p 0": not an interface name`},
 	} {
 		_, err := Parse("x", []byte(tc.yaml), true)

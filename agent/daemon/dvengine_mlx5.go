@@ -42,7 +42,7 @@ func dvEngine(ctx context.Context, cfg *config.Config) (dataplane.SW, func() err
 		return nil, nil, err
 	}
 	p, err := pool.New(pool.Config{BuffersPerNode: max(pool.DefaultBuffersPerNode, used*(2<<10+2*pool.DefaultCacheSize+2*dv.MaxBurst)),
-		HugePages: pool.HugeAuto, Bind: pool.BindAuto})
+		HugePages: pool.HugeAuto, Bind: pool.BindAuto, Placement: bufferPlacement(sw.BufferNode)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("software.engine dv: buffer pool: %w", err)
 	}
