@@ -18,8 +18,8 @@ import (
 // fakeKernel is a netlink.Socket that, like the kernel, answers every
 // request of a sendmsg and queues each answer as its own datagram.
 type fakeKernel struct {
+	datagrams
 	handle func(req netlink.Message) []netlink.Message
-	queue  [][]netlink.Message
 	sends  int // sendmsg calls
 	reqs   []netlink.Message
 }
@@ -48,17 +48,26 @@ func (k *fakeKernel) SendMessages(ms []netlink.Message) error {
 	}
 	return nil
 }
-func (k *fakeKernel) Receive() ([]netlink.Message, error) {
-	if len(k.queue) == 0 {
-		return nil, errors.New("fakeKernel: receive with nothing queued (would block)")
-	}
-	d := k.queue[0]
-	k.queue = k.queue[1:]
-	return d, nil
+
+// datagrams is the receive side of the fake sockets: answers queued as
+// datagrams, handed out one per Receive. Receiving with nothing queued is an
+// error (a real socket would block).
+type datagrams struct {
+	queue [][]netlink.Message
 }
-func (k *fakeKernel) ReceiveIter() iter.Seq2[netlink.Message, error] {
+
+func (d *datagrams) Receive() ([]netlink.Message, error) {
+	if len(d.queue) == 0 {
+		return nil, errors.New("fake socket: receive with nothing queued (would block)")
+	}
+	m := d.queue[0]
+	d.queue = d.queue[1:]
+	return m, nil
+}
+
+func (d *datagrams) ReceiveIter() iter.Seq2[netlink.Message, error] {
 	return func(yield func(netlink.Message, error) bool) {
-		ms, err := k.Receive()
+		ms, err := d.Receive()
 		if err != nil {
 			yield(netlink.Message{}, err)
 			return

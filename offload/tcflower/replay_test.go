@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"iter"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -45,13 +44,12 @@ func loadCapture(t testing.TB, name string) [][]byte {
 // message's sequence and port id rewritten to the request's (the kernel
 // copies them from the request).
 type replaySocket struct {
+	datagrams
 	dgrams [][]byte
-	queue  [][]netlink.Message
 }
 
-func (s *replaySocket) Close() error                        { return nil }
-func (s *replaySocket) Send(m netlink.Message) error        { return s.SendMessages([]netlink.Message{m}) }
-func (s *replaySocket) Receive() ([]netlink.Message, error) { return s.next() }
+func (s *replaySocket) Close() error                 { return nil }
+func (s *replaySocket) Send(m netlink.Message) error { return s.SendMessages([]netlink.Message{m}) }
 func (s *replaySocket) SendMessages(ms []netlink.Message) error {
 	for _, d := range s.dgrams {
 		var msgs []netlink.Message
@@ -68,28 +66,6 @@ func (s *replaySocket) SendMessages(ms []netlink.Message) error {
 		s.queue = append(s.queue, msgs)
 	}
 	return nil
-}
-func (s *replaySocket) next() ([]netlink.Message, error) {
-	if len(s.queue) == 0 {
-		return nil, errors.New("replay: no more datagrams")
-	}
-	d := s.queue[0]
-	s.queue = s.queue[1:]
-	return d, nil
-}
-func (s *replaySocket) ReceiveIter() iter.Seq2[netlink.Message, error] {
-	return func(yield func(netlink.Message, error) bool) {
-		ms, err := s.next()
-		if err != nil {
-			yield(netlink.Message{}, err)
-			return
-		}
-		for _, m := range ms {
-			if !yield(m, nil) {
-				return
-			}
-		}
-	}
 }
 
 func replayClient(t *testing.T, name string) *Client {
