@@ -110,7 +110,7 @@ const (
 	tupleSize = 40
 	maskSize  = 48
 	entSize   = 208
-	pentSize  = 20
+	pentSize  = 16
 )
 
 // ctr is struct ctr.
@@ -148,7 +148,7 @@ const fastAlone = 1<<31 - 1
 
 // fastBound is, when the first mask is the port mask, the best rank of the
 // next mask (fastAlone when there is none), below which a port entry decides
-// without the walk (peFast); 0 (no fast path) otherwise.
+// without the walk (peFastTCP, peFastUDP); 0 (no fast path) otherwise.
 func (t *tables) fastBound() uint32 {
 	switch {
 	case len(t.masks) == 0 || t.masks[0].Kind != kindPort:
@@ -162,20 +162,22 @@ func (t *tables) fastBound() uint32 {
 
 // pentVal is struct pent: a port mask list head in short form.
 type pentVal struct {
-	Rule, Rank, Ent, Next      uint32
+	Rule, Rank, Ent            uint32
 	Action, Need, Proto, Flags uint8
 }
 
 // Bits of pentVal.Flags, as PE_* in bpf/scrub.c.
 const (
-	peValid = 1
-	peFull  = 2
-	peFast  = 4
-	pePass  = 8
+	peValid   = 1
+	peFull    = 2
+	peFastTCP = 4
+	pePass    = 8
+	peFastUDP = 16
 )
 
 // portHeads returns the port mask's heads of every destination port, with
-// peFast and pePass set from fastBound (see PE_FAST in bpf/scrub.c).
+// peFastTCP, peFastUDP and pePass set from fastBound (see PE_FAST_TCP in
+// bpf/scrub.c).
 func (t *tables) portHeads() []pentVal {
 	out := make([]pentVal, 1<<16)
 	b := t.fastBound()
@@ -189,7 +191,14 @@ func (t *tables) portHeads() []pentVal {
 		}
 		v := t.pent(c.Head)
 		if b != 0 && v.Flags&peFull == 0 && v.Rank < b && v.Need&needV6 == 0 {
-			v.Flags |= peFast
+			switch {
+			case v.Need&needProto == 0:
+				v.Flags |= peFastTCP | peFastUDP
+			case v.Proto == rule.ProtoTCP:
+				v.Flags |= peFastTCP
+			case v.Proto == rule.ProtoUDP:
+				v.Flags |= peFastUDP
+			}
 		}
 		out[port] = v
 	}
@@ -199,7 +208,7 @@ func (t *tables) portHeads() []pentVal {
 // pent returns the short form of entry ei.
 func (t *tables) pent(ei uint32) pentVal {
 	e := &t.ents[ei]
-	v := pentVal{Rule: e.Rule, Rank: e.Rank, Ent: ei, Next: e.Next, Action: e.Action, Need: e.Need, Proto: e.Proto,
+	v := pentVal{Rule: e.Rule, Rank: e.Rank, Ent: ei, Action: e.Action, Need: e.Need, Proto: e.Proto,
 		Flags: peValid}
 	rest := *e
 	rest.Need &^= needPorts | needProto | needV4 | needV6 | needAny

@@ -27,17 +27,23 @@
 // later entries of a list are walked with bpf_loop. Every entry whose mask
 // is only an exact destination port (with or without family and protocol,
 // which the entry then checks) goes into one "port mask", a 65536-element
-// array by destination port holding its list's first entry in short form:
-// the usual DDoS rule ("drop udp dport 53") costs one array lookup. When
-// that mask comes first, the program has a fast path for plain IPv4 UDP and
-// TCP (no VLAN, no IP options, not a non-first fragment): the port's first
-// entry decides directly when its only conditions are protocol and family
-// and no other mask can beat its rank (flags Replace sets in each port's head
-// of the new generation; the generation word only says whether the fast path
-// applies, in its low byte with the generation bit, so that no copy of the
-// word can pair one generation with the other's answer); everything else
-// takes the general parse and walk, which decides the same way
-// (TestDifferentialPortSets).
+// array by destination port holding its list's first entry in a 16-byte
+// short form: the usual DDoS rule ("drop udp dport 53") costs one indexed
+// load. When that mask comes first, the program has a fast path for plain
+// IPv4 UDP and TCP (no VLAN, no IP options, not a non-first fragment): the
+// port's first entry decides directly when its only conditions are protocol
+// and family and no other mask can beat its rank (flags Replace sets in each
+// port's head of the new generation, per protocol; the generation word only
+// says whether the fast path applies, in its low byte with the generation
+// bit, so that no copy of the word can pair one generation with the other's
+// answer); everything else takes the general parse and walk, a separate
+// function, which decides the same way (TestDifferentialPortSets).
+//
+// The generation word and the port heads are the program's global variables
+// (its .bss, memory-mapped by the Go side): the fast path reads them at
+// known addresses, with no map lookup and no key on the stack, and the
+// packet's only map lookup is its rule's per-CPU counter. The inline mode
+// is a load-time constant, so host mode carries no redirect code.
 //
 // The verifier needs bounds, so some are explicit: MaxMasks masks per lookup,
 // MaxChain rules sharing one masked tuple, MaxEntriesPerRule expansions of a
@@ -48,16 +54,16 @@
 // # Replacement
 //
 // The masks, keys and entries of each generation live in an array of maps
-// with two slots (generations); the port mask's heads live in one array with
-// a half per generation (key generation<<16 | port), so the fast path needs no
-// outer lookup. Replace builds the inactive generation's maps from scratch and
-// installs them, rewrites the inactive half of the port array in place (after
-// the installs: each update of an array of maps waits for an RCU grace
-// period, so no packet that read the generation word before the last flip is
-// still reading that half), then flips one 32-bit word; a packet reads that
-// word once and uses one generation throughout, so it is classified entirely
-// by the old or entirely by the new set, and a rule present in both drops
-// during the swap.
+// with two slots (generations); the port mask's heads live in one global
+// array with a half per generation (index generation<<16 | port). Replace
+// builds the inactive generation's maps from scratch and installs them,
+// rewrites the inactive half of the port array in place (after the installs:
+// each update of an array of maps waits for an RCU grace period, so no packet
+// that read the generation word before the last flip is still reading that
+// half), then flips the 32-bit generation word; a packet reads that word once
+// and uses one generation throughout, so it is classified entirely by the
+// old or entirely by the new set, and a rule present in both drops during the
+// swap (TestVethSwapUnderLoad).
 //
 // # Counters
 //
@@ -75,9 +81,11 @@
 // # Kernel
 //
 // The program needs Linux 5.17 or later (bpf_loop; 5.18 inlines it), with
-// BPF_F_INNER_MAP (5.10) and batch map operations. Pinned maps of an older
-// scrubd version are not compatible with this layout (the ports map became a
-// plain two-half array and rule_stats values grew to 32 bytes, by action,
-// on 2026-11-30): loading refuses them as incompatible; unpin them (or use a
-// new PinPath) when upgrading.
+// BPF_F_INNER_MAP (5.10), memory-mapped arrays (5.5) and batch map
+// operations. With a PinPath, the globals are pinned by hand as "globals"
+// (bpffs refuses the dot of ".bss") and taken over with the other maps.
+// Pinned maps of an older scrubd version are not compatible with this layout
+// (the port heads moved from the "ports" map into the globals and rule_stats
+// values grew to 32 bytes, by action, on 2026-11-30): New refuses them with
+// an error saying so; unpin them (or use a new PinPath) when upgrading.
 package xdp

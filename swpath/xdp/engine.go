@@ -3,6 +3,7 @@
 package xdp
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -73,9 +74,12 @@ type Engine struct {
 	mu       sync.Mutex
 	opts     Options
 	prog     *ebpf.Program
-	cfg      *ebpf.Map
+	cfg      *ebpf.Map // the Go side's record of the attach mode, pinned
+	globals  *ebpf.Map // the program's .bss: generation word and port heads
+	mem      *ebpf.Memory
+	activeAt int64        // offset of the generation word in mem
+	portsAt  int64        // offset of the port heads in mem
 	outer    [3]*ebpf.Map // masks, keys, ents
-	ports    *ebpf.Map    // both generations' port mask heads: gen<<16 | port
 	stats    *ebpf.Map
 	verdicts *ebpf.Map
 	txPort   *ebpf.Map
@@ -102,8 +106,12 @@ const (
 	Generic AttachMode = "generic"
 )
 
-// activeFast is bit 1 of cfg[CFG_ACTIVE] (ACTIVE_FAST).
+// activeFast is bit 1 of the generation word (ACTIVE_FAST).
 const activeFast = 2
+
+// globalsPin is the pinned name of the program's .bss map (bpffs refuses
+// names with dots, so it is pinned by hand, not by name).
+const globalsPin = "globals"
 
 // cfg slot 2 (unused by the program) remembers the attach mode.
 const (
@@ -113,7 +121,7 @@ const (
 
 const idLen = 64 // rule.ValidID allows 64 characters
 
-var mapNames = []string{"cfg", "masks", "keys", "ents", "ports", "rule_stats", "verdicts", "tx_port"}
+var mapNames = []string{"cfg", "masks", "keys", "ents", "rule_stats", "verdicts", "tx_port"}
 
 // New loads the program and its maps. With Options.PinPath set, maps already
 // pinned there are reused (with their counters and the rule set in force),
@@ -127,6 +135,9 @@ func New(opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("xdp: load spec: %w", err)
 	}
 	spec.Maps["rule_stats"].MaxEntries = uint32(opts.MaxRules)
+	if err := spec.Variables["mode"].Set(uint32(opts.Mode)); err != nil {
+		return nil, fmt.Errorf("xdp: set mode: %w", err)
+	}
 	if opts.Trace {
 		if opts.PinPath != "" {
 			return nil, errors.New("xdp: a traced engine cannot be pinned")
@@ -144,12 +155,25 @@ func New(opts Options) (*Engine, error) {
 			spec.Maps[n].Pinning = ebpf.PinByName
 		}
 		copts.Maps.PinPath = opts.PinPath
+		// The globals of a previous agent: its generation word and port
+		// heads, which go with the tables pinned beside them.
+		g, err := loadPinnedGlobals(opts.PinPath)
+		if err != nil {
+			return nil, err
+		}
+		if g != nil {
+			defer g.Close() // the collection holds its own reference
+			copts.MapReplacements = map[string]*ebpf.Map{".bss": g}
+		}
 	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, copts)
 	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("xdp: load: %+v", ve)
+		}
+		if errors.Is(err, ebpf.ErrMapIncompatible) {
+			return nil, fmt.Errorf("xdp: load: maps pinned under %s have another layout (an older scrubd?): unpin them or use another pin path: %w", opts.PinPath, err)
 		}
 		return nil, fmt.Errorf("xdp: load: %w", err)
 	}
@@ -159,19 +183,23 @@ func New(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		opts: opts, prog: coll.Programs["scrub"], cfg: coll.Maps["cfg"],
+		opts: opts, prog: coll.Programs["scrub"], cfg: coll.Maps["cfg"], globals: coll.Maps[".bss"],
+		activeAt: int64(spec.Variables["active"].Offset), portsAt: int64(spec.Variables["ports"].Offset),
 		outer:    [3]*ebpf.Map{coll.Maps["masks"], coll.Maps["keys"], coll.Maps["ents"]},
-		ports:    coll.Maps["ports"],
 		stats:    coll.Maps["rule_stats"],
 		verdicts: coll.Maps["verdicts"], txPort: coll.Maps["tx_port"],
 		slots: map[string]uint32{}, ncpu: ncpu,
 	}
 	// The collection's objects are now owned by e.
 	delete(coll.Programs, "scrub")
-	for _, n := range mapNames {
+	for _, n := range append(mapNames, ".bss") {
 		delete(coll.Maps, n)
 	}
 	coll.Close()
+	if e.mem, err = e.globals.Memory(); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("xdp: map the program's globals: %w", err)
+	}
 	if err := e.init(); err != nil {
 		e.Close()
 		return nil, err
@@ -191,10 +219,22 @@ func (e *Engine) init() error {
 	if e.slotMap, err = ebpf.NewMapWithOptions(slotSpec, mopts); err != nil {
 		return fmt.Errorf("xdp: slot map: %w", err)
 	}
-	if err := e.cfg.Lookup(uint32(0), &e.active); err != nil {
-		return fmt.Errorf("xdp: read cfg: %w", err)
+	if e.opts.PinPath != "" {
+		// Pinned unless taken over from the pin (IsPinned does not
+		// know that case).
+		p := filepath.Join(e.opts.PinPath, globalsPin)
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			if err := e.globals.Pin(p); err != nil {
+				return fmt.Errorf("xdp: pin globals: %w", err)
+			}
+		}
 	}
-	e.active &= 1
+	// The generation in force (a previous agent's, with pinned maps).
+	var w [4]byte
+	if _, err := e.mem.ReadAt(w[:], e.activeAt); err != nil {
+		return fmt.Errorf("xdp: read the generation word: %w", err)
+	}
+	e.active = binary.NativeEndian.Uint32(w[:]) & 1
 	// Take over the slots of a previous agent (pinned maps).
 	var id [idLen]byte
 	var slot uint32
@@ -224,9 +264,6 @@ func (e *Engine) init() error {
 		if !used[s] {
 			e.free = append(e.free, s)
 		}
-	}
-	if err := e.cfg.Put(uint32(1), uint32(e.opts.Mode)); err != nil {
-		return fmt.Errorf("xdp: set mode: %w", err)
 	}
 	if e.opts.Mode == Inline {
 		if err := e.txPort.Put(uint32(0), uint32(e.opts.Peer)); err != nil {
@@ -338,14 +375,15 @@ func (e *Engine) Replace(s *rule.Set) error {
 	if err := e.fillPorts(gen, t); err != nil {
 		return err
 	}
-	// The flip: one 32-bit array element, the generation and whether its
-	// fast path may decide (CFG_ACTIVE), both in the low byte.
-	fast := uint32(0)
+	// The flip: the program's generation word, the generation and whether
+	// its fast path may decide, both in the low byte. It is pinned with the
+	// tables, so a restarted agent goes on with the same generation.
+	word := gen
 	if t.fastBound() != 0 {
-		fast = activeFast
+		word |= activeFast
 	}
-	if err := e.cfg.Put(uint32(0), gen|fast); err != nil {
-		return fmt.Errorf("xdp: flip to generation %d: %w", gen, err)
+	if err := e.setActive(word); err != nil {
+		return err
 	}
 	e.active = gen
 
@@ -386,18 +424,51 @@ func (e *Engine) Replace(s *rule.Set) error {
 	return nil
 }
 
-// fillPorts writes generation gen's half of the ports map: every port (see
-// portHeads).
-func (e *Engine) fillPorts(gen uint32, t *tables) error {
-	pk := make([]uint32, 1<<16)
-	for port := range pk {
-		pk[port] = gen<<16 | uint32(port)
+// setActive writes the program's generation word in the memory-mapped
+// globals: a 4-byte copy of which only the low byte ever changes, so a
+// reader sees the old word or the new one even if the copy is split.
+func (e *Engine) setActive(word uint32) error {
+	var w [4]byte
+	binary.NativeEndian.PutUint32(w[:], word)
+	if _, err := e.mem.WriteAt(w[:], e.activeAt); err != nil {
+		return fmt.Errorf("xdp: flip to generation %d: %w", word&1, err)
 	}
-	pv := t.portHeads()
-	if _, err := e.ports.BatchUpdate(pk, pv, nil); err != nil {
+	return nil
+}
+
+// fillPorts writes generation gen's half of the port heads (every port, see
+// portHeads) in the memory-mapped globals.
+func (e *Engine) fillPorts(gen uint32, t *tables) error {
+	heads := t.portHeads()
+	buf := make([]byte, 0, len(heads)*pentSize)
+	for _, h := range heads {
+		buf = binary.NativeEndian.AppendUint32(buf, h.Rule)
+		buf = binary.NativeEndian.AppendUint32(buf, h.Rank)
+		buf = binary.NativeEndian.AppendUint32(buf, h.Ent)
+		buf = append(buf, h.Action, h.Need, h.Proto, h.Flags)
+	}
+	if _, err := e.mem.WriteAt(buf, e.portsAt+int64(gen)*int64(len(buf))); err != nil {
 		return fmt.Errorf("xdp: fill ports of generation %d: %w", gen, err)
 	}
 	return nil
+}
+
+// loadPinnedGlobals returns the globals map pinned under dir, or nil when
+// there is none. Tables pinned without it are of an older layout, whose
+// generation and port heads it cannot take over: an error.
+func loadPinnedGlobals(dir string) (*ebpf.Map, error) {
+	p := filepath.Join(dir, globalsPin)
+	m, err := ebpf.LoadPinnedMap(p, nil)
+	switch {
+	case err == nil:
+		return m, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("xdp: load pinned %s: %w", p, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "masks")); err == nil {
+		return nil, fmt.Errorf("xdp: maps pinned under %s have no %s (an older scrubd's layout): unpin them or use another pin path", dir, globalsPin)
+	}
+	return nil, nil
 }
 
 // build creates the three inner maps of one generation.
@@ -707,6 +778,12 @@ func (e *Engine) Unpin() error {
 			errs = append(errs, m.Unpin())
 		}
 	}
+	if e.opts.PinPath != "" {
+		// Taken over from a pin, the globals map does not know its path.
+		if err := os.Remove(filepath.Join(e.opts.PinPath, globalsPin)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
 	if e.link != nil {
 		if err := e.link.Unpin(); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
@@ -716,7 +793,7 @@ func (e *Engine) Unpin() error {
 }
 
 func (e *Engine) maps() []*ebpf.Map {
-	return []*ebpf.Map{e.cfg, e.outer[0], e.outer[1], e.outer[2], e.ports, e.stats, e.verdicts, e.txPort, e.slotMap}
+	return []*ebpf.Map{e.cfg, e.outer[0], e.outer[1], e.outer[2], e.globals, e.stats, e.verdicts, e.txPort, e.slotMap}
 }
 
 // Close releases e's file descriptors. A pinned link keeps the program

@@ -5,6 +5,8 @@ package xdp
 import (
 	"errors"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,3 +74,33 @@ func TestLoad(t *testing.T) {
 }
 
 var testNow = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// TestOlderPinsRefused: tables pinned by a scrubd without the pinned globals
+// (an older layout) are refused with an error that says so, and are left in
+// place for the operator.
+func TestOlderPinsRefused(t *testing.T) {
+	needBPF(t)
+	dir := bpffs(t)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if err := old.Pin(filepath.Join(dir, "masks")); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Options{PinPath: dir})
+	if err == nil {
+		e.Close()
+		t.Fatal("New took over tables pinned without globals")
+	}
+	if !strings.Contains(err.Error(), "older") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("error does not name the cause and the path: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "masks")); err != nil {
+		t.Fatalf("the old pin was touched: %v", err)
+	}
+}

@@ -24,7 +24,6 @@ type scrubPent struct {
 	Rule   uint32
 	Rank   uint32
 	Ent    uint32
-	Next   uint32
 	Action uint8
 	Need   uint8
 	Proto  uint8
@@ -44,11 +43,13 @@ const (
 	scrubMapEnts      = "ents"
 	scrubMapKeys      = "keys"
 	scrubMapMasks     = "masks"
-	scrubMapPorts     = "ports"
 	scrubMapRuleStats = "rule_stats"
 	scrubMapTxPort    = "tx_port"
 	scrubMapVerdicts  = "verdicts"
 	scrubProgScrub    = "scrub"
+	scrubVarActive    = "active"
+	scrubVarMode      = "mode"
+	scrubVarPorts     = "ports"
 	scrubVarTrace     = "trace"
 )
 
@@ -105,7 +106,6 @@ type scrubMapSpecs struct {
 	Ents      *ebpf.MapSpec `ebpf:"ents"`
 	Keys      *ebpf.MapSpec `ebpf:"keys"`
 	Masks     *ebpf.MapSpec `ebpf:"masks"`
-	Ports     *ebpf.MapSpec `ebpf:"ports"`
 	RuleStats *ebpf.MapSpec `ebpf:"rule_stats"`
 	TxPort    *ebpf.MapSpec `ebpf:"tx_port"`
 	Verdicts  *ebpf.MapSpec `ebpf:"verdicts"`
@@ -115,7 +115,10 @@ type scrubMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type scrubVariableSpecs struct {
-	Trace *ebpf.VariableSpec `ebpf:"trace"`
+	Active *ebpf.VariableSpec `ebpf:"active"`
+	Mode   *ebpf.VariableSpec `ebpf:"mode"`
+	Ports  *ebpf.VariableSpec `ebpf:"ports"`
+	Trace  *ebpf.VariableSpec `ebpf:"trace"`
 }
 
 // scrubObjects contains all objects after they have been loaded into the kernel.
@@ -142,7 +145,6 @@ type scrubMaps struct {
 	Ents      *ebpf.Map `ebpf:"ents"`
 	Keys      *ebpf.Map `ebpf:"keys"`
 	Masks     *ebpf.Map `ebpf:"masks"`
-	Ports     *ebpf.Map `ebpf:"ports"`
 	RuleStats *ebpf.Map `ebpf:"rule_stats"`
 	TxPort    *ebpf.Map `ebpf:"tx_port"`
 	Verdicts  *ebpf.Map `ebpf:"verdicts"`
@@ -154,7 +156,6 @@ func (m *scrubMaps) Close() error {
 		m.Ents,
 		m.Keys,
 		m.Masks,
-		m.Ports,
 		m.RuleStats,
 		m.TxPort,
 		m.Verdicts,
@@ -165,7 +166,10 @@ func (m *scrubMaps) Close() error {
 //
 // It can be passed to loadScrubObjects or ebpf.CollectionSpec.LoadAndAssign.
 type scrubVariables struct {
-	Trace *ebpf.Variable `ebpf:"trace"`
+	Active *ebpf.Variable `ebpf:"active"`
+	Mode   *ebpf.Variable `ebpf:"mode"`
+	Ports  *ebpf.Variable `ebpf:"ports"`
+	Trace  *ebpf.Variable `ebpf:"trace"`
 }
 
 // scrubPrograms contains all programs after they have been loaded into the kernel.

@@ -2,7 +2,8 @@
 /* scrubd XDP engine: a tuple-space classifier with the match semantics of
  * swpath/rule (see that package's doc). The Go side (swpath/xdp) compiles a
  * rule set into the four per-generation tables below and flips the active
- * generation with one 32-bit store; limits are checked in Go before load.
+ * generation with one 32-bit store (the global active); limits are checked
+ * in Go before load.
  *
  * Tables of one generation:
  *   masks: ARRAY[1] of struct masktab: MAX_MASKS struct mask sorted by
@@ -13,14 +14,15 @@
  *          tuple; the rest follow through ent.next in ents, sorted by rank.
  *   ents:  ARRAY of struct ent: one expansion of one rule, with the residual
  *          conditions (ranges, flags, fragment, length, DSCP) checked here.
- *   ports: ARRAY[65536] by destination port -> struct pent (one half of
- *          the ports map, below, per generation), the first
- *          entry of the port mask's list for that port in short form (flags
- *          0: none). The port mask (kind KIND_PORT) holds every entry whose
- *          mask is only an exact destination port (with or without family
- *          and protocol, which the entry checks): the usual DDoS rule costs
- *          one array lookup, not a hash of the tuple, and when it has no
- *          other condition (PE_FULL clear) not even the entry's lookup.
+ *   ports: [65536] by destination port -> struct pent (one half of the
+ *          global array ports, below, per generation), the first entry of
+ *          the port mask's list for that port in short form (flags 0: none;
+ *          16 bytes, so four heads share a cache line). The port mask (kind
+ *          KIND_PORT) holds every entry whose mask is only an exact
+ *          destination port (with or without family and protocol, which the
+ *          entry checks): the usual DDoS rule costs one indexed load, not a
+ *          hash of the tuple, and when it has no other condition (PE_FULL
+ *          clear) not even the entry's lookup.
  * rank is the rule's position in the deciding order (priority, then index):
  * the lowest rank that matches decides.
  */
@@ -63,16 +65,14 @@
 #define V_REDIRFAIL 4 /* inline: passed, but no peer in tx_port to redirect to */
 #define V_MAX 5
 
-/* cfg slots. */
-/* cfg[CFG_ACTIVE]: bit 0 the generation in force; bit 1 set when its first
- * mask is the port mask (the fast path may decide). Both in the low byte, so
- * the flip changes both at once even where the kernel copies the value byte
- * by byte. Which port heads decide on the fast path is in the heads
- * themselves (PE_FAST, PE_PASS), written with the generation. */
-#define CFG_ACTIVE 0
-#define CFG_MODE 1
-#define MODE_INLINE 1
+/* active (a global, below): bit 0 the generation in force; bit 1 set when
+ * its first mask is the port mask (the fast path may decide). Both in the
+ * low byte, so the flip changes both at once even where the value is copied
+ * byte by byte. Which port heads decide on the fast path is in the heads
+ * themselves (PE_FAST_TCP, PE_FAST_UDP, PE_PASS), written with the
+ * generation. */
 #define ACTIVE_FAST 2
+#define MODE_INLINE 1
 
 /* The masked part of a packet: every byte in network order, so the layout
  * is the same on both endiannesses. */
@@ -127,19 +127,19 @@ struct ent {
  * only conditions are protocol, family and "has ports". */
 struct pent {
 	__u32 rule, rank;
-	__u32 ent;  /* index in ents of the entry itself */
-	__u32 next; /* its ent.next */
+	__u32 ent; /* index in ents of the entry itself (its next is there) */
 	__u8 action, need, proto, flags;
 };
 #define PE_VALID 1
 #define PE_FULL 2 /* other conditions: check ents[ent] */
-/* PE_FAST: the fast path may decide with this head (no condition beyond
- * protocol, family and ports, not IPv6 only, and no other mask can beat its
- * rank). PE_PASS (without PE_VALID): no list for this port and the port mask
- * is the only mask, so the fast path passes. */
-#define PE_FAST 4
+/* PE_FAST_TCP, PE_FAST_UDP: the fast path may decide with this head for a
+ * TCP (UDP) packet: no condition beyond protocol, family and ports, the
+ * protocol (if any) is that one, not IPv6 only, and no other mask can beat
+ * its rank. PE_PASS (without PE_VALID): no list for this port and the port
+ * mask is the only mask, so the fast path passes. */
+#define PE_FAST_TCP 4
 #define PE_PASS 8
-#define NEED_SIMPLE (NEED_PORTS | NEED_PROTO | NEED_V4 | NEED_V6 | NEED_ANY)
+#define PE_FAST_UDP 16
 
 struct ctr {
 	__u64 packets;
@@ -161,15 +161,14 @@ struct pkt {
 	__u8 l4, has_ports, has_icmp, tcp_flags, itype, icode, frag, dscp;
 };
 
+/* cfg is the Go side's record, pinned for the next agent; the program does
+ * not read it. Slot 2: the attach mode. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 4);
 	__type(key, __u32);
 	__type(value, __u32);
 } cfg SEC(".maps");
-
-
-
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
@@ -208,18 +207,6 @@ struct {
 	});
 } ents SEC(".maps");
 
-/* ports is not an array of maps: both generations' halves live in one
- * array (key gen << 16 | port), so the fast path looks its entry up in a map
- * known at load time (no outer lookup). The Go side rewrites the inactive
- * half in place, only after an RCU grace period has passed since the flip
- * that made it inactive (see Engine.Replace). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * 65536);
-	__type(key, __u32);
-	__type(value, struct pent);
-} ports SEC(".maps");
-
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 16384); /* resized from Go */
@@ -246,6 +233,23 @@ struct {
  * counter slot + 1. It is a load-time constant, so in the normal program the
  * verifier removes the branch. */
 volatile const __u32 trace = 0;
+
+/* mode is Host (0) or MODE_INLINE, fixed when the program is loaded: in host
+ * mode the verifier removes the redirect. */
+volatile const __u32 mode = 0;
+
+/* active is the generation word (ACTIVE_FAST above), a global so the program
+ * reads it with one load from a known address, no map lookup. The Go side
+ * flips it with a store through the memory-mapped .bss, which it pins with
+ * the tables: a restarted agent's program goes on with the same word. */
+__u32 active = 0;
+
+/* ports holds both generations' port heads, index gen << 16 | port: a
+ * global, so the fast path indexes it directly (no helper call, no key on
+ * the stack). The Go side rewrites the inactive half in place through the
+ * memory-mapped .bss, only after an RCU grace period has passed since the
+ * flip that made it inactive (see Engine.Replace). */
+struct pent ports[2 * 65536];
 
 /* Header fields are read with plain loads of their width, aligned or not:
  * the verifier allows unaligned packet access where the CPU has it (x86-64,
@@ -533,9 +537,8 @@ static __always_inline int mask_step(struct walk *w, __u32 i)
 	if (m->best_rank >= w->best)
 		return 1; /* masks are sorted: none left can win */
 	if (m->kind == KIND_PORT) {
-		__u32 k = w->gen << 16 | p->dport;
-		struct pent *h = bpf_map_lookup_elem(&ports, &k);
-		if (!h || !(h->flags & PE_VALID) || h->rank >= w->best)
+		struct pent *h = &ports[(w->gen << 16 | p->dport) & 0x1ffff];
+		if (!(h->flags & PE_VALID) || h->rank >= w->best)
 			return 0;
 		if (h->flags & PE_FULL) {
 			void *em = bpf_map_lookup_elem(&ents, &w->gen);
@@ -557,8 +560,15 @@ static __always_inline int mask_step(struct walk *w, __u32 i)
 			w->action = h->action;
 			return 0;
 		}
-		if (h->next != RANK_NONE) {
-			w->ent = h->next;
+		/* The head does not match: go on down its list, whose next
+		 * entry is in the head's own entry. */
+		void *em = bpf_map_lookup_elem(&ents, &w->gen);
+		if (!em)
+			return 0;
+		__u32 ei = h->ent;
+		struct ent *e = bpf_map_lookup_elem(em, &ei);
+		if (e && e->next != RANK_NONE) {
+			w->ent = e->next;
 			bpf_loop(MAX_CHAIN - 1, walk_chain, w, 0);
 		}
 		return 0;
@@ -594,47 +604,110 @@ static __always_inline void count(void *map, __u32 idx, __u64 bytes)
 	}
 }
 
-#define FAST_NO 0   /* take the general path */
-#define FAST_RULE 1 /* decided by the rule in *rule */
-#define FAST_PASS 2 /* IP, and no rule can match */
-
 /* fast decides the common packet without the general parse and walk: IPv4
  * without options, not a non-first fragment, UDP or TCP, in a generation
- * whose first mask is the port mask, when the port's first entry has no
- * condition beyond protocol, family and ports and ranks before every other
- * mask (PE_FAST). Anything else takes the general path, which decides the
+ * whose first mask is the port mask (ACTIVE_FAST), when the port's first
+ * entry has no condition beyond protocol, family and ports and ranks before
+ * every other mask (PE_FAST_TCP, PE_FAST_UDP). It returns that head, or
+ * NULL for "take the general path" with *pass set when no rule can match
+ * (PE_PASS). Anything it leaves to the general path is decided there the
  * same way. */
-static __always_inline int fast(__u8 *d, void *end, __u32 gen, __u32 ok, __u32 *best, __u32 *rule,
-				__u8 *action)
+static __always_inline struct pent *fast(__u8 *d, void *end, __u32 gen, int *pass)
 {
-	if (!ok)
-		return FAST_NO;
 	if ((void *)(d + 14 + 20 + 8) > end)
-		return FAST_NO;
+		return 0;
 	if (*(__u16 *)(d + 12) != bpf_htons(0x0800))
-		return FAST_NO;
+		return 0;
 	__u8 *ip = d + 14;
 	if (ip[0] != 0x45 || (*(__u16 *)(ip + 6) & bpf_htons(0x1fff)))
-		return FAST_NO;
-	__u8 proto = ip[9];
+		return 0;
+	__u8 proto = ip[9], want = PE_FAST_UDP;
 	if (proto == 6) {
 		if ((void *)(ip + 20 + 20) > end)
-			return FAST_NO;
+			return 0;
+		want = PE_FAST_TCP;
 	} else if (proto != 17) {
-		return FAST_NO;
+		return 0;
 	}
-	__u32 port = gen << 16 | bpf_ntohs(*(__u16 *)(ip + 22));
-	struct pent *h = bpf_map_lookup_elem(&ports, &port);
-	if (!h)
-		return FAST_NO;
-	if (!(h->flags & PE_FAST))
-		return (h->flags & PE_PASS) ? FAST_PASS : FAST_NO;
-	if ((h->need & NEED_PROTO) && h->proto != proto)
-		return FAST_NO; /* the general path goes on down the list */
-	*best = h->rank;
-	*rule = h->rule;
-	*action = h->action;
-	return FAST_RULE;
+	struct pent *h = &ports[(gen << 16 | bpf_ntohs(*(__u16 *)(ip + 22))) & 0x1ffff];
+	__u8 f = h->flags;
+	if (!(f & want)) {
+		/* Other conditions, or another protocol's rule (the general
+		 * path goes on down the list), or no rule at all. */
+		*pass = f & PE_PASS;
+		return 0;
+	}
+	return h;
+}
+
+/* forward is what happens to a packet that passes: to the stack in host
+ * mode; inline, redirected to the peer port. */
+static __always_inline int forward(__u64 bytes)
+{
+	if (mode != MODE_INLINE)
+		return XDP_PASS;
+	long r = bpf_redirect_map(&tx_port, 0, 0);
+	if (r == XDP_REDIRECT)
+		return r;
+	/* No peer in the devmap (its interface is gone): pass to the stack,
+	 * and count it. */
+	count(&verdicts, V_REDIRFAIL, bytes);
+	return XDP_PASS;
+}
+
+/* decided counts a packet a rule decided, once, in the rule's counter, and
+ * returns what becomes of it. */
+static __always_inline int decided(__u32 rule, __u8 action, __u64 bytes)
+{
+	struct rctr *rc = bpf_map_lookup_elem(&rule_stats, &rule);
+	if (rc) {
+		struct ctr *c = &rc->by[action & 1];
+		c->packets++;
+		c->bytes += bytes;
+	}
+	if (trace)
+		return (action ? XDP_PASS : XDP_DROP) | ((action ? V_ACCEPT : V_DROP) << 4) | ((rule + 1) << 8);
+	if (action == 0)
+		return XDP_DROP;
+	return forward(bytes);
+}
+
+/* undecided counts a packet no rule decided in its verdict and passes it. */
+static __always_inline int undecided(__u32 verdict, __u64 bytes)
+{
+	count(&verdicts, verdict, bytes);
+	if (trace)
+		return XDP_PASS | (verdict << 4);
+	return forward(bytes);
+}
+
+/* general is the general path: the full parse and the walk over the masks.
+ * Not inlined, so that the entry function, which every packet runs, keeps
+ * a small stack frame and saves few registers. */
+static __attribute__((noinline)) int general(struct xdp_md *ctx, __u32 gen)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u64 bytes = end - data;
+	struct pkt p = {};
+	if (!parse(&p, data, end))
+		return undecided(V_NOTIP, bytes);
+	void *mm = bpf_map_lookup_elem(&masks, &gen);
+	if (!mm)
+		return undecided(V_PASS, bytes);
+	__u32 zero = 0;
+	struct masktab *mt = bpf_map_lookup_elem(mm, &zero);
+	if (!mt)
+		return undecided(V_PASS, bytes);
+
+	struct walk w = {.p = &p, .mt = mt, .gen = gen, .best = RANK_NONE};
+	/* The first mask inline: a set of one mask (or whose first mask
+	 * decides) needs no loop. */
+	if (!mask_step(&w, 0) && mt->m[1].best_rank < w.best)
+		bpf_loop(MAX_MASKS - 1, walk_mask, &w, 0);
+	if (w.best == RANK_NONE)
+		return undecided(V_PASS, bytes);
+	return decided(w.rule, w.action, bytes);
 }
 
 SEC("xdp")
@@ -642,76 +715,17 @@ int scrub(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	__u64 bytes = end - data;
-	__u32 verdict = V_NOTIP, slot1 = 0;
-	int act = XDP_PASS;
-	__u32 best = RANK_NONE, best_rule = 0;
-	__u8 best_action = 0;
-
-	__u32 k = CFG_ACTIVE;
-	__u32 *activep = bpf_map_lookup_elem(&cfg, &k);
-	__u32 word = activep ? *activep : 0;
+	__u32 word = active;
 	__u32 gen = word & 1;
-	if (fast(data, end, gen, word & ACTIVE_FAST, &best, &best_rule, &best_action) != FAST_NO) {
-		verdict = V_PASS;
-		goto decided;
+	if (word & ACTIVE_FAST) {
+		int pass = 0;
+		struct pent *h = fast(data, end, gen, &pass);
+		if (h)
+			return decided(h->rule, h->action, end - data);
+		if (pass)
+			return undecided(V_PASS, end - data);
 	}
-	{
-		struct pkt p = {};
-		if (!parse(&p, data, end))
-			goto out;
-		verdict = V_PASS;
-		void *mm = bpf_map_lookup_elem(&masks, &gen);
-		if (!mm)
-			goto out;
-		__u32 zero = 0;
-		struct masktab *mt = bpf_map_lookup_elem(mm, &zero);
-		if (!mt)
-			goto out;
-
-		struct walk w = {.p = &p, .mt = mt, .gen = gen, .best = RANK_NONE};
-		/* The first mask inline: a set of one mask (or whose first
-		 * mask decides) needs no loop. */
-		if (!mask_step(&w, 0) && mt->m[1].best_rank < w.best)
-			bpf_loop(MAX_MASKS - 1, walk_mask, &w, 0);
-		best = w.best;
-		best_rule = w.rule;
-		best_action = w.action;
-	}
-decided:
-	if (best != RANK_NONE) {
-		slot1 = best_rule + 1;
-		struct rctr *rc = bpf_map_lookup_elem(&rule_stats, &best_rule);
-		if (rc) {
-			struct ctr *c = &rc->by[best_action & 1];
-			c->packets++;
-			c->bytes += bytes;
-		}
-		if (best_action == 0) {
-			verdict = V_DROP;
-			act = XDP_DROP;
-		} else {
-			verdict = V_ACCEPT;
-		}
-	}
-out:
-	if (best == RANK_NONE)
-		count(&verdicts, verdict, bytes); /* else counted in rule_stats */
-	if (trace)
-		return act | (verdict << 4) | (slot1 << 8);
-	if (act == XDP_PASS) {
-		__u32 mk = CFG_MODE;
-		__u32 *mode = bpf_map_lookup_elem(&cfg, &mk);
-		if (mode && *mode == MODE_INLINE) {
-			long r = bpf_redirect_map(&tx_port, 0, 0);
-			if (r == XDP_REDIRECT)
-				return r;
-			/* No peer in the devmap (its interface is gone): pass to
-			 * the stack, and count it. */
-			count(&verdicts, V_REDIRFAIL, bytes);
-		}
-	}
-	return act;
+	return general(ctx, gen);
 }
 
 char __license[] SEC("license") = "GPL";
