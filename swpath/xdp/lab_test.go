@@ -4,6 +4,7 @@ package xdp
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -174,7 +175,7 @@ func tagged(b []byte, tag uint32, dst net.HardwareAddr) []byte {
 }
 
 // farSide is an XDP program on vd counting frames by tag (per-CPU), then
-// dropping them.
+// dropping them: what the engine redirected in inline mode.
 type farSide struct {
 	counts *ebpf.Map
 	prog   *ebpf.Program
@@ -182,21 +183,39 @@ type farSide struct {
 	ntags  int
 }
 
-func newFarSide(t testing.TB, l *lab, ntags int) *farSide {
+// tagCounter builds a program of type typ (XDP or a tc classifier) that
+// counts frames by tag in counts and then drops them.
+func tagCounter(t testing.TB, typ ebpf.ProgramType, counts *ebpf.Map) *ebpf.Program {
 	t.Helper()
-	counts, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(ntags)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	R0, R1, R2, R3, R4, R6, FP := asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R6, asm.RFP
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL", Instructions: asm.Instructions{
-		asm.LoadMem(R2, R1, 0, asm.Word), // data
-		asm.LoadMem(R3, R1, 4, asm.Word), // data_end
+	// The tag, big-endian, into FP-4.
+	load := asm.Instructions{
+		asm.LoadMem(R2, R1, 0, asm.Word), // xdp_md.data
+		asm.LoadMem(R3, R1, 4, asm.Word), // xdp_md.data_end
 		asm.Mov.Reg(R4, R2),
 		asm.Add.Imm(R4, tagLen),
 		asm.JGT.Reg(R4, R3, "out"),
 		asm.LoadMem(R6, R2, tagLen-4, asm.Word),
-		asm.HostTo(asm.BE, R6, asm.Word), // tag is big-endian in the frame
+		asm.StoreMem(FP, -4, R6, asm.Word),
+	}
+	drop := int32(XDPDrop)
+	if typ == ebpf.SchedCLS {
+		// The stack may have taken a VLAN tag out of the data into the
+		// skb's metadata: the tag is the last 4 bytes, wherever they are.
+		load = asm.Instructions{
+			asm.LoadMem(R2, R1, 0, asm.Word), // __sk_buff.len
+			asm.Add.Imm(R2, -4),
+			asm.Mov.Reg(R3, FP),
+			asm.Add.Imm(R3, -4),
+			asm.Mov.Imm(R4, 4),
+			asm.FnSkbLoadBytes.Call(),
+			asm.JNE.Imm(R0, 0, "out"),
+		}
+		drop = 2 // TC_ACT_SHOT
+	}
+	insns := append(load,
+		asm.LoadMem(R6, FP, -4, asm.Word),
+		asm.HostTo(asm.BE, R6, asm.Word),
 		asm.StoreMem(FP, -4, R6, asm.Word),
 		asm.LoadMapPtr(R1, counts.FD()),
 		asm.Mov.Reg(R2, FP),
@@ -206,17 +225,52 @@ func newFarSide(t testing.TB, l *lab, ntags int) *farSide {
 		asm.LoadMem(R1, R0, 0, asm.DWord),
 		asm.Add.Imm(R1, 1),
 		asm.StoreMem(R0, 0, R1, asm.DWord),
-		asm.Mov.Imm(R0, XDPDrop).WithSymbol("out"),
+		asm.Mov.Imm(R0, drop).WithSymbol("out"),
 		asm.Return(),
-	}})
+	)
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: typ, License: "GPL", Instructions: insns})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return prog
+}
+
+func newFarSide(t testing.TB, l *lab, ntags int) *farSide {
+	t.Helper()
+	counts, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(ntags)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := tagCounter(t, ebpf.XDP, counts)
 	fs := &farSide{counts: counts, prog: prog, ntags: ntags}
 	l.in(t, l.fdA, func() {
 		fs.link, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: l.vd, Flags: link.XDPDriverMode})
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.link.Close(); prog.Close(); counts.Close() })
+	return fs
+}
+
+// newStackSide counts by tag the frames the engine on vb passed to the
+// stack: a tcx ingress program on vb (Linux 6.6), which runs on the skb
+// built after XDP_PASS, then drops them.
+func newStackSide(t testing.TB, l *lab, ntags int) *farSide {
+	t.Helper()
+	counts, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(ntags)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := tagCounter(t, ebpf.SchedCLS, counts)
+	fs := &farSide{counts: counts, prog: prog, ntags: ntags}
+	l.in(t, l.fdB, func() {
+		fs.link, err = link.AttachTCX(link.TCXOptions{Program: prog, Attach: ebpf.AttachTCXIngress, Interface: l.vb})
+	})
+	if err != nil {
+		if errors.Is(err, ebpf.ErrNotSupported) && os.Getenv("CI") != "true" {
+			t.Skipf("tcx (Linux 6.6) is needed to count what reaches the stack: %v", err)
+		}
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fs.link.Close(); prog.Close(); counts.Close() })

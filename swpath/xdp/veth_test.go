@@ -60,11 +60,31 @@ func attach(t testing.TB, l *lab, e *Engine) {
 
 // TestVethInline sends mixed traffic through a veth pair into the engine in
 // inline mode: per-rule counters equal the reference's verdicts on the same
-// frames, and exactly the passed frames arrive on the far side.
+// frames, and exactly the passed frames arrive on the far side (the peer
+// port the engine redirects to).
 func TestVethInline(t *testing.T) {
 	l := newLab(t)
+	vethConformance(t, l, Options{Mode: Inline, Peer: l.vc}, func() counter { return newFarSide(t, l, vethFrames) })
+}
+
+// TestVethHost is TestVethInline in host mode: exactly the passed frames
+// reach the receiving namespace's stack, counted by a tc (tcx) ingress
+// program on the engine's own interface, which runs after XDP_PASS.
+func TestVethHost(t *testing.T) {
+	l := newLab(t)
+	vethConformance(t, l, Options{Mode: Host}, func() counter { return newStackSide(t, l, vethFrames) })
+}
+
+// counter counts the frames that passed the engine, by tag.
+type counter interface {
+	count(t testing.TB, tag uint32) uint64
+}
+
+const vethFrames = 300
+
+func vethConformance(t *testing.T, l *lab, opts Options, passed func() counter) {
 	var e *Engine
-	l.in(t, l.fdB, func() { e = newEngine(t, Options{Mode: Inline, Peer: l.vc}) })
+	l.in(t, l.fdB, func() { e = newEngine(t, opts) })
 	r := rand.New(rand.NewPCG(7, 7))
 	var s rule.Set
 	for len(s.Rules) < 30 {
@@ -78,14 +98,14 @@ func TestVethInline(t *testing.T) {
 		t.Fatal(err)
 	}
 	attach(t, l, e)
-	const nframes, repeat = 300, 16
-	fs := newFarSide(t, l, nframes)
+	const repeat = 16
+	fs := passed()
 	gen := newLiveGen(t)
 	want := make([]uint64, len(s.Rules))
 	var wantPass uint64
-	passTag := make([]bool, nframes)
+	passTag := make([]bool, vethFrames)
 	var frames [][]byte
-	for len(frames) < nframes {
+	for len(frames) < vethFrames {
 		f := randFrame(r)
 		f.cut = 0
 		if f.etherType == 0x8100 { // a bare tag without payload is not a useful lab frame
@@ -128,7 +148,7 @@ func TestVethInline(t *testing.T) {
 		}
 	}
 	var far uint64
-	waitFor(t, "passed frames on the far side", func() bool {
+	waitFor(t, "passed frames past the engine", func() bool {
 		far = 0
 		for i := range frames {
 			far += fs.count(t, uint32(i))
@@ -138,11 +158,11 @@ func TestVethInline(t *testing.T) {
 	for i := range frames {
 		c := fs.count(t, uint32(i))
 		if (passTag[i] && c != repeat) || (!passTag[i] && c != 0) {
-			t.Errorf("frame %d (%+v): far side got %d, want pass=%v x%d", i, refParse(frames[i]), c, passTag[i], repeat)
+			t.Errorf("frame %d (%+v): %d passed the engine, want pass=%v x%d", i, refParse(frames[i]), c, passTag[i], repeat)
 		}
 	}
 	v, _ := e.Verdicts()
-	t.Logf("verdicts %v; far side %d frames; rules %d", v, far, len(s.Rules))
+	t.Logf("verdicts %v; %d frames passed; rules %d", v, far, len(s.Rules))
 }
 
 // swapSets are two rule sets sharing the rule "both"; frame 0 matches it.
