@@ -527,6 +527,37 @@ func (p *proto) describe() string {
 		binary.BigEndian.Uint16(p.key[2:]), binary.BigEndian.Uint16(p.key[4:]))
 }
 
+// The Bloom filter over the keys (BLOOM_LOG2, BLOOM_WORDS in bpf/scrub.c):
+// one bit per key, so the program skips the hash lookup of a mask whose bit
+// is clear.
+const (
+	bloomLog2  = 20
+	bloomWords = 1 << (bloomLog2 - 6)
+)
+
+// bloomMul are bloom_idx's multipliers, one per 8-byte word of a tuple.
+var bloomMul = [5]uint64{0x9e3779b97f4a7c15, 0xc2b2ae3d27d4eb4f, 0x165667b19e3779f9, 0xd6e8feb86659fd93, 0xff51afd7ed558ccd}
+
+// bloomIndex is bloom_idx: a multiply-shift hash of the five words of k as
+// they lie in memory (so native byte order, as the program loads them).
+func bloomIndex(k *tuple) uint32 {
+	var h uint64
+	for i, m := range bloomMul {
+		h += binary.NativeEndian.Uint64(k[8*i:]) * m
+	}
+	return uint32(h >> (64 - bloomLog2))
+}
+
+// bloom returns the Bloom filter of t's keys.
+func (t *tables) bloom() []uint64 {
+	b := make([]uint64, bloomWords)
+	for k := range t.keys {
+		i := bloomIndex(&k)
+		b[i>>6] |= 1 << (i & 63)
+	}
+	return b
+}
+
 // maskArray returns the full MaxMasks array with unused slots ending the walk.
 func (t *tables) maskArray() [MaxMasks]maskVal {
 	var out [MaxMasks]maskVal

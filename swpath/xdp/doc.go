@@ -23,6 +23,12 @@
 // masks, with the exact prefix checked in the entry (tuple merging): fewer
 // masks to walk, slightly longer lists.
 //
+// A Bloom filter (one bit per key, 2^20 bits per generation, one
+// multiply-shift hash) sits in front of the hash: a mask whose bit for the
+// packet is clear is skipped without a lookup, which halves the cost of a
+// walk over many masks (ClassBench-style 1000 rules, 27 masks: about 1.9 to
+// 1.0-1.2 µs per packet).
+//
 // The hash value is the first entry of its list itself (no second lookup);
 // later entries of a list are walked with bpf_loop. Every entry whose mask
 // is only an exact destination port (with or without family and protocol,

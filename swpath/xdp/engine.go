@@ -79,6 +79,7 @@ type Engine struct {
 	mem      *ebpf.Memory
 	activeAt int64        // offset of the generation word in mem
 	portsAt  int64        // offset of the port heads in mem
+	bloomAt  int64        // offset of the Bloom filter in mem
 	outer    [3]*ebpf.Map // masks, keys, ents
 	stats    *ebpf.Map
 	verdicts *ebpf.Map
@@ -185,6 +186,7 @@ func New(opts Options) (*Engine, error) {
 	e := &Engine{
 		opts: opts, prog: coll.Programs["scrub"], cfg: coll.Maps["cfg"], globals: coll.Maps[".bss"],
 		activeAt: int64(spec.Variables["active"].Offset), portsAt: int64(spec.Variables["ports"].Offset),
+		bloomAt:  int64(spec.Variables["bloom"].Offset),
 		outer:    [3]*ebpf.Map{coll.Maps["masks"], coll.Maps["keys"], coll.Maps["ents"]},
 		stats:    coll.Maps["rule_stats"],
 		verdicts: coll.Maps["verdicts"], txPort: coll.Maps["tx_port"],
@@ -366,13 +368,16 @@ func (e *Engine) Replace(s *rule.Set) error {
 			return fmt.Errorf("xdp: install generation %d: %w", gen, err)
 		}
 	}
-	// The port heads are rewritten in place, in the inactive half of one
-	// array. A packet that read the generation word before the last flip
+	// The port heads and the Bloom filter are rewritten in place, in the
+	// inactive halves of their arrays. A packet that read the generation word before the last flip
 	// may still read this half; the updates of the outer arrays above each
 	// wait for an RCU grace period (the kernel synchronizes after every
 	// update of an array of maps), and every XDP program runs inside an RCU
 	// read-side section, so no such packet is left once they return.
 	if err := e.fillPorts(gen, t); err != nil {
+		return err
+	}
+	if err := e.fillBloom(gen, t); err != nil {
 		return err
 	}
 	// The flip: the program's generation word, the generation and whether
@@ -449,6 +454,19 @@ func (e *Engine) fillPorts(gen uint32, t *tables) error {
 	}
 	if _, err := e.mem.WriteAt(buf, e.portsAt+int64(gen)*int64(len(buf))); err != nil {
 		return fmt.Errorf("xdp: fill ports of generation %d: %w", gen, err)
+	}
+	return nil
+}
+
+// fillBloom writes generation gen's half of the Bloom filter over the keys
+// in the memory-mapped globals.
+func (e *Engine) fillBloom(gen uint32, t *tables) error {
+	buf := make([]byte, 0, bloomWords*8)
+	for _, w := range t.bloom() {
+		buf = binary.NativeEndian.AppendUint64(buf, w)
+	}
+	if _, err := e.mem.WriteAt(buf, e.bloomAt+int64(gen)*int64(len(buf))); err != nil {
+		return fmt.Errorf("xdp: fill the Bloom filter of generation %d: %w", gen, err)
 	}
 	return nil
 }

@@ -48,6 +48,7 @@ const (
 	scrubMapVerdicts  = "verdicts"
 	scrubProgScrub    = "scrub"
 	scrubVarActive    = "active"
+	scrubVarBloom     = "bloom"
 	scrubVarMode      = "mode"
 	scrubVarPorts     = "ports"
 	scrubVarTrace     = "trace"
@@ -116,6 +117,7 @@ type scrubMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type scrubVariableSpecs struct {
 	Active *ebpf.VariableSpec `ebpf:"active"`
+	Bloom  *ebpf.VariableSpec `ebpf:"bloom"`
 	Mode   *ebpf.VariableSpec `ebpf:"mode"`
 	Ports  *ebpf.VariableSpec `ebpf:"ports"`
 	Trace  *ebpf.VariableSpec `ebpf:"trace"`
@@ -167,6 +169,7 @@ func (m *scrubMaps) Close() error {
 // It can be passed to loadScrubObjects or ebpf.CollectionSpec.LoadAndAssign.
 type scrubVariables struct {
 	Active *ebpf.Variable `ebpf:"active"`
+	Bloom  *ebpf.Variable `ebpf:"bloom"`
 	Mode   *ebpf.Variable `ebpf:"mode"`
 	Ports  *ebpf.Variable `ebpf:"ports"`
 	Trace  *ebpf.Variable `ebpf:"trace"`
