@@ -87,6 +87,14 @@ struct tuple {
 	__u8 dst[16];
 } __attribute__((aligned(8)));
 
+/* MID_WORD(i) is mask id i at tuple.mid (byte 6) of the tuple's first word
+ * as loaded on this byte order. */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define MID_WORD(i) ((__u64)(__u8)(i) << 48)
+#else
+#define MID_WORD(i) ((__u64)(__u8)(i) << 8)
+#endif
+
 struct mask {
 	struct tuple m;
 	__u32 best_rank;
@@ -593,12 +601,14 @@ static __always_inline int mask_step(struct walk *w, __u32 i)
 	}
 	struct tuple t;
 	__u64 *tw = (__u64 *)&t, *mw = (__u64 *)&m->m, *pk = (__u64 *)&p->t;
-	tw[0] = pk[0] & mw[0];
+	/* The mask id goes into word 0 in a register: a byte store into t
+	 * followed by the word load of bloom_idx would stall on store
+	 * forwarding. The mask's own mid byte is 0. */
+	tw[0] = (pk[0] & mw[0]) | MID_WORD(i);
 	tw[1] = pk[1] & mw[1];
 	tw[2] = pk[2] & mw[2];
 	tw[3] = pk[3] & mw[3];
 	tw[4] = pk[4] & mw[4];
-	t.mid = i;
 	__u32 b = bloom_idx(tw);
 	if (!((bloom[(w->gen << (BLOOM_LOG2 - 6) | b >> 6) & (2 * BLOOM_WORDS - 1)] >> (b & 63)) & 1))
 		return 0; /* no key of this mask can equal the packet's */
