@@ -89,7 +89,10 @@
 // The program needs Linux 5.17 or later (bpf_loop; 5.18 inlines it), with
 // BPF_F_INNER_MAP (5.10), memory-mapped arrays (5.5) and batch map
 // operations. With a PinPath, the globals are pinned by hand as "globals"
-// (bpffs refuses the dot of ".bss") and taken over with the other maps.
+// (bpffs refuses the dot of ".bss") and taken over with the other maps, and
+// each interface's link is pinned as link-<ifindex>-<native|generic>; one
+// Engine serves any number of interfaces with one rule set and one set of
+// counters.
 // Pinned maps of an older scrubd version are not compatible with this layout
 // (the port heads moved from the "ports" map into the globals and rule_stats
 // values grew to 32 bytes, by action, on 2026-11-30): New refuses them with

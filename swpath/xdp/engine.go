@@ -74,7 +74,6 @@ type Engine struct {
 	mu       sync.Mutex
 	opts     Options
 	prog     *ebpf.Program
-	cfg      *ebpf.Map // the Go side's record of the attach mode, pinned
 	globals  *ebpf.Map // the program's .bss: generation word and port heads
 	mem      *ebpf.Memory
 	activeAt int64        // offset of the generation word in mem
@@ -84,9 +83,8 @@ type Engine struct {
 	stats    *ebpf.Map
 	verdicts *ebpf.Map
 	txPort   *ebpf.Map
-	slotMap  *ebpf.Map // pinned rule id -> counter slot, Go side only
-	link     link.Link
-	attached AttachMode
+	slotMap  *ebpf.Map          // pinned rule id -> counter slot, Go side only
+	links    map[int]attachment // by ifindex
 
 	active   uint32 // generation in force
 	set      *rule.Set
@@ -114,15 +112,9 @@ const activeFast = 2
 // names with dots, so it is pinned by hand, not by name).
 const globalsPin = "globals"
 
-// cfg slot 2 (unused by the program) remembers the attach mode.
-const (
-	cfgAttach     = 2
-	attachGeneric = 1
-)
-
 const idLen = 64 // rule.ValidID allows 64 characters
 
-var mapNames = []string{"cfg", "masks", "keys", "ents", "rule_stats", "verdicts", "tx_port"}
+var mapNames = []string{"masks", "keys", "ents", "rule_stats", "verdicts", "tx_port"}
 
 // New loads the program and its maps. With Options.PinPath set, maps already
 // pinned there are reused (with their counters and the rule set in force),
@@ -184,13 +176,13 @@ func New(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		opts: opts, prog: coll.Programs["scrub"], cfg: coll.Maps["cfg"], globals: coll.Maps[".bss"],
+		opts: opts, prog: coll.Programs["scrub"], globals: coll.Maps[".bss"],
 		activeAt: int64(spec.Variables["active"].Offset), portsAt: int64(spec.Variables["ports"].Offset),
 		bloomAt:  int64(spec.Variables["bloom"].Offset),
 		outer:    [3]*ebpf.Map{coll.Maps["masks"], coll.Maps["keys"], coll.Maps["ents"]},
 		stats:    coll.Maps["rule_stats"],
 		verdicts: coll.Maps["verdicts"], txPort: coll.Maps["tx_port"],
-		slots: map[string]uint32{}, ncpu: ncpu,
+		slots: map[string]uint32{}, ncpu: ncpu, links: map[int]attachment{},
 	}
 	// The collection's objects are now owned by e.
 	delete(coll.Programs, "scrub")
@@ -702,32 +694,38 @@ func (e *Engine) Verdicts() ([numVerdicts]Counter, error) {
 
 // Attach attaches the program to ifindex in native mode, or, when native is
 // refused and allowGeneric is set, in generic mode; the mode used is
-// returned. With a pinned link from an earlier agent the program is swapped
-// into that link instead, so filtering never stops. The link is pinned
-// under PinPath when set.
+// returned. One Engine may be attached to several interfaces: they share the
+// rule set and the counters. With a link pinned for ifindex by an earlier
+// agent the program is swapped into that link instead, so filtering never
+// stops. Links are pinned under PinPath when set, one per interface, named
+// for the interface index and the mode ("link-7-native").
 func (e *Engine) Attach(ifindex int, allowGeneric bool) (AttachMode, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.link != nil {
-		return e.attached, fmt.Errorf("xdp: already attached")
+	if a, ok := e.links[ifindex]; ok {
+		return a.mode, fmt.Errorf("xdp: already attached to ifindex %d (%s)", ifindex, a.mode)
 	}
 	if e.opts.Trace {
 		return "", errors.New("xdp: a traced engine cannot be attached")
 	}
 	if e.opts.PinPath != "" {
-		lp := e.linkPin()
-		if l, err := link.LoadPinnedLink(lp, nil); err == nil {
+		for _, mode := range []AttachMode{Native, Generic} {
+			lp := e.linkPin(ifindex, mode)
+			l, err := link.LoadPinnedLink(lp, nil)
+			if err != nil {
+				continue
+			}
 			if err := l.Update(e.prog); err != nil {
+				if !errors.Is(err, unix.ENOLINK) {
+					l.Close()
+					return "", fmt.Errorf("xdp: update pinned link %s: %w", lp, err)
+				}
+				// The interface of that link is gone: attach afresh.
+				l.Unpin()
 				l.Close()
-				return "", fmt.Errorf("xdp: update pinned link %s: %w", lp, err)
+				continue
 			}
-			e.link = l
-			mode := Native
-			var g uint32
-			if err := e.cfg.Lookup(uint32(cfgAttach), &g); err == nil && g == attachGeneric {
-				mode = Generic
-			}
-			e.attached = mode
+			e.links[ifindex] = attachment{l, mode}
 			return mode, nil
 		}
 	}
@@ -745,44 +743,46 @@ func (e *Engine) Attach(ifindex int, allowGeneric bool) (AttachMode, error) {
 		mode = Generic
 	}
 	if e.opts.PinPath != "" {
-		if err := l.Pin(e.linkPin()); err != nil {
+		if err := l.Pin(e.linkPin(ifindex, mode)); err != nil {
 			l.Close()
 			return "", fmt.Errorf("xdp: pin link: %w", err)
 		}
-		g := uint32(0)
-		if mode == Generic {
-			g = attachGeneric
-		}
-		// Remembered for the next agent (bpffs holds no plain files).
-		if err := e.cfg.Put(uint32(cfgAttach), g); err != nil {
-			l.Close()
-			return "", fmt.Errorf("xdp: %w", err)
-		}
 	}
-	e.link, e.attached = l, mode
+	e.links[ifindex] = attachment{l, mode}
 	return mode, nil
 }
 
-func (e *Engine) linkPin() string { return filepath.Join(e.opts.PinPath, "link") }
+// attachment is one interface's link.
+type attachment struct {
+	l    link.Link
+	mode AttachMode
+}
 
-// Detach removes the program from the interface (and its pinned link).
+// linkPin is where the link of ifindex in mode is pinned: the name says the
+// mode to the next agent (bpffs holds no plain files).
+func (e *Engine) linkPin(ifindex int, mode AttachMode) string {
+	return filepath.Join(e.opts.PinPath, fmt.Sprintf("link-%d-%s", ifindex, mode))
+}
+
+// Detach removes the program from every interface it is attached to (and
+// their pinned links).
 func (e *Engine) Detach() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.link == nil {
-		return nil
-	}
-	if e.opts.PinPath != "" {
-		if err := e.link.Unpin(); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("xdp: unpin link: %w", err)
+	var errs []error
+	for ifindex, a := range e.links {
+		if e.opts.PinPath != "" {
+			if err := a.l.Unpin(); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("xdp: unpin link of ifindex %d: %w", ifindex, err))
+				continue // stays attached and known: a later Detach retries
+			}
 		}
+		if err := a.l.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("xdp: detach from ifindex %d: %w", ifindex, err))
+		}
+		delete(e.links, ifindex)
 	}
-	err := e.link.Close()
-	e.link = nil
-	if err != nil {
-		return fmt.Errorf("xdp: detach: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Unpin removes every pinned object of e (the program stays attached only
@@ -802,8 +802,8 @@ func (e *Engine) Unpin() error {
 			errs = append(errs, err)
 		}
 	}
-	if e.link != nil {
-		if err := e.link.Unpin(); err != nil && !errors.Is(err, os.ErrNotExist) {
+	for _, a := range e.links {
+		if err := a.l.Unpin(); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
@@ -811,7 +811,7 @@ func (e *Engine) Unpin() error {
 }
 
 func (e *Engine) maps() []*ebpf.Map {
-	return []*ebpf.Map{e.cfg, e.outer[0], e.outer[1], e.outer[2], e.globals, e.stats, e.verdicts, e.txPort, e.slotMap}
+	return []*ebpf.Map{e.outer[0], e.outer[1], e.outer[2], e.globals, e.stats, e.verdicts, e.txPort, e.slotMap}
 }
 
 // Close releases e's file descriptors. A pinned link keeps the program
@@ -821,9 +821,9 @@ func (e *Engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var errs []error
-	if e.link != nil {
-		errs = append(errs, e.link.Close())
-		e.link = nil
+	for ifindex, a := range e.links {
+		errs = append(errs, a.l.Close())
+		delete(e.links, ifindex)
 	}
 	for _, m := range e.maps() {
 		if m != nil {

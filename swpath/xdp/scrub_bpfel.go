@@ -39,7 +39,6 @@ type scrubRctr struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	scrubMapCfg       = "cfg"
 	scrubMapEnts      = "ents"
 	scrubMapKeys      = "keys"
 	scrubMapMasks     = "masks"
@@ -103,7 +102,6 @@ type scrubProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type scrubMapSpecs struct {
-	Cfg       *ebpf.MapSpec `ebpf:"cfg"`
 	Ents      *ebpf.MapSpec `ebpf:"ents"`
 	Keys      *ebpf.MapSpec `ebpf:"keys"`
 	Masks     *ebpf.MapSpec `ebpf:"masks"`
@@ -143,7 +141,6 @@ func (o *scrubObjects) Close() error {
 //
 // It can be passed to loadScrubObjects or ebpf.CollectionSpec.LoadAndAssign.
 type scrubMaps struct {
-	Cfg       *ebpf.Map `ebpf:"cfg"`
 	Ents      *ebpf.Map `ebpf:"ents"`
 	Keys      *ebpf.Map `ebpf:"keys"`
 	Masks     *ebpf.Map `ebpf:"masks"`
@@ -154,7 +151,6 @@ type scrubMaps struct {
 
 func (m *scrubMaps) Close() error {
 	return _ScrubClose(
-		m.Cfg,
 		m.Ents,
 		m.Keys,
 		m.Masks,

@@ -4,10 +4,12 @@ package xdp
 
 import (
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -436,5 +438,160 @@ func TestRedirectFailureCounted(t *testing.T) {
 	}
 	if v[Passed].Packets != 3 || v[Dropped].Packets != 2 {
 		t.Fatalf("verdicts %+v, want 3 passed, 2 dropped", v)
+	}
+}
+
+// TestAttachTwoInterfaces: one Engine on two interfaces (vb and vc, fed
+// from va and vd) enforces the same rules and counters on both; pinned, each
+// interface has its own link, and a restarted agent takes both over.
+func TestAttachTwoInterfaces(t *testing.T) {
+	l := newLab(t)
+	pin := bpffs(t)
+	s1, _, raw := swapSets(t)
+	opts := Options{PinPath: pin}
+	needBPF(t)
+	var e1, e2 *Engine
+	var err error
+	l.in(t, l.fdB, func() { e1, err = New(opts) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e1.Close()
+	if err := e1.Replace(s1); err != nil {
+		t.Fatal(err)
+	}
+	for _, ifi := range []int{l.vb, l.vc} {
+		var mode AttachMode
+		l.in(t, l.fdB, func() { mode, err = e1.Attach(ifi, false) })
+		if err != nil || mode != Native {
+			t.Fatalf("attach ifindex %d: %s, %v", ifi, mode, err)
+		}
+	}
+	l.in(t, l.fdB, func() { _, err = e1.Attach(l.vb, false) })
+	if err == nil {
+		t.Fatal("a second attach to the same interface succeeded")
+	}
+	gen := newLiveGen(t)
+	const repeat = 50
+	// raw[0] matches rule "both" (drop); send it through each interface.
+	send := func(e *Engine, from int, frame []byte) {
+		t.Helper()
+		before := verdictSum(t, e)
+		l.in(t, l.fdA, func() { err = gen.send(from, frame, repeat) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "frames through the interface", func() bool { return verdictSum(t, e) >= before+repeat })
+	}
+	send(e1, l.va, tagged(raw[0], 0, l.vbMAC))
+	l.in(t, l.fdB, func() {
+		ifc, err := net.InterfaceByIndex(l.vc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		send(e1, l.vd, tagged(raw[0], 0, ifc.HardwareAddr))
+	})
+	c, err := e1.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c[s1.Index("both")].Packets; got != 2*repeat {
+		t.Fatalf("rule both counted %d, want %d (both interfaces)", got, 2*repeat)
+	}
+	// The agent dies; the next one takes both links over.
+	e1.Close()
+	l.in(t, l.fdB, func() { e2, err = New(opts) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	for _, ifi := range []int{l.vb, l.vc} {
+		var mode AttachMode
+		l.in(t, l.fdB, func() { mode, err = e2.Attach(ifi, false) })
+		if err != nil || mode != Native {
+			t.Fatalf("take over ifindex %d: %s, %v", ifi, mode, err)
+		}
+	}
+	var links []string
+	ents, _ := os.ReadDir(pin)
+	for _, d := range ents {
+		if strings.HasPrefix(d.Name(), "link-") {
+			links = append(links, d.Name())
+		}
+	}
+	want := []string{"link-" + itoa(l.vb) + "-native", "link-" + itoa(l.vc) + "-native"}
+	slices.Sort(links)
+	slices.Sort(want)
+	if !slices.Equal(links, want) {
+		t.Fatalf("pinned links %v, want %v", links, want)
+	}
+	if err := e2.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e2.Unpin(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dev := range []string{"sxvb", "sxvc"} {
+		out, err := exec.Command("ip", "-n", l.nsB, "link", "show", "dev", dev+itoa(os.Getpid()%100000)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if strings.Contains(string(out), "xdp") {
+			t.Fatalf("program still attached after Detach: %s", out)
+		}
+	}
+	if ents, _ := os.ReadDir(pin); len(ents) != 0 {
+		t.Fatalf("pins left after Unpin: %v", ents)
+	}
+}
+
+// TestStaleLinkPinReplaced: a link pinned for an interface that was deleted
+// since (the kernel detached it) is not reused for a new interface that got
+// the same index: the agent attaches afresh and pins the new link there.
+func TestStaleLinkPinReplaced(t *testing.T) {
+	l := newLab(t)
+	pin := bpffs(t)
+	const idx = 4242
+	mk := func() {
+		sh(t, "ip", "-n", l.nsB, "link", "add", "sxstale", "index", itoa(idx), "type", "veth", "peer", "name", "sxstalep")
+		sh(t, "ip", "-n", l.nsB, "link", "set", "sxstale", "up")
+		sh(t, "ip", "-n", l.nsB, "link", "set", "sxstalep", "up")
+	}
+	mk()
+	var e1, e2 *Engine
+	var err error
+	l.in(t, l.fdB, func() { e1, err = New(Options{PinPath: pin}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.in(t, l.fdB, func() { _, err = e1.Attach(idx, false) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1.Close() // the pinned link keeps the program attached
+	sh(t, "ip", "-n", l.nsB, "link", "del", "sxstale")
+	mk()
+	l.in(t, l.fdB, func() { e2, err = New(Options{PinPath: pin}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	var mode AttachMode
+	l.in(t, l.fdB, func() { mode, err = e2.Attach(idx, false) })
+	if err != nil || mode != Native {
+		t.Fatalf("attach over a stale pinned link: %s, %v", mode, err)
+	}
+	out, err := exec.Command("ip", "-n", l.nsB, "link", "show", "dev", "sxstale").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "prog/xdp") {
+		t.Fatalf("no program on the new interface: %v\n%s", err, out)
+	}
+	if err := e2.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e2.Unpin(); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(pin); len(ents) != 0 {
+		t.Fatalf("pins left after Unpin: %v", ents)
 	}
 }

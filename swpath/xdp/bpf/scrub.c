@@ -169,15 +169,6 @@ struct pkt {
 	__u8 l4, has_ports, has_icmp, tcp_flags, itype, icode, frag, dscp;
 };
 
-/* cfg is the Go side's record, pinned for the next agent; the program does
- * not read it. Slot 2: the attach mode. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 4);
-	__type(key, __u32);
-	__type(value, __u32);
-} cfg SEC(".maps");
-
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
 	__uint(max_entries, 2);
