@@ -151,6 +151,10 @@ type Software struct {
 	// polls the queue) or "device" (the NIC's node, as VPP does; kept for
 	// comparison). Seed 003 measured 2.5x in favour of the worker's node.
 	BufferNode string `yaml:"buffer_node"`
+	// XDPPinPath is the bpffs directory where the xdp engine pins its maps
+	// and links, so that a restarted agent takes them over without a gap
+	// in filtering.
+	XDPPinPath string `yaml:"xdp_pin_path"`
 }
 
 // Cycles is software.cycles_per_packet: a positive number of cycles, or 0
@@ -220,7 +224,7 @@ func Defaults() Config {
 		Metrics:  Metrics{Listen: "127.0.0.1:9477", MaxRuleSeries: 500},
 		FlowSpec: FlowSpec{ListenPort: 179, OnSessionDown: "hold", HoldTime: 5 * time.Minute, Priority: 500},
 		Offload:  Offload{Backend: "none"},
-		Software: Software{Engine: "go", Workers: 1},
+		Software: Software{Engine: "go", Workers: 1, XDPPinPath: "/sys/fs/bpf/scrubd"},
 		Place: Placement{Interval: time.Second, HighWater: 0.8, LowWater: 0.5,
 			MinDwell: 30 * time.Second, MaxMovesPerRound: 8},
 		Shutdown: ShutdownCfg{Timeout: 10 * time.Second},
@@ -521,6 +525,14 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 	case "", "worker", "device":
 	default:
 		bad("software.buffer_node", sw.BufferNode, "must be worker or device")
+	}
+	if sw.Engine == "xdp" {
+		switch {
+		case !filepath.IsAbs(sw.XDPPinPath) || filepath.Clean(sw.XDPPinPath) != sw.XDPPinPath:
+			bad("software.xdp_pin_path", sw.XDPPinPath, "must be a clean absolute path (a directory on a bpffs)")
+		case strings.Contains(filepath.Base(sw.XDPPinPath), "."):
+			bad("software.xdp_pin_path", sw.XDPPinPath, "the directory's name must not contain a dot: bpffs refuses such names")
+		}
 	}
 	for i, name := range sw.Interfaces {
 		if msg := ifaceNameProblem(name); msg != "" {

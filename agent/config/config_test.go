@@ -78,6 +78,8 @@ func TestRefused(t *testing.T) {
 		{"software: {engine: dv, interfaces: [p0], forward_to: a/b}\n", `software.forward_to "a/b": not an interface name`},
 		{"software: {engine: dv, interfaces: [p0], forward_to: pf0hpf-much-too-long}\n", `longer than 15 bytes`},
 		{"software: {engine: dv, interfaces: [p0], buffer_node: remote}\n", `software.buffer_node "remote": must be worker or device`},
+		{"software: {engine: xdp, interfaces: [p0], xdp_pin_path: bpf/scrubd}\n", `software.xdp_pin_path "bpf/scrubd": must be a clean absolute path`},
+		{"software: {engine: xdp, interfaces: [p0], xdp_pin_path: /sys/fs/bpf/scrubd.v2}\n", `software.xdp_pin_path "/sys/fs/bpf/scrubd.v2": the directory's name must not contain a dot`},
 		{"software: {engine: dv, interfaces: ['p 0']}\n", `software.interfaces[0] "p 0": not an interface name`},
 	} {
 		_, err := Parse("x", []byte(tc.yaml), true)

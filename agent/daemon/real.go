@@ -26,7 +26,6 @@ const (
 	hwChain        = 0
 	hwPrioV4       = 10
 	hwPrioV6       = 11
-	xdpPinPath     = "/sys/fs/bpf/scrubd"
 	defaultEntries = 0 // unknown: the device's ENOSPC decides
 )
 
@@ -79,7 +78,7 @@ func RealPaths(ctx context.Context, cfg *config.Config) (Paths, error) {
 	}
 	switch cfg.Software.Engine {
 	case "xdp":
-		e, err := xdp.New(xdp.Options{Mode: xdp.Host, PinPath: xdpPinPath})
+		e, err := xdp.New(xdp.Options{Mode: xdp.Host, PinPath: cfg.Software.XDPPinPath})
 		if err != nil {
 			p.Close()
 			return p, fmt.Errorf("software.engine xdp: %w", err)
