@@ -141,8 +141,8 @@ type Software struct {
 	// calibration of the software path at start, then the engine's live
 	// counters; or a fixed figure the capacity model keeps.
 	CyclesPerPacket Cycles `yaml:"cycles_per_packet"`
-	// ForwardTo is the interface the Direct Verbs engine forwards passed
-	// frames to (inline scrubbing: the uplink's peer, e.g. pf0hpf on a
+	// ForwardTo is the interface the Direct Verbs or XDP engine forwards
+	// passed frames to (inline scrubbing: the uplink's peer, e.g. pf0hpf on a
 	// BlueField); empty is host mode: passed frames are counted and not
 	// forwarded.
 	ForwardTo string `yaml:"forward_to"`
@@ -509,8 +509,11 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 		bad("software.cycles_per_packet", fmt.Sprint(float64(sw.CyclesPerPacket)), "must be auto or a positive number")
 	}
 	if sw.ForwardTo != "" {
-		if sw.Engine != "dv" {
-			bad("software.forward_to", sw.ForwardTo, "only the dv engine forwards (engine is %s)", sw.Engine)
+		switch {
+		case sw.Engine != "dv" && sw.Engine != "xdp":
+			bad("software.forward_to", sw.ForwardTo, "only the dv and xdp engines forward (engine is %s)", sw.Engine)
+		case sw.Engine == "xdp" && len(sw.Interfaces) > 1:
+			bad("software.forward_to", sw.ForwardTo, "the xdp engine forwards from one interface; software.interfaces has %d", len(sw.Interfaces))
 		}
 		if msg := ifaceNameProblem(sw.ForwardTo); msg != "" {
 			bad("software.forward_to", sw.ForwardTo, "not an interface name: %s", msg)

@@ -78,7 +78,18 @@ func RealPaths(ctx context.Context, cfg *config.Config) (Paths, error) {
 	}
 	switch cfg.Software.Engine {
 	case "xdp":
-		e, err := xdp.New(xdp.Options{Mode: xdp.Host, PinPath: cfg.Software.XDPPinPath})
+		opts := xdp.Options{Mode: xdp.Host, PinPath: cfg.Software.XDPPinPath}
+		if to := cfg.Software.ForwardTo; to != "" {
+			// Inline: what passes goes out of forward_to (XDP_REDIRECT
+			// through a devmap).
+			ifi, err := net.InterfaceByName(to)
+			if err != nil {
+				p.Close()
+				return p, fmt.Errorf("software.forward_to %q: %w", to, err)
+			}
+			opts.Mode, opts.Peer = xdp.Inline, ifi.Index
+		}
+		e, err := xdp.New(opts)
 		if err != nil {
 			p.Close()
 			return p, fmt.Errorf("software.engine xdp: %w", err)
@@ -173,7 +184,11 @@ func (x *xdpSW) Stats() dataplane.SWStats {
 		}
 	}
 	if v, err := x.e.Verdicts(); err == nil {
-		out.Workers = []dataplane.WorkerStats{xdpWorkerStats(v[:])}
+		w := xdpWorkerStats(v[:])
+		if rf, err := x.e.RedirectFailures(); err == nil {
+			w.Unforwarded = rf.Packets
+		}
+		out.Workers = []dataplane.WorkerStats{w}
 	}
 	return out
 }

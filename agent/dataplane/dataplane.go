@@ -127,12 +127,16 @@ type HW interface {
 
 // WorkerStats are one software worker's cumulative counters.
 type WorkerStats struct {
-	Worker        int
-	RxPackets     uint64
-	RxBytes       uint64
-	Dropped       uint64
-	Passed        uint64
-	OutOfBuffer   uint64
+	Worker      int
+	RxPackets   uint64
+	RxBytes     uint64
+	Dropped     uint64
+	Passed      uint64
+	OutOfBuffer uint64
+	// Unforwarded counts passed packets an inline engine could not send
+	// on (dv: the send queue was full; xdp: no peer in the devmap, so the
+	// frame went to the local stack instead).
+	Unforwarded   uint64
 	Cycles        uint64 // cycles spent processing
 	PoolFree      int    // buffers free in the worker's pool
 	PoolSize      int
@@ -157,6 +161,7 @@ func (s *SWStats) Totals() WorkerStats {
 		t.Dropped += w.Dropped
 		t.Passed += w.Passed
 		t.OutOfBuffer += w.OutOfBuffer
+		t.Unforwarded += w.Unforwarded
 		t.Cycles += w.Cycles
 		t.PoolFree += w.PoolFree
 		t.PoolSize += w.PoolSize

@@ -53,7 +53,7 @@ type Collector struct {
 	pathRate, pathFrame                                 *prometheus.Desc
 	swCPP, swCap, swLoad, swHeadroom, swMeasured        *prometheus.Desc
 	hwResyncs                                           *prometheus.Desc
-	wRx, wRxBytes, wDrop, wPass, wOOB, wCycles          *prometheus.Desc
+	wRx, wRxBytes, wDrop, wPass, wOOB, wUnfwd, wCycles  *prometheus.Desc
 	poolFree, poolSize, poolFail                        *prometheus.Desc
 	hwUsed, hwFree, hwMax, maskUsed, maskFree, hwUp     *prometheus.Desc
 	hwFail, nic, moves, rules, info                     *prometheus.Desc
@@ -88,6 +88,7 @@ func New(src Sources, maxRuleSeries int) *Collector {
 		wDrop:            d("sw_worker_dropped_packets_total", "Packets a software worker dropped.", "worker"),
 		wPass:            d("sw_worker_passed_packets_total", "Packets a software worker passed on.", "worker"),
 		wOOB:             d("sw_worker_out_of_buffer_total", "Packets lost because the worker's receive ring had no buffer posted.", "worker"),
+		wUnfwd:           d("sw_worker_unforwarded_packets_total", "Passed packets an inline software path could not send on (send queue full, or no peer to redirect to).", "worker"),
 		wCycles:          d("sw_worker_cycles_total", "CPU cycles a software worker spent processing packets.", "worker"),
 		poolFree:         d("sw_pool_free_buffers", "Free buffers in a worker's pool.", "worker", "node"),
 		poolSize:         d("sw_pool_buffers", "Buffers in a worker's pool.", "worker", "node"),
@@ -112,7 +113,7 @@ func New(src Sources, maxRuleSeries int) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ruleDroppedPkts, c.ruleDroppedBytes, c.ruleAcceptedPkts, c.rulePlacement,
 		c.ruleMoves, c.ruleRate, c.pathRate, c.pathFrame, c.swCPP, c.swCap, c.swLoad, c.swHeadroom, c.wRx, c.wRxBytes,
-		c.wDrop, c.wPass, c.wOOB, c.wCycles, c.poolFree, c.poolSize, c.poolFail, c.hwUsed, c.hwFree, c.hwMax,
+		c.wDrop, c.wPass, c.wOOB, c.wUnfwd, c.wCycles, c.poolFree, c.poolSize, c.poolFail, c.hwUsed, c.hwFree, c.hwMax,
 		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.swMeasured, c.hwResyncs} {
 		ch <- d
 	}
@@ -247,6 +248,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.wDrop, prometheus.CounterValue, float64(w.Dropped), ws)
 		ch <- prometheus.MustNewConstMetric(c.wPass, prometheus.CounterValue, float64(w.Passed), ws)
 		ch <- prometheus.MustNewConstMetric(c.wOOB, prometheus.CounterValue, float64(w.OutOfBuffer), ws)
+		ch <- prometheus.MustNewConstMetric(c.wUnfwd, prometheus.CounterValue, float64(w.Unforwarded), ws)
 		ch <- prometheus.MustNewConstMetric(c.wCycles, prometheus.CounterValue, float64(w.Cycles), ws)
 		ch <- prometheus.MustNewConstMetric(c.poolFree, prometheus.GaugeValue, float64(w.PoolFree), ws, ns)
 		ch <- prometheus.MustNewConstMetric(c.poolSize, prometheus.GaugeValue, float64(w.PoolSize), ws, ns)

@@ -248,3 +248,149 @@ func TestAgentXDPOnVeth(t *testing.T) {
 		t.Fatalf("dns-flood after the restart: %d packets, want 150 (100 + 50 dropped while no agent ran)", n)
 	}
 }
+
+// addForward adds a second veth pair, c (in B) to d (in A), for inline
+// mode: the engine on b redirects what passes to c, and it arrives on d
+// (with GRO on, a veth takes redirected frames without a program of its own).
+func (p *netnsPair) addForward(t *testing.T) (c, d string) {
+	t.Helper()
+	id := fmt.Sprint(os.Getpid() % 100000)
+	c, d = "sgc"+id, "sgd"+id
+	run(t, "ip", "link", "add", c, "netns", p.b, "type", "veth", "peer", "name", d, "netns", p.a)
+	run(t, "ip", "-n", p.b, "link", "set", c, "up")
+	run(t, "ip", "-n", p.a, "link", "set", d, "up")
+	run(t, "ip", "netns", "exec", p.a, "ethtool", "-K", d, "gro", "on")
+	return c, d
+}
+
+// udpCounter counts the IPv4 UDP frames to one port that arrive on an
+// interface of namespace fd, from a raw packet socket.
+type udpCounter struct{ fd int }
+
+func newUDPCounter(t *testing.T, nsfd int, ifname string) *udpCounter {
+	t.Helper()
+	var u udpCounter
+	inNetns(t, nsfd, func() {
+		ifc, err := net.InterfaceByName(ifname)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := int(binary.BigEndian.Uint16([]byte{0, 3})) // htons(ETH_P_ALL) on any host
+		all = int(uint16(all)<<8 | uint16(all)>>8)
+		if u.fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, all); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Bind(u.fd, &unix.SockaddrLinklayer{Protocol: uint16(all), Ifindex: ifc.Index}); err != nil {
+			t.Fatal(err)
+		}
+		tv := unix.Timeval{Usec: 200000}
+		if err := unix.SetsockoptTimeval(u.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Cleanup(func() { unix.Close(u.fd) })
+	return &u
+}
+
+// count reads until the socket has been quiet for its timeout and returns
+// how many frames to dport arrived.
+func (u *udpCounter) count(dport uint16) int {
+	n := 0
+	buf := make([]byte, 2048)
+	for {
+		m, _, err := unix.Recvfrom(u.fd, buf, 0)
+		if err != nil {
+			return n
+		}
+		f := buf[:m]
+		if m >= 38 && binary.BigEndian.Uint16(f[12:]) == 0x0800 && f[23] == 17 && binary.BigEndian.Uint16(f[36:]) == dport {
+			n++
+		}
+	}
+}
+
+// TestAgentXDPInline: with software.forward_to, what the XDP engine passes
+// goes out of that interface (XDP_REDIRECT) and arrives on its peer, what it
+// drops does not; once the target is gone, passed frames go to the stack and
+// are counted as unforwarded.
+func TestAgentXDPInline(t *testing.T) {
+	needRootNetns(t)
+	p := newNetnsPair(t)
+	c, d := p.addForward(t)
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(rules, []byte(`rules:
+- {id: dns-flood, action: drop, match: {proto: udp, dst_port: 53}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pin := "/sys/fs/bpf/scrubd-e2e-inline-" + fmt.Sprint(os.Getpid())
+	t.Cleanup(func() { os.RemoveAll(pin) })
+	cfg := config.Defaults()
+	cfg.StateDir = dir
+	cfg.API.Socket = filepath.Join(dir, "api.sock")
+	cfg.Metrics.Listen = "127.0.0.1:0"
+	cfg.Rules.Files = []string{rules}
+	cfg.Rules.Poll = 50 * time.Millisecond
+	cfg.Place.Interval = 50 * time.Millisecond
+	cfg.Software = config.Software{Engine: "xdp", Interfaces: []string{p.ifB}, ForwardTo: c, Workers: 1,
+		CyclesPerPacket: 297, XDPPinPath: pin}
+	if err := cfg.Validate("test", true); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan *daemon.Daemon, 1)
+	go func() {
+		done <- daemon.Run(ctx, &cfg, daemon.Options{
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Paths: func(ctx context.Context, c *config.Config) (ps daemon.Paths, err error) {
+				inNetns(t, p.fdB, func() { ps, err = daemon.RealPaths(ctx, c) })
+				return ps, err
+			},
+			Ready: func(d *daemon.Daemon) { ready <- d },
+		})
+	}()
+	var dm *daemon.Daemon
+	select {
+	case dm = <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("daemon: %v", err)
+	}
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	waitFor(t, "dns-flood placed", func() bool {
+		for _, r := range dm.Placer.View().Rules {
+			if r.ID == "dns-flood" && r.Path == placement.SW {
+				return true
+			}
+		}
+		return false
+	})
+	far := newUDPCounter(t, p.fdA, d)
+	p.sendUDP(t, 53, 40)
+	p.sendUDP(t, 54, 60)
+	if got := far.count(54); got != 60 {
+		t.Fatalf("%d frames to port 54 arrived on %s, want the 60 passed", got, d)
+	}
+	if got := far.count(53); got != 0 {
+		t.Fatalf("%d frames of the drop rule arrived on %s", got, d)
+	}
+	waitFor(t, "the engine's counts", func() bool { return dm.Placer.View().SW.Totals().RxPackets >= 100 })
+	if tot := dm.Placer.View().SW.Totals(); tot.Dropped != 40 || tot.Passed != 60 || tot.Unforwarded != 0 {
+		t.Fatalf("engine totals %+v: want 40 dropped, 60 passed, 0 unforwarded", tot)
+	}
+	// The forwarding target goes away: passed frames go to the stack and
+	// are counted.
+	run(t, "ip", "-n", p.b, "link", "del", c)
+	p.sendUDP(t, 54, 25)
+	waitFor(t, "unforwarded frames counted", func() bool { return dm.Placer.View().SW.Totals().Unforwarded >= 25 })
+	if tot := dm.Placer.View().SW.Totals(); tot.Unforwarded != 25 || tot.Passed != 85 {
+		t.Fatalf("engine totals %+v: want 25 unforwarded of 85 passed", tot)
+	}
+}
