@@ -509,11 +509,8 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 		bad("software.cycles_per_packet", fmt.Sprint(float64(sw.CyclesPerPacket)), "must be auto or a positive number")
 	}
 	if sw.ForwardTo != "" {
-		switch {
-		case sw.Engine != "dv" && sw.Engine != "xdp":
+		if sw.Engine != "dv" && sw.Engine != "xdp" {
 			bad("software.forward_to", sw.ForwardTo, "only the dv and xdp engines forward (engine is %s)", sw.Engine)
-		case sw.Engine == "xdp" && len(sw.Interfaces) > 1:
-			bad("software.forward_to", sw.ForwardTo, "the xdp engine forwards from one interface; software.interfaces has %d", len(sw.Interfaces))
 		}
 		if msg := ifaceNameProblem(sw.ForwardTo); msg != "" {
 			bad("software.forward_to", sw.ForwardTo, "not an interface name: %s", msg)

@@ -74,7 +74,6 @@ func TestRefused(t *testing.T) {
 		{"software: {cycles_per_packet: -3}\n", `software.cycles_per_packet "-3"`},
 		{"software: {cycles_per_packet: .nan}\n", `software.cycles_per_packet "NaN"`},
 		{"software: {engine: go, forward_to: eth1}\n", `software.forward_to "eth1": only the dv and xdp engines forward`},
-		{"software: {engine: xdp, interfaces: [eth0, eth2], forward_to: eth1}\n", `software.forward_to "eth1": the xdp engine forwards from one interface`},
 		{"software: {engine: dv, interfaces: [p0], forward_to: p0}\n", `software.forward_to "p0": is also in software.interfaces`},
 		{"software: {engine: dv, interfaces: [p0], forward_to: a/b}\n", `software.forward_to "a/b": not an interface name`},
 		{"software: {engine: dv, interfaces: [p0], forward_to: pf0hpf-much-too-long}\n", `longer than 15 bytes`},

@@ -118,19 +118,25 @@ func inNetns(t *testing.T, fd int, f func()) {
 // raw packet socket created in namespace A.
 func (p *netnsPair) sendUDP(t *testing.T, dport uint16, n int) {
 	t.Helper()
+	p.sendUDPVia(t, p.ifA, p.macB, dport, n)
+}
+
+// sendUDPVia sends them out of interface ifname of namespace A to dst.
+func (p *netnsPair) sendUDPVia(t *testing.T, ifname string, dst net.HardwareAddr, dport uint16, n int) {
+	t.Helper()
 	inNetns(t, p.fdA, func() {
 		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer unix.Close(fd)
-		ifc, err := net.InterfaceByName(p.ifA)
+		ifc, err := net.InterfaceByName(ifname)
 		if err != nil {
 			t.Fatal(err)
 		}
 		f := make([]byte, 60)
-		copy(f[0:], p.macB)
-		copy(f[6:], p.macA)
+		copy(f[0:], dst)
+		copy(f[6:], ifc.HardwareAddr)
 		binary.BigEndian.PutUint16(f[12:], 0x0800)
 		ip := f[14:34]
 		ip[0], ip[8], ip[9] = 0x45, 64, 17
@@ -310,13 +316,27 @@ func (u *udpCounter) count(dport uint16) int {
 }
 
 // TestAgentXDPInline: with software.forward_to, what the XDP engine passes
-// goes out of that interface (XDP_REDIRECT) and arrives on its peer, what it
-// drops does not; once the target is gone, passed frames go to the stack and
-// are counted as unforwarded.
+// on either of two interfaces goes out of that one interface (XDP_REDIRECT)
+// and arrives on its peer, what it drops does not; once the target is gone,
+// passed frames go to the stack and are counted as unforwarded.
 func TestAgentXDPInline(t *testing.T) {
 	needRootNetns(t)
 	p := newNetnsPair(t)
 	c, d := p.addForward(t)
+	// A second ingress interface, e (in A) to f (in B).
+	id := fmt.Sprint(os.Getpid() % 100000)
+	e, f := "sge"+id, "sgf"+id
+	run(t, "ip", "link", "add", e, "netns", p.a, "type", "veth", "peer", "name", f, "netns", p.b)
+	run(t, "ip", "-n", p.a, "link", "set", e, "up")
+	run(t, "ip", "-n", p.b, "link", "set", f, "up")
+	var fMAC net.HardwareAddr
+	inNetns(t, p.fdB, func() {
+		ifc, err := net.InterfaceByName(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fMAC = ifc.HardwareAddr
+	})
 	dir := t.TempDir()
 	rules := filepath.Join(dir, "rules.yaml")
 	if err := os.WriteFile(rules, []byte(`rules:
@@ -333,7 +353,7 @@ func TestAgentXDPInline(t *testing.T) {
 	cfg.Rules.Files = []string{rules}
 	cfg.Rules.Poll = 50 * time.Millisecond
 	cfg.Place.Interval = 50 * time.Millisecond
-	cfg.Software = config.Software{Engine: "xdp", Interfaces: []string{p.ifB}, ForwardTo: c, Workers: 1,
+	cfg.Software = config.Software{Engine: "xdp", Interfaces: []string{p.ifB, f}, ForwardTo: c, Workers: 1,
 		CyclesPerPacket: 297, XDPPinPath: pin}
 	if err := cfg.Validate("test", true); err != nil {
 		t.Fatal(err)
@@ -374,9 +394,10 @@ func TestAgentXDPInline(t *testing.T) {
 	})
 	far := newUDPCounter(t, p.fdA, d)
 	p.sendUDP(t, 53, 40)
-	p.sendUDP(t, 54, 60)
+	p.sendUDP(t, 54, 40)
+	p.sendUDPVia(t, e, fMAC, 54, 20)
 	if got := far.count(54); got != 60 {
-		t.Fatalf("%d frames to port 54 arrived on %s, want the 60 passed", got, d)
+		t.Fatalf("%d frames to port 54 arrived on %s, want the 60 passed (40 + 20 from the second interface)", got, d)
 	}
 	if got := far.count(53); got != 0 {
 		t.Fatalf("%d frames of the drop rule arrived on %s", got, d)
