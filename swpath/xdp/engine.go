@@ -361,11 +361,12 @@ func (e *Engine) Replace(s *rule.Set) error {
 		}
 	}
 	// The port heads and the Bloom filter are rewritten in place, in the
-	// inactive halves of their arrays. A packet that read the generation word before the last flip
-	// may still read this half; the updates of the outer arrays above each
-	// wait for an RCU grace period (the kernel synchronizes after every
-	// update of an array of maps), and every XDP program runs inside an RCU
-	// read-side section, so no such packet is left once they return.
+	// inactive halves of their arrays. A packet that read the generation
+	// word before the last flip may still read these halves; the updates of
+	// the outer arrays above each wait for an RCU grace period (the kernel
+	// synchronizes after every update of an array of maps), and every XDP
+	// program runs inside an RCU read-side section, so no such packet is
+	// left once they return.
 	if err := e.fillPorts(gen, t); err != nil {
 		return err
 	}
@@ -464,8 +465,8 @@ func (e *Engine) fillBloom(gen uint32, t *tables) error {
 }
 
 // loadPinnedGlobals returns the globals map pinned under dir, or nil when
-// there is none. Tables pinned without it are of an older layout, whose
-// generation and port heads it cannot take over: an error.
+// there is none. Tables pinned by an older layout, whose generation and port
+// heads it cannot take over, are an error.
 func loadPinnedGlobals(dir string) (*ebpf.Map, error) {
 	p := filepath.Join(dir, globalsPin)
 	m, err := ebpf.LoadPinnedMap(p, nil)
@@ -475,8 +476,12 @@ func loadPinnedGlobals(dir string) (*ebpf.Map, error) {
 	case !errors.Is(err, os.ErrNotExist):
 		return nil, fmt.Errorf("xdp: load pinned %s: %w", p, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "masks")); err == nil {
-		return nil, fmt.Errorf("xdp: maps pinned under %s have no %s (an older scrubd's layout): unpin them or use another pin path", dir, globalsPin)
+	// Maps only older layouts pinned: "ports" (the port heads, before they
+	// became globals) and "cfg" (the generation word and attach mode).
+	for _, old := range []string{"ports", "cfg"} {
+		if _, err := os.Stat(filepath.Join(dir, old)); err == nil {
+			return nil, fmt.Errorf("xdp: maps pinned under %s are an older scrubd's layout (%s, no %s): unpin them or use another pin path", dir, old, globalsPin)
+		}
 	}
 	return nil, nil
 }

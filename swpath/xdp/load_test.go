@@ -89,7 +89,7 @@ func TestOlderPinsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer old.Close()
-	if err := old.Pin(filepath.Join(dir, "masks")); err != nil {
+	if err := old.Pin(filepath.Join(dir, "ports")); err != nil {
 		t.Fatal(err)
 	}
 	e, err := New(Options{PinPath: dir})
@@ -100,7 +100,7 @@ func TestOlderPinsRefused(t *testing.T) {
 	if !strings.Contains(err.Error(), "older") || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("error does not name the cause and the path: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "masks")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "ports")); err != nil {
 		t.Fatalf("the old pin was touched: %v", err)
 	}
 }
