@@ -51,6 +51,9 @@ type Paths struct {
 	// deleted: OVS restarting); the placer then re-reads the table and
 	// reinstalls what is missing.
 	Watch func(ctx context.Context, lost func(reason string)) error
+	// Run, if set, runs until ctx ends: the dataplane's own background
+	// work (the XDP engine's cost sampling).
+	Run func(ctx context.Context, log *slog.Logger) error
 }
 
 // Options are what the caller provides besides the config.
@@ -189,7 +192,7 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	cpp, live := float64(cfg.Software.CyclesPerPacket), cfg.Software.CyclesPerPacket.Auto()
 	switch {
 	case live && cfg.Software.Engine == "xdp":
-		log.Warn("software.cycles_per_packet auto: the XDP engine reports no cycles and the calibration measures the Direct Verbs engine; the capacity model is off until software.cycles_per_packet is set")
+		log.Info("software.cycles_per_packet auto: the XDP engine's cost is sampled from the program's run time on live traffic; the capacity model has no figure until traffic flows")
 	case live && cfg.Software.Engine != "none":
 		cal := opt.Calibrate
 		if cal == nil {
@@ -228,6 +231,9 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	ptick, pstop := ticker(cfg.Place.Interval)
 	defer pstop()
 	g.Go(func() error { return placer.Run(gctx, st, ptick) })
+	if paths.Run != nil {
+		g.Go(func() error { return paths.Run(gctx, log.With("component", "dataplane")) })
+	}
 
 	// Rule files.
 	if d.Files != nil {

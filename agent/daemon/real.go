@@ -16,6 +16,7 @@ import (
 	"github.com/scrubd/scrubd/offload/compile"
 	"github.com/scrubd/scrubd/offload/flowerbackend"
 	"github.com/scrubd/scrubd/offload/tcflower"
+	"github.com/scrubd/scrubd/swpath/barrier"
 	"github.com/scrubd/scrubd/swpath/rule"
 	"github.com/scrubd/scrubd/swpath/xdp"
 )
@@ -106,7 +107,13 @@ func RealPaths(ctx context.Context, cfg *config.Config) (Paths, error) {
 				return p, fmt.Errorf("software.interfaces %q: %w", name, err)
 			}
 		}
-		p.SW = &xdpSW{e: e, workers: cfg.Software.Workers, hz: cfg.Software.GHz * 1e9}
+		x := &xdpSW{e: e, workers: cfg.Software.Workers, hz: cfg.Software.GHz * 1e9}
+		hz := x.hz
+		if hz <= 0 {
+			hz = float64(barrier.CycleHz()) // published, though capacity needs software.ghz
+		}
+		x.cost = &xdpCost{e: e, hz: hz}
+		p.SW, p.Run = x, x.cost.run
 	case "dv":
 		sw, closeSW, err := dvEngine(ctx, cfg)
 		if err != nil {
@@ -167,6 +174,7 @@ type xdpSW struct {
 	e       *xdp.Engine
 	workers int
 	hz      float64
+	cost    *xdpCost // nil: no sampling
 }
 
 func (x *xdpSW) Name() string                 { return "xdp" }
@@ -189,6 +197,9 @@ func (x *xdpSW) Stats() dataplane.SWStats {
 			w.Unforwarded = rf.Packets
 		}
 		out.Workers = []dataplane.WorkerStats{w}
+	}
+	if x.cost != nil {
+		out.EstCyclesPerPacket = x.cost.cyclesPerPacket()
 	}
 	return out
 }

@@ -616,6 +616,13 @@ func (p *Placer) Tick(ctx context.Context) {
 			}
 		}
 	}
+	if cur.Cycles == 0 && sw.EstCyclesPerPacket > 0 {
+		// An engine without cycle counters: its estimate stands in.
+		p.measured = sw.EstCyclesPerPacket
+		if p.cfg.LiveCycles || p.cpp <= 0 {
+			p.cpp = p.measured
+		}
+	}
 	p.lastSW = sw
 	if !first && p.hw != nil && p.hwUp {
 		p.regime(ctx, now)

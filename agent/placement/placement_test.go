@@ -259,6 +259,37 @@ func TestLiveCycles(t *testing.T) {
 	}
 }
 
+// An engine without cycle counters (xdp) reports an estimate, which stands
+// in for measured cycles the same way.
+func TestEstimatedCycles(t *testing.T) {
+	for _, tc := range []struct {
+		live     bool
+		cfgCPP   float64
+		wantCPP  float64
+		wantMeas float64
+	}{{false, 100, 100, 40}, {true, 100, 40, 40}, {true, 0, 40, 40}} {
+		w := newWorld(t, 2)
+		c := cfg()
+		c.LiveCycles, c.CyclesPerPacket = tc.live, tc.cfgCPP
+		p := New(c, w.hw, w.sw, quiet(), w.now)
+		r := drop("r", "203.0.113.0/24")
+		w.want(r)
+		p.Apply(context.Background(), snap(1, r))
+		p.Tick(context.Background())
+		w.clock = w.clock.Add(time.Second)
+		w.sw.stats.Workers = []dataplane.WorkerStats{{RxPackets: 1000}}
+		w.sw.stats.EstCyclesPerPacket = 40
+		p.Tick(context.Background())
+		v := p.View()
+		if v.CyclesPerPacket != tc.wantCPP || v.MeasuredCyclesPerPacket != tc.wantMeas {
+			t.Errorf("live %v cfg %v: cycles %v measured %v, want %v and %v", tc.live, tc.cfgCPP, v.CyclesPerPacket, v.MeasuredCyclesPerPacket, tc.wantCPP, tc.wantMeas)
+		}
+		if want := 1e9 / tc.wantCPP; v.SWCapacityPPS != want {
+			t.Errorf("live %v: capacity %v, want %v", tc.live, v.SWCapacityPPS, want)
+		}
+	}
+}
+
 func TestBackstop(t *testing.T) {
 	w := newWorld(t, 2)
 	c := cfg()

@@ -4,7 +4,13 @@ package xdp
 
 import (
 	"errors"
+	"os"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/scrubd/scrubd/swpath/packet"
 	"github.com/scrubd/scrubd/swpath/rule"
@@ -84,4 +90,48 @@ func TestDecideMatchesPacketParse(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRunStats: with BPF run-time statistics on, the program's runs are
+// counted one per frame and take time; with them off, nothing moves.
+func TestRunStats(t *testing.T) {
+	e := newEngine(t, Options{})
+	if err := e.Replace(benchRules(5)); err != nil {
+		t.Fatal(err)
+	}
+	mac := []byte{2, 0, 0, 0, 0, 1}
+	frame := benchFrame(mac, mac, 10004)
+	run := func(n int) {
+		for i := 0; i < n; i++ {
+			if _, err := e.Run(frame); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	on, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		t.Fatalf("enable BPF statistics: %v", err)
+	}
+	t0, n0, err := e.RunStats()
+	if err != nil {
+		on.Close()
+		t.Fatal(err)
+	}
+	run(500)
+	t1, n1, err := e.RunStats()
+	on.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n1-n0 != 500 || t1 <= t0 {
+		t.Fatalf("with statistics on: %d runs in %v, want 500 runs and some time", n1-n0, t1-t0)
+	}
+	if b, _ := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled"); strings.TrimSpace(string(b)) == "0" {
+		run(100)
+		_, n2, err := e.RunStats()
+		if err != nil || n2 != n1 {
+			t.Fatalf("with statistics off: %d runs counted (%v)", n2-n1, err)
+		}
+	}
+	t.Logf("%v per run", (t1-t0)/time.Duration(n1-n0))
 }

@@ -184,36 +184,7 @@ func TestAgentXDPOnVeth(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	startXDP := func() (*daemon.Daemon, func()) {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		ready := make(chan *daemon.Daemon, 1)
-		go func() {
-			done <- daemon.Run(ctx, &cfg, daemon.Options{
-				Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				// The real dataplane, built in namespace B, where the
-				// interface is (attaching resolves its index there).
-				Paths: func(ctx context.Context, c *config.Config) (ps daemon.Paths, err error) {
-					inNetns(t, p.fdB, func() { ps, err = daemon.RealPaths(ctx, c) })
-					return ps, err
-				},
-				Ready: func(d *daemon.Daemon) { ready <- d },
-			})
-		}()
-		select {
-		case d := <-ready:
-			return d, func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Fatal(err)
-				}
-			}
-		case err := <-done:
-			cancel()
-			t.Fatalf("daemon: %v", err)
-		}
-		return nil, nil
-	}
+	startXDP := func() (*daemon.Daemon, func()) { return startRealAgent(t, &cfg, p) }
 	swDrops := func(d *daemon.Daemon) (uint64, placement.Path) {
 		for _, r := range d.Placer.View().Rules {
 			if r.ID == "dns-flood" {
@@ -358,32 +329,8 @@ func TestAgentXDPInline(t *testing.T) {
 	if err := cfg.Validate("test", true); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	ready := make(chan *daemon.Daemon, 1)
-	go func() {
-		done <- daemon.Run(ctx, &cfg, daemon.Options{
-			Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Paths: func(ctx context.Context, c *config.Config) (ps daemon.Paths, err error) {
-				inNetns(t, p.fdB, func() { ps, err = daemon.RealPaths(ctx, c) })
-				return ps, err
-			},
-			Ready: func(d *daemon.Daemon) { ready <- d },
-		})
-	}()
-	var dm *daemon.Daemon
-	select {
-	case dm = <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("daemon: %v", err)
-	}
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	dm, stop := startRealAgent(t, &cfg, p)
+	defer stop()
 	waitFor(t, "dns-flood placed", func() bool {
 		for _, r := range dm.Placer.View().Rules {
 			if r.ID == "dns-flood" && r.Path == placement.SW {
@@ -413,5 +360,91 @@ func TestAgentXDPInline(t *testing.T) {
 	waitFor(t, "unforwarded frames counted", func() bool { return dm.Placer.View().SW.Totals().Unforwarded >= 25 })
 	if tot := dm.Placer.View().SW.Totals(); tot.Unforwarded != 25 || tot.Passed != 85 {
 		t.Fatalf("engine totals %+v: want 25 unforwarded of 85 passed", tot)
+	}
+}
+
+// startRealAgent runs the agent on cfg with the real dataplane built in
+// namespace B, and returns it once ready with its stop function.
+func startRealAgent(t *testing.T, cfg *config.Config, p *netnsPair) (*daemon.Daemon, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan *daemon.Daemon, 1)
+	go func() {
+		done <- daemon.Run(ctx, cfg, daemon.Options{
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			// The real dataplane, built in namespace B, where the
+			// interfaces are (attaching resolves their indexes there).
+			Paths: func(ctx context.Context, c *config.Config) (ps daemon.Paths, err error) {
+				inNetns(t, p.fdB, func() { ps, err = daemon.RealPaths(ctx, c) })
+				return ps, err
+			},
+			Ready: func(d *daemon.Daemon) { ready <- d },
+		})
+	}()
+	select {
+	case d := <-ready:
+		return d, func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
+	case err := <-done:
+		cancel()
+		t.Fatalf("daemon: %v", err)
+	}
+	return nil, nil
+}
+
+// TestAgentXDPCost: with software.cycles_per_packet auto, the agent samples
+// the XDP program's run time on live traffic (BPF run-time statistics) and
+// its capacity model takes that figure.
+func TestAgentXDPCost(t *testing.T) {
+	needRootNetns(t)
+	p := newNetnsPair(t)
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(rules, []byte(`rules:
+- {id: dns-flood, action: drop, match: {proto: udp, dst_port: 53}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pin := "/sys/fs/bpf/scrubd-e2e-cost-" + fmt.Sprint(os.Getpid())
+	t.Cleanup(func() { os.RemoveAll(pin) })
+	cfg := config.Defaults()
+	cfg.StateDir = dir
+	cfg.API.Socket = filepath.Join(dir, "api.sock")
+	cfg.Metrics.Listen = "127.0.0.1:0"
+	cfg.Rules.Files = []string{rules}
+	cfg.Place.Interval = 50 * time.Millisecond
+	cfg.Software = config.Software{Engine: "xdp", Interfaces: []string{p.ifB}, Workers: 2, GHz: 2, XDPPinPath: pin}
+	if err := cfg.Validate("test", true); err != nil {
+		t.Fatal(err)
+	}
+	d, stop := startRealAgent(t, &cfg, p)
+	defer stop()
+	if v := d.Placer.View(); v.CyclesPerPacket != 0 || v.SWCapacityPPS != 0 {
+		t.Fatalf("before any traffic: %v cycles per packet, capacity %v; want none", v.CyclesPerPacket, v.SWCapacityPPS)
+	}
+	// Traffic through the first sampling window (1 s after start, 1 s long).
+	deadline := time.Now().Add(20 * time.Second)
+	for d.Placer.View().MeasuredCyclesPerPacket == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no XDP cost sampled from live traffic")
+		}
+		p.sendUDP(t, 53, 200)
+		time.Sleep(10 * time.Millisecond)
+	}
+	v := d.Placer.View()
+	t.Logf("sampled %.0f cycles per packet at 2 GHz: capacity %.0f pps on 2 workers", v.MeasuredCyclesPerPacket, v.SWCapacityPPS)
+	// Between the program's own few ns and what a packet costs the whole
+	// receive path on this machine.
+	if v.MeasuredCyclesPerPacket < 2 || v.MeasuredCyclesPerPacket > 20000 {
+		t.Fatalf("sampled %v cycles per packet: not a plausible program cost", v.MeasuredCyclesPerPacket)
+	}
+	if v.CyclesPerPacket != v.MeasuredCyclesPerPacket || v.SWCapacityPPS != 2*2e9/v.CyclesPerPacket {
+		t.Fatalf("capacity model: %v cycles per packet, %v pps; want the sampled %v and 2 workers x 2 GHz over it",
+			v.CyclesPerPacket, v.SWCapacityPPS, v.MeasuredCyclesPerPacket)
 	}
 }
