@@ -4,8 +4,6 @@ package xdp
 
 import (
 	"errors"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -93,7 +91,8 @@ func TestDecideMatchesPacketParse(t *testing.T) {
 }
 
 // TestRunStats: with BPF run-time statistics on, the program's runs are
-// counted one per frame and take time; with them off, nothing moves.
+// counted one per frame and take time. (That they stay still while off is
+// not checked: another test process may hold them on meanwhile.)
 func TestRunStats(t *testing.T) {
 	e := newEngine(t, Options{})
 	if err := e.Replace(benchRules(5)); err != nil {
@@ -125,13 +124,6 @@ func TestRunStats(t *testing.T) {
 	}
 	if n1-n0 != 500 || t1 <= t0 {
 		t.Fatalf("with statistics on: %d runs in %v, want 500 runs and some time", n1-n0, t1-t0)
-	}
-	if b, _ := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled"); strings.TrimSpace(string(b)) == "0" {
-		run(100)
-		_, n2, err := e.RunStats()
-		if err != nil || n2 != n1 {
-			t.Fatalf("with statistics off: %d runs counted (%v)", n2-n1, err)
-		}
 	}
 	t.Logf("%v per run", (t1-t0)/time.Duration(n1-n0))
 }
