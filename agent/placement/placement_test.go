@@ -230,62 +230,46 @@ func TestNewAcceptDemotesOverlappingHWRule(t *testing.T) {
 
 // The engine's measured cycles per packet replace the configured figure
 // only with LiveCycles (or when no figure was configured); otherwise they
-// are published beside it.
+// are published beside it. An engine without cycle counters (xdp) reports
+// an estimate instead, which stands in the same way.
 func TestLiveCycles(t *testing.T) {
-	for _, tc := range []struct {
-		live     bool
-		cfgCPP   float64
-		wantCPP  float64
-		wantMeas float64
-	}{{false, 100, 100, 250}, {true, 100, 250, 250}, {false, 0, 250, 250}} {
-		w := newWorld(t, 2)
-		c := cfg()
-		c.LiveCycles, c.CyclesPerPacket = tc.live, tc.cfgCPP
-		p := New(c, w.hw, w.sw, quiet(), w.now)
-		r := drop("r", "203.0.113.0/24")
-		w.want(r)
-		p.Apply(context.Background(), snap(1, r))
-		p.Tick(context.Background())
-		w.clock = w.clock.Add(time.Second)
-		w.sw.stats.Workers = []dataplane.WorkerStats{{RxPackets: 1000, Cycles: 250_000}}
-		p.Tick(context.Background())
-		v := p.View()
-		if v.CyclesPerPacket != tc.wantCPP || v.MeasuredCyclesPerPacket != tc.wantMeas {
-			t.Errorf("live %v cfg %v: cycles %v measured %v, want %v and %v", tc.live, tc.cfgCPP, v.CyclesPerPacket, v.MeasuredCyclesPerPacket, tc.wantCPP, tc.wantMeas)
-		}
-		if want := 1e9 / tc.wantCPP; v.SWCapacityPPS != want {
-			t.Errorf("live %v: capacity %v, want %v", tc.live, v.SWCapacityPPS, want)
-		}
-	}
-}
-
-// An engine without cycle counters (xdp) reports an estimate, which stands
-// in for measured cycles the same way.
-func TestEstimatedCycles(t *testing.T) {
-	for _, tc := range []struct {
-		live     bool
-		cfgCPP   float64
-		wantCPP  float64
-		wantMeas float64
-	}{{false, 100, 100, 40}, {true, 100, 40, 40}, {true, 0, 40, 40}} {
-		w := newWorld(t, 2)
-		c := cfg()
-		c.LiveCycles, c.CyclesPerPacket = tc.live, tc.cfgCPP
-		p := New(c, w.hw, w.sw, quiet(), w.now)
-		r := drop("r", "203.0.113.0/24")
-		w.want(r)
-		p.Apply(context.Background(), snap(1, r))
-		p.Tick(context.Background())
-		w.clock = w.clock.Add(time.Second)
-		w.sw.stats.Workers = []dataplane.WorkerStats{{RxPackets: 1000}}
-		w.sw.stats.EstCyclesPerPacket = 40
-		p.Tick(context.Background())
-		v := p.View()
-		if v.CyclesPerPacket != tc.wantCPP || v.MeasuredCyclesPerPacket != tc.wantMeas {
-			t.Errorf("live %v cfg %v: cycles %v measured %v, want %v and %v", tc.live, tc.cfgCPP, v.CyclesPerPacket, v.MeasuredCyclesPerPacket, tc.wantCPP, tc.wantMeas)
-		}
-		if want := 1e9 / tc.wantCPP; v.SWCapacityPPS != want {
-			t.Errorf("live %v: capacity %v, want %v", tc.live, v.SWCapacityPPS, want)
+	for _, src := range []struct {
+		name    string
+		workers []dataplane.WorkerStats
+		est     float64
+		meas    float64
+	}{
+		{"counted", []dataplane.WorkerStats{{RxPackets: 1000, Cycles: 250_000}}, 0, 250},
+		{"estimated", []dataplane.WorkerStats{{RxPackets: 1000}}, 40, 40},
+	} {
+		for _, tc := range []struct {
+			live    bool
+			cfgCPP  float64
+			wantCPP float64 // 0: the measured figure
+		}{{false, 100, 100}, {true, 100, 0}, {false, 0, 0}} {
+			w := newWorld(t, 2)
+			c := cfg()
+			c.LiveCycles, c.CyclesPerPacket = tc.live, tc.cfgCPP
+			p := New(c, w.hw, w.sw, quiet(), w.now)
+			r := drop("r", "203.0.113.0/24")
+			w.want(r)
+			p.Apply(context.Background(), snap(1, r))
+			p.Tick(context.Background())
+			w.clock = w.clock.Add(time.Second)
+			w.sw.stats.Workers, w.sw.stats.EstCyclesPerPacket = src.workers, src.est
+			p.Tick(context.Background())
+			v := p.View()
+			want := tc.wantCPP
+			if want == 0 {
+				want = src.meas
+			}
+			if v.CyclesPerPacket != want || v.MeasuredCyclesPerPacket != src.meas {
+				t.Errorf("%s, live %v cfg %v: cycles %v measured %v, want %v and %v", src.name, tc.live, tc.cfgCPP,
+					v.CyclesPerPacket, v.MeasuredCyclesPerPacket, want, src.meas)
+			}
+			if cp := 1e9 / want; v.SWCapacityPPS != cp {
+				t.Errorf("%s, live %v: capacity %v, want %v", src.name, tc.live, v.SWCapacityPPS, cp)
+			}
 		}
 	}
 }

@@ -174,8 +174,9 @@ func tagged(b []byte, tag uint32, dst net.HardwareAddr) []byte {
 	return out
 }
 
-// farSide is an XDP program on vd counting frames by tag (per-CPU), then
-// dropping them: what the engine redirected in inline mode.
+// farSide counts frames by tag (per-CPU), then drops them: an XDP program
+// on vd (what inline mode redirected) or a tcx program on vb (what host mode
+// passed to the stack).
 type farSide struct {
 	counts *ebpf.Map
 	prog   *ebpf.Program
@@ -235,40 +236,36 @@ func tagCounter(t testing.TB, typ ebpf.ProgramType, counts *ebpf.Map) *ebpf.Prog
 	return prog
 }
 
-func newFarSide(t testing.TB, l *lab, ntags int) *farSide {
-	t.Helper()
-	counts, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(ntags)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prog := tagCounter(t, ebpf.XDP, counts)
-	fs := &farSide{counts: counts, prog: prog, ntags: ntags}
-	l.in(t, l.fdA, func() {
-		fs.link, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: l.vd, Flags: link.XDPDriverMode})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fs.link.Close(); prog.Close(); counts.Close() })
-	return fs
-}
+func newFarSide(t testing.TB, l *lab, ntags int) *farSide { return newTagSide(t, l, ntags, false) }
 
 // newStackSide counts by tag the frames the engine on vb passed to the
 // stack: a tcx ingress program on vb (Linux 6.6), which runs on the skb
 // built after XDP_PASS, then drops them.
-func newStackSide(t testing.TB, l *lab, ntags int) *farSide {
+func newStackSide(t testing.TB, l *lab, ntags int) *farSide { return newTagSide(t, l, ntags, true) }
+
+func newTagSide(t testing.TB, l *lab, ntags int, stack bool) *farSide {
 	t.Helper()
 	counts, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(ntags)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	prog := tagCounter(t, ebpf.SchedCLS, counts)
+	typ, ns := ebpf.XDP, l.fdA
+	if stack {
+		typ, ns = ebpf.SchedCLS, l.fdB
+	}
+	prog := tagCounter(t, typ, counts)
 	fs := &farSide{counts: counts, prog: prog, ntags: ntags}
-	l.in(t, l.fdB, func() {
-		fs.link, err = link.AttachTCX(link.TCXOptions{Program: prog, Attach: ebpf.AttachTCXIngress, Interface: l.vb})
+	l.in(t, ns, func() {
+		if stack {
+			fs.link, err = link.AttachTCX(link.TCXOptions{Program: prog, Attach: ebpf.AttachTCXIngress, Interface: l.vb})
+		} else {
+			fs.link, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: l.vd, Flags: link.XDPDriverMode})
+		}
 	})
 	if err != nil {
-		if errors.Is(err, ebpf.ErrNotSupported) && os.Getenv("CI") != "true" {
+		prog.Close()
+		counts.Close()
+		if stack && errors.Is(err, ebpf.ErrNotSupported) && os.Getenv("CI") != "true" {
 			t.Skipf("tcx (Linux 6.6) is needed to count what reaches the stack: %v", err)
 		}
 		t.Fatal(err)

@@ -313,6 +313,30 @@ func bpffs(t testing.TB) string {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
+// newEngineIn creates an Engine in namespace B, where the peer's index
+// resolves; the caller closes it.
+func newEngineIn(t testing.TB, l *lab, opts Options) *Engine {
+	t.Helper()
+	needBPF(t)
+	var e *Engine
+	var err error
+	l.in(t, l.fdB, func() { e, err = New(opts) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// xdpOn reports whether dev (a name in namespace B) has an XDP program.
+func xdpOn(t testing.TB, l *lab, dev string) bool {
+	t.Helper()
+	out, err := exec.Command("ip", "-n", l.nsB, "link", "show", "dev", dev).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return strings.Contains(string(out), "prog/xdp")
+}
+
 // TestPinnedRestart: an agent pins its link and maps and dies; traffic keeps
 // being filtered by the pinned program; a new agent takes the pins over,
 // swaps its own program into the link and replaces the rules, and no frame
@@ -329,10 +353,7 @@ func TestPinnedRestart(t *testing.T) {
 	needBPF(t)
 	var e1, e2 *Engine
 	var err error
-	l.in(t, l.fdB, func() { e1, err = New(opts) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	e1 = newEngineIn(t, l, opts)
 	if err := e1.Replace(s1); err != nil {
 		t.Fatal(err)
 	}
@@ -383,12 +404,8 @@ func TestPinnedRestart(t *testing.T) {
 	if err := e2.Unpin(); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("ip", "-n", l.nsB, "link", "show", "dev", "sxvb"+itoa(os.Getpid()%100000)).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if strings.Contains(string(out), "xdp") {
-		t.Fatalf("program still attached after Detach: %s", out)
+	if xdpOn(t, l, "sxvb"+itoa(os.Getpid()%100000)) {
+		t.Fatal("program still attached after Detach")
 	}
 	ents, _ := os.ReadDir(pin)
 	if len(ents) != 0 {
@@ -452,10 +469,7 @@ func TestAttachTwoInterfaces(t *testing.T) {
 	needBPF(t)
 	var e1, e2 *Engine
 	var err error
-	l.in(t, l.fdB, func() { e1, err = New(opts) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	e1 = newEngineIn(t, l, opts)
 	defer e1.Close()
 	if err := e1.Replace(s1); err != nil {
 		t.Fatal(err)
@@ -500,10 +514,7 @@ func TestAttachTwoInterfaces(t *testing.T) {
 	}
 	// The agent dies; the next one takes both links over.
 	e1.Close()
-	l.in(t, l.fdB, func() { e2, err = New(opts) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	e2 = newEngineIn(t, l, opts)
 	defer e2.Close()
 	for _, ifi := range []int{l.vb, l.vc} {
 		var mode AttachMode
@@ -532,12 +543,8 @@ func TestAttachTwoInterfaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dev := range []string{"sxvb", "sxvc"} {
-		out, err := exec.Command("ip", "-n", l.nsB, "link", "show", "dev", dev+itoa(os.Getpid()%100000)).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
-		if strings.Contains(string(out), "xdp") {
-			t.Fatalf("program still attached after Detach: %s", out)
+		if xdpOn(t, l, dev+itoa(os.Getpid()%100000)) {
+			t.Fatalf("program still attached to %s after Detach", dev)
 		}
 	}
 	if ents, _ := os.ReadDir(pin); len(ents) != 0 {
@@ -560,10 +567,7 @@ func TestStaleLinkPinReplaced(t *testing.T) {
 	mk()
 	var e1, e2 *Engine
 	var err error
-	l.in(t, l.fdB, func() { e1, err = New(Options{PinPath: pin}) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	e1 = newEngineIn(t, l, Options{PinPath: pin})
 	l.in(t, l.fdB, func() { _, err = e1.Attach(idx, false) })
 	if err != nil {
 		t.Fatal(err)
@@ -571,19 +575,15 @@ func TestStaleLinkPinReplaced(t *testing.T) {
 	e1.Close() // the pinned link keeps the program attached
 	sh(t, "ip", "-n", l.nsB, "link", "del", "sxstale")
 	mk()
-	l.in(t, l.fdB, func() { e2, err = New(Options{PinPath: pin}) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	e2 = newEngineIn(t, l, Options{PinPath: pin})
 	defer e2.Close()
 	var mode AttachMode
 	l.in(t, l.fdB, func() { mode, err = e2.Attach(idx, false) })
 	if err != nil || mode != Native {
 		t.Fatalf("attach over a stale pinned link: %s, %v", mode, err)
 	}
-	out, err := exec.Command("ip", "-n", l.nsB, "link", "show", "dev", "sxstale").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "prog/xdp") {
-		t.Fatalf("no program on the new interface: %v\n%s", err, out)
+	if !xdpOn(t, l, "sxstale") {
+		t.Fatal("no program on the new interface")
 	}
 	if err := e2.Detach(); err != nil {
 		t.Fatal(err)

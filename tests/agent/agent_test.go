@@ -47,6 +47,31 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// testConfig is the defaults with a state directory of the test's own, the
+// API on a socket there, metrics on a free port, one rule file there holding
+// rules, quick polling and placement rounds, then set's changes; it must
+// validate.
+func testConfig(t *testing.T, rules string, set func(*config.Config)) config.Config {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(file, []byte(rules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Defaults()
+	cfg.StateDir = dir
+	cfg.API.Socket = filepath.Join(dir, "api.sock")
+	cfg.Metrics.Listen = "127.0.0.1:0"
+	cfg.Rules.Files = []string{file}
+	cfg.Rules.Poll = 50 * time.Millisecond
+	cfg.Place.Interval = 50 * time.Millisecond
+	set(&cfg)
+	if err := cfg.Validate("test", true); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 type agent struct {
 	d      *daemon.Daemon
 	cancel context.CancelFunc
@@ -134,27 +159,15 @@ func (p *peer) route(t *testing.T, nlri bgp.AddrPrefixInterface, withdraw bool) 
 }
 
 func TestAgentEndToEnd(t *testing.T) {
-	dir := t.TempDir()
-	rules := filepath.Join(dir, "rules.yaml")
-	if err := os.WriteFile(rules, []byte("rules:\n  - {id: file-a, action: drop, match: {dst: 203.0.113.0/24, proto: udp, src_port: \"53\"}}\n  - {id: file-len, action: drop, match: {dst: 198.51.100.0/24, length: \"0-100\"}}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	bgpPort := freePort(t)
-	cfg := config.Defaults()
-	cfg.StateDir = dir
-	cfg.API.Socket = filepath.Join(dir, "api.sock")
-	cfg.Metrics.Listen = "127.0.0.1:0"
-	cfg.Rules.Files = []string{rules}
-	cfg.Rules.Poll = 50 * time.Millisecond
-	cfg.Place.Interval = 50 * time.Millisecond
-	cfg.Place.MinDwell = 0
-	cfg.Software.CyclesPerPacket = 297
-	cfg.Protect = []config.Protect{{Prefix: "192.0.2.1/32", Note: "mgmt"}}
-	cfg.FlowSpec = config.FlowSpec{Enabled: true, ASN: 65010, RouterID: "192.0.2.10", ListenPort: int32(bgpPort), ListenAddress: "127.0.0.1",
-		Neighbors: []config.Neighbor{{Address: "127.0.0.2", ASN: 65000, Passive: true}}, OnSessionDown: "hold", HoldTime: time.Hour, Priority: 500}
-	if err := cfg.Validate("test", true); err != nil {
-		t.Fatal(err)
-	}
+	cfg := testConfig(t, "rules:\n  - {id: file-a, action: drop, match: {dst: 203.0.113.0/24, proto: udp, src_port: \"53\"}}\n  - {id: file-len, action: drop, match: {dst: 198.51.100.0/24, length: \"0-100\"}}\n", func(c *config.Config) {
+		c.Place.MinDwell = 0
+		c.Software.CyclesPerPacket = 297
+		c.Protect = []config.Protect{{Prefix: "192.0.2.1/32", Note: "mgmt"}}
+		c.FlowSpec = config.FlowSpec{Enabled: true, ASN: 65010, RouterID: "192.0.2.10", ListenPort: int32(bgpPort), ListenAddress: "127.0.0.1",
+			Neighbors: []config.Neighbor{{Address: "127.0.0.2", ASN: 65000, Passive: true}}, OnSessionDown: "hold", HoldTime: time.Hour, Priority: 500}
+	})
+	rules := cfg.Rules.Files[0]
 	n, err := sim.New(sim.Options{HWEntries: 50})
 	if err != nil {
 		t.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,23 +18,10 @@ import (
 
 func simConfig(t *testing.T, rules string) config.Config {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "rules.yaml")
-	if err := os.WriteFile(path, []byte(rules), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Defaults()
-	cfg.StateDir = dir
-	cfg.API.Socket = filepath.Join(dir, "api.sock")
-	cfg.Metrics.Listen = "127.0.0.1:0"
-	cfg.Rules.Files = []string{path}
-	cfg.Place.Interval = 50 * time.Millisecond
-	cfg.Place.MinDwell = 0
-	cfg.Software.CyclesPerPacket = 297
-	if err := cfg.Validate("test", true); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return testConfig(t, rules, func(c *config.Config) {
+		c.Place.MinDwell = 0
+		c.Software.CyclesPerPacket = 297
+	})
 }
 
 const twoHWRules = "rules:\n  - {id: r-dns, action: drop, match: {dst: 203.0.113.0/24, proto: udp, src_port: \"53\"}}\n" +

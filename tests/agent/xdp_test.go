@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -163,26 +162,11 @@ func (p *netnsPair) sendUDPVia(t *testing.T, ifname string, dst net.HardwareAddr
 func TestAgentXDPOnVeth(t *testing.T) {
 	needRootNetns(t)
 	p := newNetnsPair(t)
-	dir := t.TempDir()
-	rules := filepath.Join(dir, "rules.yaml")
-	if err := os.WriteFile(rules, []byte(`rules:
+	cfg := testConfig(t, `rules:
 - {id: dns-flood, action: drop, match: {proto: udp, dst_port: 53, dst: 203.0.113.0/24}}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pin := "/sys/fs/bpf/scrubd-e2e-" + fmt.Sprint(os.Getpid())
-	t.Cleanup(func() { os.RemoveAll(pin) })
-	cfg := config.Defaults()
-	cfg.StateDir = dir
-	cfg.API.Socket = filepath.Join(dir, "api.sock")
-	cfg.Metrics.Listen = "127.0.0.1:0"
-	cfg.Rules.Files = []string{rules}
-	cfg.Rules.Poll = 50 * time.Millisecond
-	cfg.Place.Interval = 50 * time.Millisecond
-	cfg.Software = config.Software{Engine: "xdp", Interfaces: []string{p.ifB}, Workers: 1, CyclesPerPacket: 297, XDPPinPath: pin}
-	if err := cfg.Validate("test", true); err != nil {
-		t.Fatal(err)
-	}
+`, func(c *config.Config) {
+		c.Software = config.Software{Engine: "xdp", Interfaces: []string{p.ifB}, Workers: 1, CyclesPerPacket: 297, XDPPinPath: xdpPin(t)}
+	})
 
 	startXDP := func() (*daemon.Daemon, func()) { return startRealAgent(t, &cfg, p) }
 	swDrops := func(d *daemon.Daemon) (uint64, placement.Path) {
@@ -308,27 +292,10 @@ func TestAgentXDPInline(t *testing.T) {
 		}
 		fMAC = ifc.HardwareAddr
 	})
-	dir := t.TempDir()
-	rules := filepath.Join(dir, "rules.yaml")
-	if err := os.WriteFile(rules, []byte(`rules:
-- {id: dns-flood, action: drop, match: {proto: udp, dst_port: 53}}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pin := "/sys/fs/bpf/scrubd-e2e-inline-" + fmt.Sprint(os.Getpid())
-	t.Cleanup(func() { os.RemoveAll(pin) })
-	cfg := config.Defaults()
-	cfg.StateDir = dir
-	cfg.API.Socket = filepath.Join(dir, "api.sock")
-	cfg.Metrics.Listen = "127.0.0.1:0"
-	cfg.Rules.Files = []string{rules}
-	cfg.Rules.Poll = 50 * time.Millisecond
-	cfg.Place.Interval = 50 * time.Millisecond
-	cfg.Software = config.Software{Engine: "xdp", Interfaces: []string{p.ifB, f}, ForwardTo: c, Workers: 1,
-		CyclesPerPacket: 297, XDPPinPath: pin}
-	if err := cfg.Validate("test", true); err != nil {
-		t.Fatal(err)
-	}
+	cfg := testConfig(t, dnsFlood, func(cf *config.Config) {
+		cf.Software = config.Software{Engine: "xdp", Interfaces: []string{p.ifB, f}, ForwardTo: c, Workers: 1,
+			CyclesPerPacket: 297, XDPPinPath: xdpPin(t)}
+	})
 	dm, stop := startRealAgent(t, &cfg, p)
 	defer stop()
 	waitFor(t, "dns-flood placed", func() bool {
@@ -403,25 +370,9 @@ func startRealAgent(t *testing.T, cfg *config.Config, p *netnsPair) (*daemon.Dae
 func TestAgentXDPCost(t *testing.T) {
 	needRootNetns(t)
 	p := newNetnsPair(t)
-	dir := t.TempDir()
-	rules := filepath.Join(dir, "rules.yaml")
-	if err := os.WriteFile(rules, []byte(`rules:
-- {id: dns-flood, action: drop, match: {proto: udp, dst_port: 53}}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pin := "/sys/fs/bpf/scrubd-e2e-cost-" + fmt.Sprint(os.Getpid())
-	t.Cleanup(func() { os.RemoveAll(pin) })
-	cfg := config.Defaults()
-	cfg.StateDir = dir
-	cfg.API.Socket = filepath.Join(dir, "api.sock")
-	cfg.Metrics.Listen = "127.0.0.1:0"
-	cfg.Rules.Files = []string{rules}
-	cfg.Place.Interval = 50 * time.Millisecond
-	cfg.Software = config.Software{Engine: "xdp", Interfaces: []string{p.ifB}, Workers: 2, GHz: 2, XDPPinPath: pin}
-	if err := cfg.Validate("test", true); err != nil {
-		t.Fatal(err)
-	}
+	cfg := testConfig(t, dnsFlood, func(c *config.Config) {
+		c.Software = config.Software{Engine: "xdp", Interfaces: []string{p.ifB}, Workers: 2, GHz: 2, XDPPinPath: xdpPin(t)}
+	})
 	d, stop := startRealAgent(t, &cfg, p)
 	defer stop()
 	if v := d.Placer.View(); v.CyclesPerPacket != 0 || v.SWCapacityPPS != 0 {
@@ -447,4 +398,15 @@ func TestAgentXDPCost(t *testing.T) {
 		t.Fatalf("capacity model: %v cycles per packet, %v pps; want the sampled %v and 2 workers x 2 GHz over it",
 			v.CyclesPerPacket, v.SWCapacityPPS, v.MeasuredCyclesPerPacket)
 	}
+}
+
+const dnsFlood = `rules:
+- {id: dns-flood, action: drop, match: {proto: udp, dst_port: 53}}
+`
+
+// xdpPin is a bpffs directory of the test's own, removed at its end.
+func xdpPin(t *testing.T) string {
+	pin := "/sys/fs/bpf/scrubd-e2e-" + t.Name() + "-" + fmt.Sprint(os.Getpid())
+	t.Cleanup(func() { os.RemoveAll(pin) })
+	return pin
 }
