@@ -41,6 +41,7 @@ import (
 	"github.com/osrg/gobgp/v3/pkg/server"
 
 	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/swpath/rule"
 )
 
 // Neighbor is one peer.
@@ -229,11 +230,12 @@ func (s *Speaker) path(p *api.Path) {
 		return
 	}
 	var comps []bgp.FlowSpecComponentInterface
+	var ruleFam rule.Family
 	switch n := nlri.(type) {
 	case *bgp.FlowSpecIPv4Unicast:
-		comps = n.Value
+		comps, ruleFam = n.Value, rule.IPv4
 	case *bgp.FlowSpecIPv6Unicast:
-		comps = n.Value
+		comps, ruleFam = n.Value, rule.IPv6
 	default:
 		return
 	}
@@ -270,7 +272,7 @@ func (s *Speaker) path(p *api.Path) {
 		refuse(rf)
 		return
 	}
-	r, rf := Translate(id, s.cfg.Priority, comps, s.cfg.Allowed)
+	r, rf := Translate(id, s.cfg.Priority, ruleFam, comps, s.cfg.Allowed)
 	if rf != nil {
 		refuse(rf)
 		return

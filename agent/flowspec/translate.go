@@ -246,9 +246,13 @@ func prefixOf(p bgp.AddrPrefixInterface) (netip.Prefix, error) {
 	return pf.Masked(), nil
 }
 
-// Translate turns a FlowSpec NLRI's components into a drop rule with the
-// given id and priority, or says why it cannot.
-func Translate(id string, priority uint32, comps []bgp.FlowSpecComponentInterface, allowed []netip.Prefix) (rule.Rule, *Refusal) {
+// Translate turns the components of a FlowSpec NLRI of family fam (IPv4 or
+// IPv6 FlowSpec) into a drop rule with the given id and priority, or says
+// why it cannot. The rule applies to fam's packets only, as RFC 8955 and
+// 8956 say: a route without prefix components gets the family's whole
+// address space as its destination (0.0.0.0/0, ::/0), so that "UDP port
+// 53" of an IPv4 route does not drop IPv6 DNS.
+func Translate(id string, priority uint32, fam rule.Family, comps []bgp.FlowSpecComponentInterface, allowed []netip.Prefix) (rule.Rule, *Refusal) {
 	r := rule.Rule{ID: id, Priority: priority, Action: rule.Drop}
 	m := &r.Match
 	for _, c := range comps {
@@ -289,6 +293,16 @@ func Translate(id string, priority uint32, comps []bgp.FlowSpecComponentInterfac
 			}
 		default:
 			return r, refuse(ReasonComponent, "component %s", c.String())
+		}
+	}
+	if got := m.Family(); got != rule.FamilyAny && got != fam {
+		return r, refuse(ReasonInvalid, "prefixes of the other address family in an IPv%d FlowSpec route", fam)
+	}
+	if !m.Src.IsValid() && !m.Dst.IsValid() {
+		if fam == rule.IPv6 {
+			m.Dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+		} else {
+			m.Dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
 		}
 	}
 	if len(allowed) > 0 {

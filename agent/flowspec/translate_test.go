@@ -69,19 +69,19 @@ func TestFlagsAndFragments(t *testing.T) {
 
 func TestTranslateAndRefusals(t *testing.T) {
 	dst := bgp.NewFlowSpecDestinationPrefix(bgp.NewIPAddrPrefix(24, "203.0.113.0"))
-	r, rf := Translate("x", 500, []bgp.FlowSpecComponentInterface{dst, num(bgp.FLOW_SPEC_TYPE_PKT_LEN, bgp.DEC_NUM_OP_LT, 100)}, nil)
+	r, rf := Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst, num(bgp.FLOW_SPEC_TYPE_PKT_LEN, bgp.DEC_NUM_OP_LT, 100)}, nil)
 	if rf != nil || r.Match.Length[0] != (rule.Range{Lo: 0, Hi: 99}) {
 		t.Fatalf("%v %+v", rf, r.Match)
 	}
 	// Ports with ICMP: the rule parser refuses it, so does Translate.
-	if _, rf := Translate("x", 500, []bgp.FlowSpecComponentInterface{dst, num(bgp.FLOW_SPEC_TYPE_IP_PROTO, bgp.DEC_NUM_OP_EQ, 1), num(bgp.FLOW_SPEC_TYPE_DST_PORT, bgp.DEC_NUM_OP_EQ, 80)}, nil); rf == nil || rf.Reason != ReasonInvalid {
+	if _, rf := Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst, num(bgp.FLOW_SPEC_TYPE_IP_PROTO, bgp.DEC_NUM_OP_EQ, 1), num(bgp.FLOW_SPEC_TYPE_DST_PORT, bgp.DEC_NUM_OP_EQ, 80)}, nil); rf == nil || rf.Reason != ReasonInvalid {
 		t.Fatalf("icmp+ports: %v", rf)
 	}
-	if _, rf := Translate("x", 500, []bgp.FlowSpecComponentInterface{dst, num(bgp.FLOW_SPEC_TYPE_LABEL, bgp.DEC_NUM_OP_EQ, 5)}, nil); rf == nil || rf.Reason != ReasonComponent {
+	if _, rf := Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst, num(bgp.FLOW_SPEC_TYPE_LABEL, bgp.DEC_NUM_OP_EQ, 5)}, nil); rf == nil || rf.Reason != ReasonComponent {
 		t.Fatalf("label: %v", rf)
 	}
 	allowed := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/22")}
-	if _, rf := Translate("x", 500, []bgp.FlowSpecComponentInterface{dst}, allowed); rf == nil || rf.Reason != ReasonDestination {
+	if _, rf := Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst}, allowed); rf == nil || rf.Reason != ReasonDestination {
 		t.Fatalf("allowed: %v", rf)
 	}
 	if rf := Action(nil); rf == nil || rf.Reason != ReasonNoAction {
@@ -94,5 +94,33 @@ func TestTranslateAndRefusals(t *testing.T) {
 	pk2 := &bgp.UnknownExtended{Type: 0x80, Value: []byte{0x0c, 0, 0, 0x44, 0x7a, 0, 0}}
 	if rf := Action([]bgp.PathAttributeInterface{bgp.NewPathAttributeExtendedCommunities([]bgp.ExtendedCommunityInterface{pk2})}); rf == nil {
 		t.Fatal("traffic-rate-packets 1000 accepted")
+	}
+}
+
+// A route of one family decides that family's packets only (RFC 8955,
+// 8956), prefixes or not.
+func TestTranslateFamily(t *testing.T) {
+	udp53 := []bgp.FlowSpecComponentInterface{num(bgp.FLOW_SPEC_TYPE_IP_PROTO, bgp.DEC_NUM_OP_EQ, 17), num(bgp.FLOW_SPEC_TYPE_PORT, bgp.DEC_NUM_OP_EQ, 53)}
+	v4 := rule.Fields{Family: rule.IPv4, Proto: 17, L4: true, SrcPort: 40000, DstPort: 53,
+		Src: rule.AddrFrom(netip.MustParseAddr("198.51.100.1")), Dst: rule.AddrFrom(netip.MustParseAddr("203.0.113.1"))}
+	v6 := rule.Fields{Family: rule.IPv6, Proto: 17, L4: true, SrcPort: 40000, DstPort: 53,
+		Src: rule.AddrFrom(netip.MustParseAddr("2001:db8::1")), Dst: rule.AddrFrom(netip.MustParseAddr("2001:db8::2"))}
+	for _, tc := range []struct {
+		fam        rule.Family
+		match, not *rule.Fields
+	}{{rule.IPv4, &v4, &v6}, {rule.IPv6, &v6, &v4}} {
+		r, rf := Translate("x", 500, tc.fam, udp53, nil)
+		if rf != nil {
+			t.Fatalf("IPv%d: %v", tc.fam, rf)
+		}
+		if !r.Match.Matches(tc.match) || r.Match.Matches(tc.not) {
+			t.Errorf("IPv%d route %s: matches its family %v, the other %v; want true, false", tc.fam, r.Match.String(),
+				r.Match.Matches(tc.match), r.Match.Matches(tc.not))
+		}
+	}
+	// An IPv6 route carrying an IPv4 prefix is malformed.
+	dst4 := bgp.NewFlowSpecDestinationPrefix(bgp.NewIPAddrPrefix(24, "203.0.113.0"))
+	if _, rf := Translate("x", 500, rule.IPv6, []bgp.FlowSpecComponentInterface{dst4}, nil); rf == nil || rf.Reason != ReasonInvalid {
+		t.Fatalf("IPv4 prefix in an IPv6 route: %v", rf)
 	}
 }

@@ -62,6 +62,9 @@ func TestCompileCases(t *testing.T) {
 		{"port-no-proto-mlx5", `{id: a, action: drop, match: {port: "80"}}`, mlx5Cfg(), ReasonUnsupportedKey, -1, nil},
 		{"port-no-proto-flower", `{id: a, action: drop, match: {port: "80"}}`, flowerCfg(), OK, 12, nil},
 		{"tcp-port", `{id: a, action: drop, match: {dst: 10.0.0.0/8, proto: tcp, port: "80"}}`, mlx5Cfg(), OK, 2, nil},
+		// A FlowSpec route without prefixes: the family's whole space.
+		{"zero-prefix-v4", `{id: a, action: drop, match: {dst: 0.0.0.0/0, proto: udp, port: "53"}}`, mlx5Cfg(), OK, 2, nil},
+		{"zero-prefix-v6", `{id: a, action: drop, match: {dst: "::/0", proto: udp, port: "53"}}`, mlx5Cfg(), OK, 2, nil},
 		{"length", `{id: a, action: drop, match: {proto: udp, length: "0-100"}}`, mlx5Cfg(), ReasonLength, -1, nil},
 		{"isfrag-mlx5", `{id: a, action: drop, match: {fragment: [is-fragment]}}`, mlx5Cfg(), ReasonFragment, -1, nil},
 		{"isfrag-flower", `{id: a, action: drop, match: {fragment: [is-fragment]}}`, flowerCfg(), OK, 2, nil},
