@@ -8,6 +8,9 @@
 //     rule model cannot hold (IPv6 flow label, prefix offsets, an OR of TCP
 //     flag terms) refuses that route alone: it is logged and counted by
 //     reason, the session stays up and no other rule is touched.
+//   - A route decides packets of its own address family only (RFC 8955,
+//     8956): one without prefix components gets the family's whole space
+//     (0.0.0.0/0 or ::/0) as its destination.
 //   - A withdraw removes the route's rule.
 //   - When a session goes down, the peer's rules are kept for HoldTime and
 //     then removed ("hold", the default), removed at once ("remove"), or
