@@ -251,7 +251,7 @@ __u32 active = 0;
 struct pent ports[2 * 65536];
 
 /* bloom is a Bloom filter (one hash function) over every key of the keys
- * hash, half per generation: BLOOM_BITS bits, index bloom_idx of the masked
+ * hash, half per generation: 2^BLOOM_LOG2 bits, index bloom_idx of the masked
  * tuple with its mask id. A mask whose bit is clear cannot hold the packet,
  * so its hash lookup is skipped: a few multiplies instead of a jhash of 40
  * bytes and a bucket walk for most masks of a walk. Written like ports. */
