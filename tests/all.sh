@@ -4,54 +4,57 @@
 # under which a test that would skip for a missing tool fails instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-step() { printf '\n=== %s (%s)\n' "$*" "$(date +%T)"; }
+. tests/deps.sh
+# step NAME TITLE: print the step's title, then check that the Debian packages
+# tests/deps.sh lists for NAME are installed (failing with their names if not).
+step() { printf '\n=== %s (%s)\n' "${*:2}" "$(date +%T)"; deps_require "$1"; }
 
 if [ "$(id -u)" = 0 ]; then
-  step "install test dependencies"
+  printf '\n=== install test dependencies (%s)\n' "$(date +%T)"
   bash tests/install-deps.sh
 fi
 
-step "gofmt"
+step none "gofmt"
 bad=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$bad" ]; then echo "not gofmt'd:"; echo "$bad"; exit 1; fi
 
-step "go vet (amd64, arm64, mlx5 tag)"
+step vet "go vet (amd64, arm64, mlx5 tag)"
 go vet ./...
 GOARCH=arm64 go vet ./...
 go vet -tags mlx5 ./...
 
-step "staticcheck"
+step none "staticcheck"
 go tool staticcheck ./...
 
-step "generated eBPF objects are current"
+step ebpf "generated eBPF objects are current"
 go generate ./swpath/xdp/
 git diff --exit-code -- swpath/xdp
 
-step "go test (amd64; root, namespaces, XDP, kernel lab under qemu)"
+step test "go test (amd64; root, namespaces, XDP, kernel lab under qemu)"
 go test -count=1 -timeout 40m ./...
 
-step "go test -race (concurrent packages)"
+step race "go test -race (concurrent packages)"
 go test -count=1 -race -short -timeout 20m ./swpath/pool/... ./swpath/classifier/... ./swpath/dv/... ./swpath/nicemu/... ./offload/sim/... ./agent/placement/... ./agent/store/... ./agent/api/... ./agent/sim/...
 
-step "mlx5 cgo build and layout test against rdma-core's headers (amd64, and arm64 cross-built under qemu)"
+step mlx5 "mlx5 cgo build and layout test against rdma-core's headers (amd64, and arm64 cross-built under qemu)"
 go test -count=1 -tags mlx5 ./swpath/dv/...
 CGO_ENABLED=1 GOARCH=arm64 CC=aarch64-linux-gnu-gcc go vet -tags mlx5 ./swpath/dv/...
 # Compiled and linked for arm64 only: under qemu-user the test binary hangs
 # in libibverbs, so the arm64 layout check is left to a real BlueField.
 CGO_ENABLED=1 GOARCH=arm64 CC=aarch64-linux-gnu-gcc go test -c -tags mlx5 -o /dev/null ./swpath/dv/verbs/
 
-step "arm64 under qemu-user"
+step arm64 "arm64 under qemu-user"
 GOARCH=arm64 go test -count=1 -short -timeout 30m -exec qemu-aarch64-static \
   ./arm/... ./x86/... ./swpath/... ./offload/... ./deploy/... \
   ./agent/plan/... ./agent/placement/... ./agent/store/... ./agent/protect/... ./agent/config/... ./agent/metrics/...
 
-step "benchmarks compile and run once"
+step bench "benchmarks compile and run once"
 go test -count=1 -run '^$' -bench . -benchtime 1x ./swpath/... ./offload/... >/dev/null
 
-step "release binaries: static amd64/arm64 and the mlx5 cgo builds (deploy/build.sh)"
+step build "release binaries: static amd64/arm64 and the mlx5 cgo builds (deploy/build.sh)"
 bash deploy/build.sh --require-mlx5 --out "$(mktemp -d)"
 
-step "Kubernetes manifests (separate module: k8s API types stay out of the agent)"
+step none "Kubernetes manifests (separate module: k8s API types stay out of the agent)"
 sc=$(go tool -n staticcheck)
 (cd deploy/k8s/validate && go vet ./... && "$sc" ./... && go test -count=1 ./...)
 
