@@ -21,10 +21,15 @@ for arch in $(printf '%s\n' $all | awk -F: 'NF==2{print $2}' | sort -u); do
 	fi
 done
 
-missing=$(deps_missing)
+# The package lists may be stale (the kernel headers' name comes from them):
+# when anything is missing, update them first and resolve the table again.
+missing=$(deps_missing 2>/dev/null) || missing=unresolved
+if [ -n "$missing" ]; then
+	update
+	missing=$(deps_missing)
+fi
 if [ -n "$missing" ]; then
 	echo "installing: $(echo $missing)"
-	update
 	apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
