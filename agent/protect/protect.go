@@ -5,16 +5,21 @@
 // first at priority 0, except the protected traffic from it in every engine.
 //
 // The analysis is conservative: Overlaps may say yes for rules that cannot
-// actually share a packet (the cost is a narrowed rule that is kept out of
-// hardware), but Covers says yes only when every packet the rule matches is
-// protected.
+// actually share a packet (the cost is a narrowed rule), but Covers says yes
+// only when every packet the rule matches is protected. Both understand a
+// protect rule's source, destination and either-side (`port`) ports, and a
+// drop rule's; a rule with `port` is refused when its source side is
+// covered by one entry and its destination side by another (the BGP
+// session's two protect rules).
 package protect
 
 import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
+	"github.com/scrubd/scrubd/offload/compile"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
@@ -43,8 +48,9 @@ func (v Verdict) String() string {
 	return fmt.Sprintf("verdict(%d)", int(v))
 }
 
-// Entry is one protected item: an accept rule (Src or Dst prefix, optionally
-// protocols and ports) and a note for messages.
+// Entry is one protected item: an accept rule (Src and/or Dst prefix,
+// optionally protocols and source, destination or either-side ports) and a
+// note for messages.
 type Entry struct {
 	Rule rule.Rule
 	Note string
@@ -67,12 +73,12 @@ func (l *List) Check(r *rule.Rule) (Verdict, string) {
 	if r.Action != rule.Drop {
 		return Clear, ""
 	}
+	if why, ok := l.coveredByList(&r.Match); ok {
+		return Refused, "refused: every packet it matches is protected by " + why
+	}
 	var hit []string
 	for _, e := range l.Entries {
 		p := &e.Rule.Match
-		if Covers(p, &r.Match) {
-			return Refused, fmt.Sprintf("refused: every packet it matches is protected by %s (%s)", describe(p), e.Note)
-		}
 		if Overlaps(p, &r.Match) {
 			hit = append(hit, fmt.Sprintf("%s (%s)", describe(p), e.Note))
 		}
@@ -87,16 +93,6 @@ func (l *List) Check(r *rule.Rule) (Verdict, string) {
 
 func describe(m *rule.Match) string { return m.String() }
 
-func prefixesOverlap(a, b netip.Prefix) bool {
-	if !a.IsValid() || !b.IsValid() {
-		return true
-	}
-	if a.Addr().Is4() != b.Addr().Is4() {
-		return false
-	}
-	return a.Overlaps(b)
-}
-
 // within reports whether inner lies inside outer (outer not given: yes).
 func within(inner, outer netip.Prefix) bool {
 	if !outer.IsValid() {
@@ -108,52 +104,191 @@ func within(inner, outer netip.Prefix) bool {
 	return outer.Bits() <= inner.Bits() && outer.Contains(inner.Addr())
 }
 
-func rangesOverlap(a, b rule.Ranges) bool {
-	if a == nil || b == nil {
-		return true
+// portProtos are the protocols whose packets carry ports (rule.Fields.HasPorts).
+var portProtos = []uint8{rule.ProtoTCP, rule.ProtoUDP, rule.ProtoSCTP}
+
+func hasPortCond(m *rule.Match) bool { return m.SrcPort != nil || m.DstPort != nil || m.Port != nil }
+
+// portSet is a set of 16-bit port numbers.
+type portSet [1024]uint64
+
+func setOf(rs rule.Ranges) *portSet {
+	var s portSet
+	if rs == nil {
+		for i := range s {
+			s[i] = ^uint64(0)
+		}
+		return &s
 	}
-	for _, x := range a {
-		for _, y := range b {
-			if x.Lo <= y.Hi && y.Lo <= x.Hi {
-				return true
-			}
+	for _, r := range rs {
+		for v := r.Lo; v <= r.Hi && v <= 0xffff; v++ {
+			s[v>>6] |= 1 << (v & 63)
 		}
 	}
-	return false
+	return &s
 }
 
-func rangesWithin(inner, outer rule.Ranges) bool {
-	if outer == nil {
-		return true
+func (s *portSet) and(o *portSet) *portSet {
+	var r portSet
+	for i := range r {
+		r[i] = s[i] & o[i]
 	}
-	if inner == nil {
-		return false
+	return &r
+}
+
+func (s *portSet) andNot(o *portSet) *portSet {
+	var r portSet
+	for i := range r {
+		r[i] = s[i] &^ o[i]
 	}
-	for _, x := range inner {
-		ok := false
-		for _, y := range outer {
-			if y.Lo <= x.Lo && x.Hi <= y.Hi {
-				ok = true
-				break
-			}
-		}
-		if !ok {
+	return &r
+}
+
+func (s *portSet) or(o *portSet) *portSet {
+	var r portSet
+	for i := range r {
+		r[i] = s[i] | o[i]
+	}
+	return &r
+}
+
+func (s *portSet) empty() bool {
+	for _, w := range s {
+		if w != 0 {
 			return false
 		}
 	}
 	return true
 }
 
-func protosOverlap(a, b []uint8) bool {
-	if a == nil || b == nil {
+func (s *portSet) subsetOf(o *portSet) bool { return s.andNot(o).empty() }
+
+// rect is a set of (source port, destination port) pairs A x B.
+type rect struct{ a, b *portSet }
+
+// rects returns m's port condition as a union of rectangles: SrcPort x
+// DstPort, narrowed by Port (source or destination) into two.
+func rects(m *rule.Match) []rect {
+	s, d := setOf(m.SrcPort), setOf(m.DstPort)
+	if m.Port == nil {
+		return []rect{{s, d}}
+	}
+	p := setOf(m.Port)
+	return []rect{{s.and(p), d}, {s, d.and(p)}}
+}
+
+// rectWithin reports whether r lies inside the union of us, exactly: r's
+// source ports are cut into the pieces that lie in the same rectangles of
+// us, and each piece's destination ports must lie in their union.
+func rectWithin(r rect, us []rect) bool {
+	if r.a.empty() || r.b.empty() {
 		return true
 	}
-	for _, x := range a {
-		if slices.Contains(b, x) {
+	var pieces func(a *portSet, i int, ys *portSet) bool
+	pieces = func(a *portSet, i int, ys *portSet) bool {
+		if a.empty() {
 			return true
 		}
+		if i == len(us) {
+			return r.b.subsetOf(ys)
+		}
+		return pieces(a.and(us[i].a), i+1, ys.or(us[i].b)) && pieces(a.andNot(us[i].a), i+1, ys)
 	}
-	return false
+	return pieces(r.a, 0, &portSet{})
+}
+
+// Overlaps reports whether a packet might match both p (a protect rule) and
+// m: exact per field (addresses, protocols, source, destination and
+// either-side ports, ...), conservative across fields, so it never says no
+// when a shared packet exists.
+func Overlaps(p, m *rule.Match) bool { return compile.Overlap(p, m) }
+
+// Covers reports whether every packet m matches also matches p. p may hold
+// addresses, protocols and ports (source, destination or either side); a p
+// with any other condition covers nothing (conservative). For such p the
+// answer is exact.
+func Covers(p, m *rule.Match) bool {
+	if p.ICMPType != nil || p.ICMPCode != nil || p.HasTCPFlags || p.Fragment != 0 || p.Length != nil || p.DSCP != 0 {
+		return false
+	}
+	if pf := p.Family(); pf != rule.FamilyAny && m.Family() != pf {
+		return false
+	}
+	if !within(m.Src, p.Src) || !within(m.Dst, p.Dst) {
+		return false
+	}
+	mp := m.Proto
+	if mp == nil && hasPortCond(m) {
+		mp = portProtos // only packets with ports match m
+	}
+	if !protosWithin(mp, p.Proto) {
+		return false
+	}
+	if !hasPortCond(p) {
+		return true
+	}
+	if !hasPortCond(m) {
+		// m matches packets without ports (other protocols, later
+		// fragments), which p does not.
+		return false
+	}
+	us := rects(p)
+	for _, r := range rects(m) {
+		if !rectWithin(r, us) {
+			return false
+		}
+	}
+	return true
+}
+
+// coveredByList reports whether every packet m matches is matched by some
+// entry: by one entry, or, for a rule with `port` (source or destination),
+// its source side by one entry and its destination side by another (the
+// BGP session's two protect rules, one per port direction).
+func (l *List) coveredByList(m *rule.Match) (string, bool) {
+	for _, e := range l.Entries {
+		if Covers(&e.Rule.Match, m) {
+			return fmt.Sprintf("%s (%s)", describe(&e.Rule.Match), e.Note), true
+		}
+	}
+	if m.Port == nil {
+		return "", false
+	}
+	src, dst := *m, *m
+	src.Port, dst.Port = nil, nil
+	src.SrcPort = intersectRanges(m.SrcPort, m.Port)
+	dst.DstPort = intersectRanges(m.DstPort, m.Port)
+	var why []string
+	for _, half := range []*rule.Match{&src, &dst} {
+		if half.SrcPort != nil && len(half.SrcPort) == 0 || half.DstPort != nil && len(half.DstPort) == 0 {
+			continue // no packet
+		}
+		w, ok := l.coveredByList(half)
+		if !ok {
+			return "", false
+		}
+		why = append(why, w)
+	}
+	return strings.Join(why, " and "), true
+}
+
+// intersectRanges returns a ∩ b (nil: every port).
+func intersectRanges(a, b rule.Ranges) rule.Ranges {
+	if a == nil {
+		return slices.Clone(b)
+	}
+	if b == nil {
+		return slices.Clone(a)
+	}
+	out := rule.Ranges{}
+	for _, x := range a {
+		for _, y := range b {
+			if lo, hi := max(x.Lo, y.Lo), min(x.Hi, y.Hi); lo <= hi {
+				out = append(out, rule.Range{Lo: lo, Hi: hi})
+			}
+		}
+	}
+	return out
 }
 
 func protosWithin(inner, outer []uint8) bool {
@@ -165,48 +300,6 @@ func protosWithin(inner, outer []uint8) bool {
 	}
 	for _, x := range inner {
 		if !slices.Contains(outer, x) {
-			return false
-		}
-	}
-	return true
-}
-
-// Overlaps reports whether a packet might match both p (a protect rule with
-// at most Src or Dst, Proto and Port) and m. It never says no when a shared
-// packet exists.
-func Overlaps(p, m *rule.Match) bool {
-	if pf, mf := p.Family(), m.Family(); pf != rule.FamilyAny && mf != rule.FamilyAny && pf != mf {
-		return false
-	}
-	if !prefixesOverlap(p.Src, m.Src) || !prefixesOverlap(p.Dst, m.Dst) {
-		return false
-	}
-	if !protosOverlap(p.Proto, m.Proto) {
-		return false
-	}
-	if p.Port != nil && m.SrcPort != nil && m.DstPort != nil &&
-		!rangesOverlap(p.Port, m.SrcPort) && !rangesOverlap(p.Port, m.DstPort) {
-		// Both of the packet's ports lie outside the protected ones.
-		return false
-	}
-	return true
-}
-
-// Covers reports whether every packet m matches also matches p.
-func Covers(p, m *rule.Match) bool {
-	if pf := p.Family(); pf != rule.FamilyAny && m.Family() != pf {
-		return false
-	}
-	if !within(m.Src, p.Src) || !within(m.Dst, p.Dst) {
-		return false
-	}
-	if !protosWithin(m.Proto, p.Proto) {
-		return false
-	}
-	if p.Port != nil {
-		// m must force a port inside p.Port on one side.
-		if !(rangesWithin(m.SrcPort, p.Port) && m.SrcPort != nil) &&
-			!(rangesWithin(m.DstPort, p.Port) && m.DstPort != nil) {
 			return false
 		}
 	}
