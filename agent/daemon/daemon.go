@@ -13,6 +13,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -100,8 +101,13 @@ func realTicker(d time.Duration) (<-chan time.Time, func()) {
 }
 
 // ProtectList builds the protect list: the config's entries and, for every
-// FlowSpec neighbour, its BGP session (traffic from the peer on TCP port 179).
+// FlowSpec neighbour, its BGP session (BGPSessionRules), with this host's
+// address toward the peer from the routing table.
 func ProtectList(cfg *config.Config) (*protect.List, error) {
+	return protectList(cfg, LocalAddrToward)
+}
+
+func protectList(cfg *config.Config, local func(fs *config.FlowSpec, peer netip.Addr) (netip.Addr, error)) (*protect.List, error) {
 	l := &protect.List{}
 	for i, p := range cfg.Protect {
 		rs, err := p.Rules(fmt.Sprintf("protect-%d", i))
@@ -120,14 +126,56 @@ func ProtectList(cfg *config.Config) (*protect.List, error) {
 		for i, n := range cfg.FlowSpec.Neighbors {
 			a, err := netip.ParseAddr(n.Address)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("flowspec.neighbors[%d].address %q: %v", i, n.Address, err)
 			}
-			m := rule.Match{Src: netip.PrefixFrom(a, a.BitLen()), Proto: []uint8{rule.ProtoTCP}, Port: rule.Ranges{{Lo: 179, Hi: 179}}}
-			l.Entries = append(l.Entries, protect.Entry{Rule: rule.Rule{ID: fmt.Sprintf("protect-bgp-%d", i), Action: rule.Accept, Match: m},
-				Note: "BGP session with " + n.Address})
+			a = a.Unmap()
+			la, lerr := local(&cfg.FlowSpec, a)
+			note := "BGP session with " + a.String()
+			if lerr != nil {
+				// No route to the peer yet: the session cannot come up
+				// either, but keep it protected from any local address.
+				la, note = netip.Addr{}, note+" (local address unknown: "+lerr.Error()+")"
+			}
+			for j, r := range BGPSessionRules(&cfg.FlowSpec, n, a, la) {
+				r.ID = fmt.Sprintf("protect-bgp-%d-%d", i, j)
+				l.Entries = append(l.Entries, protect.Entry{Rule: r, Note: note})
+			}
 		}
 	}
 	return l, nil
+}
+
+// BGPSessionRules returns the accept rules that protect the BGP session
+// with neighbour n (address peer) as it reaches this host: TCP from the
+// peer to the local address (any local address when local is not valid)
+// with destination port flowspec.listen_port when the peer may connect to
+// us (listen_port not -1), and with source port neighbors[].port (179 by
+// default) when we connect to it (not passive). Nothing else from the peer
+// is protected: a drop of the peer's other traffic stays whole.
+func BGPSessionRules(fs *config.FlowSpec, n config.Neighbor, peer, local netip.Addr) []rule.Rule {
+	base := rule.Match{Src: netip.PrefixFrom(peer, peer.BitLen()), Proto: []uint8{rule.ProtoTCP}}
+	if local.IsValid() {
+		base.Dst = netip.PrefixFrom(local, local.BitLen())
+	}
+	var out []rule.Rule
+	if lp := fs.ListenPort; lp >= 0 {
+		if lp == 0 {
+			lp = 179
+		}
+		m := base
+		m.DstPort = rule.Ranges{{Lo: uint32(lp), Hi: uint32(lp)}}
+		out = append(out, rule.Rule{Action: rule.Accept, Match: m})
+	}
+	if !n.Passive {
+		rp := n.Port
+		if rp == 0 {
+			rp = 179
+		}
+		m := base
+		m.SrcPort = rule.Ranges{{Lo: rp, Hi: rp}}
+		out = append(out, rule.Rule{Action: rule.Accept, Match: m})
+	}
+	return out
 }
 
 // Run runs the agent until ctx ends.
@@ -144,18 +192,59 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	if ticker == nil {
 		ticker = realTicker
 	}
+	// Nothing is touched before the whole config is checked: the checks of
+	// `scrubd config check` (token file, TLS files, addresses, rule
+	// files), then router-id auto, then the listeners, so that a port in
+	// use fails the start before a rule is loaded or a device touched. On
+	// a failure below every listener is closed (the socket file removed).
+	if err := cfg.Validate("config", true); err != nil {
+		return err
+	}
+	fsCfg := cfg.FlowSpec
+	if fsCfg.Enabled {
+		if err := resolveRouterID(&fsCfg); err != nil {
+			return err
+		}
+	}
+	lns, err := openListeners(cfg)
+	if err != nil {
+		return err
+	}
+	defer lns.close()
 	pl, err := ProtectList(cfg)
 	if err != nil {
 		return err
 	}
 	st := store.New(pl, now)
+	st.SetGuard(cfg.Rules.Guard.Rule()) // every source: files, API, FlowSpec, restored state
 	st.OnRemove(func(e store.Entry, why string) {
 		log.Info("rule removed", "rule", e.Rule.ID, "source", e.Source, "reason", why)
 	})
-	// Restore persisted rules: API rules as they were, FlowSpec rules held
-	// for the hold time unless their peer sends them again.
-	restored, serrs, err := LoadState(cfg.StateDir, now())
+	mk := opt.Paths
+	if mk == nil {
+		mk = RealPaths
+	}
+	paths, err := mk(ctx, cfg)
 	if err != nil {
+		return fmt.Errorf("dataplane: %w", err)
+	}
+	if paths.Close != nil {
+		defer paths.Close()
+	}
+	// Restore persisted rules: API rules as they were, FlowSpec rules held
+	// for the hold time unless their peer sends them again. A corrupt state
+	// file is moved aside and the agent starts from its sources: a bad file
+	// must not keep the scrubber down.
+	var stateCorrupt uint64
+	restored, serrs, err := LoadState(cfg.StateDir, now())
+	var corrupt *CorruptStateError
+	switch {
+	case errors.As(err, &corrupt):
+		stateCorrupt++
+		log.Error("STATE FILE CORRUPT: moved aside; starting from the rule files and FlowSpec peers only. Rules added through the API "+
+			"and the last good rule-file contents are not restored: re-add them, or recover them from the moved file",
+			"file", corrupt.Path, "moved_to", corrupt.MovedTo, "err", corrupt.Err)
+	case err != nil:
 		return err
 	}
 	for _, e := range serrs {
@@ -170,23 +259,12 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 			log.Error("state: restoring source failed", "source", src, "err", err)
 			continue
 		}
-		if strings.HasPrefix(src, "bgp:") {
+		if src == flowspec.StoreSource || strings.HasPrefix(src, "bgp:") {
 			st.MarkStale(src, now().Add(cfg.FlowSpec.HoldTime))
 		}
 		log.Info("state: restored rules", "source", src, "rules", len(rs))
 	}
 
-	mk := opt.Paths
-	if mk == nil {
-		mk = RealPaths
-	}
-	paths, err := mk(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("dataplane: %w", err)
-	}
-	if paths.Close != nil {
-		defer paths.Close()
-	}
 	// The capacity model's cycles per packet: a fixed figure, or ("auto") a
 	// short calibration now and the engine's live counters later.
 	cpp, live := float64(cfg.Software.CyclesPerPacket), cfg.Software.CyclesPerPacket.Auto()
@@ -278,20 +356,19 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 
 	// FlowSpec.
 	if cfg.FlowSpec.Enabled {
-		fs := cfg.FlowSpec
-		if err := resolveRouterID(&fs); err != nil {
-			return err
-		}
+		fs := fsCfg // router_id auto resolved before anything started
 		if cfg.FlowSpec.RouterID == "auto" {
 			log.Info("flowspec.router_id auto", "router_id", fs.RouterID)
 		}
 		fc := flowspec.Config{ASN: fs.ASN, RouterID: fs.RouterID, ListenPort: fs.ListenPort, OnSessionDown: fs.OnSessionDown,
-			HoldTime: fs.HoldTime, Priority: fs.Priority}
+			HoldTime: fs.HoldTime, Priority: fs.Priority, ConnectRetry: fs.ConnectRetry,
+			GracefulRestart: flowspec.GracefulRestart{Enabled: fs.GracefulRestart.GR(), RestartTime: fs.GracefulRestart.RestartTime,
+				LongLivedStaleTime: fs.GracefulRestart.LongLivedStaleTime}}
 		if fs.ListenAddress != "" {
 			fc.ListenAddresses = []string{fs.ListenAddress}
 		}
 		for _, n := range fs.Neighbors {
-			fc.Neighbors = append(fc.Neighbors, flowspec.Neighbor{Address: n.Address, ASN: n.ASN, Port: n.Port, Passive: n.Passive})
+			fc.Neighbors = append(fc.Neighbors, flowspec.Neighbor{Address: n.Address, ASN: n.ASN, Port: n.Port, Passive: n.Passive, LocalAddress: n.LocalAddress})
 		}
 		for _, a := range fs.AllowedDestinations {
 			fc.Allowed = append(fc.Allowed, netip.MustParsePrefix(a))
@@ -300,31 +377,19 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 		g.Go(func() error { return d.Speaker.Run(gctx) })
 	}
 
-	// API.
-	apiSrv := &api.Server{Store: st, View: placer.View, Persist: save, Now: now}
-	if cfg.API.Socket != "" {
-		l, err := api.ListenUnix(cfg.API.Socket)
-		if err != nil {
-			return fmt.Errorf("api: %w", err)
-		}
+	// API: every listener within the configured limits, the TCP one over
+	// TLS when configured.
+	lim := api.Limits{ReadHeaderTimeout: cfg.API.ReadHeaderTimeout, ReadTimeout: cfg.API.ReadTimeout, WriteTimeout: cfg.API.WriteTimeout,
+		IdleTimeout: cfg.API.IdleTimeout, MaxConns: cfg.API.MaxConnections, MaxHeaderBytes: cfg.API.MaxHeaderBytes}
+	apiSrv := &api.Server{Store: st, View: placer.View, Persist: save, Now: now, MaxBody: cfg.API.MaxBodyBytes}
+	if lns.unix != nil {
 		d.APIAddr = cfg.API.Socket
-		g.Go(func() error { return api.Serve(gctx, l, apiSrv.Handler()) })
+		g.Go(func() error { return api.ServeLimited(gctx, lns.unix, apiSrv.Handler(), lim, nil) })
 	}
-	if cfg.API.TCP != "" {
-		tok, err := os.ReadFile(cfg.API.TokenFile)
-		if err != nil {
-			return fmt.Errorf("api.token_file: %w", err)
-		}
+	if lns.tcp != nil {
 		tcpSrv := *apiSrv
-		tcpSrv.Token = strings.TrimSpace(string(tok))
-		if tcpSrv.Token == "" {
-			return errors.New("api.token_file is empty")
-		}
-		l, err := net.Listen("tcp", cfg.API.TCP)
-		if err != nil {
-			return fmt.Errorf("api.tcp: %w", err)
-		}
-		g.Go(func() error { return api.Serve(gctx, l, tcpSrv.Handler()) })
+		tcpSrv.Token = lns.token
+		g.Go(func() error { return api.ServeLimited(gctx, lns.tcp, tcpSrv.Handler(), lim, lns.tls) })
 	}
 
 	// Metrics.
@@ -333,15 +398,12 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 		sp := d.Speaker
 		src.FlowSpec = func() (map[string]uint64, map[string]bool) { s := sp.Stats(); return s.Refused, s.Sessions }
 	}
+	src.StateCorrupt = func() uint64 { return stateCorrupt }
 	d.Metrics = metrics.New(src, cfg.Metrics.MaxRuleSeries)
-	if cfg.Metrics.Listen != "" {
-		l, err := net.Listen("tcp", cfg.Metrics.Listen)
-		if err != nil {
-			return fmt.Errorf("metrics.listen: %w", err)
-		}
-		d.HTTPAddr = l.Addr().String()
+	if lns.metrics != nil {
+		d.HTTPAddr = lns.metrics.Addr().String()
 		h := metrics.HandlerWithReadiness(metrics.NewRegistry(d.Metrics), d.Readiness)
-		g.Go(func() error { return api.Serve(gctx, l, h) })
+		g.Go(func() error { return api.ServeLimited(gctx, lns.metrics, h, lim, nil) })
 	}
 
 	// The simulated NIC: traffic, demo rules, status view.
@@ -432,4 +494,65 @@ func SimConfig(dir string) *config.Config {
 	c := config.Sim(dir)
 	c.API.Socket = filepath.Join(dir, "api.sock")
 	return &c
+}
+
+// listeners are the agent's sockets, opened before anything else starts.
+type listeners struct {
+	unix, tcp, metrics net.Listener
+	token              string      // the TCP listener's bearer token
+	tls                *tls.Config // the TCP listener's TLS (nil: plain)
+}
+
+// openListeners reads the token and TLS files and opens the API socket,
+// the API's TCP listener and the metrics listener; on an error it closes
+// what it opened and the error names the config key.
+func openListeners(cfg *config.Config) (*listeners, error) {
+	ls := &listeners{}
+	fail := func(err error) (*listeners, error) {
+		ls.close()
+		return nil, err
+	}
+	if cfg.API.TCP != "" {
+		tok, err := cfg.API.Token()
+		if err != nil {
+			return fail(fmt.Errorf("api.token_file %q: %w", cfg.API.TokenFile, err))
+		}
+		tc, err := cfg.API.TLSConfig()
+		if err != nil {
+			return fail(err)
+		}
+		ls.token, ls.tls = tok, tc
+	}
+	if cfg.API.Socket != "" {
+		l, err := api.ListenUnix(cfg.API.Socket)
+		if err != nil {
+			return fail(fmt.Errorf("api.socket %q: %w", cfg.API.Socket, err))
+		}
+		ls.unix = l
+	}
+	if cfg.API.TCP != "" {
+		l, err := net.Listen("tcp", cfg.API.TCP)
+		if err != nil {
+			return fail(fmt.Errorf("api.tcp %q: %w", cfg.API.TCP, err))
+		}
+		ls.tcp = l
+	}
+	if cfg.Metrics.Listen != "" {
+		l, err := net.Listen("tcp", cfg.Metrics.Listen)
+		if err != nil {
+			return fail(fmt.Errorf("metrics.listen %q: %w", cfg.Metrics.Listen, err))
+		}
+		ls.metrics = l
+	}
+	return ls, nil
+}
+
+// close closes every listener (a unix listener removes its socket file);
+// closing one that a server already closed is harmless.
+func (ls *listeners) close() {
+	for _, l := range []net.Listener{ls.unix, ls.tcp, ls.metrics} {
+		if l != nil {
+			l.Close()
+		}
+	}
 }

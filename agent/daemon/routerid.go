@@ -48,3 +48,27 @@ func resolveRouterID(fs *config.FlowSpec) error {
 	}
 	return fmt.Errorf("flowspec.router_id auto: no IPv4 neighbor")
 }
+
+// LocalAddrToward returns this host's address on a BGP session with peer:
+// flowspec.listen_address when it is of the peer's family, otherwise the
+// source address the routing table picks toward the peer (a connected UDP
+// socket sends nothing).
+func LocalAddrToward(fs *config.FlowSpec, peer netip.Addr) (netip.Addr, error) {
+	if la, err := netip.ParseAddr(fs.ListenAddress); err == nil && !la.IsUnspecified() && la.Unmap().Is4() == peer.Is4() {
+		return la.Unmap(), nil
+	}
+	c, err := net.Dial("udp", net.JoinHostPort(peer.String(), "179"))
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("no route to %s: %w", peer, err)
+	}
+	defer c.Close()
+	la, ok := c.LocalAddr().(*net.UDPAddr)
+	if !ok {
+		return netip.Addr{}, fmt.Errorf("no source address toward %s", peer)
+	}
+	a, ok := netip.AddrFromSlice(la.IP)
+	if !ok || a.IsUnspecified() {
+		return netip.Addr{}, fmt.Errorf("no source address toward %s", peer)
+	}
+	return a.Unmap(), nil
+}
