@@ -20,11 +20,11 @@ declare -A DEPS_STEP=(
 	[none]=""
 	[vet]="gcc libc6-dev libibverbs-dev"
 	[ebpf]="clang llvm libbpf-dev"
-	[test]="gcc libc6-dev clang llvm libbpf-dev xdp-tools nftables ethtool util-linux iproute2 tcpdump qemu-system-x86 busybox-static cpio kmod make binutils xz-utils linux-source-6.1 @kernel-headers prometheus systemd gobgpd exabgp"
+	[test]="gcc libc6-dev clang llvm libbpf-dev xdp-tools nftables ethtool util-linux iproute2 tcpdump qemu-system-x86 busybox-static cpio kmod make binutils xz-utils linux-source-6.1 @kernel-headers prometheus systemd gobgpd exabgp dpdk-dev"
 	[race]="gcc libc6-dev"
 	[mlx5]="gcc libc6-dev libibverbs-dev rdma-core gcc-aarch64-linux-gnu libc6-dev-arm64-cross libibverbs-dev:arm64"
 	[arm64]="qemu-user-static"
-	[bench]="xdp-tools nftables iproute2"
+	[bench]="xdp-tools nftables iproute2 dpdk-dev"
 	[build]="gcc libc6-dev libibverbs-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross libibverbs-dev:arm64 qemu-user-static binutils"
 )
 
