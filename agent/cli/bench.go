@@ -106,5 +106,6 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	fmt.Fprintln(stdout, "\nFeed a cycles/pkt figure to `scrubd plan --cycles-per-packet C`, or set software.cycles_per_packet (auto runs a short version of this at start).")
+	fmt.Fprintln(stdout, "drain/q is the per-queue drain rate (one worker emptying its own ring): give it to `scrubd plan --queue-drain-mpps D` or set software.queue_drain_mpps; `scrubd plan --bench FILE` reads it from this command's --json report.")
 	return 0
 }

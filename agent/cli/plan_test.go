@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -68,6 +69,94 @@ func TestPlanBadArgs(t *testing.T) {
 		var out, errb bytes.Buffer
 		if rc := planCmd(args, &out, &errb); rc != 2 {
 			t.Errorf("%v: rc %d", args, rc)
+		}
+	}
+}
+
+// The queue model through the command, with the VPP drop-path figures:
+// 3.26 GHz, 346 cycles, 142 Mpps of 64 B random-source frames, a drain rate
+// of 5.55 Mpps per queue. Expected (worked out by hand in
+// agent/plan's TestSourceQueueTable): 16 queues 88.8 ring, 26 and 32
+// queues 142 link, 8 queues 44.4 ring.
+func TestPlanQueuesJSON(t *testing.T) {
+	for _, c := range []struct {
+		queues string
+		tp     float64
+		limit  string
+		n      int
+	}{{"8", 44.4, "ring", 8}, {"16", 88.8, "ring", 16}, {"26", 142, "link", 26}, {"32", 142, "link", 32}} {
+		var out, errb bytes.Buffer
+		rc := planCmd([]string{"--queues", c.queues, "--ghz", "3.26", "--cycles-per-packet", "346", "--queue-drain-mpps", "5.55",
+			"--offered-mpps", "142", "--flows", "random", "--llc-kib", "4096", "--json"}, &out, &errb)
+		if rc != 0 {
+			t.Fatalf("rc %d: %s", rc, errb.String())
+		}
+		var m map[string]any
+		if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+			t.Fatal(err)
+		}
+		tp, _ := m["throughput_mpps"].(float64)
+		qs, _ := m["queues"].([]any)
+		if tp < c.tp-1e-6 || tp > c.tp+1e-6 || m["limit"] != c.limit || len(qs) != c.n {
+			t.Errorf("%s queues: throughput %v limit %v, %d queue rows; want %v %s %d", c.queues, m["throughput_mpps"], m["limit"], len(qs), c.tp, c.limit, c.n)
+		}
+		if rq, _ := m["recommended_queues"].(float64); rq != 26 {
+			t.Errorf("%s queues: recommended %v, want 26", c.queues, m["recommended_queues"])
+		}
+	}
+}
+
+func TestPlanQueuesText(t *testing.T) {
+	var out, errb bytes.Buffer
+	rc := planCmd([]string{"--queues", "16", "--ghz", "3.26", "--cycles-per-packet", "346", "--queue-drain-mpps", "5.5",
+		"--offered-mpps", "142", "--ring-entries", "8192", "--llc-kib", "1024"}, &out, &errb)
+	if rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	s := out.String()
+	for _, want := range []string{
+		"throughput 88.00 Mpps of 142.00 offered (62.0%), limited by ring",
+		"      0              8  6.25%         8.875         5.500      3.375   ring",
+		"ring: 8192 entries (CQ 16384) per queue = 1664 KiB per queue",
+		"DOES NOT FIT the 1024 KiB LLC share",
+		"recommended: 32 queues",
+		"WARNING: rings outgrow the cache",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("missing %q in\n%s", want, s)
+		}
+	}
+}
+
+// --bench takes the 64 B drain rate of a bench report.
+func TestPlanQueuesBench(t *testing.T) {
+	f := t.TempDir() + "/bench.json"
+	rep := `{"sizes":[{"frame_size":1500,"queue_drain_mpps":9},{"frame_size":64,"queue_drain_mpps":5.5,"mpps_per_worker":5.5}]}`
+	if err := os.WriteFile(f, []byte(rep), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if rc := planCmd([]string{"--queues", "16", "--ghz", "3.26", "--cycles-per-packet", "346", "--bench", f, "--offered-mpps", "142", "--llc-kib", "0", "--json"}, &out, &errb); rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	var res plan.QueueResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.DrainMpps != 5.5 || res.ThroughputMpps != 88 {
+		t.Fatalf("drain %v throughput %v", res.DrainMpps, res.ThroughputMpps)
+	}
+	for _, args := range [][]string{
+		{"--queues", "16", "--ghz", "3.26", "--cycles-per-packet", "346", "--bench", f + ".missing"},
+		{"--queues", "16", "--ghz", "3.26", "--cycles-per-packet", "346", "--bench", f, "--queue-drain-mpps", "5"},
+		{"--queues", "16", "--ghz", "3.26", "--cycles-per-packet", "346", "--flows", "some"},
+		{"--queues", "16", "--workers", "8", "--ghz", "3.26", "--cycles-per-packet", "346"},
+		{"--queues", "16", "--ghz", "3.26", "--cycles-per-packet", "346", "--ring-entries", "1000"},
+		{"--flows", "10", "--ghz", "3.26", "--cycles-per-packet", "346"},
+	} {
+		var out, errb bytes.Buffer
+		if rc := planCmd(args, &out, &errb); rc != 2 || errb.Len() == 0 {
+			t.Errorf("%v: rc %d, stderr %q", args, rc, errb.String())
 		}
 	}
 }

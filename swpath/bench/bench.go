@@ -103,7 +103,14 @@ type SizeResult struct {
 	CapacityMpps  float64 `json:"capacity_mpps_per_core"`
 	TicksPerPkt   float64 `json:"ticks_per_pkt"` // swpath/barrier.Cycles ticks
 	MppsPerWorker float64 `json:"mpps_per_worker"`
-	Mpps          float64 `json:"mpps"` // all workers
+	// QueueDrainMpps is how fast one worker empties its own receive
+	// queue: packets received from a pre-filled ring (receive, classify,
+	// drop or forward, recycle) over the wall time of those bursts, per
+	// queue. It is the per-queue drain rate of the capacity model
+	// (`scrubd plan --bench`, software.queue_drain_mpps): a queue offered
+	// more than this overflows its ring whatever the CPU count.
+	QueueDrainMpps float64 `json:"queue_drain_mpps"`
+	Mpps           float64 `json:"mpps"` // all workers
 	// LineRateMpps is 100GbE line rate at this size (pps = bps/((size+20)*8)).
 	LineRateMpps float64 `json:"line_rate_100g_mpps"`
 	Split        Split   `json:"split_ns"`
@@ -278,6 +285,7 @@ func measure(ctx context.Context, cfg Config, size int, coreMHz float64) (SizeRe
 		out.CapacityMpps = 1e3 / out.CPUNsPerPkt
 	}
 	out.MppsPerWorker = out.Mpps / float64(cfg.Workers)
+	out.QueueDrainMpps = out.MppsPerWorker
 	tot := float64(c.CyclesRx + c.CyclesClassify + c.CyclesOut)
 	if tot > 0 {
 		// Apportion wall time by the stages' counter ticks.
@@ -422,10 +430,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(bw, " @ %.0f MHz", r.CoreMHz)
 	}
 	fmt.Fprintf(bw, "\n%d rules, pass share %.2f, host %v, compressed %v, ring %d\n", r.Rules, r.Mix, r.Host, r.Compress, r.RingSize)
-	fmt.Fprintf(bw, "%6s %7s %8s %8s %8s %9s %8s %8s %9s %10s %9s %9s\n", "size", "workers", "ns/pkt", "cpu-ns", "cyc/pkt", "Mpps/wkr", "Mpps", "cap/core", "100G Mpps", "rx+refill", "classify", "drop/fwd")
+	fmt.Fprintf(bw, "%6s %7s %8s %8s %8s %9s %8s %8s %9s %10s %9s %9s\n", "size", "workers", "ns/pkt", "cpu-ns", "cyc/pkt", "drain/q", "Mpps", "cap/core", "100G Mpps", "rx+refill", "classify", "drop/fwd")
 	for _, s := range r.Sizes {
 		fmt.Fprintf(bw, "%6d %7d %8.1f %8.1f %8.1f %9.2f %8.2f %8.2f %9.2f %10.1f %9.1f %9.1f\n", s.FrameSize, s.Workers, s.NsPerPkt, s.CPUNsPerPkt, s.CyclesPerPkt,
-			s.MppsPerWorker, s.Mpps, s.CapacityMpps, s.LineRateMpps, s.Split.RxRefill, s.Split.Classify, s.Split.Out)
+			s.QueueDrainMpps, s.Mpps, s.CapacityMpps, s.LineRateMpps, s.Split.RxRefill, s.Split.Classify, s.Split.Out)
 	}
 	return bw.Flush()
 }

@@ -24,6 +24,10 @@ func TestRunSmall(t *testing.T) {
 		if s.NsPerPkt <= 0 || s.MppsPerWorker <= 0 || s.Split.Classify <= 0 || s.CapacityMpps <= 0 {
 			t.Errorf("size %d: %+v", s.FrameSize, s)
 		}
+		// One worker: its queue drains one packet per wall-clock ns/pkt.
+		if d := 1e3 / s.NsPerPkt; s.QueueDrainMpps <= 0 || s.QueueDrainMpps < 0.999*d || s.QueueDrainMpps > 1.001*d {
+			t.Errorf("size %d: queue drain %.3f Mpps, want 1000/ns per packet = %.3f", s.FrameSize, s.QueueDrainMpps, d)
+		}
 	}
 	if got := rep.Sizes[0].LineRateMpps; got < 148.8 || got > 148.9 {
 		t.Errorf("64 B line rate %.3f Mpps, want 148.81", got)
@@ -62,6 +66,7 @@ func benchSize(b *testing.B, cfg Config) {
 	b.ReportMetric(s.CPUNsPerPkt, "cpu-ns/pkt")
 	b.ReportMetric(s.CyclesPerPkt, "cycles/pkt")
 	b.ReportMetric(s.MppsPerWorker, "Mpps")
+	b.ReportMetric(s.QueueDrainMpps, "drain-Mpps/queue")
 	b.ReportMetric(s.Split.RxRefill, "rx-ns/pkt")
 	b.ReportMetric(s.Split.Classify, "classify-ns/pkt")
 	b.ReportMetric(s.Split.Out, "out-ns/pkt")
