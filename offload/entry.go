@@ -323,9 +323,11 @@ func appendRanges(b []byte, rs rule.Ranges) []byte {
 }
 
 // Entry is one hardware table entry: a drop filter in (Chain, Prio) with a
-// match and a cookie. Handle is the filter handle in its table; 0 asks the
-// backend to choose one. RuleID is kept in memory only (hardware holds the
-// cookie).
+// match and a cookie, or with Pass a pass filter (gact pass, TC_ACT_OK):
+// a packet it matches ends tc classification there and goes on to the
+// kernel's receive path, so no later priority's drop sees it. Handle is the
+// filter handle in its table; 0 asks the backend to choose one. RuleID is
+// kept in memory only (hardware holds the cookie).
 type Entry struct {
 	Chain  uint32
 	Prio   uint16
@@ -333,6 +335,7 @@ type Entry struct {
 	Cookie Cookie
 	RuleID string
 	Match  Match
+	Pass   bool
 }
 
 // SetCookie computes the entry's cookie from the rule hash and the entry's
@@ -353,6 +356,9 @@ func (e *Entry) SetCookie(ruleHash [6]byte) {
 	}
 	b = append(b, m.TCPFlags, m.TCPFlagsMask, m.ICMPType, m.ICMPTypeMask, m.ICMPCode, m.ICMPCodeMask,
 		m.TOS, m.TOSMask, m.Flags, m.FlagsMask)
+	if e.Pass {
+		b = append(b, 'p') // a drop entry's cookie is what it always was
+	}
 	sum := sha256.Sum256(b)
 	e.Cookie[0], e.Cookie[1] = CookieMagic[0], CookieMagic[1]
 	copy(e.Cookie[2:8], ruleHash[:])

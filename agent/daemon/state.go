@@ -28,7 +28,7 @@ const StateFile = "state.json"
 // return) and the last good content of each rule file (a file found bad at
 // start keeps the rules that were in force).
 func persisted(src string) bool {
-	return src == "api" || strings.HasPrefix(src, "bgp:") || strings.HasPrefix(src, "file:")
+	return src == "api" || src == "bgp" || strings.HasPrefix(src, "bgp:") || strings.HasPrefix(src, "file:")
 }
 
 // SaveState writes the persisted sources atomically (temp file + rename).

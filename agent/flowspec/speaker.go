@@ -1,7 +1,7 @@
 // Package flowspec is scrubd's BGP FlowSpec source: an in-process GoBGP v3
 // speaker that peers with the configured neighbours for IPv4 and IPv6
 // FlowSpec (RFC 8955, RFC 8956) and turns each route into a drop rule in the
-// store, under the source "bgp:PEER".
+// store, under the source "bgp".
 //
 //   - traffic-rate-bytes or traffic-rate-packets 0 means drop. Any other
 //     action (a non-zero rate, redirect, traffic-marking) or a component the
@@ -11,22 +11,34 @@
 //   - A route decides packets of its own address family only (RFC 8955,
 //     8956): one without prefix components gets the family's whole space
 //     (0.0.0.0/0 or ::/0) as its destination.
-//   - A withdraw removes the route's rule.
-//   - When a session goes down, the peer's rules are kept for HoldTime and
+//   - A rule is named by its route (family and NLRI), not by the peer: the
+//     same route from two route reflectors is one rule, in force while
+//     either announces it, and a route announced again keeps its rule, its
+//     placement and its counters.
+//   - A withdraw ends that peer's announcement; the rule goes when no peer
+//     announces it.
+//   - Graceful restart (RFC 4724), as the receiving speaker: scrubd
+//     advertises the capability for both FlowSpec families. When a peer that
+//     advertised it goes away without a NOTIFICATION, its routes stay in
+//     force, marked stale, for the restart time the peer advertised (plus
+//     the long-lived stale time when configured, RFC 9494). Routes the peer
+//     announces again are refreshed in place; at its End-of-RIB the routes
+//     it did not announce again are swept. No rule leaves or moves while a
+//     route reflector restarts.
+//   - Any other session loss: the peer's routes are kept for HoldTime and
 //     then removed ("hold", the default), removed at once ("remove"), or
-//     kept until withdrawn ("keep"). Routes the peer announces again when
-//     the session returns are refreshed and stay.
+//     kept until withdrawn ("keep"); with hold, an End-of-RIB after the
+//     session returns sweeps the routes not announced again.
 //   - AllowedDestinations, when set, refuses routes whose destination prefix
-//     lies outside them (RFC 8955 section 6-style trust), and only configured
-//     neighbours can connect at all.
+//     lies outside them, and only configured neighbours can connect at all.
 //
 // Fleet use: many DPUs each run scrubd with the same route reflector (or
-// FastNetMon's gobgpd) as their neighbour; one announcement reaches every
-// DPU, and each places the rule on its own hardware or software path.
+// two) as their neighbours; one announcement reaches every DPU, and each
+// places the rule on its own hardware or software path.
 //
-// GoBGP v3's server loop (BgpServer.Serve) has no way to end: Run stops the
-// BGP instance (sessions and listeners) on return, but that one parked
-// goroutine stays for the life of the process.
+// GoBGP v3's server loop (BgpServer.Serve) has no exit of its own; Run ends
+// it through GoBGP's timing hook after stopping the BGP instance, so no
+// goroutine of the speaker outlives Run.
 package flowspec
 
 import (
@@ -34,7 +46,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
@@ -47,6 +61,11 @@ import (
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
+// StoreSource is the store source of every FlowSpec rule. A rule belongs to
+// the route (its NLRI), not to the peer that sent it: the same route from
+// two route reflectors is one rule, in force while either announces it.
+const StoreSource = "bgp"
+
 // Neighbor is one peer.
 type Neighbor struct {
 	Address string
@@ -55,6 +74,21 @@ type Neighbor struct {
 	Passive bool
 	// LocalAddress binds the session's source address (optional).
 	LocalAddress string
+}
+
+// GracefulRestart configures RFC 4724 graceful restart (and RFC 9494
+// long-lived graceful restart) as scrubd uses it: the receiving speaker.
+type GracefulRestart struct {
+	Enabled bool
+	// RestartTime is the restart time scrubd advertises in its capability
+	// (how long a peer keeps scrubd's routes; scrubd sends none, but the
+	// capability needs one).
+	RestartTime time.Duration
+	// LongLivedStaleTime, when positive, advertises the long-lived graceful
+	// restart capability for the FlowSpec families with this stale time,
+	// and keeps a restarting peer's rules this much longer than its
+	// restart time.
+	LongLivedStaleTime time.Duration
 }
 
 // Config configures the speaker.
@@ -68,9 +102,14 @@ type Config struct {
 	HoldTime        time.Duration
 	Priority        uint32
 	Allowed         []netip.Prefix
-	// ConnectRetry for active sessions (0: GoBGP's default).
-	ConnectRetry time.Duration
+	// ConnectRetry for active sessions: GoBGP waits between this and twice
+	// this before each connection attempt (0: 5 s).
+	ConnectRetry    time.Duration
+	GracefulRestart GracefulRestart
 }
+
+// DefaultConnectRetry is the connect-retry when none is configured.
+const DefaultConnectRetry = 5 * time.Second
 
 // Stats are the speaker's counters.
 type Stats struct {
@@ -78,6 +117,24 @@ type Stats struct {
 	Accepted  uint64
 	Withdrawn uint64
 	Sessions  map[string]bool // peer -> established
+	// Swept counts rules removed because a peer's End-of-RIB showed it no
+	// longer announces them after a session came back.
+	Swept uint64
+	// Stale is the number of rules every announcing peer of which is down
+	// (kept for the restart or hold time).
+	Stale int
+}
+
+// claim is one peer's announcement of a route.
+type claim struct {
+	stale bool
+	until time.Time // zero with stale: no deadline (on_session_down keep)
+}
+
+// route is one FlowSpec route (one rule) and the peers announcing it.
+type route struct {
+	fam   bgp.RouteFamily
+	peers map[string]*claim
 }
 
 // Speaker is the FlowSpec source.
@@ -91,8 +148,15 @@ type Speaker struct {
 	refused   map[string]uint64
 	accepted  uint64
 	withdrawn uint64
+	swept     uint64
 	up        map[string]bool
+	routes    map[string]*route // by rule id
 	srv       *server.BgpServer
+
+	// evMu serialises event handling with shutdown: once closed is set no
+	// event handler calls into the BGP server any more.
+	evMu   sync.Mutex
+	closed bool
 }
 
 // New returns a speaker feeding st.
@@ -100,22 +164,40 @@ func New(cfg Config, st *store.Store, log *slog.Logger, now func() time.Time) *S
 	if cfg.Priority == 0 {
 		cfg.Priority = 500
 	}
-	return &Speaker{cfg: cfg, st: st, log: log, now: now, refused: map[string]uint64{}, up: map[string]bool{}}
+	if cfg.ConnectRetry <= 0 {
+		cfg.ConnectRetry = DefaultConnectRetry
+	}
+	s := &Speaker{cfg: cfg, st: st, log: log, now: now, refused: map[string]uint64{}, up: map[string]bool{}, routes: map[string]*route{}}
+	// A rule the store removed at its deadline (the restart or hold time
+	// ran out) is forgotten, unless a peer announced it again meanwhile.
+	st.OnRemove(func(e store.Entry, _ string) {
+		if e.Source != StoreSource {
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if r := s.routes[e.Rule.ID]; r != nil && allStale(r) {
+			delete(s.routes, e.Rule.ID)
+		}
+	})
+	return s
 }
-
-// Source is the store source of a peer's rules.
-func Source(peer string) string { return "bgp:" + peer }
 
 // Stats returns a copy of the counters.
 func (s *Speaker) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := Stats{Refused: map[string]uint64{}, Accepted: s.accepted, Withdrawn: s.withdrawn, Sessions: map[string]bool{}}
+	out := Stats{Refused: map[string]uint64{}, Accepted: s.accepted, Withdrawn: s.withdrawn, Swept: s.swept, Sessions: map[string]bool{}}
 	for k, v := range s.refused {
 		out.Refused[k] = v
 	}
 	for _, n := range s.cfg.Neighbors {
 		out.Sessions[n.Address] = s.up[n.Address]
+	}
+	for _, r := range s.routes {
+		if allStale(r) {
+			out.Stale++
+		}
 	}
 	return out
 }
@@ -125,51 +207,95 @@ var families = []*api.Family{
 	{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_FLOW_SPEC_UNICAST},
 }
 
+// stopHook ends GoBGP's server loop. BgpServer.Serve has no exit; it calls
+// its timing hook on its own goroutine after every operation, so once stop
+// is set the next operation's hook ends that goroutine (runtime.Goexit runs
+// no further code of the loop, and the loop holds no lock there).
+type stopHook struct{ stop atomic.Bool }
+
+func (h *stopHook) Observe(server.FSMOperation, time.Duration, time.Duration) {
+	if h.stop.Load() {
+		runtime.Goexit()
+	}
+}
+
+// peerConf is the GoBGP peer of one neighbour.
+func (s *Speaker) peerConf(n Neighbor) *api.Peer {
+	p := &api.Peer{
+		Conf:      &api.PeerConf{NeighborAddress: n.Address, PeerAsn: n.ASN},
+		Transport: &api.Transport{PassiveMode: n.Passive, RemotePort: n.Port, LocalAddress: n.LocalAddress},
+		Timers:    &api.Timers{Config: &api.TimersConfig{ConnectRetry: uint64(max(1, s.cfg.ConnectRetry.Round(time.Second)/time.Second))}},
+	}
+	gr := s.cfg.GracefulRestart
+	if gr.Enabled {
+		p.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(gr.RestartTime / time.Second),
+			LonglivedEnabled: gr.LongLivedStaleTime > 0}
+	}
+	for _, f := range families {
+		a := &api.AfiSafi{Config: &api.AfiSafiConfig{Family: f, Enabled: true}}
+		if gr.Enabled {
+			a.MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+			if gr.LongLivedStaleTime > 0 {
+				a.LongLivedGracefulRestart = &api.LongLivedGracefulRestart{Config: &api.LongLivedGracefulRestartConfig{
+					Enabled: true, RestartTime: uint32(gr.LongLivedStaleTime / time.Second)}}
+			}
+		}
+		p.AfiSafis = append(p.AfiSafis, a)
+	}
+	return p
+}
+
 // Run starts the BGP instance, peers and watches until ctx ends, then stops
-// the instance.
+// the instance and GoBGP's server loop: when Run returns, no goroutine it
+// started is left.
 func (s *Speaker) Run(ctx context.Context) error {
-	srv := server.NewBgpServer(server.LoggerOption(&logAdapter{l: s.log}))
-	go srv.Serve()
+	hook := &stopHook{}
+	srv := server.NewBgpServer(server.LoggerOption(&logAdapter{l: s.log}), server.TimingHookOption(hook))
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve()
+	}()
 	s.mu.Lock()
 	s.srv = srv
 	s.mu.Unlock()
+	wctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		// No event handler runs from here on (they call into the server).
+		cancel()
+		s.evMu.Lock()
+		s.closed = true
+		s.evMu.Unlock()
+		// Stop with a fresh context: ctx is already done.
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = srv.StopBgp(sctx, &api.StopBgpRequest{})
+		// Any operation now ends the loop through the hook.
+		hook.stop.Store(true)
+		_, _ = srv.GetBgp(sctx, &api.GetBgpRequest{})
+		<-served
+	}()
 	g := &api.Global{Asn: s.cfg.ASN, RouterId: s.cfg.RouterID, ListenPort: s.cfg.ListenPort, ListenAddresses: s.cfg.ListenAddresses}
 	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: g}); err != nil {
 		return fmt.Errorf("flowspec: starting BGP: %w", err)
 	}
-	defer func() {
-		// Stop with a fresh context: ctx is already done.
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.StopBgp(sctx, &api.StopBgpRequest{})
-	}()
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	err := srv.WatchEvent(wctx, &api.WatchEventRequest{
 		Peer: &api.WatchEventRequest_Peer{},
 		Table: &api.WatchEventRequest_Table{Filters: []*api.WatchEventRequest_Table_Filter{
 			{Type: api.WatchEventRequest_Table_Filter_ADJIN, Init: true},
+			{Type: api.WatchEventRequest_Table_Filter_EOR},
 		}},
 	}, s.event)
 	if err != nil {
 		return fmt.Errorf("flowspec: watching events: %w", err)
 	}
 	for _, n := range s.cfg.Neighbors {
-		p := &api.Peer{
-			Conf:      &api.PeerConf{NeighborAddress: n.Address, PeerAsn: n.ASN},
-			Transport: &api.Transport{PassiveMode: n.Passive, RemotePort: n.Port, LocalAddress: n.LocalAddress},
-		}
-		if s.cfg.ConnectRetry > 0 {
-			p.Timers = &api.Timers{Config: &api.TimersConfig{ConnectRetry: uint64(s.cfg.ConnectRetry.Seconds())}}
-		}
-		for _, f := range families {
-			p.AfiSafis = append(p.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: f, Enabled: true}})
-		}
-		if err := srv.AddPeer(ctx, &api.AddPeerRequest{Peer: p}); err != nil {
+		if err := srv.AddPeer(ctx, &api.AddPeerRequest{Peer: s.peerConf(n)}); err != nil {
 			return fmt.Errorf("flowspec: neighbor %s: %w", n.Address, err)
 		}
 	}
-	s.log.Info("flowspec speaker up", "asn", s.cfg.ASN, "router_id", s.cfg.RouterID, "listen_port", s.cfg.ListenPort, "neighbors", len(s.cfg.Neighbors))
+	s.log.Info("flowspec speaker up", "asn", s.cfg.ASN, "router_id", s.cfg.RouterID, "listen_port", s.cfg.ListenPort,
+		"neighbors", len(s.cfg.Neighbors), "graceful_restart", s.cfg.GracefulRestart.Enabled, "connect_retry", s.cfg.ConnectRetry)
 	<-ctx.Done()
 	return nil
 }
@@ -181,15 +307,75 @@ func (s *Speaker) count(reason string) {
 }
 
 func (s *Speaker) event(ev *api.WatchEventResponse) {
+	s.evMu.Lock()
+	defer s.evMu.Unlock()
+	if s.closed {
+		return
+	}
 	if pe := ev.GetPeer(); pe != nil {
 		s.peerEvent(pe)
 		return
 	}
 	if t := ev.GetTable(); t != nil {
 		for _, p := range t.Paths {
+			if p.GetNlri() == nil {
+				s.endOfRIB(p.GetNeighborIp(), p.GetFamily())
+				continue
+			}
 			s.path(p)
 		}
 	}
+}
+
+// allStale reports whether every peer announcing r is down.
+func allStale(r *route) bool {
+	for _, c := range r.peers {
+		if !c.stale {
+			return false
+		}
+	}
+	return true
+}
+
+// settleLocked brings rule id's store entry in line with its claims: gone
+// when no peer announces it, no deadline while one announces it live, else
+// the latest deadline of the peers holding it. s.mu is held.
+func (s *Speaker) settleLocked(id string, r *route) {
+	if len(r.peers) == 0 {
+		delete(s.routes, id)
+		if s.st.Delete(StoreSource, id) == nil {
+			s.withdrawn++
+		}
+		return
+	}
+	var until time.Time
+	for _, c := range r.peers {
+		if !c.stale || c.until.IsZero() {
+			until = time.Time{}
+			break
+		}
+		if c.until.After(until) {
+			until = c.until
+		}
+	}
+	s.st.SetStale(StoreSource, id, until)
+}
+
+// grState asks GoBGP whether the peer went down gracefully (RFC 4724: the
+// capability was exchanged and the session ended without a NOTIFICATION)
+// and the restart time the peer advertised.
+func (s *Speaker) grState(addr string) (restarting bool, restart time.Duration) {
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.ListPeer(ctx, &api.ListPeerRequest{Address: addr}, func(p *api.Peer) {
+		if gr := p.GetGracefulRestart(); gr != nil && p.GetConf().GetNeighborAddress() == addr {
+			restarting, restart = gr.PeerRestarting, time.Duration(gr.PeerRestartTime)*time.Second
+		}
+	})
+	return restarting, restart
 }
 
 func (s *Speaker) peerEvent(pe *api.WatchEventResponse_PeerEvent) {
@@ -206,25 +392,74 @@ func (s *Speaker) peerEvent(pe *api.WatchEventResponse_PeerEvent) {
 	case est && !was:
 		s.log.Info("flowspec session up", "peer", addr)
 	case !est && was:
-		src := Source(addr)
-		switch s.cfg.OnSessionDown {
+		graceful, restart := false, time.Duration(0)
+		if s.cfg.GracefulRestart.Enabled {
+			graceful, restart = s.grState(addr)
+		}
+		now := s.now()
+		mode, until := s.cfg.OnSessionDown, time.Time{}
+		switch {
+		case graceful:
+			mode, until = "graceful", now.Add(restart+s.cfg.GracefulRestart.LongLivedStaleTime)
+		case mode == "hold":
+			until = now.Add(s.cfg.HoldTime)
+		}
+		s.mu.Lock()
+		n := 0
+		for id, r := range s.routes {
+			c := r.peers[addr]
+			if c == nil {
+				continue
+			}
+			n++
+			if mode == "remove" {
+				delete(r.peers, addr)
+			} else {
+				c.stale, c.until = true, until
+			}
+			s.settleLocked(id, r)
+		}
+		s.mu.Unlock()
+		switch mode {
+		case "graceful":
+			s.log.Warn("flowspec session down, peer restarting gracefully: its rules stay in force as stale until its End-of-RIB or the deadline",
+				"peer", addr, "rules", n, "restart_time", restart, "until", until)
 		case "remove":
-			_, _ = s.st.Replace(src, nil)
-			s.log.Warn("flowspec session down: peer's rules removed", "peer", addr)
+			s.log.Warn("flowspec session down: peer's rules removed", "peer", addr, "rules", n)
 		case "keep":
-			s.log.Warn("flowspec session down: peer's rules kept until withdrawn", "peer", addr)
+			s.log.Warn("flowspec session down: peer's rules kept until withdrawn or swept by its End-of-RIB", "peer", addr, "rules", n)
 		default:
-			until := s.now().Add(s.cfg.HoldTime)
-			n := s.st.MarkStale(src, until)
 			s.log.Warn("flowspec session down: peer's rules held", "peer", addr, "rules", n, "until", until)
 		}
 	}
 }
 
+// endOfRIB sweeps, after a peer's End-of-RIB for a family (RFC 4724 section
+// 4.2), the routes the peer announced before its session went down and has
+// not announced again.
+func (s *Speaker) endOfRIB(peer string, f *api.Family) {
+	if peer == "" || f == nil {
+		return
+	}
+	fam := bgp.AfiSafiToRouteFamily(uint16(f.Afi), uint8(f.Safi))
+	s.mu.Lock()
+	n := 0
+	for id, r := range s.routes {
+		if c := r.peers[peer]; c != nil && c.stale && r.fam == fam {
+			delete(r.peers, peer)
+			n++
+			s.swept++
+			s.settleLocked(id, r)
+		}
+	}
+	s.mu.Unlock()
+	s.log.Info("flowspec End-of-RIB", "peer", peer, "family", fam.String(), "stale_routes_swept", n)
+}
+
 func (s *Speaker) path(p *api.Path) {
 	peer := p.GetNeighborIp()
-	if p.GetNlri() == nil || peer == "" {
-		return // end-of-RIB marker or a local path
+	if peer == "" {
+		return // a local path
 	}
 	nlri, err := apiutil.GetNativeNlri(p)
 	if err != nil {
@@ -248,13 +483,22 @@ func (s *Speaker) path(p *api.Path) {
 		return
 	}
 	fam := bgp.AfiSafiToRouteFamily(nlri.AFI(), nlri.SAFI())
-	id := RuleID(peer, fam, raw)
-	src := Source(peer)
+	id := RuleID(fam, raw)
+	// drop ends this peer's claim on the route (a withdraw, or a route
+	// replaced by one that cannot be enforced).
+	drop := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		r := s.routes[id]
+		if r == nil || r.peers[peer] == nil {
+			return false
+		}
+		delete(r.peers, peer)
+		s.settleLocked(id, r)
+		return true
+	}
 	if p.IsWithdraw {
-		if err := s.st.Delete(src, id); err == nil {
-			s.mu.Lock()
-			s.withdrawn++
-			s.mu.Unlock()
+		if drop() {
 			s.log.Info("flowspec route withdrawn", "peer", peer, "rule", id, "nlri", nlri.String())
 		}
 		return
@@ -268,8 +512,7 @@ func (s *Speaker) path(p *api.Path) {
 	refuse := func(rf *Refusal) {
 		s.count(rf.Reason)
 		s.log.Warn("flowspec route refused", "peer", peer, "nlri", nlri.String(), "reason", rf.Reason, "detail", rf.Detail)
-		// A route replaced by an unsupported one no longer applies.
-		_ = s.st.Delete(src, id)
+		drop()
 	}
 	if rf := Action(attrs); rf != nil {
 		refuse(rf)
@@ -280,13 +523,20 @@ func (s *Speaker) path(p *api.Path) {
 		refuse(rf)
 		return
 	}
-	e, err := s.st.Put(src, r)
+	s.mu.Lock()
+	e, err := s.st.Put(StoreSource, r)
 	if err != nil && e.Rule.ID == "" {
+		s.mu.Unlock()
 		s.count(ReasonInvalid)
 		s.log.Warn("flowspec route refused by the store", "peer", peer, "rule", id, "err", err)
 		return
 	}
-	s.mu.Lock()
+	rt := s.routes[id]
+	if rt == nil {
+		rt = &route{fam: fam, peers: map[string]*claim{}}
+		s.routes[id] = rt
+	}
+	rt.peers[peer] = &claim{}
 	s.accepted++
 	s.mu.Unlock()
 	s.log.Info("flowspec route learned", "peer", peer, "rule", id, "match", r.Match.String(), "status", string(e.Status), "reason", e.Reason)

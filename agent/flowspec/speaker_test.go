@@ -111,7 +111,7 @@ func num(typ bgp.BGPFlowSpecType, op uint8, v uint64) *bgp.FlowSpecComponent {
 func bgpRules(st *store.Store) map[string]store.Entry {
 	out := map[string]store.Entry{}
 	for _, e := range st.Snapshot().Entries {
-		if e.Source == Source("127.0.0.2") {
+		if e.Source == StoreSource {
 			out[e.Rule.ID] = e
 		}
 	}

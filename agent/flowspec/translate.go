@@ -82,11 +82,11 @@ func Action(attrs []bgp.PathAttributeInterface) *Refusal {
 	return nil
 }
 
-// RuleID names the rule of a route from one peer: stable across restarts and
-// re-announcements.
-func RuleID(peer string, family bgp.RouteFamily, nlri []byte) string {
+// RuleID names the rule of a route: a hash of its family and NLRI, stable
+// across restarts and re-announcements and the same whichever peer sends it
+// (two route reflectors announcing one route make one rule).
+func RuleID(family bgp.RouteFamily, nlri []byte) string {
 	h := sha256.New()
-	h.Write([]byte(peer))
 	var f [4]byte
 	binary.BigEndian.PutUint32(f[:], uint32(family))
 	h.Write(f[:])

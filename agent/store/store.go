@@ -212,6 +212,24 @@ func (s *Store) MarkStale(src string, at time.Time) int {
 	return n
 }
 
+// SetStale sets (zero: clears) the removal deadline of one rule of src. It
+// reports whether the rule was found. A source that tracks several origins
+// per rule (FlowSpec routes learned from two route reflectors) marks a rule
+// stale only when every origin is.
+func (s *Store) SetStale(src, id string, at time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.entries[id]
+	if !ok || e.Source != src {
+		return false
+	}
+	if !e.StaleAt.Equal(at) {
+		e.StaleAt = at
+		s.bumpLocked()
+	}
+	return true
+}
+
 // Get returns one rule.
 func (s *Store) Get(id string) (Entry, bool) {
 	s.mu.Lock()

@@ -150,3 +150,27 @@ func TestChangedAndDelete(t *testing.T) {
 		t.Fatal("still there")
 	}
 }
+
+func TestSetStaleOneRule(t *testing.T) {
+	s, c := newStore()
+	if _, err := s.Replace("bgp", []rule.Rule{r(t, `{id: a, action: drop, match: {dst: 203.0.113.1/32}}`), r(t, `{id: b, action: drop, match: {dst: 203.0.113.2/32}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if s.SetStale("api", "a", c.t.Add(time.Second)) {
+		t.Fatal("SetStale marked a rule of another source")
+	}
+	if !s.SetStale("bgp", "a", c.t.Add(10*time.Second)) || s.SetStale("bgp", "zz", c.t) {
+		t.Fatal("SetStale found the wrong rules")
+	}
+	c.t = c.t.Add(10 * time.Second)
+	if g := s.Sweep(); len(g) != 1 || g[0].Rule.ID != "a" {
+		t.Fatalf("sweep %+v", g)
+	}
+	// Cleared: b has no deadline and stays.
+	s.SetStale("bgp", "b", c.t.Add(time.Second))
+	s.SetStale("bgp", "b", time.Time{})
+	c.t = c.t.Add(time.Hour)
+	if g := s.Sweep(); len(g) != 0 || s.Len() != 1 {
+		t.Fatalf("cleared deadline swept: %+v", g)
+	}
+}

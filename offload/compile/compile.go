@@ -21,6 +21,11 @@ type Config struct {
 	// protocol all with an EtherType key; the backend decides).
 	Chain          uint32
 	PrioV4, PrioV6 uint16
+	// PassPrioV4 and PassPrioV6 are the priorities of the pass entries that
+	// except an accept rule's packets from every drop (Pass); they must be
+	// lower numbers than PrioV4 and PrioV6 so that tc consults them first.
+	// 0: no pass entries.
+	PassPrioV4, PassPrioV6 uint16
 	// MaxEntriesPerRule bounds a rule's expansion; 0 means
 	// DefaultMaxEntriesPerRule.
 	MaxEntriesPerRule int
@@ -285,6 +290,40 @@ func Rule(cfg *Config, r *rule.Rule) Result {
 		return res
 	}
 	res.accept(r, entries)
+	return res
+}
+
+// Pass compiles an accept rule into pass entries (offload.Entry.Pass) at
+// PassPrioV4 and PassPrioV6: entries that match exactly the rule's packets
+// and, consulted before the drop tables, keep every hardware drop from
+// them. The compiler's limits are those of a drop rule (the same keys,
+// fragments, L4-zero and entry bounds); a rule that cannot be expressed
+// exactly gets no pass entries (Offloadable false, with the reason), and
+// the drops that overlap it stay out of hardware.
+func Pass(cfg *Config, r *rule.Rule) Result {
+	if r.Action != rule.Accept {
+		res := Result{RuleID: r.ID}
+		res.refuse(ReasonAccept, 0, "rule %s: action %s: only accept rules get pass entries", r.ID, r.Action)
+		return res
+	}
+	if cfg.PassPrioV4 == 0 || cfg.PassPrioV6 == 0 {
+		res := Result{RuleID: r.ID}
+		res.refuse(ReasonAccept, 0, "rule %s: no priority for pass entries is configured", r.ID)
+		return res
+	}
+	c := *cfg
+	c.PrioV4, c.PrioV6 = cfg.PassPrioV4, cfg.PassPrioV6
+	d := *r
+	d.Action = rule.Drop
+	res := Rule(&c, &d)
+	if !res.Offloadable {
+		return res
+	}
+	rh := offload.RuleHash(r.ID, &r.Match)
+	for i := range res.Entries {
+		res.Entries[i].Pass = true
+		res.Entries[i].SetCookie(rh)
+	}
 	return res
 }
 

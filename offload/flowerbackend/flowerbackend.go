@@ -112,6 +112,9 @@ func (b *Backend) ToFilter(e *offload.Entry) (tcflower.Filter, error) {
 		Protocol: ethType(m.Family), Flags: b.cfg.Flags,
 		Actions: []tcflower.Action{tcflower.Drop(append([]byte(nil), e.Cookie[:]...))},
 	}
+	if e.Pass {
+		f.Actions[0].Verdict = tcflower.ActOK
+	}
 	if b.cfg.ProtocolAll {
 		f.Protocol = tcflower.ProtoAll
 	}
@@ -133,7 +136,7 @@ func (b *Backend) ToFilter(e *offload.Entry) (tcflower.Filter, error) {
 }
 
 // FromFilter converts a dumped flower filter back to an entry. ok is false
-// for a filter that is not an IP drop filter expressible as an entry
+// for a filter that is not an IP drop or pass filter expressible as an entry
 // (VLAN keys, other actions, TCP flags beyond 8 bits...); such filters are
 // still reported by Dump, with a zero Match, so that nobody removes them.
 func FromFilter(f *tcflower.Filter) (e offload.Entry, ok bool) {
@@ -151,10 +154,12 @@ func FromFilter(f *tcflower.Filter) (e offload.Entry, ok bool) {
 	default:
 		return e, false
 	}
-	if len(f.Actions) != 1 || f.Actions[0].Kind != "gact" || f.Actions[0].Verdict != tcflower.ActShot ||
+	if len(f.Actions) != 1 || f.Actions[0].Kind != "gact" ||
+		f.Actions[0].Verdict != tcflower.ActShot && f.Actions[0].Verdict != tcflower.ActOK ||
 		k.VLAN != (tcflower.VLANKey{}) || k.TCPFlagsMask > 0xff || k.IPFlagsMask > 3 {
 		return e, false
 	}
+	e.Pass = f.Actions[0].Verdict == tcflower.ActOK
 	if k.IPProto != 0 {
 		m.HasProto, m.Proto = true, k.IPProto
 	}

@@ -26,7 +26,11 @@
 // Process matches a packet (its rule.Fields, as swpath/packet fills them)
 // against the installed entries with offload's entry semantics, lowest
 // priority table of chain 0 first (goto-chain is not modelled), and counts
-// it on the entry hit. It is lock-free and allocation-free: it reads an
+// it on the entry hit. A drop entry drops the packet; a pass entry
+// (offload.Entry.Pass, flower's gact pass) ends the lookup with the packet
+// let through, so a pass entry at a lower priority number than a drop
+// entry that also matches wins, as in tc. Pass entries take entries, mask
+// shapes and flow groups in their own table like any other entry. It is lock-free and allocation-free: it reads an
 // immutable lookup structure (a tuple-space table: one hash map per mask
 // shape) through an atomic pointer that writers replace after each chunk,
 // so the NIC emulator's goroutines match packets while the agent installs

@@ -120,6 +120,7 @@ type lslot struct {
 	handle uint32
 	cookie offload.Cookie
 	ctr    *counter
+	pass   bool
 }
 
 // NIC is a simulated flow table. It is safe for concurrent use; Process
@@ -360,7 +361,7 @@ func (n *NIC) publishLocked() {
 				lt.groups = append(lt.groups, lgroup{mask: m, entries: map[key]*lslot{}})
 			}
 			g := &lt.groups[i]
-			g.entries[pack(&s.entry.Match)] = &lslot{handle: s.entry.Handle, cookie: s.entry.Cookie, ctr: s.ctr}
+			g.entries[pack(&s.entry.Match)] = &lslot{handle: s.entry.Handle, cookie: s.entry.Cookie, ctr: s.ctr, pass: s.entry.Pass}
 			mt := &s.entry.Match
 			g.fams |= 1 << (uint8(mt.Family) & 63)
 			p := uint8(0)
@@ -515,16 +516,21 @@ func (n *NIC) Capacity() offload.Capacity {
 	return c
 }
 
-// Hit is the entry a packet matched.
+// Hit is the entry a packet matched; Pass when it is a pass entry (the
+// packet goes on to the host, and no later priority sees it).
 type Hit struct {
 	Table  offload.Table
 	Handle uint32
 	Cookie offload.Cookie
+	Pass   bool
 }
 
 // Process matches one packet of the given length (bytes, for the byte
 // counter) against the hardware table, counts it on the entry it hits and
-// reports whether the NIC drops it. It never blocks and never allocates.
+// reports whether the NIC drops it: the first table by priority that holds
+// a matching entry decides, a drop entry dropping it and a pass entry
+// letting it through (Hit.Pass) before any later table's drop. It never
+// blocks and never allocates.
 func (n *NIC) Process(f *rule.Fields, length uint32) (Hit, bool) {
 	if n.gone.Load() {
 		return Hit{}, false
@@ -552,7 +558,7 @@ func (n *NIC) Process(f *rule.Fields, length uint32) (Hit, bool) {
 		if best != nil {
 			best.ctr.packets.Add(1)
 			best.ctr.bytes.Add(uint64(length))
-			return Hit{Table: t.id, Handle: best.handle, Cookie: best.cookie}, true
+			return Hit{Table: t.id, Handle: best.handle, Cookie: best.cookie, Pass: best.pass}, !best.pass
 		}
 	}
 	return Hit{}, false
