@@ -103,7 +103,29 @@ type FlowSpec struct {
 	// AllowedDestinations: if given, a route whose destination prefix is not
 	// inside one of these is refused (RFC 8955 section 6-style trust).
 	AllowedDestinations []string `yaml:"allowed_destinations"`
+	// ConnectRetry is how long an active session waits before dialing a
+	// neighbour again (GoBGP waits between this and twice this).
+	ConnectRetry time.Duration `yaml:"connect_retry"`
+	// GracefulRestart: RFC 4724 (and RFC 9494) as the receiving speaker.
+	GracefulRestart GracefulRestart `yaml:"graceful_restart"`
 }
+
+// GracefulRestart is flowspec.graceful_restart.
+type GracefulRestart struct {
+	// Enabled advertises the capability (default true): a route reflector
+	// that restarts keeps the agent's rules in force, stale, for its
+	// restart time, and its End-of-RIB sweeps what it did not send again.
+	Enabled *bool `yaml:"enabled"`
+	// RestartTime is the restart time scrubd advertises (1s-4095s).
+	RestartTime time.Duration `yaml:"restart_time"`
+	// LongLivedStaleTime, if positive, advertises long-lived graceful
+	// restart (RFC 9494) and keeps a restarting peer's rules this much
+	// longer than its restart time.
+	LongLivedStaleTime time.Duration `yaml:"long_lived_stale_time"`
+}
+
+// GR reports whether graceful restart is on (the default).
+func (g GracefulRestart) GR() bool { return g.Enabled == nil || *g.Enabled }
 
 // Neighbor is one configured BGP peer.
 type Neighbor struct {
@@ -113,6 +135,10 @@ type Neighbor struct {
 	// Passive waits for the peer to connect.
 	Passive     bool   `yaml:"passive"`
 	Description string `yaml:"description"`
+	// LocalAddress is the session's source address (optional): several
+	// agents on one host each dial from their own address, so the route
+	// reflector tells them apart.
+	LocalAddress string `yaml:"local_address"`
 }
 
 // Offload selects and sizes the hardware backend.
@@ -222,7 +248,8 @@ func Defaults() Config {
 		Rules:    RuleFiles{Poll: 2 * time.Second},
 		API:      API{Socket: "/run/scrubd/api.sock"},
 		Metrics:  Metrics{Listen: "127.0.0.1:9477", MaxRuleSeries: 500},
-		FlowSpec: FlowSpec{ListenPort: 179, OnSessionDown: "hold", HoldTime: 5 * time.Minute, Priority: 500},
+		FlowSpec: FlowSpec{ListenPort: 179, OnSessionDown: "hold", HoldTime: 5 * time.Minute, Priority: 500,
+			ConnectRetry: 5 * time.Second, GracefulRestart: GracefulRestart{RestartTime: 120 * time.Second}},
 		Offload:  Offload{Backend: "none"},
 		Software: Software{Engine: "go", Workers: 1, XDPPinPath: "/sys/fs/bpf/scrubd"},
 		Place: Placement{Interval: time.Second, HighWater: 0.8, LowWater: 0.5,
@@ -453,11 +480,29 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 			if n.Port > 65535 {
 				bad(fld+".port", strconv.Itoa(int(n.Port)), "must be 0-65535")
 			}
+			if n.LocalAddress != "" {
+				if la, err := netip.ParseAddr(n.LocalAddress); err != nil {
+					bad(fld+".local_address", n.LocalAddress, "not an IP address")
+				} else if a, err := netip.ParseAddr(n.Address); err == nil && la.Unmap().Is4() != a.Unmap().Is4() {
+					bad(fld+".local_address", n.LocalAddress, "not of the neighbor address's family (%s)", n.Address)
+				}
+			}
 		}
 		switch fs.OnSessionDown {
 		case "hold", "remove", "keep":
 		default:
 			bad("flowspec.on_session_down", fs.OnSessionDown, "must be hold, remove or keep")
+		}
+		if fs.ConnectRetry < time.Second || fs.ConnectRetry > time.Hour {
+			bad("flowspec.connect_retry", fs.ConnectRetry.String(), "must be 1s-1h")
+		}
+		if gr := fs.GracefulRestart; gr.GR() {
+			if gr.RestartTime < time.Second || gr.RestartTime > 4095*time.Second {
+				bad("flowspec.graceful_restart.restart_time", gr.RestartTime.String(), "must be 1s-4095s (a 12-bit field of seconds, RFC 4724)")
+			}
+			if gr.LongLivedStaleTime < 0 || gr.LongLivedStaleTime > (1<<24-1)*time.Second {
+				bad("flowspec.graceful_restart.long_lived_stale_time", gr.LongLivedStaleTime.String(), "must be 0 (off) to 16777215s (a 24-bit field of seconds, RFC 9494)")
+			}
 		}
 		if fs.OnSessionDown == "hold" && fs.HoldTime <= 0 {
 			bad("flowspec.hold_time", fs.HoldTime.String(), "must be positive with on_session_down: hold")
