@@ -27,7 +27,9 @@ step none "staticcheck"
 go tool staticcheck ./...
 
 step ebpf "generated eBPF objects are current"
-go generate ./swpath/xdp/
+# Under tests/depscheck.sh: clang and the headers it reads must come from
+# packages tests/deps.sh names for this step.
+bash tests/depscheck.sh ebpf -- go generate ./swpath/xdp/
 git diff --exit-code -- swpath/xdp
 
 step test "go test (amd64; root, namespaces, XDP, kernel lab under qemu)"
@@ -41,7 +43,13 @@ go test -count=1 -tags mlx5 ./swpath/dv/...
 CGO_ENABLED=1 GOARCH=arm64 CC=aarch64-linux-gnu-gcc go vet -tags mlx5 ./swpath/dv/...
 # Compiled and linked for arm64 only: under qemu-user the test binary hangs
 # in libibverbs, so the arm64 layout check is left to a real BlueField.
-CGO_ENABLED=1 GOARCH=arm64 CC=aarch64-linux-gnu-gcc go test -c -tags mlx5 -o /dev/null ./swpath/dv/verbs/
+# Both cgo builds from an empty build cache under tests/depscheck.sh, so every
+# C header and library they read is checked against this step's packages.
+gc=$(mktemp -d)
+bash tests/depscheck.sh mlx5 -- env GOCACHE="$gc" bash -c '
+  go test -c -tags mlx5 -o /dev/null ./swpath/dv/verbs/ &&
+  CGO_ENABLED=1 GOARCH=arm64 CC=aarch64-linux-gnu-gcc go test -c -tags mlx5 -o /dev/null ./swpath/dv/verbs/'
+rm -rf "$gc"
 
 step arm64 "arm64 under qemu-user"
 GOARCH=arm64 go test -count=1 -short -timeout 30m -exec qemu-aarch64-static \
