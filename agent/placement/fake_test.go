@@ -126,6 +126,10 @@ type fakeSW struct {
 	stats dataplane.SWStats
 	// maxRules, when set, makes SetRules refuse larger sets (an engine limit).
 	maxRules int
+	// workers and hz, when set, are the capacity the engine reports
+	// (default 1 core at 1 GHz).
+	workers int
+	hz      float64
 }
 
 func (s *fakeSW) Name() string { return "fakesw" }
@@ -141,7 +145,12 @@ func (s *fakeSW) SetRules(set *rule.Set) error {
 	return nil
 }
 func (s *fakeSW) Stats() dataplane.SWStats { return s.stats }
-func (s *fakeSW) Capacity() (int, float64) { return 1, 1e9 } // 1 core at 1 GHz
+func (s *fakeSW) Capacity() (int, float64) {
+	if s.workers > 0 {
+		return s.workers, s.hz
+	}
+	return 1, 1e9 // 1 core at 1 GHz
+}
 func newWorld(t *testing.T, hwMax int) *world {
 	w := &world{t: t, wanted: map[string]bool{}, clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	w.hw = &fakeHW{w: w, installed: map[string]bool{}, max: hwMax, stats: map[string]dataplane.Counter{}}

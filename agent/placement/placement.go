@@ -5,8 +5,17 @@
 // while entries and masks last; the rest go to software, each with a reason
 // (unsupported key, accept overlap, table full, mask budget, device gone).
 //
-// Regime model: software capacity is workers x clock / cycles per packet
-// (calibrated at start, then measured live from the engine's counters). Per
+// Regime model: software capacity is the smaller of the CPU capacity,
+// workers x clock / cycles per packet (calibrated at start, then measured
+// live from the engine's counters), and the ring capacity: the load at
+// which the busiest receive queue reaches its drain rate, queues x
+// QueueDrainPPS / imbalance, where the imbalance is the busiest worker's
+// offered packets (received plus out-of-buffer) over the mean, from the
+// workers' counters each round (agent/plan's queue model, with the spread
+// measured instead of hashed). Out-of-buffer counts are the ring's own
+// verdict: a round in which they grew caps the ring capacity at what the
+// workers did receive, and the load is what was offered (received plus
+// out-of-buffer). Per
 // rule, packet rate and average frame size come from the deltas of its
 // hardware and software counters. When software load rises above HighWater x
 // capacity, the software rules that cost the most cycles (highest packet
@@ -68,6 +77,11 @@ type Config struct {
 	LiveCycles bool
 	// LinkBps is the link speed, for line-rate context in decision logs.
 	LinkBps float64
+	// QueueDrainPPS is how fast one receive queue's ring drains (`scrubd
+	// bench`'s queue_drain_mpps on the target, or software.queue_drain_mpps);
+	// 0: unknown, and the ring capacity comes from out-of-buffer counts
+	// alone.
+	QueueDrainPPS float64
 	// MaxDecisions kept in the View (default 256).
 	MaxDecisions int
 	// HWStatsPeriod is how often the hardware refreshes its counters (mlx5:
@@ -94,6 +108,12 @@ type Inputs struct {
 	SWLoadPPS       float64 `json:"sw_load_pps"`
 	SWCapacityPPS   float64 `json:"sw_capacity_pps"`
 	CyclesPerPacket float64 `json:"cycles_per_packet"`
+	// The two capacities SWCapacityPPS is the smaller of (ring 0:
+	// unknown), which one limits, and the imbalance behind the ring's.
+	CPUCapacityPPS  float64 `json:"cpu_capacity_pps,omitempty"`
+	RingCapacityPPS float64 `json:"ring_capacity_pps,omitempty"`
+	Limit           string  `json:"limit,omitempty"`
+	Imbalance       float64 `json:"imbalance,omitempty"`
 	HWUsedEntries   int     `json:"hw_used_entries"`
 	HWMaxEntries    int     `json:"hw_max_entries"`
 	OtherRule       string  `json:"other_rule,omitempty"`
@@ -140,6 +160,17 @@ type View struct {
 	SWLoadPPS       float64
 	SWCapacityPPS   float64
 	CyclesPerPacket float64
+	// CPUCapacityPPS and RingCapacityPPS are the two bounds SWCapacityPPS
+	// is the smaller of (ring 0: unknown); Limit says which ("cpu",
+	// "ring", or "ring (out-of-buffer)" when the NIC's out-of-buffer
+	// counts set it); Imbalance is the busiest worker's offered packets
+	// over the mean; OutOfBufferPPS the out-of-buffer rate of the last
+	// round.
+	CPUCapacityPPS  float64
+	RingCapacityPPS float64
+	Limit           string
+	Imbalance       float64
+	OutOfBufferPPS  float64
 	// MeasuredCyclesPerPacket is what the engine's counters gave over the
 	// last round (0 when it reports no cycles or nothing flowed).
 	MeasuredCyclesPerPacket float64
@@ -197,6 +228,9 @@ type Placer struct {
 	lastTick  time.Time
 	lastSW    dataplane.SWStats
 	swLoad    float64
+	rxPPS     float64 // received by the workers, last round
+	oobPPS    float64 // lost for want of receive buffers, last round
+	imbalance float64 // busiest worker's offered packets over the mean
 	cpp       float64
 	measured  float64
 	nic       map[string]uint64
@@ -253,6 +287,12 @@ func (p *Placer) Reconcile(ctx context.Context) error {
 }
 
 func (p *Placer) capacityPPS() float64 {
+	c, _, _, _ := p.capacity()
+	return c
+}
+
+// cpuCapacityPPS is workers x clock / cycles per packet (0: unknown).
+func (p *Placer) cpuCapacityPPS() float64 {
 	w, hz := p.sw.Capacity()
 	if p.cpp <= 0 {
 		return 0
@@ -260,8 +300,41 @@ func (p *Placer) capacityPPS() float64 {
 	return float64(w) * hz / p.cpp
 }
 
+// capacity returns the software capacity, its CPU and ring parts (ring 0:
+// unknown) and which one limits.
+func (p *Placer) capacity() (capPPS, cpu, ring float64, limit string) {
+	cpu = p.cpuCapacityPPS()
+	queues := len(p.lastSW.Workers)
+	if queues == 0 {
+		queues, _ = p.sw.Capacity()
+	}
+	if p.cfg.QueueDrainPPS > 0 && queues > 0 {
+		ring = float64(queues) * p.cfg.QueueDrainPPS / max(p.imbalance, 1)
+	}
+	oob := false
+	if p.oobPPS > 0 {
+		// The ring's own verdict: it drained what the workers received.
+		if v := max(p.rxPPS, 1); ring == 0 || v < ring {
+			ring, oob = v, true
+		}
+	}
+	switch {
+	case ring > 0 && (cpu <= 0 || ring < cpu):
+		limit = "ring"
+		if oob {
+			limit = "ring (out-of-buffer)"
+		}
+		return ring, cpu, ring, limit
+	case cpu > 0:
+		return cpu, cpu, ring, "cpu"
+	}
+	return 0, cpu, ring, ""
+}
+
 func (p *Placer) inputs(rs *ruleState) Inputs {
-	in := Inputs{SWLoadPPS: p.swLoad, SWCapacityPPS: p.capacityPPS(), CyclesPerPacket: p.cpp,
+	capPPS, cpu, ring, limit := p.capacity()
+	in := Inputs{SWLoadPPS: p.swLoad, SWCapacityPPS: capPPS, CyclesPerPacket: p.cpp,
+		CPUCapacityPPS: cpu, RingCapacityPPS: ring, Limit: limit, Imbalance: p.imbalance,
 		HWUsedEntries: p.budget.UsedEntries, HWMaxEntries: p.budget.MaxEntries}
 	if rs != nil {
 		in.RulePPS = rs.hwPPS + rs.swPPS
@@ -367,6 +440,11 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 			removedHW = append(removedHW, rs.key)
 		}
 	}
+	// Accept rules that overlap a hardware drop get their pass entries
+	// before the drops are re-checked (hwpath's pass entries).
+	if as, ok := p.hw.(acceptSyncer); ok && p.hwUp {
+		as.SyncAccepts(ctx, &p.set)
+	}
 	// Compile every drop rule against the new set.
 	for _, id := range p.order {
 		rs := p.rules[id]
@@ -453,7 +531,22 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	if p.hw != nil && !p.hwUp {
 		p.evacuate(ctx)
 	}
+	if as, ok := p.hw.(acceptSyncer); ok && p.hwUp {
+		if err := as.PruneAccepts(ctx, &p.set); err != nil {
+			p.hwFailed(err, "remove pass entries")
+			p.log.Error("removing pass entries no hardware drop needs failed", "err", err)
+		}
+	}
 	p.publish()
+}
+
+// acceptSyncer is a hardware path that excepts accept rules from its drops
+// in hardware (hwpath.Path's pass entries): SyncAccepts puts the entries of
+// new accept rules in front of the drops already there, PruneAccepts takes
+// out those no hardware drop needs once the set's drops are placed.
+type acceptSyncer interface {
+	SyncAccepts(ctx context.Context, set *rule.Set)
+	PruneAccepts(ctx context.Context, set *rule.Set) error
 }
 
 func (p *Placer) compile(rs *ruleState) {
@@ -608,7 +701,15 @@ func (p *Placer) Tick(ctx context.Context) {
 	prev, cur := p.lastSW.Totals(), sw.Totals()
 	if !first && dt > 0 && cur.RxPackets >= prev.RxPackets {
 		rx := cur.RxPackets - prev.RxPackets
-		p.swLoad = float64(rx) / dt
+		var oob uint64
+		if cur.OutOfBuffer >= prev.OutOfBuffer {
+			oob = cur.OutOfBuffer - prev.OutOfBuffer
+		}
+		// The load is what was offered to the software path: what the
+		// workers received and what the rings had no buffer for.
+		p.rxPPS, p.oobPPS = float64(rx)/dt, float64(oob)/dt
+		p.swLoad = float64(rx+oob) / dt
+		p.imbalance = imbalance(p.lastSW.Workers, sw.Workers)
 		if cyc := cur.Cycles - prev.Cycles; rx > 0 && cur.Cycles >= prev.Cycles && cyc > 0 {
 			p.measured = float64(cyc) / float64(rx)
 			if p.cfg.LiveCycles || p.cpp <= 0 {
@@ -628,6 +729,29 @@ func (p *Placer) Tick(ctx context.Context) {
 		p.regime(ctx, now)
 	}
 	p.publish()
+}
+
+// imbalance is the busiest worker's offered packets (received plus
+// out-of-buffer) over the mean, between two readings of the workers'
+// counters; 1 when there are too few packets to tell.
+func imbalance(prev, cur []dataplane.WorkerStats) float64 {
+	if len(prev) != len(cur) || len(cur) == 0 {
+		return 1
+	}
+	var total, busiest uint64
+	for i := range cur {
+		c, o := cur[i], prev[i]
+		if c.RxPackets < o.RxPackets || c.OutOfBuffer < o.OutOfBuffer {
+			return 1 // a counter reset
+		}
+		n := c.RxPackets - o.RxPackets + c.OutOfBuffer - o.OutOfBuffer
+		total += n
+		busiest = max(busiest, n)
+	}
+	if total < 100*uint64(len(cur)) {
+		return 1
+	}
+	return float64(busiest) * float64(len(cur)) / float64(total)
 }
 
 func delta(last *dataplane.Counter, seen *bool, c dataplane.Counter) dataplane.Counter {
@@ -681,7 +805,7 @@ func (p *Placer) Recover(ctx context.Context) {
 }
 
 func (p *Placer) regime(ctx context.Context, now time.Time) {
-	capPPS := p.capacityPPS()
+	capPPS, cpuPPS, ringPPS, limit := p.capacity()
 	dwelt := func(rs *ruleState) bool { return now.Sub(rs.since) >= p.cfg.MinDwell }
 	moves := 0
 	changed := false
@@ -727,8 +851,8 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 		if p.hasRoom(rs) {
 			why := "offload first: room in hardware again"
 			if hot {
-				why = fmt.Sprintf("software load %.0f%% of capacity (high water %.0f%%): costliest rule to hardware",
-					100*load/capPPS, 100*p.cfg.HighWater)
+				why = fmt.Sprintf("software load %.0f%% of capacity (high water %.0f%%; %s): costliest rule to hardware",
+					100*load/capPPS, 100*p.cfg.HighWater, p.limitText(capPPS, cpuPPS, ringPPS, limit))
 			}
 			if p.toHW(ctx, rs, why, now) {
 				load -= rs.swPPS
@@ -755,7 +879,8 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 				rs.r.ID, rs.swPPS, v.hwPPS, rs.avgFrame, v.avgFrame), vin)
 			hwRules[i] = nil
 			in.OtherRule, in.OtherPPS = v.r.ID, v.hwPPS
-			if p.toHW(ctx, rs, fmt.Sprintf("software load %.0f%% of capacity; swapped with %s", 100*load/capPPS, v.r.ID), now) {
+			if p.toHW(ctx, rs, fmt.Sprintf("software load %.0f%% of capacity (%s); swapped with %s", 100*load/capPPS,
+				p.limitText(capPPS, cpuPPS, ringPPS, limit), v.r.ID), now) {
 				load += v.hwPPS - rs.swPPS
 				changed = true
 			}
@@ -768,14 +893,32 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 	}
 }
 
+// limitText says which capacity limits, with both figures.
+func (p *Placer) limitText(capPPS, cpu, ring float64, limit string) string {
+	switch limit {
+	case "ring":
+		return fmt.Sprintf("limit ring: %d queues x %.2f Mpps drain / imbalance %.2f = %.2f Mpps, below the CPU's %.2f Mpps",
+			len(p.lastSW.Workers), p.cfg.QueueDrainPPS/1e6, max(p.imbalance, 1), ring/1e6, cpu/1e6)
+	case "ring (out-of-buffer)":
+		return fmt.Sprintf("limit ring: out-of-buffer %.2f Mpps, the rings drained %.2f Mpps, below the CPU's %.2f Mpps",
+			p.oobPPS/1e6, ring/1e6, cpu/1e6)
+	}
+	s := fmt.Sprintf("limit cpu: %.2f Mpps", capPPS/1e6)
+	if ring > 0 {
+		s += fmt.Sprintf(", ring %.2f Mpps", ring/1e6)
+	}
+	return s
+}
+
 func (p *Placer) publish() {
 	v := &View{Time: p.now(), Decisions: slices.Clone(p.decisions), Moves: map[[2]Path]uint64{},
 		HWFailures: map[dataplane.Kind]uint64{}, HWBudget: p.budget, HWUp: p.hwUp, SW: p.lastSW,
 		SWLoadPPS: p.swLoad, CyclesPerPacket: p.cpp, MeasuredCyclesPerPacket: p.measured, NIC: p.nic, StoreVersion: p.version,
 		Resyncs: p.resyncs, Ready: p.ready}
 	if p.sw != nil {
-		v.SWCapacityPPS = p.capacityPPS()
+		v.SWCapacityPPS, v.CPUCapacityPPS, v.RingCapacityPPS, v.Limit = p.capacity()
 	}
+	v.Imbalance, v.OutOfBufferPPS = p.imbalance, p.oobPPS
 	for k, n := range p.moves {
 		v.Moves[k] = n
 	}
