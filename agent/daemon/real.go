@@ -22,9 +22,13 @@ import (
 )
 
 // Table placement of scrubd's hardware entries: chain 0, priorities 10
-// (IPv4) and 11 (IPv6), after OVS's reserved 1-4 on a BlueField uplink.
+// (IPv4) and 11 (IPv6), after OVS's reserved 1-4 on a BlueField uplink;
+// the pass entries that except accept rules (protect entries) from the
+// drops at 8 and 9, before them.
 const (
 	hwChain        = 0
+	hwPassPrioV4   = 8
+	hwPassPrioV6   = 9
 	hwPrioV4       = 10
 	hwPrioV6       = 11
 	defaultEntries = 0 // unknown: the device's ENOSPC decides
@@ -71,8 +75,9 @@ func RealPaths(ctx context.Context, cfg *config.Config) (Paths, error) {
 		}
 		dev := strings.Join(cfg.Offload.Devices, "+")
 		p.Watch = func(ctx context.Context, lost func(string)) error { return watchQdisc(ctx, devs, lost) }
-		p.HW = hwpath.New(hwpath.Config{Name: "tcflower:" + dev, Compile: compile.Config{Caps: caps, Chain: hwChain, PrioV4: hwPrioV4, PrioV6: hwPrioV6},
-			Owner: offload.Owner{Chain: hwChain, PrioLo: hwPrioV4, PrioHi: hwPrioV6}, MaxEntries: cfg.Offload.MaxEntries, MaxMasks: cfg.Offload.MaxMasks}, b)
+		p.HW = hwpath.New(hwpath.Config{Name: "tcflower:" + dev, Compile: compile.Config{Caps: caps, Chain: hwChain, PrioV4: hwPrioV4, PrioV6: hwPrioV6,
+			PassPrioV4: hwPassPrioV4, PassPrioV6: hwPassPrioV6},
+			Owner: offload.Owner{Chain: hwChain, PrioLo: hwPassPrioV4, PrioHi: hwPrioV6}, MaxEntries: cfg.Offload.MaxEntries, MaxMasks: cfg.Offload.MaxMasks}, b)
 	case "none":
 	default:
 		return p, fmt.Errorf("offload.backend %q is not available outside --sim", cfg.Offload.Backend)

@@ -5,6 +5,41 @@
 // installs a rule's entries all or none, and maps entry counters back to
 // rules through the cookie's rule hash.
 //
+// Protected traffic is excepted in hardware by pass entries: an accept rule
+// that overlaps a drop rule in hardware gets its own entries (flower gact
+// pass, compile.Pass) at priorities consulted before the drop tables
+// (Config.Compile.PassPrioV4/V6), shared by every drop it overlaps. A drop
+// rule overlapping an accept rule goes to hardware whole, with the accept
+// rule's pass entries in front of it. This was chosen over splitting each
+// drop around the accept (offload/compile's Set), measured on the cases
+// that matter:
+//
+//   - the BGP session's protect rules (peer /32, local /32, TCP, one port)
+//     against a drop on the local address's prefix differ from the drop in
+//     three fields; the exact split of one field at a time cannot express
+//     that, and a general one needs about one entry and one mask shape per
+//     prefix bit and port bit (some 60 shapes, against 15 large flow groups
+//     per mlx5 table);
+//   - a reflector protected with direction both ({src R/32} and {dst R/32},
+//     any protocol) against FlowSpec drops on victim /32s: every drop splits
+//     into 32 entries with 32 source-prefix shapes, so 900 rules want 28,800
+//     entries and 32 shapes; with pass entries they take 900 entries in the
+//     drop table and one pass entry in front of them.
+//
+// A pass entry costs one entry per accept rule and family and a mask shape
+// in the pass table. Its traffic cost: a packet it matches ends tc
+// classification. On a host NIC in legacy mode that is the normal receive
+// path, where protected traffic goes anyway. In switchdev mode with OVS on
+// the same ingress, mlx5 sends it to the end of the tc tables (the
+// eswitch's slow path: en/tc/act/accept.c, esw_setup_accept_dest), past
+// OVS's offloaded flows, so OVS forwards it in software. For the automatic
+// BGP rules that is one BGP session's packets (keepalives every few
+// seconds, update bursts); an operator protect entry covering high-rate
+// traffic costs that rate in OVS's software path, and should be narrowed
+// to what needs protecting. Drops that overlap an accept rule without pass
+// entries (no pass priority configured, a rule the device cannot express,
+// no room) stay in software with the reason.
+//
 // A Path is safe for concurrent use.
 package hwpath
 
@@ -13,6 +48,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/scrubd/scrubd/agent/dataplane"
@@ -39,6 +75,16 @@ type Path struct {
 
 	mu    sync.Mutex
 	rules map[string][]offload.Entry // key -> installed entries
+	// pass holds the installed pass entries by accept rule key; passErr
+	// the last reason an accept rule's pass entries could not go in.
+	pass    map[string][]offload.Entry
+	passErr map[string]string
+	// needs lists, by drop rule key, the accept rule keys whose pass
+	// entries the drop relies on; needsUnknown is set while drops read back
+	// from the device (Installed) have not been matched to a rule set, so
+	// Remove takes no pass entry out.
+	needs        map[string][]string
+	needsUnknown bool
 }
 
 // New returns a path over b.
@@ -46,7 +92,8 @@ func New(cfg Config, b offload.Backend) *Path {
 	if cfg.Name == "" {
 		cfg.Name = "offload"
 	}
-	return &Path{cfg: cfg, b: b, rules: map[string][]offload.Entry{}}
+	return &Path{cfg: cfg, b: b, rules: map[string][]offload.Entry{}, pass: map[string][]offload.Entry{}, passErr: map[string]string{},
+		needs: map[string][]string{}}
 }
 
 // Name returns the path's name.
@@ -79,12 +126,10 @@ func hwErr(r string, err error) error {
 	return &dataplane.HWError{Rule: r, Kind: kindOf(err), Detail: detail, Err: err}
 }
 
-func (p *Path) compile(r *rule.Rule, set *rule.Set) (compile.Result, error) {
-	res := compile.Rule(&p.cfg.Compile, r)
-	if !res.Offloadable {
-		k := dataplane.KindUnsupported
-		return res, &dataplane.HWError{Rule: r.ID, Kind: k, Detail: res.Reason.String() + ": " + res.Detail}
-	}
+// shields returns the accept rules of set that decide before r and overlap
+// it: the rules whose pass entries must be in front of r's drops.
+func shields(r *rule.Rule, set *rule.Set) []*rule.Rule {
+	var out []*rule.Rule
 	i := set.Index(r.ID)
 	for j := range set.Rules {
 		a := &set.Rules[j]
@@ -92,16 +137,267 @@ func (p *Path) compile(r *rule.Rule, set *rule.Set) (compile.Result, error) {
 			continue
 		}
 		if compile.Overlap(&a.Match, &r.Match) {
-			return res, &dataplane.HWError{Rule: r.ID, Kind: dataplane.KindAcceptOverlap,
-				Detail: fmt.Sprintf("overlaps accept rule %s (priority %d), which decides first", a.ID, a.Priority)}
+			out = append(out, a)
 		}
 	}
-	return res, nil
+	return out
+}
+
+// passFor says why accept rule a cannot have pass entries ("" if it can):
+// none configured, not expressible, or the last attempt to install them
+// failed.
+func (p *Path) passFor(a *rule.Rule) (compile.Result, string) {
+	res := compile.Pass(&p.cfg.Compile, a)
+	if !res.Offloadable {
+		return res, res.Reason.String() + ": " + res.Detail
+	}
+	p.mu.Lock()
+	why := p.passErr[p.Key(a)]
+	p.mu.Unlock()
+	return res, why
+}
+
+func (p *Path) compile(r *rule.Rule, set *rule.Set) (compile.Result, []*rule.Rule, error) {
+	res := compile.Rule(&p.cfg.Compile, r)
+	if !res.Offloadable {
+		k := dataplane.KindUnsupported
+		return res, nil, &dataplane.HWError{Rule: r.ID, Kind: k, Detail: res.Reason.String() + ": " + res.Detail}
+	}
+	sh := shields(r, set)
+	for _, a := range sh {
+		if _, why := p.passFor(a); why != "" {
+			return res, nil, &dataplane.HWError{Rule: r.ID, Kind: dataplane.KindAcceptOverlap,
+				Detail: fmt.Sprintf("overlaps accept rule %s (priority %d), which decides first, and it has no pass entries in hardware (%s)", a.ID, a.Priority, why)}
+		}
+	}
+	return res, sh, nil
+}
+
+// fits checks that res's entries and new mask shapes fit in what is left.
+func (p *Path) fits(ctx context.Context, id string, res *compile.Result) error {
+	capa, err := p.capacity(ctx)
+	if err != nil {
+		return hwErr(id, err)
+	}
+	if free := capa.FreeEntries(); free >= 0 && free < len(res.Entries) {
+		return &dataplane.HWError{Rule: id, Kind: dataplane.KindTableFull,
+			Detail: fmt.Sprintf("needs %d entries, %d of %d free", len(res.Entries), free, capa.MaxEntries)}
+	}
+	newMasks := map[offload.Table]map[offload.Mask]bool{}
+	for _, tm := range res.Masks {
+		if newMasks[tm.Table] == nil {
+			newMasks[tm.Table] = map[offload.Mask]bool{}
+		}
+		newMasks[tm.Table][tm.Mask] = true
+	}
+	p.mu.Lock()
+	for _, m := range []map[string][]offload.Entry{p.rules, p.pass} {
+		for _, es := range m {
+			for i := range es {
+				delete(newMasks[es[i].Table()], es[i].Match.Mask())
+			}
+		}
+	}
+	p.mu.Unlock()
+	for t, ms := range newMasks {
+		if free := capa.FreeMasks(t); free >= 0 && free < len(ms) {
+			return &dataplane.HWError{Rule: id, Kind: dataplane.KindMaskBudget,
+				Detail: fmt.Sprintf("needs %d new mask shapes in chain %d prio %d, %d left", len(ms), t.Chain, t.Prio, free)}
+		}
+	}
+	return nil
+}
+
+// installAll installs es as one batch, removing what went in if any
+// entry fails.
+func (p *Path) installAll(ctx context.Context, id string, es []offload.Entry) ([]offload.Entry, error) {
+	results, err := p.b.Install(ctx, es)
+	if err != nil {
+		return nil, hwErr(id, err)
+	}
+	var done []offload.Entry
+	var first error
+	for i, rr := range results {
+		if rr.Err != nil {
+			if first == nil {
+				first = rr.Err
+			}
+			continue
+		}
+		e := es[i]
+		e.Handle = rr.Handle
+		done = append(done, e)
+	}
+	if first != nil {
+		if len(done) > 0 {
+			_, _ = p.b.Remove(ctx, done)
+		}
+		return nil, hwErr(id, first)
+	}
+	return done, nil
+}
+
+// ensurePass puts accept rule a's pass entries in hardware unless they are
+// there; a failure is remembered (Compile refuses the drops a shields until
+// a later attempt succeeds).
+func (p *Path) ensurePass(ctx context.Context, a *rule.Rule) error {
+	k := p.Key(a)
+	p.mu.Lock()
+	_, have := p.pass[k]
+	p.mu.Unlock()
+	if have {
+		return nil
+	}
+	res := compile.Pass(&p.cfg.Compile, a)
+	err := error(nil)
+	var done []offload.Entry
+	if !res.Offloadable {
+		err = &dataplane.HWError{Rule: a.ID, Kind: dataplane.KindUnsupported, Detail: res.Reason.String() + ": " + res.Detail}
+	} else if err = p.fits(ctx, a.ID, &res); err == nil {
+		done, err = p.installAll(ctx, a.ID, res.Entries)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.passErr[k] = "pass entries: " + err.Error()
+		return err
+	}
+	delete(p.passErr, k)
+	p.pass[k] = done
+	return nil
+}
+
+// SyncAccepts puts in front of the drops in hardware the pass entries of
+// every accept rule of set that overlaps one of them and decides first:
+// called when the rule set changes, before the drops are re-checked, so a
+// new accept rule is excepted in hardware before anything else happens (a
+// drop whose accept rule gets no pass entries then fails Compile and goes
+// to software). It changes nothing else.
+func (p *Path) SyncAccepts(ctx context.Context, set *rule.Set) {
+	for _, a := range p.acceptsInUse(set) {
+		k := p.Key(a)
+		p.mu.Lock()
+		delete(p.passErr, k) // try again
+		p.mu.Unlock()
+		_ = p.ensurePass(ctx, a)
+	}
+}
+
+// PruneAccepts removes the pass entries no drop in hardware needs any more
+// (its accept rule is gone, or overlaps no hardware drop), and learns which
+// accept rules each hardware drop of set relies on (so that Remove can take
+// out what only that drop needed): called after the set's drops have been
+// placed and removed.
+func (p *Path) PruneAccepts(ctx context.Context, set *rule.Set) error {
+	keep := map[string]bool{}
+	for _, a := range p.acceptsInUse(set) {
+		keep[p.Key(a)] = true
+	}
+	p.mu.Lock()
+	known := map[string]bool{}
+	for i := range set.Rules {
+		d := &set.Rules[i]
+		k := p.Key(d)
+		if d.Action != rule.Drop || p.rules[k] == nil {
+			continue
+		}
+		known[k] = true
+		var ks []string
+		for _, a := range shields(d, set) {
+			ks = append(ks, p.Key(a))
+		}
+		p.needs[k] = ks
+	}
+	p.needsUnknown = false
+	for k := range p.rules {
+		if !known[k] {
+			p.needsUnknown = true // a drop of no rule in set: leave the pass entries
+		}
+	}
+	var drop []string
+	for k := range p.pass {
+		if !keep[k] {
+			drop = append(drop, k)
+		}
+	}
+	unknown := p.needsUnknown
+	p.mu.Unlock()
+	if unknown {
+		return nil
+	}
+	var first error
+	for _, k := range drop {
+		first = cmpOr(first, p.removePass(ctx, k))
+	}
+	return first
+}
+
+// removePass takes accept rule key k's pass entries out of hardware.
+func (p *Path) removePass(ctx context.Context, k string) error {
+	p.mu.Lock()
+	es := p.pass[k]
+	p.mu.Unlock()
+	if len(es) == 0 {
+		return nil
+	}
+	results, err := p.b.Remove(ctx, es)
+	if err != nil {
+		return hwErr(k, err)
+	}
+	var left []offload.Entry
+	var first error
+	for i, rr := range results {
+		if rr.Err != nil && !offload.IsNotFound(rr.Err) {
+			left = append(left, es[i])
+			first = cmpOr(first, hwErr(k, rr.Err))
+		}
+	}
+	p.mu.Lock()
+	if len(left) == 0 {
+		delete(p.pass, k)
+	} else {
+		p.pass[k] = left
+	}
+	p.mu.Unlock()
+	return first
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// acceptsInUse returns the accept rules of set that decide before, and
+// overlap, a drop rule of set that is in hardware now.
+func (p *Path) acceptsInUse(set *rule.Set) []*rule.Rule {
+	p.mu.Lock()
+	inHW := map[string]bool{}
+	for k := range p.rules {
+		inHW[k] = true
+	}
+	p.mu.Unlock()
+	seen := map[string]bool{}
+	var out []*rule.Rule
+	for i := range set.Rules {
+		d := &set.Rules[i]
+		if d.Action != rule.Drop || !inHW[p.Key(d)] {
+			continue
+		}
+		for _, a := range shields(d, set) {
+			if !seen[a.ID] {
+				seen[a.ID] = true
+				out = append(out, a)
+			}
+		}
+	}
+	return out
 }
 
 // Compile implements dataplane.HW.
 func (p *Path) Compile(r *rule.Rule, set *rule.Set) (dataplane.Cost, error) {
-	res, err := p.compile(r, set)
+	res, _, err := p.compile(r, set)
 	if err != nil {
 		return dataplane.Cost{}, err
 	}
@@ -129,70 +425,45 @@ func (p *Path) capacity(ctx context.Context) (offload.Capacity, error) {
 	for _, es := range p.rules {
 		mine = append(mine, es...)
 	}
+	for _, es := range p.pass {
+		mine = append(mine, es...)
+	}
 	p.mu.Unlock()
 	return offload.CapacityOf(caps, mine), nil
 }
 
-// Install implements dataplane.HW: the entries go in as one batch; if any
-// fails, the ones that went in are removed again.
+// Install implements dataplane.HW: the pass entries of the accept rules
+// the rule overlaps go in first (if they are not there), then the rule's
+// entries as one batch; if any fails, the ones that went in are removed
+// again.
 func (p *Path) Install(ctx context.Context, r *rule.Rule, set *rule.Set) error {
-	res, err := p.compile(r, set)
+	res, sh, err := p.compile(r, set)
 	if err != nil {
 		return err
 	}
-	capa, err := p.capacity(ctx)
-	if err != nil {
-		return hwErr(r.ID, err)
-	}
-	if free := capa.FreeEntries(); free >= 0 && free < len(res.Entries) {
-		return &dataplane.HWError{Rule: r.ID, Kind: dataplane.KindTableFull,
-			Detail: fmt.Sprintf("needs %d entries, %d of %d free", len(res.Entries), free, capa.MaxEntries)}
-	}
-	newMasks := map[offload.Table]map[offload.Mask]bool{}
-	for _, tm := range res.Masks {
-		if newMasks[tm.Table] == nil {
-			newMasks[tm.Table] = map[offload.Mask]bool{}
-		}
-		newMasks[tm.Table][tm.Mask] = true
-	}
-	p.mu.Lock()
-	for _, es := range p.rules {
-		for i := range es {
-			delete(newMasks[es[i].Table()], es[i].Match.Mask())
-		}
-	}
-	p.mu.Unlock()
-	for t, ms := range newMasks {
-		if free := capa.FreeMasks(t); free >= 0 && free < len(ms) {
-			return &dataplane.HWError{Rule: r.ID, Kind: dataplane.KindMaskBudget,
-				Detail: fmt.Sprintf("needs %d new mask shapes in chain %d prio %d, %d left", len(ms), t.Chain, t.Prio, free)}
-		}
-	}
-	results, err := p.b.Install(ctx, res.Entries)
-	if err != nil {
-		return hwErr(r.ID, err)
-	}
-	var done []offload.Entry
-	var first error
-	for i, rr := range results {
-		if rr.Err != nil {
-			if first == nil {
-				first = rr.Err
+	for _, a := range sh {
+		if err := p.ensurePass(ctx, a); err != nil {
+			var he *dataplane.HWError
+			if errors.As(err, &he) {
+				return &dataplane.HWError{Rule: r.ID, Kind: he.Kind, Detail: fmt.Sprintf("pass entries for accept rule %s: %s", a.ID, he.Detail), Err: he.Err}
 			}
-			continue
+			return err
 		}
-		e := res.Entries[i]
-		e.Handle = rr.Handle
-		done = append(done, e)
 	}
-	if first != nil {
-		if len(done) > 0 {
-			_, _ = p.b.Remove(ctx, done)
-		}
-		return hwErr(r.ID, first)
+	if err := p.fits(ctx, r.ID, &res); err != nil {
+		return err
+	}
+	done, err := p.installAll(ctx, r.ID, res.Entries)
+	if err != nil {
+		return err
+	}
+	var ks []string
+	for _, a := range sh {
+		ks = append(ks, p.Key(a))
 	}
 	p.mu.Lock()
 	p.rules[p.Key(r)] = done
+	p.needs[p.Key(r)] = ks
 	p.mu.Unlock()
 	return nil
 }
@@ -220,8 +491,17 @@ func (p *Path) Remove(ctx context.Context, key string) error {
 		}
 	}
 	p.mu.Lock()
+	var orphans []string
 	if len(left) == 0 {
 		delete(p.rules, key)
+		// Pass entries only this drop relied on go too (never while drops
+		// read back from the device are not yet matched to rules).
+		for _, ak := range p.needs[key] {
+			if !p.needsUnknown && !p.neededLocked(ak, key) {
+				orphans = append(orphans, ak)
+			}
+		}
+		delete(p.needs, key)
 	} else {
 		p.rules[key] = left
 	}
@@ -229,7 +509,23 @@ func (p *Path) Remove(ctx context.Context, key string) error {
 	if first != nil {
 		return hwErr(key, first)
 	}
+	for _, ak := range orphans {
+		if err := p.removePass(ctx, ak); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// neededLocked reports whether a drop other than except relies on accept
+// key ak's pass entries; the caller holds p.mu.
+func (p *Path) neededLocked(ak, except string) bool {
+	for k, ks := range p.needs {
+		if k != except && slices.Contains(ks, ak) {
+			return true
+		}
+	}
+	return false
 }
 
 // Installed dumps the device and returns the keys of scrubd's rules there
@@ -242,6 +538,7 @@ func (p *Path) Installed(ctx context.Context) ([]string, error) {
 		return nil, hwErr("", err)
 	}
 	found := map[string][]offload.Entry{}
+	pass := map[string][]offload.Entry{}
 	var keys []string
 	for i := range dump {
 		e := dump[i].Entry
@@ -250,6 +547,10 @@ func (p *Path) Installed(ctx context.Context) ([]string, error) {
 		}
 		h := e.Cookie.RuleHash()
 		k := hex.EncodeToString(h[:])
+		if e.Pass {
+			pass[k] = append(pass[k], e) // an accept rule's, kept by SyncAccepts
+			continue
+		}
 		if found[k] == nil {
 			keys = append(keys, k)
 		}
@@ -259,6 +560,9 @@ func (p *Path) Installed(ctx context.Context) ([]string, error) {
 	// a deleted qdisc) are forgotten, so they count against no budget.
 	p.mu.Lock()
 	p.rules = found
+	p.pass = pass
+	p.needs = map[string][]string{}
+	p.needsUnknown = len(found) > 0
 	p.mu.Unlock()
 	return keys, nil
 }

@@ -103,15 +103,15 @@ func TestMultiDevice(t *testing.T) {
 	// A device refusing an entry (p1 full) leaves it in neither: Multi
 	// takes it back out of p0.
 	p1.SetGone(false) // back, empty
-	cr, err := p.compile(gre, set)
+	cr, _, err := p.compile(gre, set)
 	if err != nil {
 		t.Fatal(err)
 	}
-	filler, err := p.compile(dns, set)
+	filler, _, err := p.compile(dns, set)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ntpEntries, err := p.compile(ntp, set)
+	ntpEntries, _, err := p.compile(ntp, set)
 	if err != nil {
 		t.Fatal(err)
 	}

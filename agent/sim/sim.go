@@ -24,8 +24,13 @@
 // running CPP cycles per packet (the Direct Verbs figures by default);
 // when the packets reaching software exceed that capacity the excess is
 // lost before the receive rings, counted as out-of-buffer, as on a NIC
-// whose rings run dry. The engine's own cycles per packet, measured on
-// this machine, are reported beside the model. Every frame carries its
+// whose rings run dry. With QueueDrainPPS each receive queue also carries
+// at most that many packets per second (its ring's drain rate, agent/plan's
+// queue model): what a queue is offered beyond it is lost as out-of-buffer
+// too, however much CPU the model has left. RSS is mlx5's: a Toeplitz hash
+// of the addresses with the key scrubd's engine gives the NIC, through a
+// uniform indirection table. The engine's own cycles per packet, measured
+// on this machine, are reported beside the model. Every frame carries its
 // flow and the reference decision ((*rule.Set).Decide on the rule set in
 // force when it was sent), so the simulator counts any packet a path
 // dropped that the rules pass (over-drop) and any drop of protected
@@ -40,8 +45,8 @@ package sim
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"math"
+	"math/bits"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -50,6 +55,7 @@ import (
 
 	"github.com/scrubd/scrubd/agent/dataplane"
 	"github.com/scrubd/scrubd/agent/hwpath"
+	"github.com/scrubd/scrubd/agent/plan"
 	"github.com/scrubd/scrubd/offload"
 	"github.com/scrubd/scrubd/offload/compile"
 	osim "github.com/scrubd/scrubd/offload/sim"
@@ -113,6 +119,15 @@ type Options struct {
 	// Host puts the engine in host mode: passed frames are counted, not
 	// forwarded to the peer port.
 	Host bool
+	// RingEntries sizes each receive queue of the emulated NIC (default
+	// 512; software.rx_ring_entries); its CQ gets twice as many.
+	RingEntries int
+	// QueueDrainPPS, when set, is each receive queue's modelled drain rate
+	// (full-rate packets per second): the ring's limit.
+	QueueDrainPPS float64
+	// RETASize is the RSS indirection table's size (default
+	// plan.DefaultRETASize).
+	RETASize int
 	// IdleSleep is how long a worker in Run sleeps after a poll that found
 	// nothing (default 1 ms), so twelve simulated cores do not keep a
 	// laptop's CPUs spinning.
@@ -132,8 +147,11 @@ type NIC struct {
 	flows [][]variant
 	stats []flowCounters
 	// modelOOB counts, per queue, packets the capacity model lost before
-	// they reached the ring.
+	// they reached the ring; ringOOB the part of them the queue's drain
+	// rate lost (the rest the CPU model did).
 	modelOOB []atomic.Uint64
+	ringOOB  []atomic.Uint64
+	drainAcc []float64
 	rxPhy    atomic.Uint64
 	untagged atomic.Uint64
 	unpinned atomic.Uint64 // workers Run could not pin
@@ -195,28 +213,45 @@ func New(opt Options) (*NIC, error) {
 	if opt.IdleSleep <= 0 {
 		opt.IdleSleep = time.Millisecond
 	}
+	if opt.RingEntries == 0 {
+		opt.RingEntries = 512
+	}
+	if err := plan.ValidRing(opt.RingEntries); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	if opt.RETASize == 0 {
+		opt.RETASize = plan.DefaultRETASize
+	}
+	reta, err := plan.UniformRETA(opt.RETASize, opt.Queues)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
 	caps := offload.MLX5(osim.DefaultEntries)
 	if opt.InsertRate > 0 {
 		caps.InsertRate = opt.InsertRate
 	}
 	clk := osim.NewFakeClock(opt.Start)
 	hwNIC := osim.New(osim.Config{Caps: caps, Clock: clk, Dev: "sim0"})
-	path := hwpath.New(hwpath.Config{Name: "sim-mlx5", Compile: compile.Config{Caps: caps, Chain: 0, PrioV4: 10, PrioV6: 11},
-		Owner: offload.Owner{Chain: 0, PrioLo: 10, PrioHi: 11}, MaxEntries: opt.HWEntries, MaxMasks: opt.HWMasks}, hwNIC)
+	// The agent's table layout (daemon/real.go): drops at 10 and 11, the
+	// accept rules' pass entries before them at 8 and 9.
+	path := hwpath.New(hwpath.Config{Name: "sim-mlx5", Compile: compile.Config{Caps: caps, Chain: 0, PrioV4: 10, PrioV6: 11, PassPrioV4: 8, PassPrioV6: 9},
+		Owner: offload.Owner{Chain: 0, PrioLo: 8, PrioHi: 11}, MaxEntries: opt.HWEntries, MaxMasks: opt.HWMasks}, hwNIC)
 	n := &NIC{opt: opt, clock: clk, hwNIC: hwNIC, ref: &rule.Set{},
 		stats: make([]flowCounters, len(opt.Flows)), modelOOB: make([]atomic.Uint64, opt.Queues),
+		ringOOB: make([]atomic.Uint64, opt.Queues), drainAcc: make([]float64, opt.Queues),
 		acc: make([]float64, len(opt.Flows)), pend: make([][]pending, opt.Queues)}
-	seed := maphash.MakeSeed()
 	for i := range opt.Flows {
-		vs, err := buildVariants(i, &opt.Flows[i], opt.Queues, seed)
+		vs, err := buildVariants(i, &opt.Flows[i], reta)
 		if err != nil {
 			return nil, err
 		}
 		n.flows = append(n.flows, vs)
 	}
-	// The engine: rings of 512 receive WQEs (a CQ of twice that) and 512
-	// send WQEs per queue, small pool caches: twelve queues fit in ~50 MB.
-	d, err := dvsim.New(dvsim.Config{Workers: opt.Queues, Host: opt.Host, CQLog2: 10, RQLog2: 9, SQLog2: 9, Tap: n.tap,
+	// The engine: rings of RingEntries receive WQEs (a CQ of twice that)
+	// and 512 send WQEs per queue, small pool caches: twelve queues of 512
+	// fit in ~50 MB.
+	rq := uint(bits.TrailingZeros(uint(opt.RingEntries)))
+	d, err := dvsim.New(dvsim.Config{Workers: opt.Queues, Host: opt.Host, CQLog2: rq + 1, RQLog2: rq, SQLog2: 9, Tap: n.tap,
 		Pool: &pool.Config{HugePages: pool.HugeOff, Bind: pool.BindOff, CacheSize: 128}})
 	if err != nil {
 		return nil, fmt.Errorf("sim: software path: %w", err)
@@ -381,6 +416,14 @@ func (n *NIC) round(secs float64, sync bool) {
 	var kacc float64
 	for q, list := range n.pend {
 		rq := n.dv.RX[q]
+		// The queue's ring drains at most QueueDrainPPS: this round's
+		// allowance in real packets.
+		allowed := len(list)
+		if n.opt.QueueDrainPPS > 0 {
+			n.drainAcc[q] += n.opt.QueueDrainPPS * secs / n.opt.Scale
+			allowed = int(n.drainAcc[q])
+			n.drainAcc[q] -= float64(allowed)
+		}
 		for _, p := range list {
 			fc := &n.stats[p.flow]
 			kacc += keep
@@ -391,6 +434,14 @@ func (n *NIC) round(secs float64, sync bool) {
 				continue
 			}
 			kacc--
+			if allowed == 0 {
+				fc.oob.Add(1)
+				fc.modelOOB.Add(1)
+				n.modelOOB[q].Add(1)
+				n.ringOOB[q].Add(1)
+				continue
+			}
+			allowed--
 			if sync {
 				for rq.Room() == 0 && n.stepQueue(q) > 0 {
 				}
@@ -488,6 +539,16 @@ func (n *NIC) Engine() EngineStats {
 		es.ModelLost += n.modelOOB[i].Load()
 	}
 	return es
+}
+
+// RingLost returns the packets each queue's drain rate lost (modelled
+// packets, per queue): the rings' overflow, apart from the CPU model's.
+func (n *NIC) RingLost() []uint64 {
+	out := make([]uint64, len(n.ringOOB))
+	for i := range n.ringOOB {
+		out[i] = n.up(n.ringOOB[i].Load())
+	}
+	return out
 }
 
 // Untagged counts frames the engine saw that the simulator did not send
