@@ -139,12 +139,14 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // newSim builds the simulated NIC a config describes: the modelled software
-// path (workers, clock, cycles per packet), the table budget, host or
-// forward mode.
+// path (workers, clock, cycles per packet, the queues' drain rate), the
+// receive rings (software.rx_ring_entries or the capacity model's size),
+// the table budget, host or forward mode.
 func newSim(cfg *config.Config, scale float64) (*sim.NIC, error) {
+	ring, _ := daemon.RxRing(cfg, "/")
 	return sim.New(sim.Options{Scale: scale, Workers: cfg.Software.Workers, Hz: cfg.Software.GHz * 1e9,
 		CPP: float64(cfg.Software.CyclesPerPacket), HWEntries: cfg.Offload.MaxEntries, HWMasks: cfg.Offload.MaxMasks,
-		Host: cfg.Software.ForwardTo == ""})
+		Host: cfg.Software.ForwardTo == "", RingEntries: ring, QueueDrainPPS: cfg.Software.QueueDrainMpps * 1e6})
 }
 
 func isTTY(w io.Writer) bool {

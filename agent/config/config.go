@@ -181,6 +181,16 @@ type Software struct {
 	// and links, so that a restarted agent takes them over without a gap
 	// in filtering.
 	XDPPinPath string `yaml:"xdp_pin_path"`
+	// RxRingEntries sizes every receive queue of the dv engine and the
+	// NIC emulator (its CQ gets twice as many entries); 0 ("auto") sizes it
+	// from the capacity model (agent/plan: the busiest queue's load for
+	// 500 us, within the last-level cache share of a worker's core).
+	RxRingEntries int `yaml:"rx_ring_entries"`
+	// QueueDrainMpps is how fast one receive queue's ring drains, in Mpps
+	// (`scrubd bench`'s drain/q on the target); the placement model's ring
+	// capacity is queues x this / the live imbalance. 0: unknown, and only
+	// out-of-buffer counts speak for the ring.
+	QueueDrainMpps float64 `yaml:"queue_drain_mpps"`
 }
 
 // Cycles is software.cycles_per_packet: a positive number of cycles, or 0
@@ -570,6 +580,12 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 	case "", "worker", "device":
 	default:
 		bad("software.buffer_node", sw.BufferNode, "must be worker or device")
+	}
+	if n := sw.RxRingEntries; n != 0 && (n < 256 || n > 32768 || n&(n-1) != 0) {
+		bad("software.rx_ring_entries", strconv.Itoa(n), "must be auto (0) or a power of 2 from 256 to 32768")
+	}
+	if !(sw.QueueDrainMpps >= 0) || math.IsInf(sw.QueueDrainMpps, 0) {
+		bad("software.queue_drain_mpps", fmt.Sprint(sw.QueueDrainMpps), "must be 0 (unknown) or a positive number of Mpps")
 	}
 	if sw.Engine == "xdp" {
 		switch {

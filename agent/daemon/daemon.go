@@ -283,8 +283,13 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 			log.Info("software.cycles_per_packet auto: calibrated (scrubd bench, 64 B, one worker, emulated rings)", "cycles_per_packet", c)
 		}
 	}
+	if cfg.Software.Engine == "dv" {
+		n, why := RxRing(cfg, "/")
+		log.Info("software receive rings", "entries", n, "cq_entries", 2*n, "why", why)
+	}
 	pcfg := placement.Config{HighWater: cfg.Place.HighWater, LowWater: cfg.Place.LowWater, MinDwell: cfg.Place.MinDwell,
-		MaxMoves: cfg.Place.MaxMovesPerRound, CyclesPerPacket: cpp, LiveCycles: live, LinkBps: cfg.LinkGbps * 1e9}
+		MaxMoves: cfg.Place.MaxMovesPerRound, CyclesPerPacket: cpp, LiveCycles: live, LinkBps: cfg.LinkGbps * 1e9,
+		QueueDrainPPS: cfg.Software.QueueDrainMpps * 1e6}
 	placer := placement.New(pcfg, paths.HW, paths.SW, log.With("component", "placement"), now)
 	d := &Daemon{Cfg: cfg, Store: st, Placer: placer}
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"runtime"
 
 	"github.com/scrubd/scrubd/agent/config"
@@ -41,7 +42,10 @@ func dvEngine(ctx context.Context, cfg *config.Config) (dataplane.SW, func() err
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := pool.New(pool.Config{BuffersPerNode: max(pool.DefaultBuffersPerNode, used*(2<<10+2*pool.DefaultCacheSize+2*dv.MaxBurst)),
+	// Every receive and send queue gets software.rx_ring_entries (or the
+	// capacity model's size); each CQ twice that (verbs.CreateRx).
+	entries, _ := RxRing(cfg, "/")
+	p, err := pool.New(pool.Config{BuffersPerNode: max(pool.DefaultBuffersPerNode, used*(2*entries+2*pool.DefaultCacheSize+2*dv.MaxBurst)),
 		HugePages: pool.HugeAuto, Bind: pool.BindAuto, Placement: bufferPlacement(sw.BufferNode)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("software.engine dv: buffer pool: %w", err)
@@ -64,7 +68,7 @@ func dvEngine(ctx context.Context, cfg *config.Config) (dataplane.SW, func() err
 			next++
 		}
 		pt, err := verbs.SetupPort(verbs.PortConfig{RxNetdev: iface, TxNetdev: sw.ForwardTo, Host: sw.ForwardTo == "",
-			CPUs: cpus, Pool: p, Classifier: cls})
+			CPUs: cpus, Log2: uint(bits.TrailingZeros(uint(entries))), Pool: p, Classifier: cls})
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("software.interfaces %q: %w", iface, err)

@@ -2,8 +2,8 @@ package sim
 
 import (
 	"encoding/binary"
-	"hash/maphash"
 
+	"github.com/scrubd/scrubd/agent/plan"
 	"github.com/scrubd/scrubd/swpath/packet"
 	"github.com/scrubd/scrubd/swpath/rule"
 	"github.com/scrubd/scrubd/swpath/traffic"
@@ -36,7 +36,7 @@ type variant struct {
 }
 
 // buildVariants makes the frames of flow fi.
-func buildVariants(fi int, fl *Flow, queues int, seed maphash.Seed) ([]variant, error) {
+func buildVariants(fi int, fl *Flow, reta plan.RETA) ([]variant, error) {
 	n := max(fl.Vary, 1)
 	out := make([]variant, n)
 	for v := 0; v < n; v++ {
@@ -59,12 +59,17 @@ func buildVariants(fi int, fl *Flow, queues int, seed maphash.Seed) ([]variant, 
 		if st := packet.Parse(out[v].frames[0], &out[v].fields); st != packet.OK {
 			return nil, &FlowError{Flow: fl.Name, Msg: "its frames do not parse as IP (" + st.String() + ")"}
 		}
-		// RSS: the device spreads flows over the queues by a hash of the
-		// addresses and ports (Toeplitz on a NIC; any fixed hash here).
-		var h maphash.Hash
-		h.SetSeed(seed)
-		h.Write(out[v].frames[0][ethHdr:min(len(base), ethHdr+40)])
-		out[v].queue = int(h.Sum64() % uint64(queues))
+		// RSS as scrubd's engine sets it up on mlx5: Toeplitz with the
+		// Microsoft key over the source and destination addresses, then
+		// the indirection table.
+		fs := &out[v].fields
+		var in []byte
+		if fs.Family == rule.IPv6 {
+			in = plan.RSSInputV6(fs.Src.Netip(rule.IPv6).As16(), fs.Dst.Netip(rule.IPv6).As16(), 0, 0, false)
+		} else {
+			in = plan.RSSInputV4(fs.Src.Netip(rule.IPv4).As4(), fs.Dst.Netip(rule.IPv4).As4(), 0, 0, false)
+		}
+		out[v].queue = reta.Queue(plan.Toeplitz(plan.MicrosoftKey, in))
 	}
 	return out, nil
 }
