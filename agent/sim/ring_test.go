@@ -149,3 +149,19 @@ func TestSimRingLimitMovesRuleToHardware(t *testing.T) {
 			moved.Inputs.CPUCapacityPPS/1e6, moved.Inputs.RingCapacityPPS/1e6, moved.Inputs.Imbalance, r.ringLost)
 	}
 }
+
+// The emulated receive queues take the configured ring size, the CQ twice
+// that; a size the engine cannot take is refused.
+func TestSimRingEntries(t *testing.T) {
+	n, err := New(Options{Workers: 2, RingEntries: 2048, Flows: ringFlows()[:1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if rq, cq := n.Rings(); rq != 2048 || cq != 4096 {
+		t.Fatalf("rings %d, CQ %d; want 2048, 4096", rq, cq)
+	}
+	if _, err := New(Options{Workers: 2, RingEntries: 1000}); err == nil || !strings.Contains(err.Error(), "1000") {
+		t.Fatalf("1000 entries: %v", err)
+	}
+}

@@ -541,6 +541,12 @@ func (n *NIC) Engine() EngineStats {
 	return es
 }
 
+// Rings returns the entries of each emulated receive queue and of its CQ.
+func (n *NIC) Rings() (rq, cq int) {
+	r := n.dv.RxRings[0]
+	return 1 << r.RQLog2, 1 << r.CQLog2
+}
+
 // RingLost returns the packets each queue's drain rate lost (modelled
 // packets, per queue): the rings' overflow, apart from the CPU model's.
 func (n *NIC) RingLost() []uint64 {
