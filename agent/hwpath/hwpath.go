@@ -15,16 +15,17 @@
 // that matter:
 //
 //   - the BGP session's protect rules (peer /32, local /32, TCP, one port)
-//     against a drop on the local address's prefix differ from the drop in
-//     three fields; the exact split of one field at a time cannot express
-//     that, and a general one needs about one entry and one mask shape per
-//     prefix bit and port bit (some 60 shapes, against 15 large flow groups
-//     per mlx5 table);
+//     against a drop on the local address's /24 differ from the drop in
+//     three fields; the split, which narrows one field, refuses it, and a
+//     general split needs an entry and a mask shape per prefix bit and port
+//     bit (32 + 8 + 16 = 56 shapes, against 15 large flow groups per mlx5
+//     table). One pass entry does it.
 //   - a reflector protected with direction both ({src R/32} and {dst R/32},
-//     any protocol) against FlowSpec drops on victim /32s: every drop splits
-//     into 32 entries with 32 source-prefix shapes, so 900 rules want 28,800
-//     entries and 32 shapes; with pass entries they take 900 entries in the
-//     drop table and one pass entry in front of them.
+//     any protocol) against 900 FlowSpec drops on victim /32s: every drop
+//     splits into 32 entries with 32 source-prefix shapes, 28,800 entries
+//     and 32 shapes in all, and not one rule fits a 4096-entry table with
+//     15 large groups. With pass entries: the drops' own 900 entries and
+//     one pass entry in front of them (TestSplitOrPass measures both).
 //
 // A pass entry costs one entry per accept rule and family and a mask shape
 // in the pass table. Its traffic cost: a packet it matches ends tc

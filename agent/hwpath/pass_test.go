@@ -3,6 +3,7 @@ package hwpath
 import (
 	"context"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -222,3 +223,62 @@ func TestPassEntriesFollowTheirDrops(t *testing.T) {
 		t.Fatalf("after removing b: %d pass entries, want 0", n)
 	}
 }
+
+// TestSplitOrPass measures what the two ways of excepting protected
+// traffic in hardware cost, on the cases the package doc names: an exact
+// split of each drop around the accept rule (offload/compile's Set) and
+// pass entries (compile.Pass). The figures in the package doc are these.
+func TestSplitOrPass(t *testing.T) {
+	caps := offload.MLX5(4096)
+	cfg := compile.Config{Caps: caps, PrioV4: 10, PrioV6: 11, PassPrioV4: 8, PassPrioV6: 9}
+	// A reflector protected with direction both, 900 FlowSpec drops.
+	y := "rules:\n  - {id: rr-src, priority: 0, action: accept, match: {src: 192.0.2.254/32}}\n  - {id: rr-dst, priority: 0, action: accept, match: {dst: 192.0.2.254/32}}\n"
+	for i := range 900 {
+		y += "  - {id: fs-" + itoa(i) + ", priority: 500, action: drop, match: {dst: 198.18." + itoa(i/200) + "." + itoa(1+i%200) + "/32, proto: tcp}}\n"
+	}
+	set := parse(t, y)
+	entries := 0
+	shapes := map[compile.TableMask]bool{}
+	for _, res := range compile.Set(&cfg, set) {
+		if !res.Offloadable {
+			continue
+		}
+		entries += len(res.Entries)
+		for _, m := range res.Masks {
+			shapes[m] = true
+		}
+	}
+	if entries != 900*32 || len(shapes) != 32 {
+		t.Fatalf("split: %d entries, %d mask shapes; the doc says 28800 and 32", entries, len(shapes))
+	}
+	b := compile.NewBudget(caps, nil)
+	fit := 0
+	for _, res := range compile.Set(&cfg, set) {
+		if res.Offloadable && b.Take(&res) {
+			fit++
+		}
+	}
+	pres := compile.Pass(&cfg, &set.Rules[0])
+	if !pres.Offloadable || len(pres.Entries) != 1 || len(pres.Masks) != 1 {
+		t.Fatalf("pass: %+v", pres)
+	}
+	t.Logf("reflector, 900 drops: split %d entries, %d mask shapes (%d rules fit a 4096-entry table with 15 large groups); pass: %d entry, %d shape, and the 900 drops' own 900 entries",
+		entries, len(shapes), fit, len(pres.Entries), len(pres.Masks))
+	if fit != 0 {
+		t.Fatalf("%d split rules fit; the doc says none", fit)
+	}
+	// The BGP session's rule against a drop on the local address's prefix:
+	// three fields differ, and the split refuses.
+	bgp := parse(t, `rules:
+  - {id: bgp-in, priority: 0, action: accept, match: {src: 192.0.2.1/32, dst: 203.0.113.1/32, proto: tcp, dst_port: "179"}}
+  - {id: syn, action: drop, match: {dst: 203.0.113.0/24, proto: tcp, tcp_flags: {value: [syn], mask: [syn, ack]}}}
+`)
+	if res := compile.Set(&cfg, bgp)[1]; res.Offloadable || res.Reason != compile.ReasonAllowList {
+		t.Fatalf("split of the SYN drop around the BGP rule: offloadable %v (%s)", res.Offloadable, res.Reason)
+	}
+	if res := compile.Pass(&cfg, &bgp.Rules[0]); !res.Offloadable || len(res.Entries) != 1 {
+		t.Fatalf("pass entry for the BGP rule: %+v", res)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
