@@ -6,7 +6,8 @@
 //
 //	GET    /v1/rules          every rule with source, status, placement, reason and hw/sw counters
 //	GET    /v1/rules/{id}     one rule
-//	POST   /v1/rules          add one rule (409 if the id exists)
+//	POST   /v1/rules          add one rule (409 if the id exists), or a rule
+//	                          file's rules ({"rules": [...]}), all or nothing
 //	PUT    /v1/rules/{id}     add or replace one API rule
 //	DELETE /v1/rules/{id}     delete one API rule
 //	PUT    /v1/rules          replace every API rule: {"rules": [...]}
@@ -15,7 +16,14 @@
 //
 // Rules are in the rule-file shape (rule.Spec). The API writes only the
 // "api" source of the store; rules from files and FlowSpec are read-only
-// here. Every change is persisted (Persist) before the reply.
+// here. Every change is persisted (Persist) before the reply. A rule that
+// would not be in force (refused by protection: 422) is not stored, and a
+// request with several rules is applied whole or not at all. A request
+// body over the limit is refused (413) with the limit named, never cut.
+//
+// Every listener has timeouts, a connection limit and a header size limit
+// (Limits, ServeLimited); the TCP listener may use TLS, with client
+// certificates (mutual TLS) when the configuration names a client CA.
 package api
 
 import (
@@ -31,6 +39,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/scrubd/scrubd/agent/placement"
 	"github.com/scrubd/scrubd/agent/store"
@@ -92,6 +102,16 @@ type Server struct {
 	Now     func() time.Time
 	// Token, when set, is required as "Authorization: Bearer TOKEN".
 	Token string
+	// MaxBody is the largest request body accepted (0: DefaultMaxBody); a
+	// larger one is answered 413 naming the limit, never cut short.
+	MaxBody int64
+}
+
+func (s *Server) maxBody() int64 {
+	if s.MaxBody > 0 {
+		return s.MaxBody
+	}
+	return DefaultMaxBody
 }
 
 // Handler returns the API's handler.
@@ -105,17 +125,28 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT /v1/rules", s.replace)
 	mux.HandleFunc("GET /v1/decisions", s.decisions)
 	mux.HandleFunc("GET /v1/status", s.status)
-	if s.Token == "" {
-		return mux
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
-			reply(w, http.StatusUnauthorized, Error{"missing or wrong bearer token"})
+		if s.Token != "" {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
+				// A client without the token keeps no connection open.
+				w.Header().Set("Connection", "close")
+				reply(w, http.StatusUnauthorized, Error{"missing or wrong bearer token"})
+				return
+			}
+		}
+		if r.ContentLength > s.maxBody() {
+			w.Header().Set("Connection", "close")
+			fail(w, http.StatusRequestEntityTooLarge, s.tooLarge())
 			return
 		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody())
 		mux.ServeHTTP(w, r)
 	})
+}
+
+func (s *Server) tooLarge() error {
+	return fmt.Errorf("request body larger than %d bytes (api.max_body_bytes); nothing was applied", s.maxBody())
 }
 
 func reply(w http.ResponseWriter, code int, v any) {
@@ -167,10 +198,20 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	fail(w, http.StatusNotFound, fmt.Errorf("rule %q not found", id))
 }
 
-const maxBody = 64 << 20
-
-func (s *Server) body(r *http.Request) ([]byte, error) {
-	return io.ReadAll(io.LimitReader(r.Body, maxBody))
+// body reads the whole request body; over the limit it answers 413 and
+// returns false (the handler's MaxBytesReader stops reading there).
+func (s *Server) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	data, err := io.ReadAll(r.Body)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		fail(w, http.StatusRequestEntityTooLarge, s.tooLarge())
+		return nil, false
+	case err != nil:
+		fail(w, http.StatusBadRequest, fmt.Errorf("reading the request body: %w", err))
+		return nil, false
+	}
+	return data, true
 }
 
 func (s *Server) persist(w http.ResponseWriter) bool {
@@ -186,20 +227,26 @@ func (s *Server) persist(w http.ResponseWriter) bool {
 
 func storeCode(err error) int {
 	switch {
-	case errors.Is(err, store.ErrIDInUse):
+	case errors.Is(err, store.ErrProtected), errors.Is(err, store.ErrExpired), errors.Is(err, store.ErrGuard):
+		return http.StatusUnprocessableEntity
+	case errors.Is(err, store.ErrIDInUse), errors.Is(err, store.ErrExists):
 		return http.StatusConflict
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, store.ErrProtected), errors.Is(err, store.ErrExpired):
-		return http.StatusUnprocessableEntity
 	}
 	return http.StatusBadRequest
 }
 
+// putRule adds (POST) or adds-or-replaces (PUT) one rule. A rule that would
+// not be in force (refused by protection, already expired) is not stored:
+// the reply says why and a later valid rule may take its id.
 func (s *Server) putRule(w http.ResponseWriter, r *http.Request, wantID string, mustBeNew bool) {
-	data, err := s.body(r)
-	if err != nil {
-		fail(w, http.StatusBadRequest, err)
+	data, ok := s.body(w, r)
+	if !ok {
+		return
+	}
+	if mustBeNew && isRuleFile(data) {
+		s.addFile(w, data)
 		return
 	}
 	ru, err := rule.ParseRule("request", data, s.Now())
@@ -211,33 +258,72 @@ func (s *Server) putRule(w http.ResponseWriter, r *http.Request, wantID string, 
 		fail(w, http.StatusBadRequest, fmt.Errorf("rule id %q does not match the URL's %q", ru.ID, wantID))
 		return
 	}
-	if _, exists := s.Store.Get(ru.ID); exists && mustBeNew {
-		fail(w, http.StatusConflict, fmt.Errorf("rule %q exists (PUT /v1/rules/%s replaces it)", ru.ID, ru.ID))
-		return
+	var e store.Entry
+	if mustBeNew {
+		var es []store.Entry
+		if es, err = s.Store.Add(Source, []rule.Rule{ru}); err == nil {
+			e = es[0]
+		}
+	} else {
+		e, err = s.Store.PutInForce(Source, ru)
 	}
-	e, err := s.Store.Put(Source, ru)
-	if err != nil && e.Rule.ID == "" {
+	if err != nil {
 		fail(w, storeCode(err), err)
 		return
 	}
 	if !s.persist(w) {
 		return
 	}
-	if err != nil { // stored but refused (protection): say so
-		fail(w, storeCode(err), err)
-		return
-	}
 	code := http.StatusOK
 	if mustBeNew {
 		code = http.StatusCreated
 	}
+	reply(w, code, s.info(e))
+}
+
+// info is the API's view of a stored entry.
+func (s *Server) info(e store.Entry) RuleInfo {
 	for _, ri := range s.infos() {
-		if ri.Rule.ID == ru.ID {
-			reply(w, code, ri)
-			return
+		if ri.Rule.ID == e.Rule.ID {
+			return ri
 		}
 	}
-	reply(w, code, RuleInfo{Rule: ru.Spec(), Source: Source, Status: string(e.Status), Reason: e.Reason})
+	return RuleInfo{Rule: e.Rule.Spec(), Source: Source, Status: string(e.Status), Reason: e.Reason, Path: string(placement.None)}
+}
+
+// isRuleFile reports whether a POST body is a rule file ({"rules": [...]})
+// rather than one rule.
+func isRuleFile(data []byte) bool {
+	var probe map[string]any
+	if yaml.Unmarshal(data, &probe) != nil {
+		return false
+	}
+	_, ok := probe["rules"]
+	return ok
+}
+
+// addFile adds every rule of a rule file, all or nothing: if one is refused
+// (its id exists, protection, expiry), none is added and the error names
+// each refused rule and the field at fault.
+func (s *Server) addFile(w http.ResponseWriter, data []byte) {
+	set, err := rule.Parse("request", data, s.Now())
+	if err != nil {
+		fail(w, http.StatusBadRequest, fmt.Errorf("rule file refused, no rule added: %w", err))
+		return
+	}
+	es, err := s.Store.Add(Source, set.Rules)
+	if err != nil {
+		fail(w, storeCode(err), fmt.Errorf("no rule added: %w", err))
+		return
+	}
+	if !s.persist(w) {
+		return
+	}
+	out := make([]RuleInfo, 0, len(es))
+	for _, e := range es {
+		out = append(out, s.info(e))
+	}
+	reply(w, http.StatusCreated, map[string]any{"added": out})
 }
 
 func (s *Server) add(w http.ResponseWriter, r *http.Request) { s.putRule(w, r, "", true) }
@@ -260,10 +346,11 @@ func (s *Server) del(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// replace makes a rule file's rules the API's whole set, all or nothing: a
+// rule that would not be in force refuses the request and nothing changes.
 func (s *Server) replace(w http.ResponseWriter, r *http.Request) {
-	data, err := s.body(r)
-	if err != nil {
-		fail(w, http.StatusBadRequest, err)
+	data, ok := s.body(w, r)
+	if !ok {
 		return
 	}
 	set, err := rule.Parse("request", data, s.Now())
@@ -271,9 +358,9 @@ func (s *Server) replace(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, err)
 		return
 	}
-	entries, err := s.Store.Replace(Source, set.Rules)
+	entries, err := s.Store.ReplaceInForce(Source, set.Rules)
 	if err != nil {
-		fail(w, storeCode(err), err)
+		fail(w, storeCode(err), fmt.Errorf("nothing replaced: %w", err))
 		return
 	}
 	if !s.persist(w) {
@@ -350,22 +437,8 @@ func ListenUnix(path string) (net.Listener, error) {
 	return l, nil
 }
 
-// Serve serves h on l until ctx ends, then shuts down gracefully.
+// Serve serves h on l within DefaultLimits until ctx ends, then shuts down
+// gracefully.
 func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		<-errc
-		return nil
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return err
-	}
+	return ServeLimited(ctx, l, h, DefaultLimits(), nil)
 }

@@ -62,7 +62,7 @@ func TestUnixAPI(t *testing.T) {
 	if ri.Rule.ID != "dns" || ri.Source != "api" || ri.Status != "active" {
 		t.Fatalf("%+v", ri)
 	}
-	if _, err := c.Add(ctx, []byte(`{id: dns, action: drop}`)); !isCode(err, http.StatusConflict) {
+	if _, err := c.Add(ctx, []byte(`{id: dns, action: drop, match: {proto: gre}}`)); !isCode(err, http.StatusConflict) {
 		t.Fatalf("duplicate add: %v", err)
 	}
 	if _, err := c.Add(ctx, []byte(`{id: bad, action: explode}`)); !isCode(err, http.StatusBadRequest) {
@@ -72,21 +72,24 @@ func TestUnixAPI(t *testing.T) {
 	if _, err := c.Add(ctx, []byte(`{id: mg, action: drop, match: {dst: 192.0.2.10/32}}`)); !isCode(err, http.StatusUnprocessableEntity) {
 		t.Fatalf("protected: %v", err)
 	}
-	got, err := c.Get(ctx, "mg")
-	if err != nil || got.Status != "refused" || got.Reason == "" {
-		t.Fatalf("refused rule shown as %+v %v", got, err)
+	// Refused means not stored: not listed, and the id is free.
+	if got, err := c.Get(ctx, "mg"); !isCode(err, http.StatusNotFound) {
+		t.Fatalf("refused rule stored: %+v %v", got, err)
+	}
+	if _, err := c.Add(ctx, []byte(`{id: mg, action: drop, match: {dst: 192.0.2.128/25}}`)); err != nil {
+		t.Fatalf("valid rule with a refused rule's id: %v", err)
 	}
 	// File rules are read-only through the API.
-	if _, err := st.Replace("file:/etc/r.yaml", []rule.Rule{{ID: "f1", Action: rule.Drop, Priority: 1000}}); err != nil {
+	if _, err := st.Replace("file:/etc/r.yaml", []rule.Rule{{ID: "f1", Action: rule.Drop, Priority: 1000, Match: rule.Match{Dst: netip.MustParsePrefix("198.51.100.0/24")}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Delete(ctx, "f1"); !isCode(err, http.StatusConflict) {
 		t.Fatalf("delete file rule: %v", err)
 	}
-	if _, err := c.Put(ctx, "other", []byte(`{id: dns, action: drop}`)); !isCode(err, http.StatusBadRequest) {
+	if _, err := c.Put(ctx, "other", []byte(`{id: dns, action: drop, match: {proto: gre}}`)); !isCode(err, http.StatusBadRequest) {
 		t.Fatalf("id mismatch: %v", err)
 	}
-	out, err := c.Replace(ctx, []byte("rules:\n  - {id: r1, action: drop, match: {proto: gre}}\n  - {id: r2, action: drop, match: {dst: 198.51.100.0/24}}\n"))
+	out, err := c.Replace(ctx, []byte("rules:\n  - {id: r1, action: drop, match: {dst: 203.0.113.0/24, proto: gre}}\n  - {id: r2, action: drop, match: {dst: 198.51.100.0/24}}\n"))
 	if err != nil || out["replaced"].(float64) != 2 {
 		t.Fatalf("%v %v", out, err)
 	}
@@ -107,7 +110,8 @@ func TestUnixAPI(t *testing.T) {
 	if _, err := c.Get(ctx, "r1"); !isCode(err, http.StatusNotFound) {
 		t.Fatalf("get deleted: %v", err)
 	}
-	// add, refused add (stored for display), replace, delete.
+	// add, add (the refused rule's id), replace, delete; the refusal
+	// changed nothing.
 	if *saves != 4 {
 		t.Fatalf("changes persisted %d times, want 4", *saves)
 	}
@@ -137,5 +141,60 @@ func TestTCPNeedsToken(t *testing.T) {
 	}
 	if _, err := NewTCPClient(l.Addr().String(), "s3cret").List(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// LimitListener: at most n connections open; Accept waits for one to
+// close, and Close ends a waiting Accept.
+func TestLimitListener(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := LimitListener(inner, 2)
+	var clients []net.Conn
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 3; i++ {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
+	a, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Accept(); err != nil {
+		t.Fatal(err)
+	}
+	third := make(chan error, 1)
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			c.Close()
+		}
+		third <- err
+	}()
+	select {
+	case err := <-third:
+		t.Fatalf("third connection accepted over the limit of 2 (%v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	a.Close()
+	a.Close() // a second close releases nothing more
+	if err := <-third; err != nil {
+		t.Fatalf("accept after a close: %v", err)
+	}
+	waiting := make(chan error, 1)
+	go func() { _, err := l.Accept(); waiting <- err }() // no client left to accept
+	time.Sleep(50 * time.Millisecond)
+	l.Close()
+	if err := <-waiting; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("waiting Accept after Close: %v", err)
 	}
 }

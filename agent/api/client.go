@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,9 +28,21 @@ func NewUnixClient(path string) *Client {
 	return &Client{HTTP: &http.Client{Transport: tr}, Base: "http://unix"}
 }
 
+// maxReply bounds a reply the client reads; a larger one is an error, not
+// a truncated answer.
+const maxReply = 256 << 20
+
 // NewTCPClient returns a client for host:port with a token.
 func NewTCPClient(addr, token string) *Client {
 	return &Client{HTTP: &http.Client{}, Base: "http://" + addr, Token: token}
+}
+
+// NewTLSClient returns a client for host:port over TLS with a token; tc
+// holds the CA to verify the agent with (nil RootCAs: the system's) and,
+// for mutual TLS, the client certificate.
+func NewTLSClient(addr, token string, tc *tls.Config) *Client {
+	tr := &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: false}
+	return &Client{HTTP: &http.Client{Transport: tr}, Base: "https://" + addr, Token: token}
 }
 
 // APIError is an error reply.
@@ -55,9 +68,12 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 		return err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxReply+1))
 	if err != nil {
 		return err
+	}
+	if len(data) > maxReply {
+		return fmt.Errorf("scrubd API: %s %s: reply larger than %d bytes", method, path, maxReply)
 	}
 	if resp.StatusCode >= 300 {
 		var e Error
@@ -88,6 +104,14 @@ func (c *Client) Get(ctx context.Context, id string) (RuleInfo, error) {
 func (c *Client) Add(ctx context.Context, ruleText []byte) (RuleInfo, error) {
 	var out RuleInfo
 	return out, c.do(ctx, http.MethodPost, "/v1/rules", ruleText, &out)
+}
+
+// AddFile adds every rule of a rule file, all or nothing.
+func (c *Client) AddFile(ctx context.Context, ruleFile []byte) ([]RuleInfo, error) {
+	var out struct {
+		Added []RuleInfo `json:"added"`
+	}
+	return out.Added, c.do(ctx, http.MethodPost, "/v1/rules", ruleFile, &out)
 }
 
 // Put adds or replaces one rule.

@@ -7,6 +7,8 @@ package config
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +51,23 @@ type RuleFiles struct {
 	Files []string `yaml:"files"`
 	// Poll is how often files are checked for changes (SIGHUP reloads at once).
 	Poll time.Duration `yaml:"poll"`
+	// Guard limits how much a rule may cover, for every source of rules
+	// (rule files, the API, FlowSpec).
+	Guard Guard `yaml:"guard"`
+}
+
+// Guard is rules.guard: a drop rule needs a source or destination prefix at
+// least MinPrefixV4 (IPv4) or MinPrefixV6 (IPv6) bits long; "match: all"
+// needs AllowMatchAll.
+type Guard struct {
+	MinPrefixV4   int  `yaml:"min_prefix_v4"`
+	MinPrefixV6   int  `yaml:"min_prefix_v6"`
+	AllowMatchAll bool `yaml:"allow_match_all"`
+}
+
+// Rule returns the guard in the rule package's terms.
+func (g Guard) Rule() rule.Guard {
+	return rule.Guard{MinPrefixV4: g.MinPrefixV4, MinPrefixV6: g.MinPrefixV6, AllowMatchAll: g.AllowMatchAll}
 }
 
 // API is the HTTP/JSON rule API.
@@ -57,8 +76,81 @@ type API struct {
 	Socket string `yaml:"socket"`
 	// TCP is an optional host:port; it requires TokenFile.
 	TCP string `yaml:"tcp"`
-	// TokenFile holds the bearer token TCP clients must send.
+	// TokenFile holds the bearer token TCP clients must send. Group and
+	// others must have no access to it (mode 0600 or 0400).
 	TokenFile string `yaml:"token_file"`
+	// TLSCertFile and TLSKeyFile (PEM) make the TCP listener speak TLS;
+	// a TCP listener on an address other than loopback requires them.
+	TLSCertFile string `yaml:"tls_cert_file"`
+	TLSKeyFile  string `yaml:"tls_key_file"`
+	// TLSClientCAFile, if set, makes the TCP listener require a client
+	// certificate signed by one of its CAs (mutual TLS).
+	TLSClientCAFile string `yaml:"tls_client_ca_file"`
+	// Limits applied to every listener (the socket, the TCP listener and
+	// metrics.listen), each listener with its own connection limit.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	ReadTimeout       time.Duration `yaml:"read_timeout"`
+	WriteTimeout      time.Duration `yaml:"write_timeout"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+	MaxConnections    int           `yaml:"max_connections"`
+	MaxHeaderBytes    int           `yaml:"max_header_bytes"`
+	MaxBodyBytes      int64         `yaml:"max_body_bytes"`
+}
+
+// TLS reports whether the TCP listener is configured for TLS.
+func (a *API) TLS() bool { return a.TLSCertFile != "" || a.TLSKeyFile != "" }
+
+// Token reads the bearer token from TokenFile: the file must exist, give
+// group and others no access, and hold a token (surrounding white space is
+// trimmed). The daemon and Validate both use it, so `config check` refuses
+// what `run` would.
+func (a *API) Token() (string, error) {
+	fi, err := os.Stat(a.TokenFile)
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("not a regular file")
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("mode %04o: group or others can read or change the token; chmod 600 %s", perm, a.TokenFile)
+	}
+	data, err := os.ReadFile(a.TokenFile)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return "", fmt.Errorf("empty: it must hold the bearer token")
+	}
+	return tok, nil
+}
+
+// TLSConfig builds the TCP listener's TLS configuration from the
+// certificate, key and client CA files (nil when TLS is not configured):
+// TLS 1.2 or later, HTTP/1.1 only, and with a client CA a client
+// certificate it signed is required. The error names the key at fault.
+func (a *API) TLSConfig() (*tls.Config, error) {
+	if !a.TLS() {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(a.TLSCertFile, a.TLSKeyFile)
+	if err != nil {
+		return nil, &Error{Field: "api.tls_cert_file", Value: a.TLSCertFile, Msg: fmt.Sprintf("with api.tls_key_file %q: %v", a.TLSKeyFile, err)}
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	if a.TLSClientCAFile != "" {
+		pem, err := os.ReadFile(a.TLSClientCAFile)
+		if err != nil {
+			return nil, &Error{Field: "api.tls_client_ca_file", Value: a.TLSClientCAFile, Msg: err.Error()}
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, &Error{Field: "api.tls_client_ca_file", Value: a.TLSClientCAFile, Msg: "no PEM certificate in it"}
+		}
+		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
 }
 
 // Metrics is the Prometheus endpoint.
@@ -100,8 +192,9 @@ type FlowSpec struct {
 	HoldTime      time.Duration `yaml:"hold_time"`
 	// Priority given to learned rules (default 500).
 	Priority uint32 `yaml:"priority"`
-	// AllowedDestinations: if given, a route whose destination prefix is not
-	// inside one of these is refused (RFC 8955 section 6-style trust).
+	// AllowedDestinations (required when enabled): a route whose
+	// destination prefix is not inside one of these is refused (RFC 8955
+	// section 6-style trust).
 	AllowedDestinations []string `yaml:"allowed_destinations"`
 	// ConnectRetry is how long an active session waits before dialing a
 	// neighbour again (GoBGP waits between this and twice this).
@@ -158,7 +251,8 @@ type Offload struct {
 
 // Software selects and sizes the software path.
 type Software struct {
-	// Engine: "dv", "xdp", "go" or "none".
+	// Engine: "xdp" (the default: it runs on any interface with the
+	// static build), "dv" or "none".
 	Engine     string   `yaml:"engine"`
 	Interfaces []string `yaml:"interfaces"`
 	Workers    int      `yaml:"workers"`
@@ -255,13 +349,16 @@ func Defaults() Config {
 	return Config{
 		LinkGbps: 100,
 		StateDir: "/var/lib/scrubd",
-		Rules:    RuleFiles{Poll: 2 * time.Second},
-		API:      API{Socket: "/run/scrubd/api.sock"},
-		Metrics:  Metrics{Listen: "127.0.0.1:9477", MaxRuleSeries: 500},
+		Rules: RuleFiles{Poll: 2 * time.Second, Guard: Guard{MinPrefixV4: rule.DefaultGuard.MinPrefixV4,
+			MinPrefixV6: rule.DefaultGuard.MinPrefixV6}},
+		API: API{Socket: "/run/scrubd/api.sock", ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 30 * time.Second, MaxConnections: 64, MaxHeaderBytes: 16 << 10,
+			MaxBodyBytes: 16 << 20},
+		Metrics: Metrics{Listen: "127.0.0.1:9477", MaxRuleSeries: 500},
 		FlowSpec: FlowSpec{ListenPort: 179, OnSessionDown: "hold", HoldTime: 5 * time.Minute, Priority: 500,
 			ConnectRetry: 5 * time.Second, GracefulRestart: GracefulRestart{RestartTime: 120 * time.Second}},
 		Offload:  Offload{Backend: "none"},
-		Software: Software{Engine: "go", Workers: 1, XDPPinPath: "/sys/fs/bpf/scrubd"},
+		Software: Software{Engine: "xdp", Workers: 1, XDPPinPath: "/sys/fs/bpf/scrubd"},
 		Place: Placement{Interval: time.Second, HighWater: 0.8, LowWater: 0.5,
 			MinDwell: 30 * time.Second, MaxMovesPerRound: 8},
 		Shutdown: ShutdownCfg{Timeout: 10 * time.Second},
@@ -332,7 +429,7 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse decodes and validates config text. checkRuleFiles parses the rule
-// files it names. Relative paths stay relative to the working directory
+// files it names and reads the API's token and TLS files. Relative paths stay relative to the working directory
 // (Load resolves them against the file's directory).
 func Parse(name string, data []byte, checkRuleFiles bool) (*Config, error) {
 	return parse(name, data, checkRuleFiles, "")
@@ -366,6 +463,9 @@ func (c *Config) resolve(dir string) {
 		c.Rules.Files[i] = abs(f)
 	}
 	c.API.TokenFile = abs(c.API.TokenFile)
+	c.API.TLSCertFile = abs(c.API.TLSCertFile)
+	c.API.TLSKeyFile = abs(c.API.TLSKeyFile)
+	c.API.TLSClientCAFile = abs(c.API.TLSClientCAFile)
 }
 
 // yamlError turns yaml.v3's errors ("line 3: field foo not found in type
@@ -401,7 +501,11 @@ func yamlError(file string, err error) error {
 	return &Error{File: file, Msg: "not valid YAML: " + err.Error()}
 }
 
-// Validate checks every field and returns all problems found.
+// Validate checks every field and returns all problems found. With
+// checkRuleFiles it also reads the files the config names (rule files, the
+// API token, TLS certificates and keys) as `scrubd run` will. It is what
+// `scrubd config check` runs and what `scrubd run` runs before it touches
+// anything.
 func (c *Config) Validate(file string, checkRuleFiles bool) error {
 	var errs []error
 	bad := func(field, value, format string, args ...any) {
@@ -416,6 +520,12 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 	if c.Rules.Poll <= 0 {
 		bad("rules.poll", c.Rules.Poll.String(), "must be positive")
 	}
+	if g := c.Rules.Guard; g.MinPrefixV4 < 0 || g.MinPrefixV4 > 32 {
+		bad("rules.guard.min_prefix_v4", strconv.Itoa(g.MinPrefixV4), "must be 0-32")
+	}
+	if g := c.Rules.Guard; g.MinPrefixV6 < 0 || g.MinPrefixV6 > 128 {
+		bad("rules.guard.min_prefix_v6", strconv.Itoa(g.MinPrefixV6), "must be 0-128")
+	}
 	for i, f := range c.Rules.Files {
 		fld := fmt.Sprintf("rules.files[%d]", i)
 		if f == "" {
@@ -428,22 +538,74 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 				bad(fld, f, "%v", err)
 				continue
 			}
-			if _, err := rule.Parse(f, data, time.Now()); err != nil {
+			set, err := rule.Parse(f, data, time.Now())
+			if err == nil {
+				err = c.Rules.Guard.Rule().CheckSet(f, set)
+			}
+			if err != nil {
 				bad(fld, f, "rule file refused: %v", err)
 			}
 		}
 	}
-	if c.API.TCP != "" {
-		if _, err := netip.ParseAddrPort(c.API.TCP); err != nil {
-			bad("api.tcp", c.API.TCP, "must be ip:port")
+	// What run does with these (read the token, load the certificates)
+	// goes through the same functions, so check and run agree.
+	ap := &c.API
+	if ap.TCP != "" {
+		if a, err := netip.ParseAddrPort(ap.TCP); err != nil {
+			bad("api.tcp", ap.TCP, "must be ip:port (port 1-65535)")
+		} else if !a.Addr().Unmap().IsLoopback() && !ap.TLS() {
+			bad("api.tcp", ap.TCP, "not a loopback address, and the bearer token would cross the network in clear text: set api.tls_cert_file and api.tls_key_file, or listen on 127.0.0.1 or [::1]")
 		}
-		if c.API.TokenFile == "" {
+		if ap.TokenFile == "" {
 			bad("api.token_file", "", "required when api.tcp is set (TCP needs a token)")
+		} else if checkRuleFiles {
+			if _, err := ap.Token(); err != nil {
+				bad("api.token_file", ap.TokenFile, "%v", err)
+			}
 		}
 	}
+	if ap.TLS() || ap.TLSClientCAFile != "" {
+		switch {
+		case ap.TCP == "":
+			bad("api.tls_cert_file", ap.TLSCertFile, "TLS is for the TCP listener: set api.tcp")
+		case ap.TLSCertFile == "":
+			bad("api.tls_cert_file", "", "required with api.tls_key_file and api.tls_client_ca_file")
+		case ap.TLSKeyFile == "":
+			bad("api.tls_key_file", "", "required with api.tls_cert_file")
+		case checkRuleFiles:
+			if _, err := ap.TLSConfig(); err != nil {
+				var ce *Error
+				if errors.As(err, &ce) {
+					bad(ce.Field, ce.Value, "%s", ce.Msg)
+				} else {
+					bad("api.tls_cert_file", ap.TLSCertFile, "%v", err)
+				}
+			}
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"api.read_header_timeout", ap.ReadHeaderTimeout}, {"api.read_timeout", ap.ReadTimeout},
+		{"api.write_timeout", ap.WriteTimeout}, {"api.idle_timeout", ap.IdleTimeout}} {
+		if d.v <= 0 {
+			bad(d.key, d.v.String(), "must be positive")
+		}
+	}
+	if ap.MaxConnections < 1 {
+		bad("api.max_connections", strconv.Itoa(ap.MaxConnections), "must be at least 1")
+	}
+	if ap.MaxHeaderBytes < 1024 {
+		bad("api.max_header_bytes", strconv.Itoa(ap.MaxHeaderBytes), "must be at least 1024")
+	}
+	if ap.MaxBodyBytes < 1024 {
+		bad("api.max_body_bytes", strconv.FormatInt(ap.MaxBodyBytes, 10), "must be at least 1024")
+	}
 	if c.Metrics.Listen != "" {
-		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
+		if _, port, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
 			bad("metrics.listen", c.Metrics.Listen, "must be host:port")
+		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			bad("metrics.listen", c.Metrics.Listen, "port %q: must be a number 0-65535", port)
 		}
 	}
 	if c.Metrics.MaxRuleSeries < 1 {
@@ -517,6 +679,9 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 		if fs.OnSessionDown == "hold" && fs.HoldTime <= 0 {
 			bad("flowspec.hold_time", fs.HoldTime.String(), "must be positive with on_session_down: hold")
 		}
+		if len(fs.AllowedDestinations) == 0 {
+			bad("flowspec.allowed_destinations", "", "required when flowspec is enabled: the destination prefixes this network owns (RFC 8955 section 6); routes for other destinations are refused")
+		}
 		for i, d := range fs.AllowedDestinations {
 			if _, err := netip.ParsePrefix(d); err != nil {
 				bad(fmt.Sprintf("flowspec.allowed_destinations[%d]", i), d, "not a CIDR prefix")
@@ -544,9 +709,11 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 		if len(sw.Interfaces) == 0 && c.Offload.Backend != "sim" {
 			bad("software.interfaces", "", "engine %s needs at least one interface", sw.Engine)
 		}
-	case "go", "none":
+	case "none":
+	case "go":
+		bad("software.engine", sw.Engine, "the Go classifier has no packet input in scrubd run (scrubd dryrun uses it): use xdp, dv or none")
 	default:
-		bad("software.engine", sw.Engine, "must be dv, xdp, go or none")
+		bad("software.engine", sw.Engine, "must be xdp, dv or none")
 	}
 	if sw.Engine == "dv" && c.Offload.Backend != "sim" && len(sw.Interfaces) > 0 && sw.Workers < len(sw.Interfaces) {
 		bad("software.workers", strconv.Itoa(sw.Workers), "the dv engine needs at least one worker per interface (%d)", len(sw.Interfaces))

@@ -26,6 +26,7 @@ func TestLoadFull(t *testing.T) {
 
 func TestDefaultsValid(t *testing.T) {
 	c := Defaults()
+	c.Software.Interfaces = []string{"eth0"} // the default engine (xdp) needs the interface to filter
 	if err := c.Validate("", false); err != nil {
 		t.Fatal(err)
 	}
@@ -36,11 +37,11 @@ func TestDefaultsValid(t *testing.T) {
 }
 
 func TestEmptyFileIsDefaults(t *testing.T) {
-	c, err := Parse("x", nil, false)
+	c, err := Parse("x", []byte("software: {interfaces: [eth0]}\n"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Metrics.MaxRuleSeries != 500 || !c.KeepHW() {
+	if c.Metrics.MaxRuleSeries != 500 || !c.KeepHW() || c.Software.Engine != "xdp" {
 		t.Fatalf("%+v", c)
 	}
 }
@@ -102,8 +103,8 @@ func TestCyclesAndForwardTo(t *testing.T) {
 		yaml string
 		want Cycles
 		auto bool
-	}{{"", 0, true}, {"software: {cycles_per_packet: auto}\n", 0, true}, {"software: {cycles_per_packet: 0}\n", 0, true},
-		{"software: {cycles_per_packet: 297}\n", 297, false}, {"software: {cycles_per_packet: 141.5}\n", 141.5, false}} {
+	}{{"software: {engine: none}\n", 0, true}, {"software: {engine: none, cycles_per_packet: auto}\n", 0, true}, {"software: {engine: none, cycles_per_packet: 0}\n", 0, true},
+		{"software: {engine: none, cycles_per_packet: 297}\n", 297, false}, {"software: {engine: none, cycles_per_packet: 141.5}\n", 141.5, false}} {
 		c, err := Parse("x", []byte(tc.yaml), false)
 		if err != nil {
 			t.Fatalf("%q: %v", tc.yaml, err)
@@ -112,7 +113,7 @@ func TestCyclesAndForwardTo(t *testing.T) {
 			t.Errorf("%q: %v (auto %v)", tc.yaml, c.Software.CyclesPerPacket, c.Software.CyclesPerPacket.Auto())
 		}
 	}
-	if _, err := Parse("x", []byte("flowspec: {enabled: true, asn: 1, router_id: auto, neighbors: [{address: 192.0.2.1, asn: 2}]}\n"), false); err != nil {
+	if _, err := Parse("x", []byte("software: {engine: none}\nflowspec: {enabled: true, asn: 1, router_id: auto, neighbors: [{address: 192.0.2.1, asn: 2}], allowed_destinations: [203.0.113.0/24]}\n"), false); err != nil {
 		t.Fatalf("router_id auto: %v", err)
 	}
 	c, err := Parse("x", []byte("software: {engine: dv, interfaces: [p0], forward_to: pf0hpf}\n"), false)
@@ -134,7 +135,10 @@ func TestLoadResolvesRelativePaths(t *testing.T) {
 	}
 	writeFile(t, dir+"/rules/a.yaml", "rules:\n  - {id: a, action: drop, match: {dst: 198.51.100.0/24}}\n")
 	writeFile(t, dir+"/token", "secret\n")
-	writeFile(t, dir+"/scrubd.yaml", "rules: {files: [rules/a.yaml, "+dir+"/rules/a.yaml]}\napi: {tcp: '127.0.0.1:9000', token_file: token}\n")
+	if err := os.Chmod(dir+"/token", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir+"/scrubd.yaml", "rules: {files: [rules/a.yaml, "+dir+"/rules/a.yaml]}\napi: {tcp: '127.0.0.1:9000', token_file: token}\nsoftware: {engine: none}\n")
 	c, err := Load(dir + "/scrubd.yaml")
 	if err != nil {
 		t.Fatal(err)

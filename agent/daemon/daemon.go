@@ -385,7 +385,8 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	// API: every listener within the configured limits, the TCP one over
 	// TLS when configured.
 	lim := api.Limits{ReadHeaderTimeout: cfg.API.ReadHeaderTimeout, ReadTimeout: cfg.API.ReadTimeout, WriteTimeout: cfg.API.WriteTimeout,
-		IdleTimeout: cfg.API.IdleTimeout, MaxConns: cfg.API.MaxConnections, MaxHeaderBytes: cfg.API.MaxHeaderBytes}
+		IdleTimeout: cfg.API.IdleTimeout, MaxConns: cfg.API.MaxConnections, MaxHeaderBytes: cfg.API.MaxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn)}
 	apiSrv := &api.Server{Store: st, View: placer.View, Persist: save, Now: now, MaxBody: cfg.API.MaxBodyBytes}
 	if lns.unix != nil {
 		d.APIAddr = cfg.API.Socket

@@ -64,9 +64,26 @@ func SaveState(dir string, snap store.Snapshot, now time.Time) error {
 	return os.Rename(tmp.Name(), filepath.Join(dir, StateFile))
 }
 
-// LoadState reads the state file; a missing file is an empty state. Each
-// source's rules are parsed with the rule parser (a damaged entry refuses
-// that source, reported, and the others load).
+// CorruptStateError says the state file was not state (not JSON, or cut
+// short) and where it was moved: the agent starts from its sources (rule
+// files, FlowSpec peers) and the file is kept for inspection.
+type CorruptStateError struct {
+	Path    string
+	MovedTo string
+	Err     error
+}
+
+func (e *CorruptStateError) Error() string {
+	return fmt.Sprintf("state file %s is corrupt (%v); moved aside to %s", e.Path, e.Err, e.MovedTo)
+}
+
+func (e *CorruptStateError) Unwrap() error { return e.Err }
+
+// LoadState reads the state file; a missing file is an empty state. A file
+// that is not JSON is renamed to state.json.corrupt-TIME and a
+// *CorruptStateError returned with no state (the caller starts from its
+// sources). Each source's rules are parsed with the rule parser (a damaged
+// entry refuses that source, reported, and the others load).
 func LoadState(dir string, now time.Time) (map[string][]rule.Rule, []error, error) {
 	data, err := os.ReadFile(filepath.Join(dir, StateFile))
 	if os.IsNotExist(err) {
@@ -77,7 +94,12 @@ func LoadState(dir string, now time.Time) (map[string][]rule.Rule, []error, erro
 	}
 	var st State
 	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, nil, fmt.Errorf("state file %s: %w", filepath.Join(dir, StateFile), err)
+		path := filepath.Join(dir, StateFile)
+		aside := path + ".corrupt-" + now.UTC().Format("20060102T150405.000000000Z")
+		if rerr := os.Rename(path, aside); rerr != nil {
+			return nil, nil, fmt.Errorf("state file %s is corrupt (%v) and could not be moved aside: %w", path, err, rerr)
+		}
+		return nil, nil, &CorruptStateError{Path: path, MovedTo: aside, Err: err}
 	}
 	out := map[string][]rule.Rule{}
 	var errs []error

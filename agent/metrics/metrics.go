@@ -38,6 +38,9 @@ type Sources struct {
 	// FlowSpec, when set, returns routes refused by reason and each
 	// neighbour's session state.
 	FlowSpec func() (refused map[string]uint64, sessions map[string]bool)
+	// StateCorrupt, when set, returns how many times the state file was
+	// found corrupt and moved aside.
+	StateCorrupt func() uint64
 }
 
 // Collector is a prometheus.Collector over the agent's state.
@@ -58,6 +61,7 @@ type Collector struct {
 	hwUsed, hwFree, hwMax, maskUsed, maskFree, hwUp     *prometheus.Desc
 	hwFail, nic, moves, rules, info                     *prometheus.Desc
 	fsRefused, fsUp                                     *prometheus.Desc
+	stateCorrupt                                        *prometheus.Desc
 }
 
 // New returns a collector with at most maxRuleSeries per-rule series.
@@ -106,6 +110,7 @@ func New(src Sources, maxRuleSeries int) *Collector {
 		info:             d("info", "Agent information.", "node"),
 		fsRefused:        d("flowspec_refused_routes_total", "FlowSpec routes refused (not turned into rules), by reason.", "reason"),
 		fsUp:             d("flowspec_session_up", "1 while the BGP session with a FlowSpec neighbour is established.", "peer"),
+		stateCorrupt:     d("state_file_corrupt_total", "Times the state file could not be read as state and was moved aside (the agent started from its sources)."),
 	}
 }
 
@@ -114,7 +119,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ruleDroppedPkts, c.ruleDroppedBytes, c.ruleAcceptedPkts, c.rulePlacement,
 		c.ruleMoves, c.ruleRate, c.pathRate, c.pathFrame, c.swCPP, c.swCap, c.swLoad, c.swHeadroom, c.wRx, c.wRxBytes,
 		c.wDrop, c.wPass, c.wOOB, c.wUnfwd, c.wCycles, c.poolFree, c.poolSize, c.poolFail, c.hwUsed, c.hwFree, c.hwMax,
-		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.swMeasured, c.hwResyncs} {
+		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.swMeasured, c.hwResyncs, c.stateCorrupt} {
 		ch <- d
 	}
 }
@@ -161,6 +166,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for k, v := range n {
 			ch <- prometheus.MustNewConstMetric(c.rules, prometheus.GaugeValue, v, k.src, k.st)
 		}
+	}
+	if c.src.StateCorrupt != nil {
+		ch <- prometheus.MustNewConstMetric(c.stateCorrupt, prometheus.CounterValue, float64(c.src.StateCorrupt()))
 	}
 	if c.src.FlowSpec != nil {
 		refused, sessions := c.src.FlowSpec()
