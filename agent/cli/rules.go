@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -20,10 +22,10 @@ func Rules(args []string, stdout, stderr io.Writer) int {
 	return rulesCmd(args, os.Stdin, stdout, stderr)
 }
 
-const rulesUsage = `usage: scrubd rules [--socket PATH | --addr HOST:PORT --token-file F] [--json] COMMAND
+const rulesUsage = `usage: scrubd rules [--socket PATH | --addr HOST:PORT --token-file F [--tls] [--ca-file F] [--cert-file F --key-file F]] [--json] COMMAND
   list                 every rule with its source, placement, reason and hw/sw counters
   get ID               one rule
-  add FILE|-           add the rules of a rule file (or one rule as YAML/JSON)
+  add FILE|-           add the rules of a rule file, all or none (or one rule as YAML/JSON)
   delete ID            delete an API rule
   replace FILE|-       replace every API rule with a rule file's rules`
 
@@ -34,6 +36,10 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "", "API TCP address (needs --token-file)")
 	tokenFile := fs.String("token-file", "", "file holding the API bearer token")
 	asJSON := fs.Bool("json", false, "print JSON")
+	useTLS := fs.Bool("tls", false, "--addr: TLS, verifying the agent with the system's CAs (implied by --ca-file and --cert-file)")
+	caFile := fs.String("ca-file", "", "--addr: TLS, verifying the agent's certificate with this CA (PEM)")
+	certFile := fs.String("cert-file", "", "--addr: client certificate (PEM) for mutual TLS")
+	keyFile := fs.String("key-file", "", "--addr: the client certificate's key (PEM)")
 	fs.Usage = func() { fmt.Fprintln(stderr, rulesUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -54,7 +60,17 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "scrubd rules:", err)
 			return 2
 		}
-		c = api.NewTCPClient(*addr, strings.TrimSpace(string(tok)))
+		token := strings.TrimSpace(string(tok))
+		if *useTLS || *caFile != "" || *certFile != "" || *keyFile != "" {
+			tc, err := clientTLS(*caFile, *certFile, *keyFile)
+			if err != nil {
+				fmt.Fprintln(stderr, "scrubd rules:", err)
+				return 2
+			}
+			c = api.NewTLSClient(*addr, token, tc)
+		} else {
+			c = api.NewTCPClient(*addr, token)
+		}
 	} else {
 		c = api.NewUnixClient(*sock)
 	}
@@ -111,7 +127,7 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(err)
 		}
-		// A rule file adds each rule; anything else is one rule.
+		// A rule file is added whole or not at all; anything else is one rule.
 		set, perr := rule.Parse(rest[1], data, time.Now())
 		if perr != nil || len(set.Rules) == 0 {
 			r, err := c.Add(ctx, data)
@@ -124,18 +140,15 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "added %s: %s %s\n", r.Rule.ID, r.Path, r.Placement)
 			return 0
 		}
-		rc := 0
-		for _, r := range set.Rules {
-			body, _ := json.Marshal(r.Spec())
-			ri, err := c.Add(ctx, body)
-			if err != nil {
-				fmt.Fprintf(stderr, "scrubd rules: %s: %v\n", r.ID, err)
-				rc = 1
-				continue
-			}
+		// All or none: the agent adds the file's rules in one step.
+		added, err := c.AddFile(ctx, data)
+		if err != nil {
+			return fail(err)
+		}
+		for _, ri := range added {
 			fmt.Fprintf(stdout, "added %s: %s %s\n", ri.Rule.ID, ri.Path, ri.Placement)
 		}
-		return rc
+		return 0
 	case cmd == "replace" && len(rest) == 2:
 		data, err := read(rest[1])
 		if err != nil {
@@ -150,4 +163,33 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fs.Usage()
 	return 2
+}
+
+// clientTLS is the TLS configuration of `scrubd rules --addr`: the CA that
+// signed the agent's certificate (the system's CAs without one) and, for
+// mutual TLS, a client certificate and key.
+func clientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", caFile)
+		}
+		tc.RootCAs = pool
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, fmt.Errorf("--cert-file and --key-file go together")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--cert-file/--key-file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }
