@@ -49,8 +49,8 @@ func freePort(t *testing.T) int {
 
 // testConfig is the defaults with a state directory of the test's own, the
 // API on a socket there, metrics on a free port, one rule file there holding
-// rules, quick polling and placement rounds, then set's changes; it must
-// validate.
+// rules, quick polling and placement rounds, the simulated NIC's backend and
+// engine unless set picks an engine, then set's changes; it must validate.
 func testConfig(t *testing.T, rules string, set func(*config.Config)) config.Config {
 	t.Helper()
 	dir := t.TempDir()
@@ -65,7 +65,13 @@ func testConfig(t *testing.T, rules string, set func(*config.Config)) config.Con
 	cfg.Rules.Files = []string{file}
 	cfg.Rules.Poll = 50 * time.Millisecond
 	cfg.Place.Interval = 50 * time.Millisecond
+	// The tests run on the simulated NIC: backend sim with the dv engine
+	// over the NIC emulator, unless the test picks an engine.
+	cfg.Software.Engine = ""
 	set(&cfg)
+	if cfg.Software.Engine == "" {
+		cfg.Offload.Backend, cfg.Software.Engine = "sim", "dv"
+	}
 	if err := cfg.Validate("test", true); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +171,8 @@ func TestAgentEndToEnd(t *testing.T) {
 		c.Software.CyclesPerPacket = 297
 		c.Protect = []config.Protect{{Prefix: "192.0.2.1/32", Note: "mgmt"}}
 		c.FlowSpec = config.FlowSpec{Enabled: true, ASN: 65010, RouterID: "192.0.2.10", ListenPort: int32(bgpPort), ListenAddress: "127.0.0.1",
-			Neighbors: []config.Neighbor{{Address: "127.0.0.2", ASN: 65000, Passive: true}}, OnSessionDown: "hold", HoldTime: time.Hour, Priority: 500}
+			Neighbors: []config.Neighbor{{Address: "127.0.0.2", ASN: 65000, Passive: true}}, OnSessionDown: "hold", HoldTime: time.Hour, Priority: 500,
+			AllowedDestinations: []string{"203.0.113.0/24"}}
 	})
 	rules := cfg.Rules.Files[0]
 	n, err := sim.New(sim.Options{HWEntries: 50})
