@@ -82,6 +82,16 @@ func TestRefused(t *testing.T) {
 		{"software: {engine: xdp, interfaces: [p0], xdp_pin_path: bpf/scrubd}\n", `software.xdp_pin_path "bpf/scrubd": must be a clean absolute path`},
 		{"software: {engine: xdp, interfaces: [p0], xdp_pin_path: /sys/fs/bpf/scrubd.v2}\n", `software.xdp_pin_path "/sys/fs/bpf/scrubd.v2": the directory's name must not contain a dot`},
 		{"software: {engine: dv, interfaces: ['p 0']}\n", `software.interfaces[0] "p 0": not an interface name`},
+		{"software: {engine: go}\n", `software.engine "go": the Go classifier has no packet input in scrubd run`},
+		{"metrics: {listen: '127.0.0.1:99999'}\n", `metrics.listen "127.0.0.1:99999": port "99999": must be a number 0-65535`},
+		{"api: {tcp: '0.0.0.0:8443', token_file: t}\n", `api.tcp "0.0.0.0:8443": not a loopback address`},
+		{"api: {tcp: '[2001:db8::1]:8443', token_file: t}\n", `api.tcp "[2001:db8::1]:8443": not a loopback address`},
+		{"api: {tcp: '127.0.0.1:8443', token_file: testdata/nonexistent-token}\n", `api.token_file "testdata/nonexistent-token": stat`},
+		{"api: {tls_cert_file: c.pem, tls_key_file: k.pem}\n", `api.tls_cert_file "c.pem": TLS is for the TCP listener: set api.tcp`},
+		{"api: {tcp: '127.0.0.1:8443', token_file: t, tls_client_ca_file: ca.pem}\n", `api.tls_cert_file: required`},
+		{"api: {idle_timeout: 0s}\n", `api.idle_timeout "0s": must be positive`},
+		{"api: {max_connections: 0}\n", `api.max_connections "0": must be at least 1`},
+		{"api: {max_body_bytes: 10}\n", `api.max_body_bytes "10": must be at least 1024`},
 	} {
 		_, err := Parse("x", []byte(tc.yaml), true)
 		if err == nil {
