@@ -679,8 +679,9 @@ type DemoRule struct {
 }
 
 // DemoRules are the rules `scrubd run --sim` adds, one by one. Some cannot
-// go to hardware (packet length, SCTP ports, an accept rule's overlap) and
-// one narrows around the protected management address.
+// go to hardware (packet length, SCTP ports); two overlap accept rules (the
+// resolver allow rule, the protected management address) and go to
+// hardware behind those rules' pass entries.
 func DemoRules() []DemoRule {
 	return []DemoRule{
 		{1 * time.Second, `{id: resolver-allow, priority: 10, action: accept, match: {src: 198.18.53.53/32, dst: 203.0.113.10/32, proto: udp, src_port: "53"}}`},

@@ -274,7 +274,7 @@ func Rule(cfg *Config, r *rule.Rule) Result {
 	res := Result{RuleID: r.ID}
 	m := &r.Match
 	if r.Action != rule.Drop {
-		res.refuse(ReasonAccept, 0, "rule %s: action %s stays in software (hardware gets drop entries only)", r.ID, r.Action)
+		res.refuse(ReasonAccept, 0, "rule %s: action %s is not a drop (an accept rule's hardware form is its pass entries: Pass)", r.ID, r.Action)
 		return res
 	}
 	if m.Length != nil {

@@ -8,7 +8,9 @@
 // express exactly is never installed wider, or narrower, than written; it
 // is reported not offloadable with a Reason and goes to the software path:
 //
-//   - accept rules (a pass entry in the eswitch would skip OVS's own rules);
+//   - accept rules, by Rule (Pass compiles an accept rule into pass
+//     entries at their own priorities, which agent/hwpath puts in front of
+//     the drops that overlap it);
 //   - packet length (flower has no such key);
 //   - fragment conditions flower's frag/firstfrag bits cannot express:
 //     dont-fragment and last-fragment always, and on mlx5 (no firstfrag)
@@ -23,7 +25,8 @@
 //   - more entries than Config.MaxEntriesPerRule;
 //   - a drop rule that overlaps an accept rule deciding before it (Set)
 //     and cannot be split around it exactly, so hardware never drops what
-//     the allow-list protects.
+//     the allow-list protects (the agent does not use Set: it puts pass
+//     entries in front of the drops instead; agent/hwpath says why).
 //
 // Set splits a drop rule D around an overlapping earlier accept rule A when
 // A's condition on every field but one is implied by D's and that field is
