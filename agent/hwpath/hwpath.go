@@ -274,12 +274,15 @@ func (p *Path) ensurePass(ctx context.Context, a *rule.Rule) error {
 // new accept rule is excepted in hardware before anything else happens (a
 // drop whose accept rule gets no pass entries then fails Compile and goes
 // to software). It changes nothing else.
+//
+// Earlier failures are forgotten first: every rule set change tries again
+// (a drop kept out of hardware by one then compiles, and its Install puts
+// the pass entries in or fails with the reason).
 func (p *Path) SyncAccepts(ctx context.Context, set *rule.Set) {
+	p.mu.Lock()
+	clear(p.passErr)
+	p.mu.Unlock()
 	for _, a := range p.acceptsInUse(set) {
-		k := p.Key(a)
-		p.mu.Lock()
-		delete(p.passErr, k) // try again
-		p.mu.Unlock()
 		_ = p.ensurePass(ctx, a)
 	}
 }
@@ -440,6 +443,22 @@ func (p *Path) capacity(ctx context.Context) (offload.Capacity, error) {
 func (p *Path) Install(ctx context.Context, r *rule.Rule, set *rule.Set) error {
 	res, sh, err := p.compile(r, set)
 	if err != nil {
+		return err
+	}
+	// Room for the drop and the pass entries still missing, together, so a
+	// drop that does not fit leaves no pass entry behind.
+	all := res
+	all.Entries, all.Masks = slices.Clone(res.Entries), slices.Clone(res.Masks)
+	for _, a := range sh {
+		p.mu.Lock()
+		_, have := p.pass[p.Key(a)]
+		p.mu.Unlock()
+		if pr, _ := p.passFor(a); !have && pr.Offloadable {
+			all.Entries = append(all.Entries, pr.Entries...)
+			all.Masks = append(all.Masks, pr.Masks...)
+		}
+	}
+	if err := p.fits(ctx, r.ID, &all); err != nil {
 		return err
 	}
 	for _, a := range sh {

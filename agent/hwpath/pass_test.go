@@ -282,3 +282,46 @@ func TestSplitOrPass(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// A drop that has no room together with its accept rule's pass entry is
+// refused whole (table full) and leaves nothing behind; once room is made
+// it goes in.
+func TestPassEntriesNeedRoomWithTheDrop(t *testing.T) {
+	caps := offload.MLX5(2)
+	nic := sim.New(sim.Config{Caps: caps, Clock: sim.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
+	p := newPassPath(caps, nic)
+	ctx := context.Background()
+	set := parse(t, `rules:
+  - {id: rr, priority: 0, action: accept, match: {src: 192.0.2.254/32}}
+  - {id: filler, action: drop, match: {dst: 198.51.100.0/24, proto: udp}}
+  - {id: a, action: drop, match: {dst: 203.0.113.0/24, proto: udp}}
+`)
+	if err := p.Install(ctx, &set.Rules[1], set); err != nil { // overlaps rr: pass + drop, the table is full
+		t.Fatal(err)
+	}
+	err := p.Install(ctx, &set.Rules[2], set) // rr's pass entry is there: needs 1, 0 free
+	if dataplane.KindOf(err) != dataplane.KindTableFull {
+		t.Fatalf("third entry: %v, want table full", err)
+	}
+	if c := nic.Capacity(); c.Entries != 2 {
+		t.Fatalf("%d entries after the refusal, want 2", c.Entries)
+	}
+	if err := p.Remove(ctx, p.Key(&set.Rules[1])); err != nil {
+		t.Fatal(err)
+	}
+	if c := nic.Capacity(); c.Entries != 0 {
+		t.Fatalf("%d entries after removing the only drop, want 0", c.Entries)
+	}
+	if err := p.Install(ctx, &set.Rules[2], set); err != nil {
+		t.Fatalf("with room: %v", err)
+	}
+	small := offload.MLX5(1)
+	nic2 := sim.New(sim.Config{Caps: small, Clock: sim.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
+	q := newPassPath(small, nic2)
+	if err := q.Install(ctx, &set.Rules[2], set); dataplane.KindOf(err) != dataplane.KindTableFull {
+		t.Fatalf("drop and pass entry in a one-entry table: %v, want table full", err)
+	}
+	if c := nic2.Capacity(); c.Entries != 0 {
+		t.Fatalf("%d entries left behind, want 0", c.Entries)
+	}
+}
