@@ -286,11 +286,6 @@ func (p *Placer) Reconcile(ctx context.Context) error {
 	return nil
 }
 
-func (p *Placer) capacityPPS() float64 {
-	c, _, _, _ := p.capacity()
-	return c
-}
-
 // cpuCapacityPPS is workers x clock / cycles per packet (0: unknown).
 func (p *Placer) cpuCapacityPPS() float64 {
 	w, hz := p.sw.Capacity()
