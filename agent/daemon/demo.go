@@ -76,8 +76,8 @@ func runDemo(ctx context.Context, n *sim.NIC, st *store.Store, p *placement.Plac
 			if lastDraw.IsZero() {
 				fmt.Fprintln(opt.Status, modelLine(v, n)+"; rates and counts below are modelled (1 packet in "+fmt.Sprint(n.Scale())+" runs through the real path)")
 			}
-			fmt.Fprintf(opt.Status, "status (modelled): hw %.1f Mpps dropped (%d/%d entries), sw %.1f Mpps dropped, sw load %.1f of %.1f Mpps, out-of-buffer %d, protected drops %d; engine measured %.0f cycles/pkt\n",
-				v.HWPPS/1e6, v.HWBudget.UsedEntries, v.HWBudget.MaxEntries, v.SWPPS/1e6, v.SWLoadPPS/1e6, v.SWCapacityPPS/1e6,
+			fmt.Fprintf(opt.Status, "status (modelled): hw %.1f Mpps dropped (%d/%d entries), sw %.1f Mpps dropped, sw load %.1f of %.1f Mpps (limit %s), out-of-buffer %d, protected drops %d; engine measured %.0f cycles/pkt\n",
+				v.HWPPS/1e6, v.HWBudget.UsedEntries, v.HWBudget.MaxEntries, v.SWPPS/1e6, v.SWLoadPPS/1e6, v.SWCapacityPPS/1e6, v.Limit,
 				v.NIC["rx_out_of_buffer"], n.ProtectedDrops(), v.MeasuredCyclesPerPacket)
 			fmt.Fprintln(opt.Status, engineLine(n))
 			lastDraw = now()
@@ -93,8 +93,8 @@ func drawStatus(w io.Writer, v *placement.View, n *sim.NIC, clear bool) {
 	}
 	fmt.Fprintf(&b, "scrubd --sim   %s   simulated NIC: offload/sim flow table + %s\n", v.Time.Format("15:04:05"), n.SW().Name())
 	b.WriteString(modelLine(v, n) + "\n\n")
-	fmt.Fprintf(&b, "hardware: %d/%d entries, dropping %.1f Mpps* (avg %.0f B)   software: load %.1f of %.1f Mpps* (model %.0f cycles/pkt), dropping %.1f Mpps* (avg %.0f B)\n",
-		v.HWBudget.UsedEntries, v.HWBudget.MaxEntries, v.HWPPS/1e6, v.HWAvgFrame, v.SWLoadPPS/1e6, v.SWCapacityPPS/1e6, v.CyclesPerPacket, v.SWPPS/1e6, v.SWAvgFrame)
+	fmt.Fprintf(&b, "hardware: %d/%d entries, dropping %.1f Mpps* (avg %.0f B)   software: load %.1f of %.1f Mpps* (limit %s; model %.0f cycles/pkt), dropping %.1f Mpps* (avg %.0f B)\n",
+		v.HWBudget.UsedEntries, v.HWBudget.MaxEntries, v.HWPPS/1e6, v.HWAvgFrame, v.SWLoadPPS/1e6, v.SWCapacityPPS/1e6, v.Limit, v.CyclesPerPacket, v.SWPPS/1e6, v.SWAvgFrame)
 	b.WriteString(engineLine(n) + "\n")
 	fmt.Fprintf(&b, "NIC out-of-buffer: %d*   moves sw->hw %d hw->sw %d   protected packets dropped: %d\n\n",
 		v.NIC["rx_out_of_buffer"], v.Moves[[2]placement.Path{placement.SW, placement.HW}], v.Moves[[2]placement.Path{placement.HW, placement.SW}], n.ProtectedDrops())
