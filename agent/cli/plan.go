@@ -197,12 +197,12 @@ func writeQueues(w io.Writer, r plan.QueueResult) {
 	}
 	fmt.Fprintf(w, "ring: %d entries (CQ %d) per queue = %.0f KiB per queue, %.1f MiB for %d queues; %s\n",
 		r.Ring.Entries, r.Ring.CQEntries, float64(r.Ring.BytesPerQueue)/1024, float64(r.Ring.Bytes)/(1<<20), r.Queues, llc)
-	holds := "carry"
+	why := fmt.Sprintf("the fewest that carry %.2f Mpps", r.OfferedMpps)
 	if !r.RecommendedHolds {
-		holds = "carry the most, not all, of"
+		why = fmt.Sprintf("none up to %d carries %.2f Mpps with this spread; these carry the most", r.MaxQueues, r.OfferedMpps)
 	}
-	fmt.Fprintf(w, "\nrecommended: %d queues (the fewest that %s %.2f Mpps; the dv engine takes a power of 2 per interface: %d); ring %d entries (%s)\n",
-		r.RecommendedQueues, holds, r.OfferedMpps, pow2ceil(r.RecommendedQueues), r.Ring.Recommended, r.Ring.Why)
+	fmt.Fprintf(w, "\nrecommended: %d queues (%s; the dv engine takes a power of 2 per interface: %d); ring %d entries (%s)\n",
+		r.RecommendedQueues, why, pow2ceil(r.RecommendedQueues), r.Ring.Recommended, r.Ring.Why)
 	for _, warn := range r.Warnings {
 		fmt.Fprintln(w, "WARNING:", warn)
 	}

@@ -100,6 +100,9 @@ func TestPlanQueuesJSON(t *testing.T) {
 		if tp < c.tp-1e-6 || tp > c.tp+1e-6 || m["limit"] != c.limit || len(qs) != c.n {
 			t.Errorf("%s queues: throughput %v limit %v, %d queue rows; want %v %s %d", c.queues, m["throughput_mpps"], m["limit"], len(qs), c.tp, c.limit, c.n)
 		}
+		if qc, _ := m["queue_count"].(float64); int(qc) != c.n {
+			t.Errorf("%s queues: queue_count %v", c.queues, m["queue_count"])
+		}
 		if rq, _ := m["recommended_queues"].(float64); rq != 26 {
 			t.Errorf("%s queues: recommended %v, want 26", c.queues, m["recommended_queues"])
 		}

@@ -111,7 +111,7 @@ func ValidRing(n int) error {
 // QueueParams are the inputs of the queue model.
 type QueueParams struct {
 	LinkGbps float64 `json:"link_gbps"`
-	Queues   int     `json:"queues"`
+	Queues   int     `json:"queue_count"`
 	// GHz and CyclesPerPacket give each worker's CPU ceiling.
 	GHz             float64 `json:"ghz"`
 	CyclesPerPacket float64 `json:"cycles_per_packet"`
