@@ -59,12 +59,16 @@ var (
 	ErrIDInUse   = errors.New("rule id in use by another source")
 	ErrProtected = errors.New("rule refused by protection")
 	ErrExpired   = errors.New("rule already expired")
+	// ErrGuard: the rule covers more than the guard allows (rule.Guard);
+	// it is not stored.
+	ErrGuard = errors.New("rule refused by the guard")
 )
 
 // Store holds the rules.
 type Store struct {
 	now     func() time.Time
 	protect *protect.List
+	guard   rule.Guard
 
 	mu      sync.Mutex
 	entries map[string]*Entry // by rule id
@@ -79,7 +83,29 @@ func New(protected *protect.List, now func() time.Time) *Store {
 	if protected == nil {
 		protected = &protect.List{}
 	}
-	return &Store{now: now, protect: protected, entries: map[string]*Entry{}, changed: make(chan struct{}, 1)}
+	return &Store{now: now, protect: protected, guard: rule.DefaultGuard, entries: map[string]*Entry{}, changed: make(chan struct{}, 1)}
+}
+
+// SetGuard sets the guard every rule put into the store must pass (from
+// the start rule.DefaultGuard). Rules already stored are not rechecked.
+func (s *Store) SetGuard(g rule.Guard) {
+	s.mu.Lock()
+	s.guard = g
+	s.mu.Unlock()
+}
+
+// Guard returns the store's guard.
+func (s *Store) Guard() rule.Guard {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.guard
+}
+
+func (s *Store) guardLocked(r *rule.Rule) error {
+	if err := s.guard.Check(r); err != nil {
+		return fmt.Errorf("%w: %w", ErrGuard, err)
+	}
+	return nil
 }
 
 // Changed receives after changes (several changes may coalesce into one).
@@ -118,11 +144,15 @@ func (s *Store) makeEntry(src string, r rule.Rule, now time.Time) *Entry {
 }
 
 // Put adds or replaces one rule of a source. A rule id owned by another
-// source is refused with ErrIDInUse. A rule the protect list refuses is
+// source is refused with ErrIDInUse, and one that fails the guard with
+// ErrGuard (not stored). A rule the protect list refuses is
 // stored (for display) but not enforced, and ErrProtected is returned.
 func (s *Store) Put(src string, r rule.Rule) (Entry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.guardLocked(&r); err != nil {
+		return Entry{}, err
+	}
 	if old, ok := s.entries[r.ID]; ok && old.Source != src {
 		return Entry{}, fmt.Errorf("%w: %q is owned by %s", ErrIDInUse, r.ID, old.Source)
 	}
@@ -160,13 +190,22 @@ func (s *Store) Delete(src, id string) error {
 }
 
 // Replace makes rules the whole content of source src, atomically. If any id
-// is owned by another source nothing changes and the error names it. Rules
-// refused by protection are stored as refused; their reasons are returned in
+// is owned by another source, or any rule fails the guard (ErrGuard),
+// nothing changes and the error names it. Rules refused by protection are stored as refused; their reasons are returned in
 // the entries, not as an error.
 func (s *Store) Replace(src string, rules []rule.Rule) ([]Entry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seen := map[string]bool{}
+	var guardErrs []error
+	for i := range rules {
+		if err := s.guard.Check(&rules[i]); err != nil {
+			guardErrs = append(guardErrs, err)
+		}
+	}
+	if guardErrs != nil {
+		return nil, fmt.Errorf("%w: %w", ErrGuard, errors.Join(guardErrs...))
+	}
 	for _, r := range rules {
 		if old, ok := s.entries[r.ID]; ok && old.Source != src {
 			return nil, fmt.Errorf("%w: %q is owned by %s", ErrIDInUse, r.ID, old.Source)

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,16 +32,16 @@ func newStore() (*Store, *clock) {
 
 func TestSourcesAndOrder(t *testing.T) {
 	s, _ := newStore()
-	if _, err := s.Replace("file:a", []rule.Rule{r(t, `{id: a1, action: drop, match: {dst: 203.0.113.0/24}}`), r(t, `{id: a2, action: drop, match: {proto: gre}}`)}); err != nil {
+	if _, err := s.Replace("file:a", []rule.Rule{r(t, `{id: a1, action: drop, match: {dst: 203.0.113.0/24}}`), r(t, `{id: a2, action: drop, match: {dst: 198.51.100.0/24, proto: gre}}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Put("api", r(t, `{id: b1, action: drop, match: {dst: 192.0.2.0/24}}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Put("api", r(t, `{id: a1, action: drop}`)); !errors.Is(err, ErrIDInUse) {
+	if _, err := s.Put("api", r(t, `{id: a1, action: drop, match: {dst: 198.51.100.7/32}}`)); !errors.Is(err, ErrIDInUse) {
 		t.Fatalf("clash: %v", err)
 	}
-	if _, err := s.Replace("api", []rule.Rule{r(t, `{id: a2, action: drop}`)}); !errors.Is(err, ErrIDInUse) {
+	if _, err := s.Replace("api", []rule.Rule{r(t, `{id: a2, action: drop, match: {dst: 198.51.100.7/32}}`)}); !errors.Is(err, ErrIDInUse) {
 		t.Fatalf("replace clash: %v", err)
 	}
 	snap := s.Snapshot()
@@ -55,7 +56,7 @@ func TestSourcesAndOrder(t *testing.T) {
 		t.Fatalf("b1 %+v", e)
 	}
 	// Replacing the file source keeps a1's place and drops a2.
-	if _, err := s.Replace("file:a", []rule.Rule{r(t, `{id: a3, action: drop}`), r(t, `{id: a1, action: drop, match: {proto: udp}}`)}); err != nil {
+	if _, err := s.Replace("file:a", []rule.Rule{r(t, `{id: a3, action: drop, match: {dst: 198.51.100.7/32}}`), r(t, `{id: a1, action: drop, match: {dst: 198.51.100.0/24, proto: udp}}`)}); err != nil {
 		t.Fatal(err)
 	}
 	ids = ids[:0]
@@ -93,10 +94,10 @@ func TestExpiryAndStale(t *testing.T) {
 	s, c := newStore()
 	var removed []string
 	s.OnRemove(func(e Entry, why string) { removed = append(removed, e.Rule.ID) })
-	if _, err := s.Put("api", r(t, `{id: short, action: drop, expires: 1m}`)); err != nil {
+	if _, err := s.Put("api", r(t, `{id: short, action: drop, expires: 1m, match: {dst: 198.51.100.7/32}}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Replace("bgp:192.0.2.1", []rule.Rule{r(t, `{id: fs1, action: drop}`)}); err != nil {
+	if _, err := s.Replace("bgp:192.0.2.1", []rule.Rule{r(t, `{id: fs1, action: drop, match: {dst: 198.51.100.7/32}}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if d := s.NextDeadline(); !d.Equal(c.t.Add(time.Minute)) {
@@ -119,7 +120,7 @@ func TestExpiryAndStale(t *testing.T) {
 		t.Fatalf("removed %v, len %d", removed, s.Len())
 	}
 	// An already expired rule is refused.
-	x := r(t, `{id: old, action: drop, expires: 2020-01-01T00:00:00Z}`)
+	x := r(t, `{id: old, action: drop, expires: 2020-01-01T00:00:00Z, match: {dst: 198.51.100.7/32}}`)
 	if _, err := s.Put("api", x); !errors.Is(err, ErrExpired) {
 		t.Fatalf("expired: %v", err)
 	}
@@ -132,8 +133,8 @@ func TestChangedAndDelete(t *testing.T) {
 		t.Fatal("changed before any change")
 	default:
 	}
-	s.Put("api", r(t, `{id: x, action: drop}`))
-	s.Put("api", r(t, `{id: y, action: drop}`))
+	s.Put("api", r(t, `{id: x, action: drop, match: {dst: 198.51.100.7/32}}`))
+	s.Put("api", r(t, `{id: y, action: drop, match: {dst: 198.51.100.7/32}}`))
 	<-s.Changed()
 	select {
 	case <-s.Changed():
@@ -172,5 +173,31 @@ func TestSetStaleOneRule(t *testing.T) {
 	c.t = c.t.Add(time.Hour)
 	if g := s.Sweep(); len(g) != 0 || s.Len() != 1 {
 		t.Fatalf("cleared deadline swept: %+v", g)
+	}
+}
+
+func TestGuard(t *testing.T) {
+	s, _ := newStore()
+	if _, err := s.Replace("file:a", []rule.Rule{r(t, `{id: a1, action: drop, match: {dst: 203.0.113.0/24}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	// Too broad: refused, not stored, and a file with one such rule
+	// changes nothing.
+	if _, err := s.Put("api", r(t, `{id: all, action: drop, match: {dst: 0.0.0.0/0, proto: udp}}`)); !errors.Is(err, ErrGuard) || !strings.Contains(err.Error(), "0.0.0.0/0") {
+		t.Fatalf("Put too broad: %v", err)
+	}
+	if _, ok := s.Get("all"); ok {
+		t.Fatal("refused rule stored")
+	}
+	if _, err := s.Replace("file:a", []rule.Rule{r(t, `{id: a2, action: drop, match: {src: 198.51.100.0/24}}`), r(t, `{id: a3, action: drop, match: {proto: gre}}`)}); !errors.Is(err, ErrGuard) || !strings.Contains(err.Error(), `"a3"`) {
+		t.Fatalf("Replace with a too broad rule: %v", err)
+	}
+	if _, ok := s.Get("a1"); !ok || s.Len() != 1 {
+		t.Fatalf("refused replace changed the store (%d rules)", s.Len())
+	}
+	// The operator may allow broader rules.
+	s.SetGuard(rule.Guard{MinPrefixV4: 0, MinPrefixV6: 0})
+	if _, err := s.Put("api", r(t, `{id: all, action: drop, match: {dst: 0.0.0.0/0, proto: udp}}`)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -6,9 +6,16 @@
 // # Rules
 //
 // A Rule has an ID, a Priority (lower decides first, default 1000), an Action
-// (drop, or accept for an allow-list entry), an optional expiry and a Match.
-// Every field of a Match is optional; all given fields must hold (AND), and a
-// field given as a list holds when any element holds (OR).
+// (drop, or accept for an allow-list entry; required, there is no default),
+// an optional expiry and a Match. Every field of a Match is optional; all
+// given fields must hold (AND), and a field given as a list holds when any
+// element holds (OR). A rule must give at least one condition: one meant to
+// match every packet says so with "match: all", and a Guard refuses that
+// unless allowed.
+//
+// A Guard also refuses drop rules whose addresses cover too much: by default
+// a drop rule needs a source or destination prefix of at least /8 (IPv4) or
+// /32 (IPv6). The agent applies its Guard to every source of rules.
 //
 // # Packets
 //
@@ -43,6 +50,7 @@
 //     with an L4 header that carries ports (TCP, UDP, SCTP). A non-first
 //     fragment never matches a port, TCP-flag or ICMP condition.
 //   - tcp_flags {value, mask} holds when (flags & mask) == value, TCP only.
+//     value [] with a mask means none of the masked flags is set.
 //   - icmp_type and icmp_code hold only for ICMP in IPv4 and ICMPv6 in IPv6.
 //   - fragment holds when any listed state holds: dont-fragment (IPv4 DF set),
 //     is-fragment (offset != 0), first-fragment (offset 0 and MF set),
@@ -60,7 +68,8 @@
 // # Rule files
 //
 // Parse reads the YAML rule-file format (JSON is accepted too, as a subset of
-// YAML). Bad input is refused whole with an *Error naming the file, line, rule
+// YAML). A file with no rules says "rules: []": an empty file, or one cut
+// off after "rules:", is refused. Bad input is refused whole with an *Error naming the file, line, rule
 // id, field and value; nothing is returned for a refused file, so a caller that
 // keeps its old Set keeps every rule that was in force.
 package rule

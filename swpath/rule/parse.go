@@ -83,8 +83,11 @@ func Parse(name string, data []byte, now time.Time) (*Set, error) {
 		return nil, &Error{File: name, Reason: "not valid YAML: " + err.Error()}
 	}
 	set := &Set{}
+	// An empty file, or one cut off after "rules:", is far more likely a
+	// truncated write than a decision to remove every rule: a file with no
+	// rules says so with "rules: []".
 	if doc.Kind == 0 || len(doc.Content) == 0 {
-		return set, nil // empty file: no rules
+		return nil, &Error{File: name, Field: "rules", Reason: "empty file (a file with no rules says rules: [])"}
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
@@ -92,13 +95,16 @@ func Parse(name string, data []byte, now time.Time) (*Set, error) {
 		return nil, p.err()
 	}
 	seen := map[string]int{}
+	haveRules := false
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		if k.Value != "rules" {
 			p.fail(k, k.Value, "", "unknown key (the top level has only 'rules')")
 			continue
 		}
+		haveRules = true
 		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+			p.fail(v, "rules", "", "empty value (a file with no rules says rules: [])")
 			continue
 		}
 		if v.Kind != yaml.SequenceNode {
@@ -117,6 +123,9 @@ func Parse(name string, data []byte, now time.Time) (*Set, error) {
 			seen[r.ID] = rn.Line
 			set.Rules = append(set.Rules, r)
 		}
+	}
+	if !haveRules && len(p.errs) == 0 {
+		p.fail(root, "rules", "", "missing (a file with no rules says rules: [])")
 	}
 	if len(p.errs) > 0 {
 		return nil, p.err()
@@ -164,7 +173,7 @@ func (p *parser) rule(n *yaml.Node) (Rule, bool) {
 		r.ID = idNode.Value
 		p.id = r.ID
 	}
-	var matchNode *yaml.Node
+	var matchNode, actionNode *yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		switch k.Value {
@@ -177,6 +186,7 @@ func (p *parser) rule(n *yaml.Node) (Rule, bool) {
 			}
 			r.Priority = uint32(u)
 		case "action":
+			actionNode = v
 			switch v.Value {
 			case "drop":
 				r.Action = Drop
@@ -196,8 +206,18 @@ func (p *parser) rule(n *yaml.Node) (Rule, bool) {
 			p.fail(k, k.Value, "", "unknown key (a rule has id, priority, action, expires, match)")
 		}
 	}
+	if actionNode == nil {
+		p.fail(n, "action", "", "required (drop or accept)")
+	}
 	if matchNode != nil {
 		r.Match = p.match(matchNode)
+	}
+	if len(p.errs) == before && r.Match.Empty() && !r.Match.All {
+		at := matchNode
+		if at == nil {
+			at = n
+		}
+		p.fail(at, "match", "", "no match condition: a rule says what it matches (match: all, for every packet, is refused unless the configuration allows it)")
 	}
 	return r, len(p.errs) == before
 }
@@ -351,8 +371,12 @@ func (p *parser) match(n *yaml.Node) Match {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return m
 	}
+	if n.Kind == yaml.ScalarNode && n.Value == MatchAllName {
+		m.All = true
+		return m
+	}
 	if n.Kind != yaml.MappingNode {
-		p.fail(n, "match", "", "must be a mapping")
+		p.fail(n, "match", n.Value, "must be a mapping of conditions, or %s", MatchAllName)
 		return m
 	}
 	nodes := map[string]*yaml.Node{}
@@ -435,6 +459,12 @@ func (p *parser) match(n *yaml.Node) Match {
 				kk, vv := v.Content[j], v.Content[j+1]
 				switch kk.Value {
 				case "value":
+					if vv.Kind == yaml.SequenceNode && len(vv.Content) == 0 {
+						// value: [] with a mask: none of the masked
+						// flags set ((flags & mask) == 0).
+						m.TCPFlags.Value = 0
+						continue
+					}
 					m.TCPFlags.Value, _ = p.flagBits(vv, f+".value")
 				case "mask":
 					m.TCPFlags.Mask, _ = p.flagBits(vv, f+".mask")

@@ -164,6 +164,21 @@ type Match struct {
 	Length      Ranges // IP packet length
 	// DSCP is a set of code points, bit n for DSCP n; 0 means not given.
 	DSCP uint64
+	// All marks a match written as "match: all": no condition, on purpose.
+	// Engines need not look at it (a Match without conditions matches
+	// every IP packet); the parser refuses a rule without conditions that
+	// does not say All, and a Guard refuses All unless allowed.
+	All bool
+}
+
+// MatchAllName is the rule-file spelling of a match without conditions.
+const MatchAllName = "all"
+
+// Empty reports whether m has no condition (it matches every IP packet).
+func (m *Match) Empty() bool {
+	return !m.Src.IsValid() && !m.Dst.IsValid() && m.Proto == nil && m.SrcPort == nil && m.DstPort == nil &&
+		m.Port == nil && m.ICMPType == nil && m.ICMPCode == nil && !m.HasTCPFlags && m.Fragment == 0 &&
+		m.Length == nil && m.DSCP == 0
 }
 
 // Family returns the family the prefixes fix, or FamilyAny.

@@ -48,27 +48,38 @@ func TestParseErrors(t *testing.T) {
 		name, in string
 		want     Error // fields compared where set
 	}{
-		{"bad port", "rules:\n- id: a\n  match:\n    dst_port: \"70000\"\n", Error{Line: 4, RuleID: "a", Field: "match.dst_port", Value: "70000"}},
-		{"reversed range", "rules:\n- id: a\n  match:\n    src_port: 20-10\n", Error{Line: 4, RuleID: "a", Field: "match.src_port", Value: "20-10"}},
-		{"host bits", "rules:\n- id: r1\n  match:\n    src: 10.0.0.1/8\n", Error{Line: 4, RuleID: "r1", Field: "match.src", Value: "10.0.0.1/8"}},
-		{"unknown key", "rules:\n- id: a\n  match:\n    dport: 1\n", Error{Line: 4, RuleID: "a", Field: "match.dport"}},
-		{"unknown rule key", "rules:\n- id: a\n  acton: drop\n", Error{Line: 3, RuleID: "a", Field: "acton"}},
+		{"bad port", "rules:\n- id: a\n  match:\n    dst_port: \"70000\"\n  action: drop\n", Error{Line: 4, RuleID: "a", Field: "match.dst_port", Value: "70000"}},
+		{"reversed range", "rules:\n- id: a\n  match:\n    src_port: 20-10\n  action: drop\n", Error{Line: 4, RuleID: "a", Field: "match.src_port", Value: "20-10"}},
+		{"host bits", "rules:\n- id: r1\n  match:\n    src: 10.0.0.1/8\n  action: drop\n", Error{Line: 4, RuleID: "r1", Field: "match.src", Value: "10.0.0.1/8"}},
+		{"unknown key", "rules:\n- id: a\n  match:\n    dport: 1\n  action: drop\n", Error{Line: 4, RuleID: "a", Field: "match.dport"}},
+		{"unknown rule key", "rules:\n- id: a\n  acton: drop\n  action: drop\n", Error{Line: 3, RuleID: "a", Field: "acton"}},
 		{"bad action", "rules:\n- id: a\n  action: reject\n", Error{Line: 3, RuleID: "a", Field: "action", Value: "reject"}},
-		{"bad id", "rules:\n- id: \"a b\"\n", Error{Line: 2, Field: "id", Value: "a b"}},
+		{"bad id", "rules:\n- id: \"a b\"\n  action: drop\n", Error{Line: 2, Field: "id", Value: "a b"}},
 		{"missing id", "rules:\n- action: drop\n", Error{Line: 2, Field: "id"}},
-		{"dup id", "rules:\n- id: a\n- id: a\n", Error{Line: 3, RuleID: "a", Field: "id", Value: "a"}},
-		{"families", "rules:\n- id: a\n  match:\n    src: 10.0.0.0/8\n    dst: 2001:db8::/32\n", Error{Line: 5, RuleID: "a", Field: "match.dst"}},
-		{"ports need proto", "rules:\n- id: a\n  match:\n    proto: icmp\n    dst_port: 53\n", Error{Line: 5, RuleID: "a", Field: "match.proto"}},
-		{"flags need tcp", "rules:\n- id: a\n  match:\n    proto: udp\n    tcp_flags: {value: [syn]}\n", Error{Line: 5, RuleID: "a", Field: "match.tcp_flags"}},
-		{"flags outside mask", "rules:\n- id: a\n  match:\n    tcp_flags: {value: [syn, fin], mask: [syn]}\n", Error{Line: 4, RuleID: "a", Field: "match.tcp_flags"}},
-		{"icmp v6", "rules:\n- id: a\n  match:\n    dst: 2001:db8::/32\n    proto: icmp\n    icmp_type: 8\n", Error{Line: 5, RuleID: "a", Field: "match.proto"}},
-		{"bad proto", "rules:\n- id: a\n  match:\n    proto: tpc\n", Error{Line: 4, RuleID: "a", Field: "match.proto", Value: "tpc"}},
-		{"bad dscp", "rules:\n- id: a\n  match:\n    dscp: 64\n", Error{Line: 4, RuleID: "a", Field: "match.dscp", Value: "64"}},
-		{"bad frag", "rules:\n- id: a\n  match:\n    fragment: [later]\n", Error{Line: 4, RuleID: "a", Field: "match.fragment", Value: "later"}},
-		{"bad expiry", "rules:\n- id: a\n  expires: tomorrow\n", Error{Line: 3, RuleID: "a", Field: "expires", Value: "tomorrow"}},
-		{"negative expiry", "rules:\n- id: a\n  expires: -5m\n", Error{Line: 3, RuleID: "a", Field: "expires", Value: "-5m"}},
+		{"dup id", "rules:\n- {id: a, action: drop, match: all}\n- {id: a, action: drop, match: all}\n", Error{Line: 3, RuleID: "a", Field: "id", Value: "a"}},
+		{"families", "rules:\n- id: a\n  match:\n    src: 10.0.0.0/8\n    dst: 2001:db8::/32\n  action: drop\n", Error{Line: 5, RuleID: "a", Field: "match.dst"}},
+		{"ports need proto", "rules:\n- id: a\n  match:\n    proto: icmp\n    dst_port: 53\n  action: drop\n", Error{Line: 5, RuleID: "a", Field: "match.proto"}},
+		{"flags need tcp", "rules:\n- id: a\n  match:\n    proto: udp\n    tcp_flags: {value: [syn]}\n  action: drop\n", Error{Line: 5, RuleID: "a", Field: "match.tcp_flags"}},
+		{"flags outside mask", "rules:\n- id: a\n  match:\n    tcp_flags: {value: [syn, fin], mask: [syn]}\n  action: drop\n", Error{Line: 4, RuleID: "a", Field: "match.tcp_flags"}},
+		{"icmp v6", "rules:\n- id: a\n  match:\n    dst: 2001:db8::/32\n    proto: icmp\n    icmp_type: 8\n  action: drop\n", Error{Line: 5, RuleID: "a", Field: "match.proto"}},
+		{"bad proto", "rules:\n- id: a\n  match:\n    proto: tpc\n  action: drop\n", Error{Line: 4, RuleID: "a", Field: "match.proto", Value: "tpc"}},
+		{"bad dscp", "rules:\n- id: a\n  match:\n    dscp: 64\n  action: drop\n", Error{Line: 4, RuleID: "a", Field: "match.dscp", Value: "64"}},
+		{"bad frag", "rules:\n- id: a\n  match:\n    fragment: [later]\n  action: drop\n", Error{Line: 4, RuleID: "a", Field: "match.fragment", Value: "later"}},
+		{"bad expiry", "rules:\n- id: a\n  expires: tomorrow\n  action: drop\n", Error{Line: 3, RuleID: "a", Field: "expires", Value: "tomorrow"}},
+		{"negative expiry", "rules:\n- id: a\n  expires: -5m\n  action: drop\n", Error{Line: 3, RuleID: "a", Field: "expires", Value: "-5m"}},
 		{"top key", "rulez: []\n", Error{Line: 1, Field: "rulez"}},
-		{"length", "rules:\n- id: a\n  match:\n    length: 1-70000\n", Error{Line: 4, RuleID: "a", Field: "match.length", Value: "1-70000"}},
+		{"no action", "rules:\n- id: a\n  match: {dst: 192.0.2.0/24}\n", Error{Line: 2, RuleID: "a", Field: "action"}},
+		{"cut off after action", "rules:\n- id: only-one\n  action: drop\n", Error{Line: 2, RuleID: "only-one", Field: "match"}},
+		{"id alone", "rules:\n- id: x\n", Error{Line: 2, RuleID: "x", Field: "action"}},
+		{"empty match", "rules:\n- id: a\n  action: drop\n  match: {}\n", Error{Line: 4, RuleID: "a", Field: "match"}},
+		{"null match", "rules:\n- id: a\n  action: accept\n  match:\n", Error{Line: 4, RuleID: "a", Field: "match"}},
+		{"match word", "rules:\n- id: a\n  action: drop\n  match: everything\n", Error{Line: 4, RuleID: "a", Field: "match", Value: "everything"}},
+		{"rules null", "rules:\n", Error{Line: 1, Field: "rules"}},
+		{"comments only", "# rules: []\n", Error{Field: "rules"}},
+		{"empty file", "", Error{Field: "rules"}},
+		{"no rules key", "{}\n", Error{Line: 1, Field: "rules"}},
+		{"flags value [] without mask", "rules:\n- id: a\n  action: drop\n  match:\n    proto: tcp\n    tcp_flags: {value: []}\n", Error{Line: 6, RuleID: "a", Field: "match.tcp_flags"}},
+		{"length", "rules:\n- id: a\n  match:\n    length: 1-70000\n  action: drop\n", Error{Line: 4, RuleID: "a", Field: "match.length", Value: "1-70000"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,7 +107,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestParseManyErrorsReported(t *testing.T) {
-	_, err := Parse("f", []byte("rules:\n- id: a\n  action: x\n- id: b\n  priority: -1\n"), t0)
+	_, err := Parse("f", []byte("rules:\n- id: a\n  action: x\n- id: b\n  priority: -1\n  action: drop\n  match: all\n"), t0)
 	var n int
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 		if _, ok := e.(*Error); ok {

@@ -1,8 +1,12 @@
 package rule
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Spec is a rule in the rule-file shape, for JSON and YAML output (the API,
@@ -29,6 +33,51 @@ type MatchSpec struct {
 	Fragment []string   `json:"fragment,omitempty" yaml:"fragment,omitempty"`
 	Length   []string   `json:"length,omitempty" yaml:"length,omitempty"`
 	DSCP     []int      `json:"dscp,omitempty" yaml:"dscp,omitempty"`
+	// All is "match: all" (written as that word, not as a mapping).
+	All bool `json:"-" yaml:"-"`
+}
+
+type plainMatchSpec MatchSpec
+
+// MarshalJSON writes "all" for a match-all, else the mapping.
+func (m MatchSpec) MarshalJSON() ([]byte, error) {
+	if m.All {
+		return json.Marshal(MatchAllName)
+	}
+	return json.Marshal(plainMatchSpec(m))
+}
+
+// UnmarshalJSON reads "all" or the mapping.
+func (m *MatchSpec) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		if s != MatchAllName {
+			return fmt.Errorf("match %q: must be a mapping of conditions, or %s", s, MatchAllName)
+		}
+		*m = MatchSpec{All: true}
+		return nil
+	}
+	return json.Unmarshal(b, (*plainMatchSpec)(m))
+}
+
+// MarshalYAML writes "all" for a match-all, else the mapping.
+func (m MatchSpec) MarshalYAML() (any, error) {
+	if m.All {
+		return MatchAllName, nil
+	}
+	return plainMatchSpec(m), nil
+}
+
+// UnmarshalYAML reads "all" or the mapping.
+func (m *MatchSpec) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Tag != "!!null" {
+		if n.Value != MatchAllName {
+			return fmt.Errorf("line %d: match %q: must be a mapping of conditions, or %s", n.Line, n.Value, MatchAllName)
+		}
+		*m = MatchSpec{All: true}
+		return nil
+	}
+	return n.Decode((*plainMatchSpec)(m))
 }
 
 // FlagsSpec is a TCP flags condition in the rule-file shape.
@@ -65,6 +114,7 @@ func (r *Rule) Spec() Spec {
 		s.Expires = r.Expires.UTC().Format(time.RFC3339)
 	}
 	m := &r.Match
+	s.Match.All = m.All
 	if m.Src.IsValid() {
 		s.Match.Src = m.Src.String()
 	}
