@@ -32,3 +32,22 @@ func (h *scaledHW) NICCounters(ctx context.Context) (map[string]uint64, error) {
 func (h *scaledHW) Compile(r *rule.Rule, set *rule.Set) (dataplane.Cost, error) {
 	return h.HW.Compile(r, set)
 }
+
+// SyncAccepts and PruneAccepts pass the hardware path's pass-entry upkeep
+// through (placement looks for them on the path it is given).
+func (h *scaledHW) SyncAccepts(ctx context.Context, set *rule.Set) {
+	if s, ok := h.HW.(interface {
+		SyncAccepts(context.Context, *rule.Set)
+	}); ok {
+		s.SyncAccepts(ctx, set)
+	}
+}
+
+func (h *scaledHW) PruneAccepts(ctx context.Context, set *rule.Set) error {
+	if s, ok := h.HW.(interface {
+		PruneAccepts(context.Context, *rule.Set) error
+	}); ok {
+		return s.PruneAccepts(ctx, set)
+	}
+	return nil
+}

@@ -165,3 +165,56 @@ func TestFlowSpecFloodKeepsHardware(t *testing.T) {
 		})
 	}
 }
+
+// TestNewAcceptRuleExceptedInHardware: an accept rule that arrives while a
+// drop it overlaps is in hardware gets its pass entry before the drop is
+// re-checked: the drop stays in hardware, and from that Apply on the
+// accepted packets pass on the device while the rest are dropped. When the
+// accept rule goes, its pass entry goes too.
+func TestNewAcceptRuleExceptedInHardware(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	n, err := sim.New(sim.Options{Start: start, Scale: 1000, Flows: []sim.Flow{
+		{Name: "udp", Fields: fields(rule.ProtoUDP, "198.18.2.1", "203.0.113.30", 40000, 1500, 0, 64), Frame: 64, PPS: 1e6}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	st := store.New(nil, n.Now)
+	p := placement.New(placement.Config{HighWater: 0.8, CyclesPerPacket: 297}, n.HW(), n.SW(), slog.New(slog.NewTextHandler(io.Discard, nil)), n.Now)
+	ctx := context.Background()
+	put := func(y string) {
+		r, err := rule.ParseRule("api", []byte(y), start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Put("api", r); err != nil {
+			t.Fatal(err)
+		}
+		p.Apply(ctx, st.Snapshot())
+	}
+	put(`{id: flood, action: drop, match: {dst: 203.0.113.0/24, proto: udp}}`)
+	resolver := fields(rule.ProtoUDP, "198.51.100.53", "203.0.113.5", 53, 40000, 0, 128)
+	other := fields(rule.ProtoUDP, "198.51.100.54", "203.0.113.5", 53, 40000, 0, 128)
+	if _, drop := n.Device().Process(&resolver, 128); !drop {
+		t.Fatal("before the accept rule: the resolver's packet is not dropped in hardware")
+	}
+	put(`{id: resolver, priority: 0, action: accept, match: {src: 198.51.100.53/32, proto: udp, src_port: "53"}}`)
+	for _, x := range p.View().Rules {
+		if x.ID == "flood" && x.Path != placement.HW {
+			t.Fatalf("flood on %s (%s) after the accept rule came, want hw", x.Path, x.Reason)
+		}
+	}
+	if h, drop := n.Device().Process(&resolver, 128); drop || !h.Pass {
+		t.Fatalf("after the accept rule: drop %v pass %v, want passed by its pass entry", drop, h.Pass)
+	}
+	if _, drop := n.Device().Process(&other, 128); !drop {
+		t.Fatal("another source's packet is not dropped")
+	}
+	if err := st.Delete("api", "resolver"); err != nil {
+		t.Fatal(err)
+	}
+	p.Apply(ctx, st.Snapshot())
+	if h, drop := n.Device().Process(&resolver, 128); !drop || h.Pass {
+		t.Fatalf("after the accept rule went: drop %v pass %v, want dropped", drop, h.Pass)
+	}
+}
