@@ -2,7 +2,8 @@
 // source ("file:PATH"), read at start, again when its content changes (the
 // watcher polls) and on demand (SIGHUP). A file that fails to read or parse
 // is refused whole: the rules already in force from it stay, and the error
-// is logged and counted.
+// is logged and counted. So is a file with a rule the store's guard refuses,
+// an empty file and one cut off after "rules:" (rule.Parse).
 package filewatch
 
 import (
@@ -96,6 +97,11 @@ func (w *Watcher) load(path string, force bool) bool {
 	}
 	w.hashes[path] = h
 	set, err := rule.Parse(path, data, w.now())
+	if err == nil {
+		// Too broad is a property of the content (kept hash: not
+		// re-read until it changes), not a clash that may pass.
+		err = w.st.Guard().CheckSet(path, set)
+	}
 	if err != nil {
 		return w.refuse(s, err)
 	}

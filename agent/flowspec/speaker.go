@@ -29,8 +29,10 @@
 //     then removed ("hold", the default), removed at once ("remove"), or
 //     kept until withdrawn ("keep"); with hold, an End-of-RIB after the
 //     session returns sweeps the routes not announced again.
-//   - AllowedDestinations, when set, refuses routes whose destination prefix
-//     lies outside them, and only configured neighbours can connect at all.
+//   - AllowedDestinations (required: with none, every route is refused)
+//     refuses routes whose destination prefix lies outside them, and only
+//     configured neighbours can connect at all. A route the store's guard
+//     finds too broad is refused too (reason too_broad).
 //
 // Fleet use: many DPUs each run scrubd with the same route reflector (or
 // two) as their neighbours; one announcement reaches every DPU, and each
@@ -43,6 +45,7 @@ package flowspec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -527,8 +530,12 @@ func (s *Speaker) path(p *api.Path) {
 	e, err := s.st.Put(StoreSource, r)
 	if err != nil && e.Rule.ID == "" {
 		s.mu.Unlock()
-		s.count(ReasonInvalid)
-		s.log.Warn("flowspec route refused by the store", "peer", peer, "rule", id, "err", err)
+		reason := ReasonInvalid
+		if errors.Is(err, store.ErrGuard) {
+			reason = ReasonTooBroad
+		}
+		s.count(reason)
+		s.log.Warn("flowspec route refused by the store", "peer", peer, "rule", id, "reason", reason, "err", err)
 		return
 	}
 	rt := s.routes[id]

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -124,7 +125,9 @@ func TestSpeakerWithPeer(t *testing.T) {
 	port := freePort(t)
 	sp := New(Config{ASN: 65010, RouterID: "192.0.2.10", ListenPort: int32(port), ListenAddresses: []string{"127.0.0.1"},
 		Neighbors:     []Neighbor{{Address: "127.0.0.2", ASN: 65000, Passive: true}},
-		OnSessionDown: "hold", HoldTime: 5 * time.Minute}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), clk.now)
+		OnSessionDown: "hold", HoldTime: 5 * time.Minute,
+		Allowed: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("198.51.100.0/22"), netip.MustParsePrefix("2001:db8::/32")}},
+		st, slog.New(slog.NewTextHandler(io.Discard, nil)), clk.now)
 	// GoBGP's StartBgp writes package-level options: the peer starts
 	// first, so its start happens before the speaker's (no data race
 	// between two servers in one process).

@@ -33,6 +33,7 @@ const (
 	ReasonOperator    = "unsupported_operator" // bitmask combination the rule model cannot hold
 	ReasonEmpty       = "matches_nothing"
 	ReasonDestination = "destination_not_allowed"
+	ReasonTooBroad    = "too_broad" // refused by the rule guard (rules.guard)
 	ReasonInvalid     = "invalid"
 )
 
@@ -305,16 +306,22 @@ func Translate(id string, priority uint32, fam rule.Family, comps []bgp.FlowSpec
 			m.Dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
 		}
 	}
-	if len(allowed) > 0 {
-		ok := false
-		for _, a := range allowed {
-			if m.Dst.IsValid() && a.Addr().Is4() == m.Dst.Addr().Is4() && a.Bits() <= m.Dst.Bits() && a.Contains(m.Dst.Addr()) {
-				ok = true
-			}
+	// The destinations this network owns are required (RFC 8955 section
+	// 6): with none configured every route is refused.
+	ok := false
+	for _, a := range allowed {
+		if m.Dst.IsValid() && a.Addr().Is4() == m.Dst.Addr().Is4() && a.Bits() <= m.Dst.Bits() && a.Contains(m.Dst.Addr()) {
+			ok = true
 		}
-		if !ok {
-			return r, refuse(ReasonDestination, "destination %v is not inside flowspec.allowed_destinations", m.Dst)
-		}
+	}
+	switch {
+	case ok:
+	case len(allowed) == 0:
+		return r, refuse(ReasonDestination, "destination %v: no flowspec.allowed_destinations configured", m.Dst)
+	case !m.Dst.IsValid():
+		return r, refuse(ReasonDestination, "no destination prefix: a route must name a destination inside flowspec.allowed_destinations")
+	default:
+		return r, refuse(ReasonDestination, "destination %v is not inside flowspec.allowed_destinations", m.Dst)
 	}
 	// The rule parser's checks (families, ports need tcp/udp/sctp, ...)
 	// apply to FlowSpec rules too.

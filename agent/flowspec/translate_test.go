@@ -2,6 +2,7 @@ package flowspec
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
@@ -67,22 +68,34 @@ func TestFlagsAndFragments(t *testing.T) {
 	}
 }
 
+// anyDst allows every destination, for cases about other components.
+var anyDst = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
+
 func TestTranslateAndRefusals(t *testing.T) {
 	dst := bgp.NewFlowSpecDestinationPrefix(bgp.NewIPAddrPrefix(24, "203.0.113.0"))
-	r, rf := Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst, num(bgp.FLOW_SPEC_TYPE_PKT_LEN, bgp.DEC_NUM_OP_LT, 100)}, nil)
+	r, rf := Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst, num(bgp.FLOW_SPEC_TYPE_PKT_LEN, bgp.DEC_NUM_OP_LT, 100)}, anyDst)
 	if rf != nil || r.Match.Length[0] != (rule.Range{Lo: 0, Hi: 99}) {
 		t.Fatalf("%v %+v", rf, r.Match)
 	}
 	// Ports with ICMP: the rule parser refuses it, so does Translate.
-	if _, rf := Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst, num(bgp.FLOW_SPEC_TYPE_IP_PROTO, bgp.DEC_NUM_OP_EQ, 1), num(bgp.FLOW_SPEC_TYPE_DST_PORT, bgp.DEC_NUM_OP_EQ, 80)}, nil); rf == nil || rf.Reason != ReasonInvalid {
+	if _, rf := Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst, num(bgp.FLOW_SPEC_TYPE_IP_PROTO, bgp.DEC_NUM_OP_EQ, 1), num(bgp.FLOW_SPEC_TYPE_DST_PORT, bgp.DEC_NUM_OP_EQ, 80)}, anyDst); rf == nil || rf.Reason != ReasonInvalid {
 		t.Fatalf("icmp+ports: %v", rf)
 	}
-	if _, rf := Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst, num(bgp.FLOW_SPEC_TYPE_LABEL, bgp.DEC_NUM_OP_EQ, 5)}, nil); rf == nil || rf.Reason != ReasonComponent {
+	if _, rf := Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst, num(bgp.FLOW_SPEC_TYPE_LABEL, bgp.DEC_NUM_OP_EQ, 5)}, anyDst); rf == nil || rf.Reason != ReasonComponent {
 		t.Fatalf("label: %v", rf)
 	}
 	allowed := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/22")}
 	if _, rf := Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst}, allowed); rf == nil || rf.Reason != ReasonDestination {
 		t.Fatalf("allowed: %v", rf)
+	}
+	// allowed_destinations is required: none configured refuses every
+	// route, and a route with only a source names no destination.
+	if _, rf := Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst}, nil); rf == nil || rf.Reason != ReasonDestination {
+		t.Fatalf("no allowed destinations: %v", rf)
+	}
+	src := bgp.NewFlowSpecSourcePrefix(bgp.NewIPAddrPrefix(24, "198.51.100.0"))
+	if _, rf := Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{src}, allowed); rf == nil || rf.Reason != ReasonDestination || !strings.Contains(rf.Detail, "no destination prefix") {
+		t.Fatalf("source only: %v", rf)
 	}
 	if rf := Action(nil); rf == nil || rf.Reason != ReasonNoAction {
 		t.Fatalf("no action: %v", rf)
@@ -109,7 +122,7 @@ func TestTranslateFamily(t *testing.T) {
 		fam        rule.Family
 		match, not *rule.Fields
 	}{{rule.IPv4, &v4, &v6}, {rule.IPv6, &v6, &v4}} {
-		r, rf := Translate("x", 500, tc.fam, udp53, nil)
+		r, rf := Translate("x", 500, tc.fam, udp53, anyDst)
 		if rf != nil {
 			t.Fatalf("IPv%d: %v", tc.fam, rf)
 		}
@@ -120,7 +133,7 @@ func TestTranslateFamily(t *testing.T) {
 	}
 	// An IPv6 route carrying an IPv4 prefix is malformed.
 	dst4 := bgp.NewFlowSpecDestinationPrefix(bgp.NewIPAddrPrefix(24, "203.0.113.0"))
-	if _, rf := Translate("x", 500, rule.IPv6, []bgp.FlowSpecComponentInterface{dst4}, nil); rf == nil || rf.Reason != ReasonInvalid {
+	if _, rf := Translate("x", 500, rule.IPv6, []bgp.FlowSpecComponentInterface{dst4}, anyDst); rf == nil || rf.Reason != ReasonInvalid {
 		t.Fatalf("IPv4 prefix in an IPv6 route: %v", rf)
 	}
 }

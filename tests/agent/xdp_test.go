@@ -401,7 +401,7 @@ func TestAgentXDPCost(t *testing.T) {
 }
 
 const dnsFlood = `rules:
-- {id: dns-flood, action: drop, match: {proto: udp, dst_port: 53}}
+- {id: dns-flood, action: drop, match: {dst: 203.0.113.0/24, proto: udp, dst_port: 53}}
 `
 
 // xdpPin is a bpffs directory of the test's own, removed at its end.
