@@ -93,7 +93,12 @@ func TestCompileCases(t *testing.T) {
 		{"gre", `{id: a, action: drop, match: {src: 198.51.100.0/24, proto: gre}}`, mlx5Cfg(), OK, 1, nil},
 		{"ports-icmp-nothing", `{id: a, action: drop, match: {proto: icmp}}`, mlx5Cfg(), ReasonNoPackets, -1,
 			func(r *rule.Rule) { r.Match.DstPort = rule.Ranges{{Lo: 80, Hi: 80}} }},
-		{"any", `{id: a, action: drop, match: {}}`, mlx5Cfg(), OK, 2, nil},
+		{"any", `{id: a, action: drop, match: all}`, mlx5Cfg(), OK, 2, nil},
+		// value [] with a mask: none of the masked flags set. Alone, all
+		// zeros (a packet without an L4 header in hardware) would match;
+		// with a port it is exact.
+		{"flags-none-set", `{id: a, action: drop, match: {proto: tcp, tcp_flags: {value: [], mask: [syn, ack]}}}`, flowerCfg(), ReasonL4Zero, -1, nil},
+		{"flags-none-set-port", `{id: a, action: drop, match: {proto: tcp, dst_port: "80", tcp_flags: {value: [], mask: [syn, ack]}}}`, mlx5Cfg(), OK, 2, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := parseOne(t, tt.y)

@@ -114,6 +114,10 @@ func TestExhaustiveSmallSets(t *testing.T) {
 			`{id: dns-resp, priority: 5, action: accept, match: {proto: udp, src_port: "53", dst_port: "1000-2000"}}`,
 			`{id: syn, priority: 100, action: drop, match: {proto: tcp, fragment: [not-fragment], tcp_flags: {value: [syn], mask: [syn, ack]}}}`,
 			`{id: ports, priority: 100, action: drop, match: {proto: [tcp, udp], src_port: "1024", port: "79-81"}}`),
+		// value [] with a mask: none of the masked flags set.
+		parseSet(t,
+			`{id: no-syn-ack-443, priority: 100, action: drop, match: {proto: tcp, dst_port: "443", tcp_flags: {value: [], mask: [syn, ack]}}}`,
+			`{id: no-rst, priority: 100, action: drop, match: {dst: 10.0.0.0/8, proto: tcp, src_port: "80", tcp_flags: {value: [], mask: [rst]}}}`),
 	}
 	total := 0
 	for si, s := range sets {

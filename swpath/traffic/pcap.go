@@ -2,6 +2,7 @@ package traffic
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -96,7 +97,9 @@ func NewReader(r io.Reader) (*Reader, error) {
 	}
 	rd := &Reader{}
 	if magic[0] == 0x0a && magic[1] == 0x0d && magic[2] == 0x0d && magic[3] == 0x0a {
-		ng, err := pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions)
+		// pcapgo's NgReader reports a file cut inside a block as a plain
+		// io.EOF; the framer tells that apart from a clean end.
+		ng, err := pcapgo.NewNgReader(&ngFramer{r: br}, pcapgo.DefaultNgReaderOptions)
 		if err != nil {
 			return nil, fmt.Errorf("capture: pcapng: %w", err)
 		}
@@ -153,4 +156,85 @@ func ReadFile(path string) ([]Packet, error) {
 		}
 		out = append(out, p)
 	}
+}
+
+// ngFramer passes a pcapng stream through while following its block
+// framing (pcapng, draft-ietf-opsawg-pcapng section 3.1: every block starts
+// with a 32-bit type and a 32-bit total length; the Section Header Block,
+// type 0x0A0D0D0A, carries the byte-order magic 0x1A2B3C4D that gives the
+// section's endianness). An end of input anywhere but between two blocks is
+// reported as io.ErrUnexpectedEOF instead of io.EOF.
+type ngFramer struct {
+	r    io.Reader
+	hdr  [12]byte
+	nh   int    // header bytes of the current block collected
+	left uint64 // bytes of the current block still to come after its header
+	big  bool   // the current section is big-endian
+	bad  error
+}
+
+const ngSectionHeader = 0x0a0d0d0a
+
+func (f *ngFramer) Read(p []byte) (int, error) {
+	if f.bad != nil {
+		return 0, f.bad
+	}
+	n, err := f.r.Read(p)
+	if terr := f.track(p[:n]); terr != nil {
+		f.bad = terr
+		return n, terr
+	}
+	if err == io.EOF && (f.nh != 0 || f.left != 0) {
+		return n, io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+func (f *ngFramer) track(b []byte) error {
+	for len(b) > 0 {
+		if f.left > 0 {
+			k := uint64(len(b))
+			if k > f.left {
+				k = f.left
+			}
+			f.left -= k
+			b = b[k:]
+			continue
+		}
+		need := 8
+		if f.nh >= 4 && binary.BigEndian.Uint32(f.hdr[:4]) == ngSectionHeader {
+			need = 12 // the byte-order magic follows the length
+		}
+		k := copy(f.hdr[f.nh:need], b)
+		f.nh += k
+		b = b[k:]
+		if f.nh < need {
+			continue
+		}
+		if need == 8 && binary.BigEndian.Uint32(f.hdr[:4]) == ngSectionHeader {
+			continue // now collect the byte-order magic too
+		}
+		if need == 12 {
+			switch {
+			case binary.BigEndian.Uint32(f.hdr[8:12]) == 0x1a2b3c4d:
+				f.big = true
+			case binary.LittleEndian.Uint32(f.hdr[8:12]) == 0x1a2b3c4d:
+				f.big = false
+			default:
+				return fmt.Errorf("capture: pcapng section header without a byte-order magic")
+			}
+		}
+		var total uint32
+		if f.big {
+			total = binary.BigEndian.Uint32(f.hdr[4:8])
+		} else {
+			total = binary.LittleEndian.Uint32(f.hdr[4:8])
+		}
+		if total < 12 || total%4 != 0 || int(total) < need {
+			return fmt.Errorf("capture: pcapng block length %d is not a multiple of 4 of at least 12", total)
+		}
+		f.left = uint64(total) - uint64(need)
+		f.nh = 0
+	}
+	return nil
 }

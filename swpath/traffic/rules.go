@@ -108,6 +108,9 @@ func RandomRules(seed uint64, n int) *rule.Set {
 		if r.IntN(8) == 0 {
 			m.DSCP = r.Uint64()
 		}
+		// A rule without conditions is written "match: all" (the parser
+		// refuses one that does not say so).
+		m.All = m.Empty()
 		act := rule.Drop
 		if r.IntN(4) == 0 {
 			act = rule.Accept

@@ -78,6 +78,55 @@ func TestReaderRejects(t *testing.T) {
 	}
 }
 
+// A pcapng file cut anywhere but between two blocks is an error, not a
+// shorter capture. The clean cut points come from the writer: the length
+// of a file of the first k frames.
+func TestPcapNGTruncated(t *testing.T) {
+	frames := traffic.NewGenerator(traffic.Config{Seed: 3, Sizes: traffic.Sizes{IMIX: true}}).Frames(4)
+	clean := map[int]int{} // file length -> packets
+	var full []byte
+	for k := 0; k <= len(frames); k++ {
+		var b bytes.Buffer
+		if err := traffic.WritePcapNG(&b, frames[:k]); err != nil {
+			t.Fatal(err)
+		}
+		clean[b.Len()] = k
+		full = b.Bytes()
+	}
+	header := len(full)
+	for l := range clean {
+		header = min(header, l)
+	}
+	for l := header; l <= len(full); l++ {
+		got, err := readAll(full[:l])
+		if k, ok := clean[l]; ok {
+			if err != nil || got != k {
+				t.Fatalf("cut at %d (a block boundary): %d packets, %v; want %d, no error", l, got, err, k)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "truncated") {
+			t.Fatalf("cut at %d of %d (inside a block): %d packets, err %v; want a truncation error", l, len(full), got, err)
+		}
+	}
+}
+
+func readAll(b []byte) (int, error) {
+	r, err := traffic.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for {
+		if _, err := r.Next(); err == io.EOF {
+			return n, nil
+		} else if err != nil {
+			return n, err
+		}
+		n++
+	}
+}
+
 func TestDeterministic(t *testing.T) {
 	set := traffic.RandomRules(3, 50)
 	cfg := traffic.Config{Seed: 9, Rules: set, RuleFraction: 0.5, Odd: true, Flows: 0, Sizes: traffic.Sizes{Min: 64, Max: 1518}}

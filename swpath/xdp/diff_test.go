@@ -131,6 +131,7 @@ rules:
 - {id: allow-net, priority: 5, action: accept, match: {src: 192.0.2.0/24}}
 - {id: frag, priority: 20, action: drop, match: {fragment: [is-fragment]}}
 - {id: syn, priority: 30, action: drop, match: {proto: tcp, tcp_flags: {value: [syn], mask: [syn, ack]}}}
+- {id: no-syn-ack, priority: 35, action: drop, match: {proto: tcp, tcp_flags: {value: [], mask: [syn, ack]}}}
 - {id: ping6, priority: 40, action: drop, match: {dst: 2001:db8::/32, icmp_type: 128}}
 - {id: big, priority: 50, action: drop, match: {length: 1000-65535}}
 - {id: ef, priority: 60, action: drop, match: {dscp: [46]}}
@@ -154,6 +155,9 @@ rules:
 		{src: a4, dst: b4, proto: 6, tcpFlags: rule.SYN},
 		{src: a4, dst: b4, proto: 6, tcpFlags: rule.SYN | rule.ACK},
 		{src: a4, dst: b4, proto: 6, tcpFlags: rule.SYN, cut: 14 + 20 + 13},
+		{src: a4, dst: b4, proto: 6, tcpFlags: rule.FIN | rule.PSH},
+		{src: a4, dst: b4, proto: 6, tcpFlags: rule.ACK},
+		{src: a4, dst: b4, proto: 6, tcpFlags: 0, cut: 14 + 20 + 13},
 		{v6: true, src: a6, dst: b6, proto: 58, sport: 128 << 8},
 		{v6: true, src: a6, dst: b6, proto: 1, sport: 128 << 8},
 		{v6: true, src: a6, dst: b6, proto: 58, sport: 128 << 8, ext: []uint8{0, 43, 60, 60}},

@@ -26,12 +26,17 @@ func runDryrun(args []string, stdout, stderr io.Writer) int {
 	pcapPath := fs.String("pcap", "", "capture to replay (pcap or pcapng, Ethernet)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	engine := fs.String("engine", "go", "engine that decides packets: "+strings.Join(dryrun.Engines(), ", "))
+	guard := rule.DefaultGuard
+	fs.IntVar(&guard.MinPrefixV4, "min-prefix-v4", guard.MinPrefixV4, "the rule guard's rules.guard.min_prefix_v4 (0-32)")
+	fs.IntVar(&guard.MinPrefixV6, "min-prefix-v6", guard.MinPrefixV6, "the rule guard's rules.guard.min_prefix_v6 (0-128)")
+	fs.BoolVar(&guard.AllowMatchAll, "allow-match-all", guard.AllowMatchAll, "the rule guard's rules.guard.allow_match_all")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: scrubd dryrun --rules FILE --pcap FILE [--json] [--engine NAME]")
 		fmt.Fprintln(stderr, "\nPer rule: matched = packets its match matches on its own; hits = packets it")
 		fmt.Fprintln(stderr, "decides (lowest priority number, then file order); bytes = wire bytes of its hits.")
 		fmt.Fprintln(stderr, "passed = packets not dropped (accepted_by_rule of them by an accept rule).")
-		fmt.Fprintln(stderr, "Rules already expired are left out, with a note on stderr.")
+		fmt.Fprintln(stderr, "Rules already expired are left out, with a note on stderr. The rule file must")
+		fmt.Fprintln(stderr, "pass the agent's rule guard (rules.guard in the config; the flags below).")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -44,7 +49,11 @@ func runDryrun(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	rep, err := dryRun(*rulesPath, *pcapPath, *engine, time.Now(), stderr)
+	if guard.MinPrefixV4 < 0 || guard.MinPrefixV4 > 32 || guard.MinPrefixV6 < 0 || guard.MinPrefixV6 > 128 {
+		fmt.Fprintf(stderr, "scrubd dryrun: --min-prefix-v4 %d / --min-prefix-v6 %d: must be 0-32 and 0-128\n", guard.MinPrefixV4, guard.MinPrefixV6)
+		return 2
+	}
+	rep, err := dryRun(*rulesPath, *pcapPath, *engine, guard, time.Now(), stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "scrubd dryrun:", err)
 		var ue *dryrun.UnknownEngineError
@@ -67,7 +76,7 @@ func runDryrun(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func dryRun(rulesPath, pcapPath, engine string, now time.Time, stderr io.Writer) (*dryrun.Report, error) {
+func dryRun(rulesPath, pcapPath, engine string, guard rule.Guard, now time.Time, stderr io.Writer) (*dryrun.Report, error) {
 	eng, err := dryrun.NewEngine(engine)
 	if err != nil {
 		return nil, err
@@ -79,6 +88,11 @@ func dryRun(rulesPath, pcapPath, engine string, now time.Time, stderr io.Writer)
 	}
 	set, err := rule.Parse(rulesPath, data, now)
 	if err != nil {
+		return nil, err
+	}
+	// The agent would refuse the file: say so rather than show what it
+	// would drop.
+	if err := guard.CheckSet(rulesPath, set); err != nil {
 		return nil, err
 	}
 	live := &rule.Set{}

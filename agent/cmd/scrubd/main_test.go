@@ -120,7 +120,10 @@ func TestDryrunAgainstReference(t *testing.T) {
 			if err := traffic.WriteFile(capPath, frames, ng); err != nil {
 				t.Fatal(err)
 			}
-			rc, out, errs := runCmd("dryrun", "--rules", rules, "--pcap", capPath, "--json", "--engine", "go")
+			// Random rules, broad ones too: the guard is lifted (its
+			// own test is TestDryrunRefusesWhatTheAgentRefuses).
+			rc, out, errs := runCmd("dryrun", "--rules", rules, "--pcap", capPath, "--json", "--engine", "go",
+				"--min-prefix-v4", "0", "--min-prefix-v6", "0", "--allow-match-all")
 			if rc != 0 {
 				t.Fatalf("rc %d: %s", rc, errs)
 			}
@@ -177,7 +180,7 @@ func TestDryrunJSONShape(t *testing.T) {
 func TestDryrunErrors(t *testing.T) {
 	dir := t.TempDir()
 	rules := filepath.Join(dir, "r.yaml")
-	os.WriteFile(rules, []byte("rules:\n  - {id: a, action: drop, match: {proto: udp}}\n"), 0o644)
+	os.WriteFile(rules, []byte("rules:\n  - {id: a, action: drop, match: {dst: 10.0.0.0/8, proto: udp}}\n"), 0o644)
 	capPath := filepath.Join(dir, "c.pcap")
 	traffic.WriteFile(capPath, traffic.NewGenerator(traffic.Config{Seed: 1}).Frames(10), false)
 	rc, _, e := runCmd("dryrun", "--rules", rules, "--pcap", capPath, "--engine", "warp")
@@ -197,7 +200,7 @@ func TestDryrunErrors(t *testing.T) {
 		t.Errorf("bad capture: rc %d: %s", rc, e)
 	}
 	exp := filepath.Join(dir, "exp.yaml")
-	os.WriteFile(exp, []byte("rules:\n  - {id: old, action: drop, expires: 2001-01-01T00:00:00Z, match: {proto: udp}}\n  - {id: new, action: drop, match: {proto: tcp}}\n"), 0o644)
+	os.WriteFile(exp, []byte("rules:\n  - {id: old, action: drop, expires: 2001-01-01T00:00:00Z, match: {dst: 10.0.0.0/8, proto: udp}}\n  - {id: new, action: drop, match: {dst: 10.0.0.0/8, proto: tcp}}\n"), 0o644)
 	rc, o, e := runCmd("dryrun", "--rules", exp, "--pcap", capPath, "--json")
 	if rc != 0 || !strings.Contains(e, `rule "old" expired`) || strings.Contains(o, `"old"`) {
 		t.Errorf("expired rule: rc %d: %s %s", rc, o, e)
