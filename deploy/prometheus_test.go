@@ -147,3 +147,38 @@ func TestPrometheusRulesPromtool(t *testing.T) {
 		t.Fatalf("promtool test rules passed with the headroom threshold at 1 %%:\n%s", out)
 	}
 }
+
+// The dashboard has a fleet view: a row of panels per node (grouped or
+// legended by instance) for rules and sessions, drops by path, software
+// headroom and hardware table use.
+func TestDashboardFleetView(t *testing.T) {
+	d, _ := loadDashboard(t)
+	panels, _ := d["panels"].([]any)
+	inRow := false
+	covered := map[string]bool{}
+	for _, p := range panels {
+		pm, _ := p.(map[string]any)
+		if pm["type"] == "row" {
+			inRow = strings.HasPrefix(pm["title"].(string), "Fleet")
+			continue
+		}
+		if !inRow {
+			continue
+		}
+		for _, q := range queries(pm) {
+			byNode := strings.Contains(q, "by (instance") || !strings.Contains(q, "sum") && !strings.Contains(q, "topk")
+			for _, m := range []string{"scrubd_flowspec_session_up", "scrubd_rules", "scrubd_rule_dropped_packets_total",
+				"scrubd_sw_headroom_ratio", "scrubd_hw_entries_used", "scrubd_rule_placement"} {
+				if byNode && strings.Contains(q, m+"{") {
+					covered[m] = true
+				}
+			}
+		}
+	}
+	for _, m := range []string{"scrubd_flowspec_session_up", "scrubd_rules", "scrubd_rule_dropped_packets_total",
+		"scrubd_sw_headroom_ratio", "scrubd_hw_entries_used", "scrubd_rule_placement"} {
+		if !covered[m] {
+			t.Errorf("the dashboard's Fleet row shows no per-node %s", m)
+		}
+	}
+}
