@@ -634,3 +634,39 @@ func TestCorruptStateFile(t *testing.T) {
 		t.Fatalf("metrics %d lack scrubd_state_file_corrupt_total 1", code)
 	}
 }
+
+// The default engine runs: the defaults' software section with only the
+// interface named starts, on veth, and drops what the rule says.
+func TestDefaultEngineRuns(t *testing.T) {
+	needRootNetns(t)
+	p := newNetnsPair(t)
+	cfg := testConfig(t, "rules:\n- {id: dns-flood, action: drop, match: {proto: udp, dst_port: 53, dst: 203.0.113.0/24}}\n", func(c *config.Config) {
+		c.Software = config.Defaults().Software
+		c.Software.Interfaces = []string{p.ifB}
+		c.Software.XDPPinPath = xdpPin(t)
+		c.Software.CyclesPerPacket = 297
+	})
+	d, stop := startRealAgent(t, &cfg, p)
+	defer stop()
+	dropped := func() uint64 {
+		for _, r := range d.Placer.View().Rules {
+			if r.ID == "dns-flood" && r.Path == placement.SW {
+				return r.SW.Packets
+			}
+		}
+		return 0
+	}
+	waitFor(t, "dns-flood in software", func() bool {
+		for _, r := range d.Placer.View().Rules {
+			if r.ID == "dns-flood" && r.Path == placement.SW {
+				return true
+			}
+		}
+		return false
+	})
+	p.sendUDP(t, 53, 100)
+	waitFor(t, "100 drops by the default engine", func() bool { return dropped() >= 100 })
+	if n := dropped(); n != 100 || cfg.Software.Engine != "xdp" {
+		t.Fatalf("engine %s dropped %d, want xdp and 100", cfg.Software.Engine, n)
+	}
+}
