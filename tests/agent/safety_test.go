@@ -131,6 +131,18 @@ func TestAPIConnectionFlood(t *testing.T) {
 		}
 		holders = append(holders, held{c, br})
 	}
+	// And one on the metrics listener, which has the same limits.
+	mc, err := net.DialTimeout("tcp", a.d.HTTPAddr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	mbr := bufio.NewReader(mc)
+	mc.SetDeadline(time.Now().Add(5 * time.Second))
+	if code, err := rawGet(mc, mbr, "/healthz", ""); err != nil || code != http.StatusOK {
+		t.Fatalf("metrics holder: %d %v", code, err)
+	}
+	holders = append(holders, held{mc, mbr})
 	heldAt := time.Now()
 	// The flood: connections that wait behind the holders, each with half
 	// a request written (no token, no end of header: nothing the agent
@@ -180,8 +192,9 @@ func TestAPIConnectionFlood(t *testing.T) {
 	a.reload <- struct{}{}
 	waitFor(t, "rule-file reload during the flood", func() bool { _, ok := a.d.Store.Get("r-new"); return ok })
 
-	// The idle keep-alive connections are closed by the agent after the
-	// idle timeout (read gives EOF, not our deadline).
+	// The idle keep-alive connections (the API's and the metrics one) are
+	// closed by the agent after the idle timeout (read gives EOF, not our
+	// deadline).
 	for i, h := range holders {
 		h.c.SetReadDeadline(heldAt.Add(idle + 10*time.Second))
 		_, err := h.br.ReadByte()
