@@ -165,8 +165,22 @@ func (p *Path) compile(r *rule.Rule, set *rule.Set) (compile.Result, []*rule.Rul
 		return res, nil, &dataplane.HWError{Rule: r.ID, Kind: k, Detail: res.Reason.String() + ": " + res.Detail}
 	}
 	sh := shields(r, set)
+	p.mu.Lock()
+	_, inHW := p.rules[p.Key(r)]
+	p.mu.Unlock()
 	for _, a := range sh {
-		if _, why := p.passFor(a); why != "" {
+		_, why := p.passFor(a)
+		if why == "" && inHW {
+			// Already dropping in hardware: only safe if the pass entries
+			// are there now (SyncAccepts puts them in first); otherwise it
+			// must leave hardware.
+			p.mu.Lock()
+			if _, ok := p.pass[p.Key(a)]; !ok {
+				why = "not in hardware yet"
+			}
+			p.mu.Unlock()
+		}
+		if why != "" {
 			return res, nil, &dataplane.HWError{Rule: r.ID, Kind: dataplane.KindAcceptOverlap,
 				Detail: fmt.Sprintf("overlaps accept rule %s (priority %d), which decides first, and it has no pass entries in hardware (%s)", a.ID, a.Priority, why)}
 		}

@@ -325,3 +325,36 @@ func TestPassEntriesNeedRoomWithTheDrop(t *testing.T) {
 		t.Fatalf("%d entries left behind, want 0", c.Entries)
 	}
 }
+
+// A drop already in hardware that a new accept rule overlaps compiles only
+// once that rule's pass entries are in: without SyncAccepts (a wrapper that
+// hides it) placement sees the drop as no longer offloadable and takes it
+// out, instead of leaving it dropping the accepted packets.
+func TestDropInHardwareNeedsItsPassEntries(t *testing.T) {
+	caps := offload.MLX5(64)
+	nic := sim.New(sim.Config{Caps: caps, Clock: sim.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
+	p := newPassPath(caps, nic)
+	ctx := context.Background()
+	before := parse(t, "rules:\n  - {id: flood, action: drop, match: {dst: 203.0.113.0/24, proto: udp}}\n")
+	if err := p.Install(ctx, &before.Rules[0], before); err != nil {
+		t.Fatal(err)
+	}
+	after := parse(t, `rules:
+  - {id: dns, priority: 0, action: accept, match: {src: 198.51.100.53/32, proto: udp, src_port: "53"}}
+  - {id: flood, action: drop, match: {dst: 203.0.113.0/24, proto: udp}}
+`)
+	if _, err := p.Compile(&after.Rules[1], after); dataplane.KindOf(err) != dataplane.KindAcceptOverlap {
+		t.Fatalf("in hardware, new accept rule without pass entries: %v, want accept overlap", err)
+	}
+	fresh := parse(t, `rules:
+  - {id: dns, priority: 0, action: accept, match: {src: 198.51.100.53/32, proto: udp, src_port: "53"}}
+  - {id: other, action: drop, match: {dst: 198.18.0.0/24, proto: udp, src_port: "50-60"}}
+`)
+	if _, err := p.Compile(&fresh.Rules[1], fresh); err != nil {
+		t.Fatalf("a drop not yet in hardware whose accept rule can have pass entries: %v", err)
+	}
+	p.SyncAccepts(ctx, after)
+	if _, err := p.Compile(&after.Rules[1], after); err != nil {
+		t.Fatalf("after SyncAccepts: %v", err)
+	}
+}
