@@ -124,6 +124,49 @@ func runTable(b *testing.B, tab *Table, fs []rule.Fields) {
 	report(b, pkts, probes)
 }
 
+// runDecide runs Table.Decide one packet at a time.
+func runDecide(b *testing.B, tab *Table, fs []rule.Fields) {
+	b.ResetTimer()
+	cpu := startCPU()
+	pkts, off := 0, 0
+	sum := 0
+	for i := 0; i < b.N; i++ {
+		if off+burstSize > len(fs) {
+			off = 0
+		}
+		for j := off; j < off+burstSize; j++ {
+			sum += tab.Decide(&fs[j])
+		}
+		off += burstSize
+		pkts += burstSize
+	}
+	b.StopTimer()
+	cpu.stop(b, pkts)
+	report(b, pkts, -1)
+	if sum == 1 {
+		b.Log(sum)
+	}
+}
+
+// runChunked runs the table-by-table burst lookup (decideChunks).
+func runChunked(b *testing.B, tab *Table, fs []rule.Fields) {
+	out := make([]int32, burstSize)
+	b.ResetTimer()
+	cpu := startCPU()
+	pkts, probes, off := 0, 0, 0
+	for i := 0; i < b.N; i++ {
+		if off+burstSize > len(fs) {
+			off = 0
+		}
+		probes += tab.decideChunks(fs[off:off+burstSize], out)
+		off += burstSize
+		pkts += burstSize
+	}
+	b.StopTimer()
+	cpu.stop(b, pkts)
+	report(b, pkts, probes)
+}
+
 // BenchmarkSourceWorkload is the source material's workload: five drop rules
 // on UDP destination-port ranges, every packet matches, burst API.
 func BenchmarkSourceWorkload(b *testing.B) {
@@ -188,7 +231,7 @@ func BenchmarkClassBench(b *testing.B) {
 			if high {
 				card = "high"
 			}
-			for _, api := range []string{"burst", "table", "table-noprefilter"} {
+			for _, api := range []string{"burst", "burst-nocache", "table", "decide", "table-chunked", "table-noprefilter"} {
 				b.Run(fmt.Sprintf("rules=%dk/card=%s/api=%s", n/1000, card, api), func(b *testing.B) {
 					wl := classBench(b, n, high)
 					start := time.Now()
@@ -203,8 +246,17 @@ func BenchmarkClassBench(b *testing.B) {
 						w := c.NewWorker()
 						defer w.Close()
 						runBursts(b, w, wl.fs, wl.lens)
+					case "burst-nocache": // the worker with its flow cache off: what the cache costs or saves
+						w := c.NewWorker()
+						defer w.Close()
+						w.cache.off = true
+						runBursts(b, w, wl.fs, wl.lens)
 					case "table":
 						runTable(b, c.Table(), wl.fs)
+					case "decide": // Table.Decide, one packet at a time
+						runDecide(b, c.Table(), wl.fs)
+					case "table-chunked": // the burst lookup before the staged one
+						runChunked(b, c.Table(), wl.fs)
 					default: // the same tables, every one a candidate
 						runTable(b, withoutPrefilter(c.Table()), wl.fs)
 					}

@@ -161,6 +161,15 @@ type Worker struct {
 	touched  []uint32
 	fields   []rule.Fields // scratch for ClassifyFrames
 	ids      []int32       // scratch for ClassifyBurst
+	// Scratch of ClassifyBurst's staged lookups: probes, and the packets
+	// the flow cache missed (their fields, position in the burst, and
+	// cache set and key).
+	jobs     []stagedProbe
+	missFs   []rule.Fields
+	missAt   []int32
+	missSet  []uint32
+	missKeys []cacheKey
+	missIds  []int32
 	// small counts one burst by rule index + 1 (0: passed) for sets of up
 	// to smallSet rules (see countSmall).
 	small [smallSet + 1]counterVal
@@ -344,46 +353,63 @@ func (w *Worker) Classify(f *rule.Fields, length uint32) Result {
 
 // ClassifyBurst decides fs[i] (of lens[i] bytes) into out[i], all against the
 // same rule set, and counts them. out and lens must be at least as long as fs.
+//
+// Without the flow cache (small sets, and high-cardinality floods while the
+// cache is bypassed) the burst goes through the staged lookup as a whole.
+// With it, the packets the cache misses are gathered and go through the
+// staged lookup together, then into the cache: a miss costs the cache
+// probe and insert on top of the same lookup a bypassed burst does.
 func (w *Worker) ClassifyBurst(fs []rule.Fields, lens []uint32, out []Result) {
 	t := w.acquire()
 	defer w.release()
 	out, lens = out[:len(fs)], lens[:len(fs)]
+	if cap(w.ids) < len(fs) {
+		w.ids = make([]int32, len(fs))
+	}
+	if w.jobs == nil {
+		w.jobs = make([]stagedProbe, stagedJobs)
+	}
+	ids := w.ids[:len(fs)]
 	probes, hits := 0, 0
 	useCache := w.cache.begin(t)
 	if !useCache {
-		// No cache: decide the burst table by table.
-		if cap(w.ids) < len(fs) {
-			w.ids = make([]int32, len(fs))
+		probes = t.decideBurst(fs, ids, w.jobs)
+	} else {
+		if cap(w.missFs) < len(fs) {
+			w.missFs = make([]rule.Fields, len(fs))
+			w.missAt = make([]int32, len(fs))
+			w.missSet = make([]uint32, len(fs))
+			w.missKeys = make([]cacheKey, len(fs))
+			w.missIds = make([]int32, len(fs))
 		}
-		ids := w.ids[:len(fs)]
-		probes = t.DecideBurst(fs, ids)
-		if len(t.verdict) <= smallSet {
-			w.countSmall(t, ids, lens, out)
-		} else {
-			for i, r := range ids {
-				out[i] = Result{t.Verdict(int(r)), r}
-				w.note(t, r, lens[i])
+		nm := 0
+		for i := range fs {
+			r, hit, set, k := w.cache.probe(t, &fs[i])
+			if hit {
+				ids[i] = r
+				hits++
+				continue
+			}
+			w.missFs[nm], w.missAt[nm], w.missSet[nm], w.missKeys[nm] = fs[i], int32(i), set, k
+			nm++
+		}
+		if nm > 0 {
+			res := w.missIds[:nm]
+			probes = t.decideBurst(w.missFs[:nm], res, w.jobs)
+			for j, at := range w.missAt[:nm] {
+				ids[at] = res[j]
+				w.cache.insert(w.missSet[j], &w.missKeys[j], res[j])
 			}
 		}
-	}
-	for i := range fs {
-		if !useCache {
-			break
-		}
-		r, n, hit := w.cache.decide(t, &fs[i])
-		if hit {
-			hits++
-		}
-		probes += n
-		v := Pass
-		if r >= 0 {
-			v = t.verdict[r]
-		}
-		out[i] = Result{v, r}
-		w.note(t, r, lens[i])
-	}
-	if useCache {
 		w.cache.end(hits, len(fs))
+	}
+	if len(t.verdict) <= smallSet {
+		w.countSmall(t, ids, lens, out)
+	} else {
+		for i, r := range ids {
+			out[i] = Result{t.Verdict(int(r)), r}
+			w.note(t, r, lens[i])
+		}
 	}
 	w.flush()
 	w.packets.Add(uint64(len(fs)))

@@ -148,8 +148,8 @@ type bentry struct {
 	mask    key
 }
 
-// entry is the lookup's form of a bentry, 56 bytes so that a bucket scan
-// reads one cache line per entry. The address check after a bucket hit
+// entry is the lookup's form of a bentry (56 bytes). A bucket scan reads
+// its echeck, and the entry itself only for the entry that decides. The address check after a bucket hit
 // covers the high 64 bits of each address (all of IPv4) with masks made
 // from prefix lengths; IPv6 prefixes longer than 64 bits keep their low
 // halves in the rule's residual (chkKeyLo), as does DSCP.
@@ -164,6 +164,43 @@ type entry struct {
 	tcpVal         uint8
 	tcpMask        uint8
 	frag           rule.Frag
+}
+
+// echeck is the part of an entry a bucket scan reads: 32 bytes, two to a
+// cache line, in Table.chk beside Table.entries. sd holds the top 32 bits of
+// the entry's source and destination values (all of IPv4), sdMask their
+// prefix masks; misc and miscMask are the entry's own. A packet passes when
+// (its sd & sdMask) == sd and (its misc & miscMask) == misc; bits 62 and 63
+// of miscMask (never set in a packet's misc) then say what is left:
+// chkPorts (that the packet has ports) or chkFull (Table.holds on the whole
+// entry, which also covers IPv6 prefixes longer than 32 bits).
+type echeck struct {
+	sd, sdMask, misc, miscMask uint64
+}
+
+const (
+	chkPortsBit = 1 << 62
+	chkFullBit  = 1 << 63
+)
+
+// check returns the scan form of e, whose flags are final.
+func (e *entry) check() echeck {
+	c := echeck{misc: e.misc, miscMask: e.miscMask}
+	full := e.flags&^(needPorts|chkKeyAddr|chkKeyMisc) != 0
+	if e.srcLen > 32 || e.dstLen > 32 {
+		full = true // IPv6: holds compares the whole high words
+	} else {
+		sm, dm := hiMask(e.srcLen)>>32, hiMask(e.dstLen)>>32
+		c.sd = (e.srcHi>>32&sm)<<32 | e.dstHi>>32&dm
+		c.sdMask = sm<<32 | dm
+	}
+	switch {
+	case full:
+		c.miscMask |= chkFullBit
+	case e.flags&needPorts != 0:
+		c.miscMask |= chkPortsBit
+	}
+	return c
 }
 
 // hiMask returns the mask of the top n (0..64) bits of a word.
@@ -210,7 +247,21 @@ func (r *residual) holds(f *rule.Fields) bool {
 type slot struct {
 	srcHi, srcLo, dstHi, dstLo, misc uint64
 	first, n                         uint32
+	// rank and rule of the slot's first (best) entry, and whether it
+	// decides without reading the entry: quickAny (it checks nothing after
+	// the key), quickPorts (only that the packet has ports), or 0 (read
+	// the entries). A probe that hits such a slot reads one cache line.
+	rank  uint64
+	rule  int32
+	quick uint16
+	_     [2]byte
 }
+
+// slot.quick values.
+const (
+	quickAny   = 1
+	quickPorts = 2
+)
 
 // bloomShift: the filter has 1<<bloomShift bits per slot.
 const bloomShift = 3
@@ -233,6 +284,7 @@ type Table struct {
 	set     *rule.Set
 	tables  []hashTable
 	entries []entry
+	chk     []echeck // by entry: what a bucket scan reads
 	res     []residual
 	verdict []Verdict // by rule index
 	// verdictAt is verdict indexed by rule index + 1: verdictAt[0] is Pass
@@ -557,7 +609,16 @@ func Compile(set *rule.Set) (*Table, error) {
 			shift: uint8(64 - bits.TrailingZeros(uint(n<<bloomShift)))}
 		for _, k := range bt.order {
 			idx := bt.buckets[k]
-			s := slot{k.srcHi, k.srcLo, k.dstHi, k.dstLo, k.misc, uint32(len(t.entries)), uint32(len(idx))}
+			s := slot{srcHi: k.srcHi, srcLo: k.srcLo, dstHi: k.dstHi, dstLo: k.dstLo, misc: k.misc,
+				first: uint32(len(t.entries)), n: uint32(len(idx))}
+			e0 := &all[idx[0]]
+			s.rank, s.rule = e0.rank, e0.rule
+			switch e0.flags {
+			case 0:
+				s.quick = quickAny
+			case needPorts:
+				s.quick = quickPorts
+			}
 			for _, ei := range idx {
 				t.entries = append(t.entries, all[ei].compact())
 				if all[ei].rank < ht.best {
@@ -585,6 +646,10 @@ func Compile(set *rule.Set) (*Table, error) {
 		}
 		return 0
 	})
+	t.chk = make([]echeck, len(t.entries))
+	for i := range t.entries {
+		t.chk[i] = t.entries[i].check()
+	}
 	t.plain = true
 	for i := range t.entries {
 		if t.entries[i].flags&^needPorts != 0 {

@@ -33,17 +33,31 @@
 // Table.Probes) counts those hashed into, not the prefilter reads.
 //
 // Each hash table carries a one-hash Bloom filter (8 bits per slot) that
-// answers most misses from a few kilobytes, and a slot holds its key and the
-// position of its entries so that a probe reads one cache line. Entries are
-// 56 bytes. Small port ranges (16 values or fewer) become exact ports, so
-// rule sets of single ports and short ranges share one mask.
+// answers most misses from a few kilobytes, and a slot (64 bytes, one cache
+// line) holds its key, the position of its entries and the rank and rule of
+// its best entry, so that a slot whose best entry checks nothing more (or
+// only that the packet has ports) decides without reading an entry, and a
+// slot whose best entry cannot beat the packet's best so far is skipped. A
+// bucket scan reads a 32-byte check per entry (the top 32 bits of both
+// addresses under the entry's own prefixes, and its own protocol and port
+// value and mask: two compares), and the 56-byte entry only for the entry
+// that decides or needs more checks. Small port ranges (16 values or fewer)
+// become exact ports, so rule sets of single ports and short ranges share
+// one mask.
 //
 // # Classifying
 //
 // Table.Decide is the single-packet lookup and Table.DecideBurst the burst
-// lookup (no counters). DecideBurst walks the tables once per burst and, in
-// each, probes for every packet still able to improve: the probes of
-// different packets are independent, so their cache misses overlap. A
+// lookup (no counters). DecideBurst is staged over groups of up to 32
+// packets: the prefilter for every packet, then the hash and Bloom bit of
+// every candidate table (kept without a branch when the bit is set), then
+// the slots of the kept probes, then the entries of the slots hit. The loads
+// of one stage do not depend on each other, so their cache misses overlap,
+// and the unpredictable Bloom outcome is data rather than a branch. It
+// probes every candidate table (no table pruning, only slot and entry
+// pruning by the packet's best rank so far), and decides exactly as the
+// single-packet walk does. Sets of more than 63 tables use the single-packet
+// walk for bursts too. A
 // Classifier holds the current Table in an atomic pointer: Swap compiles a new
 // set and publishes it whole, readers never block, and a burst loads the
 // pointer once, so no packet sees half a rule set. Workers (one per packet
@@ -69,7 +83,12 @@
 // an entry). A Swap empties it before the worker's next burst. It is off
 // for sets of fewer than three hash tables, where a lookup is cheaper than
 // a miss, and turns itself off for 64 bursts after a burst that hits less
-// than one time in eight (high-cardinality floods).
+// than one time in eight (high-cardinality floods; the first burst after
+// it was emptied does not count). A burst through the cache probes it for
+// every packet, then decides the packets it missed together with the
+// staged burst lookup and caches them; a bypassed burst goes through the
+// staged lookup whole. So on a flood the cache costs one burst's probes and
+// inserts in 65.
 //
 // Nothing on the lookup path allocates (tested with testing.AllocsPerRun).
 package classifier

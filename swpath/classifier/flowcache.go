@@ -93,6 +93,8 @@ type flowCache struct {
 	tab     *Table
 	e       [][2]cacheEntry // by set; way 0 is the most recent
 	bypass  int             // bursts left with the cache off
+	off     bool            // never use the cache (benchmarks compare with it)
+	cold    bool            // emptied since the last burst that used it
 	hits    uint64
 	lookups uint64
 }
@@ -100,7 +102,7 @@ type flowCache struct {
 // begin readies the cache for a burst against t and reports whether to use
 // it.
 func (c *flowCache) begin(t *Table) bool {
-	if len(t.tables) < minCacheTables {
+	if len(t.tables) < minCacheTables || c.off {
 		return false
 	}
 	if c.e == nil {
@@ -109,6 +111,7 @@ func (c *flowCache) begin(t *Table) bool {
 	if c.tab != t {
 		clear(c.e)
 		c.tab = t
+		c.cold = true
 	}
 	if c.bypass > 0 {
 		c.bypass--
@@ -121,9 +124,42 @@ func (c *flowCache) begin(t *Table) bool {
 func (c *flowCache) end(hits, n int) {
 	c.hits += uint64(hits)
 	c.lookups += uint64(n)
+	if c.cold {
+		// An empty cache misses every packet of its first burst (misses
+		// are inserted after the burst's lookup): that says nothing about
+		// the traffic.
+		c.cold = false
+		return
+	}
 	if n >= cacheMinBurst && hits*cacheMinHitFrac < n {
 		c.bypass = cacheBypass
 	}
+}
+
+// probe looks f up in the cache only: on a hit it returns the cached rule;
+// on a miss, the set and key to insert the decision under.
+func (c *flowCache) probe(t *Table, f *rule.Fields) (r int32, hit bool, set uint32, k cacheKey) {
+	k = t.cacheKeyOf(f)
+	h := hash5(k[0]^k[1]*0x2545F4914F6CDD1D, k[2], k[3], k[4], k[5]) >> (64 - cacheBits)
+	s := &c.e[h]
+	if s[0].valid && s[0].k.eq(&k) {
+		return s[0].rule, true, 0, k
+	}
+	if s[1].valid && s[1].k.eq(&k) {
+		s[0], s[1] = s[1], s[0]
+		return s[0].rule, true, 0, k
+	}
+	return -1, false, uint32(h), k
+}
+
+// insert caches rule r under key k in set h (from a missed probe).
+func (c *flowCache) insert(h uint32, k *cacheKey, r int32) {
+	s := &c.e[h]
+	if s[0].valid && s[0].k.eq(k) {
+		return // the same flow missed twice in one burst
+	}
+	s[1] = s[0]
+	s[0] = cacheEntry{*k, r, true}
 }
 
 // decide returns the deciding rule of f and the tables probed, through the

@@ -79,7 +79,8 @@ func (t *Table) lookup(f *rule.Fields) (uint64, int32, int) {
 	misc := uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
 	best, bestRule := noRank, int32(-1)
 	probes := 0
-	entries := t.entries
+	entries, chk := t.entries, t.chk
+	sd := s0>>32<<32 | d0>>32
 	tables := t.tables
 	// Walk the candidate tables in order, by their bits; bit 63 stands for
 	// every table from the 63rd on.
@@ -113,16 +114,34 @@ func (t *Table) lookup(f *rule.Fields) (uint64, int32, int) {
 			if s.srcHi != m0 || s.dstHi != m2 || s.misc != m4 || s.srcLo != m1 || s.dstLo != m3 {
 				continue
 			}
-			es := entries[s.first : s.first+s.n]
-			for i := range es {
-				e := &es[i]
-				if e.rank >= best {
-					break
+			if s.rank >= best {
+				break // the slot's best entry cannot win
+			}
+			if s.quick == quickAny || (s.quick == quickPorts && f.HasPorts()) {
+				best, bestRule = s.rank, s.rule
+				break
+			}
+			// The first entry that holds is the slot's best.
+			cs := chk[s.first : s.first+s.n]
+			for i := range cs {
+				c := &cs[i]
+				if sd&c.sdMask != c.sd || misc&c.miscMask != c.misc {
+					continue
 				}
-				if e.flags == 0 || (e.flags == needPorts && f.HasPorts()) || (e.flags != needPorts && t.holds(e, f, misc)) {
+				e := &entries[s.first+uint32(i)]
+				if c.miscMask >= chkPortsBit {
+					if c.miscMask&chkFullBit != 0 {
+						if !t.holds(e, f, misc) {
+							continue
+						}
+					} else if !f.HasPorts() {
+						continue
+					}
+				}
+				if e.rank < best {
 					best, bestRule = e.rank, e.rule
-					break
 				}
+				break
 			}
 			break
 		}
@@ -160,6 +179,23 @@ func (t *Table) DecideBurst(fs []rule.Fields, out []int32) int {
 	if len(t.tables) == 1 {
 		return t.decideSingle(fs, out)
 	}
+	var jobs [stagedJobs]stagedProbe
+	return t.decideStaged(fs, out, jobs[:])
+}
+
+// decideBurst is DecideBurst with the staged lookup's scratch supplied (a
+// Worker's), so that it is not cleared on every call.
+func (t *Table) decideBurst(fs []rule.Fields, out []int32, jobs []stagedProbe) int {
+	if len(t.tables) == 1 {
+		return t.decideSingle(fs, out[:len(fs)])
+	}
+	return t.decideStaged(fs, out, jobs)
+}
+
+// decideChunks is the previous burst lookup (table by table over chunks of
+// maxChunk packets), kept for side-by-side benchmarks.
+func (t *Table) decideChunks(fs []rule.Fields, out []int32) int {
+	out = out[:len(fs)]
 	probes := 0
 	for len(fs) > 0 {
 		n := min(len(fs), maxChunk)

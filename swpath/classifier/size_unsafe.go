@@ -9,7 +9,7 @@ import (
 // memBytes is the memory held by the lookup structures. unsafe.Sizeof gives
 // the struct sizes of this build's architecture (the Go spec's size rules).
 func (t *Table) memBytes() int {
-	n := len(t.entries)*int(unsafe.Sizeof(entry{})) + len(t.res)*int(unsafe.Sizeof(residual{}))
+	n := len(t.entries)*int(unsafe.Sizeof(entry{})+unsafe.Sizeof(echeck{})) + len(t.res)*int(unsafe.Sizeof(residual{}))
 	for i := range t.tables {
 		ht := &t.tables[i]
 		n += len(ht.slots)*int(unsafe.Sizeof(slot{})) + 8*len(ht.bloom)

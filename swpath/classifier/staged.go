@@ -1,0 +1,172 @@
+package classifier
+
+import (
+	"math/bits"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// The staged burst lookup. A packet's walk through the tables is a chain of
+// dependent loads (prefilter slot, Bloom word, slot, entry), and in the
+// per-packet walk each step ends in a branch on a loaded value that the
+// processor cannot predict on fresh traffic (is the Bloom bit set? does the
+// slot hold the key?), so it waits for one load, mispredicts, and starts the
+// next. decideStaged instead runs each step for a group of packets before
+// the next step, so that the loads of one step are independent of each
+// other and overlap, and the Bloom test is data, not a branch:
+//
+//  1. the prefilter's candidate tables of every packet;
+//  2. for every (packet, candidate table): the hash, and the Bloom word's
+//     bit; a probe record is written always and kept (the count advanced)
+//     only when the bit is set;
+//  3. for every kept probe: the slot chain, and a hit record for the slot
+//     that holds the key;
+//  4. for every hit, in table order per packet: the slot's entries, with
+//     the packet's best rank so far pruning them.
+//
+// The result is the lookup's: the deciding entry is the best-ranked entry
+// that holds among every table that holds the packet's key; the per-packet
+// walk reaches the same entry sooner by pruning whole tables, the staged one
+// probes every candidate table (Bloom bits are cheap next to a
+// mispredicted branch) and prunes entries only.
+const stagedGroup = 32
+
+// maxStagedTables: a packet has at most this many candidate tables (one
+// prefilter bit each). Sets with more tables use the per-packet walk.
+const maxStagedTables = 63
+
+// stagedJobs is the size of the probe scratch of one DecideBurst call: a
+// group holds as many packets as their candidate tables can fill it with.
+const stagedJobs = 1024
+
+// stagedProbe is a (packet, table) pair whose Bloom bit is set, and the
+// slot its probe starts at (stage 3 rewrites it, in place, to the slot that
+// holds the key).
+type stagedProbe struct {
+	pkt, ti uint16
+	h       uint32
+}
+
+// decideStaged decides fs into out (rule index or -1) group by group and
+// returns the tables hashed into. jobs is scratch of any length of at
+// least maxStagedTables.
+func (t *Table) decideStaged(fs []rule.Fields, out []int32, jobs []stagedProbe) int {
+	out = out[:len(fs)]
+	if len(t.tables) > maxStagedTables {
+		probes := 0
+		for i := range fs {
+			_, r, n := t.lookup(&fs[i])
+			out[i] = r
+			probes += n
+		}
+		return probes
+	}
+	g := min(stagedGroup, len(jobs)/max(len(t.tables), 1))
+	probes := 0
+	for len(fs) > 0 {
+		n := min(len(fs), g)
+		probes += t.stagedGroup(fs[:n], out[:n], jobs)
+		fs, out = fs[n:], out[n:]
+	}
+	return probes
+}
+
+// stagedGroup decides a group of at most stagedGroup packets whose
+// candidate tables fit jobs.
+func (t *Table) stagedGroup(fs []rule.Fields, out []int32, jobs []stagedProbe) int {
+	var cand, best [stagedGroup]uint64
+	out = out[:len(fs)]
+	// 1. Candidate tables.
+	for i := range fs {
+		f := &fs[i]
+		best[i] = noRank
+		out[i] = -1
+		var c uint64
+		if f.Family != 0 {
+			c = t.pf.candidates(f.Src.Hi, f.Dst.Hi)
+		}
+		cand[i] = c
+	}
+	// 2. Hash and Bloom bit of every candidate table; keep the set ones.
+	tables := t.tables
+	nj, probes := 0, 0
+	for i := range fs {
+		f := &fs[i]
+		s0, s1, d0, d1 := f.Src.Hi, f.Src.Lo, f.Dst.Hi, f.Dst.Lo
+		misc := uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
+		c := cand[i]
+		probes += bits.OnesCount64(c)
+		for ; c != 0; c &= c - 1 {
+			ti := bits.TrailingZeros64(c)
+			ht := &tables[ti]
+			b := hash5(s0&ht.mask.srcHi, s1&ht.mask.srcLo, d0&ht.mask.dstHi, d1&ht.mask.dstLo, misc&ht.mask.misc) >> ht.shift
+			jobs[nj] = stagedProbe{uint16(i), uint16(ti), uint32(b >> bloomShift)}
+			nj += int(ht.bloom[b/64] >> (b % 64) & 1)
+		}
+	}
+	// 3. Slot chains of the kept probes; a hit overwrites the records
+	// already read.
+	nh := 0
+	for j := range jobs[:nj] {
+		p := jobs[j]
+		f := &fs[p.pkt]
+		ht := &tables[p.ti]
+		m0, m1, m2, m3 := f.Src.Hi&ht.mask.srcHi, f.Src.Lo&ht.mask.srcLo, f.Dst.Hi&ht.mask.dstHi, f.Dst.Lo&ht.mask.dstLo
+		m4 := (uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)) & ht.mask.misc
+		slots := ht.slots
+		for h := p.h; ; h = (h + 1) & uint32(ht.bits) {
+			s := &slots[h]
+			if s.n == 0 {
+				break
+			}
+			if s.srcHi != m0 || s.dstHi != m2 || s.misc != m4 || s.srcLo != m1 || s.dstLo != m3 {
+				continue
+			}
+			if s.rank >= best[p.pkt] {
+				break // the slot's best entry cannot win
+			}
+			if s.quick == quickAny || (s.quick == quickPorts && f.HasPorts()) {
+				best[p.pkt], out[p.pkt] = s.rank, s.rule // decided from the slot's line
+				break
+			}
+			jobs[nh] = stagedProbe{p.pkt, p.ti, h}
+			nh++
+			break
+		}
+	}
+	// 4. Entries of the hit slots, best rank first within a slot.
+	entries, chk := t.entries, t.chk
+	for k := range jobs[:nh] {
+		p := &jobs[k]
+		i := p.pkt
+		f := &fs[i]
+		s := &tables[p.ti].slots[p.h]
+		if s.rank >= best[i] {
+			continue
+		}
+		sd := f.Src.Hi>>32<<32 | f.Dst.Hi>>32
+		misc := uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
+		cs := chk[s.first : s.first+s.n]
+		for j := range cs {
+			c := &cs[j]
+			if sd&c.sdMask != c.sd || misc&c.miscMask != c.misc {
+				continue
+			}
+			e := &entries[s.first+uint32(j)]
+			if c.miscMask >= chkPortsBit {
+				if c.miscMask&chkFullBit != 0 {
+					if !t.holds(e, f, misc) {
+						continue
+					}
+				} else if !f.HasPorts() {
+					continue
+				}
+			}
+			if e.rank < best[i] {
+				best[i], out[i] = e.rank, e.rule
+			}
+			break
+		}
+	}
+	return probes
+}
