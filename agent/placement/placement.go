@@ -833,10 +833,20 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 	})
 	hot := capPPS > 0 && p.swLoad > p.cfg.HighWater*capPPS
 	load := p.swLoad
+	// The load counts what the rings had no buffer for; a rule's software
+	// counters count only what reached the classifier. Its offered rate is
+	// taken as its decided rate scaled by the share the rings lost (its
+	// packets lost in proportion), so that moving it takes its lost packets
+	// off the load too.
+	lossScale := 1.0
+	if p.rxPPS > 0 && p.swLoad > p.rxPPS {
+		lossScale = p.swLoad / p.rxPPS
+	}
 	for _, rs := range cands {
 		if moves >= p.cfg.MaxMoves {
 			break
 		}
+		offered := rs.swPPS * lossScale
 		// Rules that carry no traffic are worth offloading only when the
 		// table has room (offload first); under load only traffic counts.
 		if hot && rs.swPPS == 0 {
@@ -850,7 +860,7 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 					100*load/capPPS, 100*p.cfg.HighWater, p.limitText(capPPS, cpuPPS, ringPPS, limit))
 			}
 			if p.toHW(ctx, rs, why, now) {
-				load -= rs.swPPS
+				load -= offered
 				moves++
 				changed = true
 			}
@@ -865,18 +875,18 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 			if v == nil || v.cost.Entries < rs.cost.Entries {
 				continue
 			}
-			if rs.swPPS < p.cfg.SwapFactor*v.hwPPS || load-rs.swPPS+v.hwPPS > p.cfg.HighWater*capPPS {
+			if offered < p.cfg.SwapFactor*v.hwPPS || load-offered+v.hwPPS > p.cfg.HighWater*capPPS {
 				continue
 			}
 			vin := p.inputs(v)
-			vin.OtherRule, vin.OtherPPS = rs.r.ID, rs.swPPS
+			vin.OtherRule, vin.OtherPPS = rs.r.ID, offered
 			p.toSW(ctx, v, fmt.Sprintf("hardware full: makes room for %s (%.0f pps vs %.0f pps, frames %.0f B vs %.0f B)",
-				rs.r.ID, rs.swPPS, v.hwPPS, rs.avgFrame, v.avgFrame), vin)
+				rs.r.ID, offered, v.hwPPS, rs.avgFrame, v.avgFrame), vin)
 			hwRules[i] = nil
 			in.OtherRule, in.OtherPPS = v.r.ID, v.hwPPS
 			if p.toHW(ctx, rs, fmt.Sprintf("software load %.0f%% of capacity (%s); swapped with %s", 100*load/capPPS,
 				p.limitText(capPPS, cpuPPS, ringPPS, limit), v.r.ID), now) {
-				load += v.hwPPS - rs.swPPS
+				load += v.hwPPS - offered
 				changed = true
 			}
 			moves += 2

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/swpath/rule"
 )
 
 // ringWorld: a one-entry table holding a quiet rule, a flood in software,
@@ -116,6 +117,43 @@ func TestOutOfBufferIsTheRingsVerdict(t *testing.T) {
 		t.Fatalf("limit %q capacity %.0f load %.0f oob %.0f", v.Limit, v.SWCapacityPPS, v.SWLoadPPS, v.OutOfBufferPPS)
 	}
 	if got, why := pathOf(v, "flood"); got != HW || !strings.Contains(why, "out-of-buffer 30.00 Mpps") {
+		t.Fatalf("flood on %s (%s)", got, why)
+	}
+}
+
+// A rule's offered rate counts its share of what the rings lost: the
+// workers received 60 Mpps (the flood's rule decided 50, a rule hardware
+// cannot take 10) while 40 Mpps found no buffer, so the load is 100 and the
+// rings' capacity 60. The flood offered 50 x 100/60 = 83.3 Mpps; moving it
+// leaves 16.7 Mpps, under the high water of 48, so it swaps in. Counting
+// only its decided 50 would have left 50 Mpps and refused the swap.
+func TestSwapCountsTheRulesLostPackets(t *testing.T) {
+	w := newWorld(t, 1)
+	w.sw.workers, w.sw.hz = 16, 3.26e9
+	c := cfg()
+	c.CyclesPerPacket = 346
+	p := New(c, w.hw, w.sw, quiet(), w.now)
+	quietR, flood := drop("quiet", "198.51.100.0/24"), drop("flood", "203.0.113.0/24")
+	tiny := drop("tiny", "192.0.2.0/24")
+	tiny.Match.Length = rule.Ranges{{Lo: 0, Hi: 100}}
+	w.want(quietR, flood, tiny)
+	ctx := context.Background()
+	p.Apply(ctx, snap(1, quietR, flood, tiny))
+	p.Tick(ctx)
+	for i := 1; i <= 3; i++ {
+		w.clock = w.clock.Add(5 * time.Second)
+		secs := float64(i * 5)
+		w.sw.stats.Rules["flood"] = dataplane.Counter{Packets: uint64(50e6 * secs), Bytes: uint64(50e6*secs) * 64}
+		w.sw.stats.Rules["tiny"] = dataplane.Counter{Packets: uint64(10e6 * secs), Bytes: uint64(10e6*secs) * 64}
+		w.sw.stats.Workers = nil
+		for q := 0; q < 16; q++ {
+			w.sw.stats.Workers = append(w.sw.stats.Workers, dataplane.WorkerStats{Worker: q,
+				RxPackets: uint64(60e6 / 16 * secs), OutOfBuffer: uint64(40e6 / 16 * secs)})
+		}
+		w.hw.stats["quiet"] = dataplane.Counter{Packets: uint64(i) * 5000, Bytes: uint64(i) * 5000 * 1500}
+		p.Tick(ctx)
+	}
+	if got, why := pathOf(p.View(), "flood"); got != HW {
 		t.Fatalf("flood on %s (%s)", got, why)
 	}
 }
