@@ -455,6 +455,7 @@ func TestRefusalsLeaveNothing(t *testing.T) {
 	}
 	var out, errb bytes.Buffer
 	rc := cli.Rules([]string{"--socket", cfg.API.Socket, "add", file}, &out, &errb)
+	t.Logf("scrubd rules add %s: rc %d: %s", filepath.Base(file), rc, strings.TrimSpace(errb.String()))
 	if rc != 1 || !strings.Contains(errb.String(), `rules[1] (id "add-bad"): match:`) {
 		t.Fatalf("rules add of a file with a refused rule: rc %d\nstdout %s\nstderr %s", rc, out.String(), errb.String())
 	}
@@ -553,6 +554,7 @@ func TestCheckAgreesWithRun(t *testing.T) {
 			if _, err := os.Lstat(sock); err == nil {
 				t.Fatalf("run left the socket %s behind", sock)
 			}
+			t.Logf("config check rc %d: %s; run rc %d: %s", map[bool]int{true: 0, false: 1}[tc.checkOK], strings.TrimSpace(out), rc, strings.TrimSpace(se.String()))
 		})
 	}
 }
