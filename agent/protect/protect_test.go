@@ -193,7 +193,7 @@ func TestPortsAgainstLinearReference(t *testing.T) {
 		return nil
 	}
 	var nOv, nCv int
-	for iter := 0; iter < 2000; iter++ {
+	for iter := 0; iter < 1200; iter++ {
 		var p, m rule.Match
 		p.Src, p.Dst = prefix(), prefix()
 		if !p.Src.IsValid() && !p.Dst.IsValid() {
