@@ -27,3 +27,6 @@ func (t *Table) memBytes() int {
 	}
 	return n
 }
+
+// hashBytes is the size of the prefilter's hash.
+func (p *prefilter) hashBytes() int { return len(p.slots) * int(unsafe.Sizeof(pfSlot{})) }
