@@ -444,7 +444,7 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	for _, id := range p.order {
 		rs := p.rules[id]
 		if rs.r.Action != rule.Drop {
-			rs.path, rs.reason = None, "accept rule: enforced by software, and kept out of hardware drops"
+			rs.path, rs.reason = None, "accept rule: enforced by software, and in hardware by pass entries in front of the drops it overlaps"
 			continue
 		}
 		p.compile(rs)
