@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log"
 	"net"
 	"net/http"
@@ -25,9 +26,10 @@ type Limits struct {
 	// clients wait in the kernel's accept queue until one closes, so a
 	// flood of connections costs the process no more descriptors.
 	MaxConns int
-	// MaxHeaderBytes: a larger request line and header (net/http reads
-	// 4096 bytes of slack beyond it) is answered 431 Request Header Fields
-	// Too Large (RFC 6585 section 5) by net/http.
+	// MaxHeaderBytes: a larger request line and header is answered 431
+	// Request Header Fields Too Large (RFC 6585 section 5) with the limit
+	// in the body; one so large that net/http stops reading it (4096
+	// bytes of slack beyond the limit) gets net/http's own 431.
 	MaxHeaderBytes int
 	// ErrorLog receives net/http's own errors (failed TLS handshakes);
 	// nil: the log package's default logger.
@@ -97,6 +99,9 @@ func ServeLimited(ctx context.Context, l net.Listener, h http.Handler, lim Limit
 	if tc != nil {
 		l = tls.NewListener(l, tc)
 	}
+	if lim.MaxHeaderBytes > 0 {
+		h = headerLimit(h, lim.MaxHeaderBytes)
+	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: lim.ReadHeaderTimeout, ReadTimeout: lim.ReadTimeout,
 		WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: lim.MaxHeaderBytes, ErrorLog: lim.ErrorLog,
 		// No HTTP/2: one request per stream of bytes keeps every limit above
@@ -119,4 +124,30 @@ func ServeLimited(ctx context.Context, l net.Listener, h http.Handler, lim Limit
 		}
 		return err
 	}
+}
+
+// headerLimit answers 431, naming the limit, a request whose request line
+// and header (as sent: "Name: value" lines with their CRLFs) are larger
+// than max bytes; net/http has read them already, within its own cap.
+func headerLimit(h http.Handler, max int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + 2 // request line
+		if r.Host != "" {
+			n += len("Host: ") + len(r.Host) + 2
+		}
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				n += len(k) + 2 + len(v) + 2
+			}
+		}
+		n += 2 // the empty line
+		if n > max {
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusRequestHeaderFieldsTooLarge)
+			fmt.Fprintf(w, "{\"error\": \"request line and header of %d bytes, larger than %d bytes (api.max_header_bytes)\"}\n", n, max)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
