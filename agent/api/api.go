@@ -366,17 +366,7 @@ func (s *Server) replace(w http.ResponseWriter, r *http.Request) {
 	if !s.persist(w) {
 		return
 	}
-	out := map[string]any{"replaced": len(entries)}
-	var refused []string
-	for _, e := range entries {
-		if !e.InForce() {
-			refused = append(refused, e.Rule.ID+": "+e.Reason)
-		}
-	}
-	if refused != nil {
-		out["refused"] = refused
-	}
-	reply(w, http.StatusOK, out)
+	reply(w, http.StatusOK, map[string]any{"replaced": len(entries)})
 }
 
 func (s *Server) decisions(w http.ResponseWriter, r *http.Request) {
