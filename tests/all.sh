@@ -35,6 +35,9 @@ git diff --exit-code -- swpath/xdp
 step test "go test (amd64; root, namespaces, XDP, kernel lab under qemu)"
 go test -count=1 -timeout 40m ./...
 
+step none "fuzz: every Fuzz target for 10 s (tests/fuzz.sh)"
+bash tests/fuzz.sh
+
 step race "go test -race (concurrent packages)"
 go test -count=1 -race -short -timeout 20m ./swpath/pool/... ./swpath/classifier/... ./swpath/dv/... ./swpath/nicemu/... ./offload/sim/... ./agent/placement/... ./agent/store/... ./agent/api/... ./agent/sim/...
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
 
@@ -298,4 +299,64 @@ func TestRuleSets(t *testing.T) {
 	check("classbench", traffic.ClassBenchRules(1, 2000), 2000)
 	check("valid", traffic.RandomValidRules(2, 300), 300)
 	check("source", traffic.SourceWorkload(), 5)
+}
+
+// Inputs the fuzzer found (FuzzReader's corpus holds them too): a packet
+// claiming more captured bytes than its block (pcapgo allocated it first),
+// an interface whose timestamp resolution is 2^-64 (pcapgo divided by zero),
+// and a classic pcap record claiming 1 GiB. Each is an error.
+func TestReaderMalformed(t *testing.T) {
+	frames := traffic.NewGenerator(traffic.Config{Seed: 4}).Frames(2)
+	var ng bytes.Buffer
+	if err := traffic.WritePcapNG(&ng, frames); err != nil {
+		t.Fatal(err)
+	}
+	le := func(b []byte) int { return int(b[0]) | int(b[1])<<8 | int(b[2])<<16 | int(b[3])<<24 }
+	shb := ng.Bytes()[:le(ng.Bytes()[4:8])]
+	idbAt := len(shb)
+	idb := ng.Bytes()[idbAt : idbAt+le(ng.Bytes()[idbAt+4:])]
+	epbAt := idbAt + len(idb)
+
+	huge := bytes.Clone(ng.Bytes())
+	copy(huge[epbAt+20:], []byte{0xff, 0xff, 0xff, 0xff})
+	if _, err := readAll(huge); err == nil || !strings.Contains(err.Error(), "captured bytes in a block of") {
+		t.Errorf("caplen 0xffffffff: %v", err)
+	}
+
+	res := bytes.Clone(ng.Bytes())
+	found := false
+	for o := idbAt + 16; o+4 < epbAt; { // options after type, length, link type, reserved, snaplen
+		code, n := int(res[o])|int(res[o+1])<<8, int(res[o+2])|int(res[o+3])<<8
+		if code == 9 { // if_tsresol
+			res[o+4] = 0x80 | 64
+			found = true
+			break
+		}
+		if code == 0 {
+			break
+		}
+		o += 4 + (n+3)/4*4
+	}
+	if !found {
+		t.Fatal("the writer's interface block has no if_tsresol option to corrupt")
+	}
+	if _, err := readAll(res); err == nil || !strings.Contains(err.Error(), "malformed") {
+		t.Errorf("if_tsresol 2^-64: %v", err)
+	}
+
+	var pc bytes.Buffer
+	w := pcapgo.NewWriter(&pc)
+	w.WriteFileHeader(0xffffffff, layers.LinkTypeEthernet)
+	rec := pc.Len()
+	w.WritePacket(gopacketCI(len(frames[0])), frames[0])
+	big := bytes.Clone(pc.Bytes())
+	copy(big[rec+8:], []byte{0, 0, 0, 0x40}) // captured length 1 GiB
+	copy(big[rec+12:], []byte{0, 0, 0, 0x40})
+	if _, err := readAll(big); err == nil || !strings.Contains(err.Error(), "exceeds snap length") {
+		t.Errorf("classic pcap record of 1 GiB: %v", err)
+	}
+}
+
+func gopacketCI(n int) gopacket.CaptureInfo {
+	return gopacket.CaptureInfo{Timestamp: traffic.Epoch, CaptureLength: n, Length: n}
 }
