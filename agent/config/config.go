@@ -212,8 +212,9 @@ type GracefulRestart struct {
 	// RestartTime is the restart time scrubd advertises (1s-4095s).
 	RestartTime time.Duration `yaml:"restart_time"`
 	// LongLivedStaleTime, if positive, advertises long-lived graceful
-	// restart (RFC 9494) and keeps a restarting peer's rules this much
-	// longer than its restart time.
+	// restart (RFC 9494); a restarting peer that advertised it too keeps
+	// its rules for its restart time plus the lesser of the two stale
+	// times.
 	LongLivedStaleTime time.Duration `yaml:"long_lived_stale_time"`
 }
 

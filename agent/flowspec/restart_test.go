@@ -14,6 +14,7 @@ import (
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/apiutil"
 	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v3/pkg/server"
 
@@ -34,6 +35,12 @@ type grPeer struct {
 }
 
 func startGRPeer(t *testing.T, local string, port int, restart uint32) *grPeer {
+	return startLLGRPeer(t, local, port, restart, 0)
+}
+
+// startLLGRPeer is startGRPeer that also advertises long-lived graceful
+// restart with stale time llst seconds (0: not).
+func startLLGRPeer(t *testing.T, local string, port int, restart, llst uint32) *grPeer {
 	t.Helper()
 	p := &grPeer{hook: &stopHook{}, served: make(chan struct{})}
 	p.srv = server.NewBgpServer(server.LoggerOption(&logAdapter{l: slog.New(slog.NewTextHandler(io.Discard, nil))}), server.TimingHookOption(p.hook))
@@ -49,12 +56,15 @@ func startGRPeer(t *testing.T, local string, port int, restart uint32) *grPeer {
 		Transport: &api.Transport{RemotePort: uint32(port), LocalAddress: local},
 		Timers:    &api.Timers{Config: &api.TimersConfig{ConnectRetry: 1}}}
 	if restart > 0 {
-		pc.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: restart}
+		pc.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: restart, LonglivedEnabled: llst > 0}
 	}
 	for _, f := range families {
 		a := &api.AfiSafi{Config: &api.AfiSafiConfig{Family: f, Enabled: true}}
 		if restart > 0 {
 			a.MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+		}
+		if llst > 0 {
+			a.LongLivedGracefulRestart = &api.LongLivedGracefulRestart{Config: &api.LongLivedGracefulRestartConfig{Enabled: true, RestartTime: llst}}
 		}
 		pc.AfiSafis = append(pc.AfiSafis, a)
 	}
@@ -331,3 +341,66 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// The capabilities the agent sends, as the peer decodes them from its OPEN:
+// graceful restart (RFC 4724) with the configured restart time for both
+// FlowSpec families, and long-lived graceful restart (RFC 9494) with the
+// configured stale time. The rules of a restarting peer that advertised
+// long-lived graceful restart too are kept for its restart time plus the
+// lesser of the two stale times.
+func TestCapabilitiesAndLongLivedHold(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	st := store.New(nil, clk.now)
+	port, pport := freePort(t), freePort(t)
+	pr := startProxy(t, "127.0.0.1:"+itoa(pport), "127.0.0.1:"+itoa(port))
+	rr := startLLGRPeer(t, "127.0.0.3", pport, 90, 1800)
+	defer rr.stop()
+	sp, stop := startSpeaker(t, Config{ASN: 65010, RouterID: "192.0.2.10", ListenPort: int32(port), ListenAddresses: []string{"127.0.0.1"},
+		Neighbors:     []Neighbor{{Address: "127.0.0.2", ASN: 65010, Passive: true}},
+		OnSessionDown: "hold", HoldTime: 5 * time.Second, Allowed: testAllowed,
+		GracefulRestart: GracefulRestart{Enabled: true, RestartTime: 45 * time.Second, LongLivedStaleTime: time.Hour}}, st, clk.now)
+	defer stop()
+	waitFor(t, "session", func() bool { return sp.Stats().Sessions["127.0.0.2"] })
+	var caps []bgp.ParameterCapabilityInterface
+	err := rr.srv.ListPeer(context.Background(), &api.ListPeerRequest{Address: "127.0.0.1"}, func(p *api.Peer) {
+		c, err := apiutil.UnmarshalCapabilities(p.GetState().GetRemoteCap())
+		if err != nil {
+			t.Error(err)
+		}
+		caps = c
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := map[bgp.RouteFamily]bool{bgp.RF_FS_IPv4_UC: true, bgp.RF_FS_IPv6_UC: true}
+	var gr, llgr bool
+	for _, c := range caps {
+		switch c := c.(type) {
+		case *bgp.CapGracefulRestart:
+			got := map[bgp.RouteFamily]bool{}
+			for _, tu := range c.Tuples {
+				got[bgp.AfiSafiToRouteFamily(tu.AFI, tu.SAFI)] = true
+			}
+			gr = c.Time == 45 && len(got) == 2 && got[bgp.RF_FS_IPv4_UC] && got[bgp.RF_FS_IPv6_UC]
+		case *bgp.CapLongLivedGracefulRestart:
+			llgr = len(c.Tuples) == 2
+			for _, tu := range c.Tuples {
+				llgr = llgr && tu.RestartTime == 3600 && fams[bgp.AfiSafiToRouteFamily(tu.AFI, tu.SAFI)]
+			}
+		}
+	}
+	if !gr || !llgr {
+		t.Fatalf("capabilities the peer received: %+v (graceful restart as configured %v, long-lived %v)", caps, gr, llgr)
+	}
+	rr.announce(t, dst32("203.0.113.4"), false)
+	waitFor(t, "rule", func() bool { return len(rulesBySource(st)) == 1 })
+	pr.cut()
+	waitFor(t, "stale", func() bool { return sp.Stats().Stale == 1 })
+	for _, e := range rulesBySource(st) {
+		// 90 s (the peer's restart time) + 1800 s (the peer's long-lived
+		// stale time, less than the agent's hour).
+		if want := clk.now().Add(90*time.Second + 1800*time.Second); !e.StaleAt.Equal(want) {
+			t.Fatalf("stale at %v, want %v", e.StaleAt, want)
+		}
+	}
+}

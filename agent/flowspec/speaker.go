@@ -21,7 +21,7 @@
 //     advertises the capability for both FlowSpec families. When a peer that
 //     advertised it goes away without a NOTIFICATION, its routes stay in
 //     force, marked stale, for the restart time the peer advertised (plus
-//     the long-lived stale time when configured, RFC 9494). Routes the peer
+//     the long-lived stale time when both sides advertise it, RFC 9494). Routes the peer
 //     announces again are refreshed in place; at its End-of-RIB the routes
 //     it did not announce again are swept. No rule leaves or moves while a
 //     route reflector restarts.
@@ -88,9 +88,9 @@ type GracefulRestart struct {
 	// capability needs one).
 	RestartTime time.Duration
 	// LongLivedStaleTime, when positive, advertises the long-lived graceful
-	// restart capability for the FlowSpec families with this stale time,
-	// and keeps a restarting peer's rules this much longer than its
-	// restart time.
+	// restart capability for the FlowSpec families with this stale time.
+	// A restarting peer that advertised it too keeps its rules for its
+	// restart time plus the lesser of the two stale times.
 	LongLivedStaleTime time.Duration
 }
 
@@ -153,7 +153,8 @@ type Speaker struct {
 	withdrawn uint64
 	swept     uint64
 	up        map[string]bool
-	routes    map[string]*route // by rule id
+	llgr      map[string]map[bgp.RouteFamily]time.Duration // per peer: long-lived stale time negotiated
+	routes    map[string]*route                            // by rule id
 	srv       *server.BgpServer
 
 	// evMu serialises event handling with shutdown: once closed is set no
@@ -170,7 +171,8 @@ func New(cfg Config, st *store.Store, log *slog.Logger, now func() time.Time) *S
 	if cfg.ConnectRetry <= 0 {
 		cfg.ConnectRetry = DefaultConnectRetry
 	}
-	s := &Speaker{cfg: cfg, st: st, log: log, now: now, refused: map[string]uint64{}, up: map[string]bool{}, routes: map[string]*route{}}
+	s := &Speaker{cfg: cfg, st: st, log: log, now: now, refused: map[string]uint64{}, up: map[string]bool{}, routes: map[string]*route{},
+		llgr: map[string]map[bgp.RouteFamily]time.Duration{}}
 	// A rule the store removed at its deadline (the restart or hold time
 	// ran out) is forgotten, unless a peer announced it again meanwhile.
 	st.OnRemove(func(e store.Entry, _ string) {
@@ -381,6 +383,32 @@ func (s *Speaker) grState(addr string) (restarting bool, restart time.Duration) 
 	return restarting, restart
 }
 
+// longLived reads the long-lived graceful restart capability the peer sent
+// (RFC 9494) and returns, per FlowSpec family it names, the lesser of its
+// stale time and the configured one.
+func (s *Speaker) longLived(addr string) map[bgp.RouteFamily]time.Duration {
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out := map[bgp.RouteFamily]time.Duration{}
+	_ = srv.ListPeer(ctx, &api.ListPeerRequest{Address: addr}, func(p *api.Peer) {
+		caps, err := apiutil.UnmarshalCapabilities(p.GetState().GetRemoteCap())
+		if err != nil {
+			return
+		}
+		for _, c := range caps {
+			if c, ok := c.(*bgp.CapLongLivedGracefulRestart); ok {
+				for _, tu := range c.Tuples {
+					out[bgp.AfiSafiToRouteFamily(tu.AFI, tu.SAFI)] = min(time.Duration(tu.RestartTime)*time.Second, s.cfg.GracefulRestart.LongLivedStaleTime)
+				}
+			}
+		}
+	})
+	return out
+}
+
 func (s *Speaker) peerEvent(pe *api.WatchEventResponse_PeerEvent) {
 	if pe.Type != api.WatchEventResponse_PeerEvent_STATE || pe.Peer == nil || pe.Peer.State == nil {
 		return
@@ -393,7 +421,14 @@ func (s *Speaker) peerEvent(pe *api.WatchEventResponse_PeerEvent) {
 	s.mu.Unlock()
 	switch {
 	case est && !was:
-		s.log.Info("flowspec session up", "peer", addr)
+		var ll map[bgp.RouteFamily]time.Duration
+		if s.cfg.GracefulRestart.Enabled && s.cfg.GracefulRestart.LongLivedStaleTime > 0 {
+			ll = s.longLived(addr)
+		}
+		s.mu.Lock()
+		s.llgr[addr] = ll
+		s.mu.Unlock()
+		s.log.Info("flowspec session up", "peer", addr, "long_lived_stale_time", ll)
 	case !est && was:
 		graceful, restart := false, time.Duration(0)
 		if s.cfg.GracefulRestart.Enabled {
@@ -403,11 +438,12 @@ func (s *Speaker) peerEvent(pe *api.WatchEventResponse_PeerEvent) {
 		mode, until := s.cfg.OnSessionDown, time.Time{}
 		switch {
 		case graceful:
-			mode, until = "graceful", now.Add(restart+s.cfg.GracefulRestart.LongLivedStaleTime)
+			mode, until = "graceful", now.Add(restart)
 		case mode == "hold":
 			until = now.Add(s.cfg.HoldTime)
 		}
 		s.mu.Lock()
+		ll := s.llgr[addr]
 		n := 0
 		for id, r := range s.routes {
 			c := r.peers[addr]
@@ -419,6 +455,11 @@ func (s *Speaker) peerEvent(pe *api.WatchEventResponse_PeerEvent) {
 				delete(r.peers, addr)
 			} else {
 				c.stale, c.until = true, until
+				if mode == "graceful" {
+					// RFC 9494: the long-lived stale time both sides
+					// advertised for the family follows the restart time.
+					c.until = until.Add(ll[r.fam])
+				}
 			}
 			s.settleLocked(id, r)
 		}
