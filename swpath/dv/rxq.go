@@ -40,6 +40,11 @@ type RxStats struct {
 	NoBuf     uint64 // refills cut short because the pool node was exhausted
 	SeqErrors uint64 // wqe_counter did not name the expected WQE
 	Sessions  uint64 // compressed sessions expanded
+	// Corrupt counts compressed-session titles whose count this driver
+	// cannot walk (fewer than 2, more than the CQ, or more than the WQEs
+	// outstanding); their claimed slots that passed the owner test were
+	// invalidated and skipped.
+	Corrupt uint64
 }
 
 // RxQueue is the driver side of one receive queue: a CQ and a cyclic RQ
@@ -57,6 +62,7 @@ type RxQueue struct {
 	arena   Arena
 	arenaVA uint64
 	lkey    uint32
+	bufSize uint32 // a CQE's byte count is clamped to this
 
 	ci     uint32 // CQ consumer index (24 bits go to the doorbell record)
 	pubCI  uint32 // last ci written to the CQ doorbell record
@@ -93,7 +99,7 @@ func NewRxQueue(r *prm.RxRings, arena Arena, lkey uint32, start uint32) (*RxQueu
 	q := &RxQueue{
 		cq: r.CQ, cqLog2: r.CQLog2, cqMask: 1<<r.CQLog2 - 1, cqDBR: r.CQDBR,
 		rq: r.RQ, rqMask: 1<<r.RQLog2 - 1, stride: r.RQStride, rqDBR: r.RQDBR,
-		arena: arena, arenaVA: prm.Addr(arena.Mem), lkey: lkey,
+		arena: arena, arenaVA: prm.Addr(arena.Mem), lkey: lkey, bufSize: uint32(arena.BufSize),
 		ci: start, pubCI: start, head: start, tail: start,
 		shadow: make([]uint32, 1<<r.RQLog2),
 	}
@@ -183,7 +189,10 @@ func (q *RxQueue) Poll(b *Burst, budget int) int {
 				b.NFree++
 			} else {
 				b.Buf[n] = buf
-				b.Len[n] = prm.BE32(c, prm.CQEOffByteCnt)
+				// The device writes at most the WQE's byte_count (the buffer
+				// size); a larger count is corruption and is clamped, so
+				// neither the frame nor RxBytes reaches past the buffer.
+				b.Len[n] = min(prm.BE32(c, prm.CQEOffByteCnt), q.bufSize)
 				b.Hash[n] = prm.BE32(c, prm.CQEOffRxHash)
 				b.Flags[n] = prm.BE16(c, prm.CQEOffHdsIP)
 				b.Tag[n] = prm.BE32(c, prm.CQEOffSopQPN) & prm.FlowTagMask
@@ -201,24 +210,26 @@ func (q *RxQueue) Poll(b *Burst, budget int) int {
 			cnt := prm.BE32(c, prm.CQEOffByteCnt)
 			if cnt > q.tail-q.head {
 				// More packets than WQEs outstanding: corrupt. Skip the
-				// title; its slots are left to the owner test.
+				// title and invalidate the slots it claims: a mini-CQE
+				// array's last byte-count byte sits where op_own is and
+				// can pass the owner test as a regular CQE.
 				q.Stats.Unposted++
-				q.ci++
+				q.skipCorrupt(cnt)
 				continue
 			}
 			if cnt < 2 || cnt > q.cqMask+1 {
 				// Not a session this driver can walk: treat the title as an
-				// error completion of one WQE, if one is outstanding.
+				// error completion of one WQE, if one is outstanding, and
+				// invalidate the slots it claims.
 				if q.head == q.tail {
 					q.Stats.Unposted++
-					q.ci++
-					continue
+				} else {
+					q.Stats.ErrCQEs++
+					b.Free[b.NFree] = q.shadow[q.head&q.rqMask]
+					b.NFree++
+					q.head++
 				}
-				q.Stats.ErrCQEs++
-				b.Free[b.NFree] = q.shadow[q.head&q.rqMask]
-				b.NFree++
-				q.head++
-				q.ci++
+				q.skipCorrupt(cnt)
 				continue
 			}
 			q.sessCI, q.sessN, q.sessDone = q.ci, cnt, 0
@@ -243,6 +254,29 @@ func (q *RxQueue) Poll(b *Burst, budget int) int {
 	return n
 }
 
+// skipCorrupt moves ci past a corrupt title at ci that claims cnt
+// completions, and past the slots after it that it claims (title+1 ..
+// title+cnt-1, at most the CQ) as long as they pass the owner test:
+// those hold its mini-CQE arrays or holes, not completions. Each is marked
+// INVALID with its pass's parity first, as a completed session's slots
+// are. A slot the device still owns ends the skip; the device writes it
+// later and the owner test sees it then.
+func (q *RxQueue) skipCorrupt(cnt uint32) {
+	q.Stats.Corrupt++
+	title := q.ci
+	q.ci++
+	claim := min(cnt, q.cqMask+1)
+	for j := uint32(1); j < claim; j++ {
+		i := title + j
+		off := int(i&q.cqMask)<<prm.CQELog2Size + prm.CQEOffWQECnt
+		if !prm.SWOwned(uint8(prm.LoadWord(q.cq, off)>>24), i, q.cqLog2) {
+			break
+		}
+		prm.StoreWord(q.cq, off, prm.MakeOwnerWord(0, prm.OpOwnInvalid|uint8(i>>q.cqLog2)&1))
+		q.ci++
+	}
+}
+
 // drainSession hands out the open session's packets from position n of b
 // until budget, and closes the session when all are out: its slots after
 // the title are invalidated and ci moves past it.
@@ -252,7 +286,7 @@ func (q *RxQueue) drainSession(b *Burst, n, budget int) int {
 		s := q.slot(q.sessCI + prm.MiniArraySlot(k/prm.MiniPerSlot))
 		e := int(k%prm.MiniPerSlot) * prm.MiniCQESize
 		b.Buf[n] = q.shadow[q.head&q.rqMask]
-		b.Len[n] = prm.BE32(s, e+prm.MiniOffByteCnt)
+		b.Len[n] = min(prm.BE32(s, e+prm.MiniOffByteCnt), q.bufSize)
 		b.Hash[n] = prm.BE32(s, e+prm.MiniOffRxHash)
 		b.Flags[n] = q.sessFlags
 		b.Tag[n] = q.sessTag

@@ -79,17 +79,18 @@ type liveCounters struct {
 // Worker polls one receive queue. Run it with Engine, or call Step from
 // one goroutine.
 type Worker struct {
-	cfg     WorkerConfig
-	rx      *RxQueue
-	tx      *TxQueue
-	cache   *pool.Cache
-	cls     *classifier.Worker
-	arena   Arena
-	burst   int
-	b       Burst
-	fields  [MaxBurst]rule.Fields
-	res     [MaxBurst]classifier.Result
-	recycle [MaxBurst]uint32
+	cfg      WorkerConfig
+	rx       *RxQueue
+	pubStats RxStats // rx.Stats as last published
+	tx       *TxQueue
+	cache    *pool.Cache
+	cls      *classifier.Worker
+	arena    Arena
+	burst    int
+	b        Burst
+	fields   [MaxBurst]rule.Fields
+	res      [MaxBurst]classifier.Result
+	recycle  [MaxBurst]uint32
 
 	c    Counters // owned by the worker goroutine
 	live liveCounters
@@ -124,7 +125,7 @@ func (w *Worker) Step() int {
 	if n == 0 {
 		w.rx.Refill(w.cache)
 		w.c.Idle++
-		if w.c.Idle&1023 == 0 || w.b.NFree > 0 {
+		if w.c.Idle&1023 == 0 || w.b.NFree > 0 || w.rx.Stats != w.pubStats {
 			w.publish()
 		}
 		return 0
@@ -206,6 +207,7 @@ func (w *Worker) publish() {
 	l.unposted.Store(w.rx.Stats.Unposted)
 	l.sessions.Store(w.rx.Stats.Sessions)
 	l.noBuf.Store(w.rx.Stats.NoBuf)
+	w.pubStats = w.rx.Stats
 	l.bursts.Store(c.Bursts)
 	l.idle.Store(c.Idle)
 	l.cycles.Store(c.Cycles)

@@ -78,13 +78,25 @@ func (e *Engine) Decide(frames [][]byte, out []int32) error {
 	}
 	e.got, e.want = e.got[:0], len(frames)
 	q, w := e.sim.RX[0], e.sim.Workers[0]
+	// The run is synchronous: a step that neither places nor receives
+	// anything can only repeat. maxStalls of them in a row means the rings
+	// are stuck (a driver or device bug); report their state, not hang.
+	const maxStalls = 1000
+	stalls := 0
 	for i := 0; i < len(frames); {
 		k := min(q.Room(), len(frames)-i)
 		if k > 0 {
 			q.DeliverBurst(frames[i:i+k], true, 64)
 			i += k
 		}
-		w.Step()
+		if w.Step() == 0 && k == 0 {
+			if stalls++; stalls == maxStalls {
+				return fmt.Errorf("dv engine: rings stuck after %d of %d frames delivered (%d steps without progress); rings:\n%s",
+					i, len(frames), maxStalls, e.sim.RingState())
+			}
+		} else {
+			stalls = 0
+		}
 	}
 	for len(e.got) < len(frames) {
 		if w.Step() == 0 {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/scrubd/scrubd/swpath/classifier"
@@ -77,6 +78,7 @@ type Sim struct {
 	RX        []*nicemu.RxQueue
 	TX        []*nicemu.TxQueue
 	RxRings   []*prm.RxRings
+	TxRings   []*prm.TxRings
 	Workers   []*dv.Worker
 	caches    []*pool.Cache
 	clsW      []*classifier.Worker
@@ -182,6 +184,7 @@ func New(cfg Config) (s *Sim, err error) {
 		var tx *dv.TxQueue
 		if !cfg.Host {
 			tr := prm.NewTxRings(cfg.SQLog2, cfg.SQLog2, uint32(0x100+i))
+			s.TxRings = append(s.TxRings, tr)
 			etx, err := nicemu.NewTxQueue(fmt.Sprintf("p1/tx%d", i), tr, mem, cfg.Start, cfg.Sink)
 			if err != nil {
 				return nil, err
@@ -315,4 +318,49 @@ func (s *Sim) Snapshot() Snapshot {
 func Generated(cfg traffic.Config, limit uint64) nicemu.Source {
 	g := traffic.NewGenerator(cfg)
 	return &nicemu.FuncSource{Fn: func(dst []byte) ([]byte, bool) { return g.Next(dst[:0]), true }, Limit: limit}
+}
+
+// RingState describes every ring as the memory shared with the device
+// shows it: the doorbell records (the driver's published consumer and
+// producer indices), the emulator's counters, and the owner words of the
+// CQEs around the published consumer index. Tests print it when a wait
+// times out. It reads only words the device and driver access atomically,
+// so it is safe while the sim runs.
+func (s *Sim) RingState() string {
+	var b strings.Builder
+	for i, r := range s.RxRings {
+		ci := prm.LoadDBR(r.CQDBR, prm.CQDBRSetCI)
+		q := s.RX[i]
+		fmt.Fprintf(&b, "rx%d: cq-dbr ci %#x rq-dbr %#x; device delivered %d oob %d errors %d sessions %d compressed %d bad-ci %d bad-rq-dbr %d; protocol error %v\n",
+			i, ci, prm.LoadDBR(r.RQDBR, prm.RQDBROff), q.C.Delivered.Load(), q.C.OutOfBuffer.Load(),
+			q.C.Errors.Load(), q.C.Sessions.Load(), q.C.Compressed.Load(), q.C.BadCI.Load(), q.C.BadRQDBR.Load(), q.Err())
+		dumpCQ(&b, r.CQ, r.CQLog2, ci)
+	}
+	for i, r := range s.TxRings {
+		ci := prm.LoadDBR(r.CQDBR, prm.CQDBRSetCI)
+		q := s.TX[i]
+		fmt.Fprintf(&b, "tx%d: qp-dbr sq %#x cq-dbr ci %#x; device frames %d cqes %d doorbells %d bad-db %d bad-wqe %d bad-ci %d; protocol error %v\n",
+			i, prm.LoadDBR(r.QPDBR, prm.SQDBROff), ci, q.C.Frames.Load(), q.C.CQEs.Load(), q.C.Doorbell.Load(),
+			q.C.BadDB.Load(), q.C.BadWQE.Load(), q.C.BadCI.Load(), q.Err())
+		dumpCQ(&b, r.CQ, r.CQLog2, ci)
+	}
+	return b.String()
+}
+
+// dumpCQ writes the owner words of the 4 CQEs before ci and the 8 from ci
+// on: index, wqe_counter, opcode, format, owner bit, and the owner parity
+// software expects for that index.
+func dumpCQ(b *strings.Builder, cq []byte, log2 uint, ci uint32) {
+	mask := uint32(1)<<log2 - 1
+	for k := uint32(0); k < 12; k++ {
+		i := (ci - 4 + k) & prm.CQCIMask
+		counter, op := prm.OwnerWord(prm.LoadWord(cq, int(i&mask)<<prm.CQELog2Size+prm.CQEOffWQECnt))
+		mark := " "
+		if k == 4 {
+			mark = ">"
+		}
+		fmt.Fprintf(b, "  %s cqe %#06x slot %4d: wqe_counter %#06x opcode %2d format %d owner %d (sw parity %d) sw-owned %v\n",
+			mark, i, i&mask, counter, prm.Opcode(op), op&prm.FormatMask>>prm.FormatShift, op&prm.OwnerMask,
+			(i>>log2)&1, prm.SWOwned(op, i, log2))
+	}
 }

@@ -19,17 +19,48 @@ import (
 	"github.com/scrubd/scrubd/swpath/traffic"
 )
 
-// waitFor polls cond until it holds; the deadline only keeps a broken
-// build from hanging (pass/fail never depends on timing).
-func waitFor(t *testing.T, what string, cond func() bool) {
+// stallAfter is how long a wait tolerates no progress at all (nothing
+// offered, received or completed) before it fails and prints the rings.
+// A wait never depends on speed otherwise; the cap only keeps a broken
+// build (a lost barrier, stale mini-CQE slots) from hanging the suite.
+const stallAfter = 10 * time.Second
+
+// waitFor polls cond until it holds. It fails, printing every ring's
+// state, when sim has made no progress for stallAfter, or after 5 minutes
+// in all.
+func waitFor(t *testing.T, sim *dvsim.Sim, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	progress := func() uint64 {
+		s := sim.Snapshot()
+		return s.Offered + s.Total.Rx + s.Total.RxErrors + s.Total.TxDone + s.TxFrames
+	}
+	start := time.Now()
+	last, lastAt := progress(), start
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
+		now := time.Now()
+		if p := progress(); p != last {
+			last, lastAt = p, now
+		}
+		if now.Sub(lastAt) > stallAfter || now.Sub(start) > 5*time.Minute {
+			t.Fatalf("gave up waiting for %s after %v (no progress for %v); rings:\n%s",
+				what, now.Sub(start).Round(time.Millisecond), now.Sub(lastAt).Round(time.Millisecond), sim.RingState())
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// waitExhausted waits for the emulator to offer every frame of its
+// source, under waitFor's deadlines.
+func waitExhausted(t *testing.T, sim *dvsim.Sim) {
+	t.Helper()
+	waitFor(t, sim, "the source to be offered in full", func() bool {
+		select {
+		case <-sim.Emulator.Exhausted():
+			return true
+		default:
+			return false
+		}
+	})
 }
 
 type tapped struct {
@@ -94,12 +125,12 @@ func runAccounting(t *testing.T, c runCase) {
 	if err := sim.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	<-sim.Emulator.Exhausted()
-	waitFor(t, "the engine to receive everything delivered", func() bool {
+	waitExhausted(t, sim)
+	waitFor(t, sim, "the engine to receive everything delivered", func() bool {
 		if err := sim.ProtocolErr(); err != nil {
 			// The emulated device stopped on a malformed ring: fail now
 			// rather than wait for completions that will never come.
-			t.Fatalf("protocol error: %v", err)
+			t.Fatalf("protocol error: %v; rings:\n%s", err, sim.RingState())
 		}
 		s := sim.Snapshot()
 		return s.Total.Rx+s.Total.RxErrors == s.Delivered+s.RxErrors && s.Total.TxDone == s.Total.Tx
@@ -248,7 +279,7 @@ func TestRunSimStyle(t *testing.T) {
 	}
 	var last uint64
 	for i := 0; i < 3; i++ {
-		waitFor(t, "more packets", func() bool { return sim.Snapshot().Total.Rx > last })
+		waitFor(t, sim, "more packets", func() bool { return sim.Snapshot().Total.Rx > last })
 		s := sim.Snapshot()
 		if s.Total.Dropped+s.Total.Passed != s.Total.Rx {
 			t.Fatalf("live snapshot inconsistent: %+v", s.Total)
@@ -292,7 +323,7 @@ func TestWorkerPinned(t *testing.T) {
 	if err := sim.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "64 packets", func() bool { return sim.Snapshot().Total.Rx == 64 })
+	waitFor(t, sim, "64 packets", func() bool { return sim.Snapshot().Total.Rx == 64 })
 	if err := sim.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +340,7 @@ func TestWorkerPinned(t *testing.T) {
 	if err := bad.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the pin failure", func() bool { return bad.Engine.Err() != nil })
+	waitFor(t, bad, "the pin failure", func() bool { return bad.Engine.Err() != nil })
 	if err := bad.Close(); err == nil {
 		t.Fatal("pinning to CPU 100000 was not reported")
 	}
