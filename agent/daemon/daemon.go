@@ -289,7 +289,10 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	}
 	pcfg := placement.Config{HighWater: cfg.Place.HighWater, LowWater: cfg.Place.LowWater, MinDwell: cfg.Place.MinDwell,
 		MaxMoves: cfg.Place.MaxMovesPerRound, CyclesPerPacket: cpp, LiveCycles: live, LinkBps: cfg.LinkGbps * 1e9,
-		QueueDrainPPS: cfg.Software.QueueDrainMpps * 1e6}
+		QueueDrainPPS: cfg.Software.QueueDrainMpps * 1e6,
+		// A FlowSpec route withdrawn and announced again within the hold
+		// time keeps its rule's counters (its rule id is the route's).
+		CounterMemory: cfg.FlowSpec.HoldTime}
 	placer := placement.New(pcfg, paths.HW, paths.SW, log.With("component", "placement"), now)
 	d := &Daemon{Cfg: cfg, Store: st, Placer: placer}
 

@@ -99,6 +99,18 @@ type Config struct {
 	// limit), the agent falls back to the software-placed rules alone and
 	// logs it.
 	NoBackstop bool
+	// CounterMemory is how long the counter totals of a removed rule are
+	// kept: a rule added again under the same id within that time continues
+	// from them instead of from zero (a FlowSpec route withdrawn and
+	// announced again, whose rule id is the route's). 0: not kept.
+	CounterMemory time.Duration
+}
+
+// retired are the totals of a removed rule, kept for Config.CounterMemory.
+type retired struct {
+	hwTot, swTot dataplane.Counter
+	moves        uint64
+	at           time.Time
 }
 
 // Inputs are the figures a decision was made from.
@@ -239,6 +251,7 @@ type Placer struct {
 	ready     bool
 	resyncReq chan string
 	view      atomic.Pointer[View]
+	retired   map[string]retired // removed rules' totals, by id
 }
 
 // New returns a placer. hw may be nil (no offload).
@@ -260,7 +273,7 @@ func New(cfg Config, hw dataplane.HW, sw dataplane.SW, log *slog.Logger, now fun
 	}
 	p := &Placer{cfg: cfg, hw: hw, sw: sw, log: log, now: now, rules: map[string]*ruleState{},
 		moves: map[[2]Path]uint64{}, failures: map[dataplane.Kind]uint64{}, hwUp: hw != nil, cpp: cfg.CyclesPerPacket,
-		resyncReq: make(chan string, 1)}
+		resyncReq: make(chan string, 1), retired: map[string]retired{}}
 	p.publish()
 	return p
 }
@@ -427,12 +440,23 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 			if rs.path == HW {
 				removedHW = append(removedHW, rs.key)
 			}
+		} else if rt, found := p.retired[r.ID]; found { // back: continue its counters
+			nrs.hwTot, nrs.swTot, nrs.moves = rt.hwTot, rt.swTot, rt.moves
 		}
+		delete(p.retired, r.ID)
 		p.rules[r.ID] = nrs
 	}
 	for id, rs := range old {
 		if !keep[id] && rs.path == HW && p.rules[id] == nil {
 			removedHW = append(removedHW, rs.key)
+		}
+		if p.rules[id] == nil && p.cfg.CounterMemory > 0 {
+			p.retired[id] = retired{hwTot: rs.hwTot, swTot: rs.swTot, moves: rs.moves, at: now}
+		}
+	}
+	for id, rt := range p.retired {
+		if now.Sub(rt.at) > p.cfg.CounterMemory {
+			delete(p.retired, id)
 		}
 	}
 	// Accept rules that overlap a hardware drop get their pass entries
