@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	vnl "github.com/vishvananda/netlink"
+
+	"github.com/scrubd/scrubd/internal/testenv"
 )
 
 func TestDropCounters(t *testing.T) {
@@ -144,7 +146,7 @@ func TestEthtoolFake(t *testing.T) {
 // name the peer, and its features must include hw-tc-offload.
 func TestEthtoolRealVeth(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a veth pair")
+		testenv.Missing(t, "needs root to create a veth pair")
 	}
 	// Unique names: several test runs may share this host.
 	a, b := fmt.Sprintf("dca%d", os.Getpid()%100000), fmt.Sprintf("dcb%d", os.Getpid()%100000)
@@ -168,7 +170,7 @@ func TestEthtoolRealVeth(t *testing.T) {
 	st, err := e.Stats(a)
 	if errors.Is(err, unix.ENOSYS) {
 		// qemu-user (the arm64 test pass) does not translate SIOCETHTOOL.
-		t.Skipf("ethtool ioctl not implemented here (qemu-user?): %v", err)
+		testenv.MissingUnderEmulation(t, "ethtool ioctl not implemented here (qemu-user?): %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -339,12 +341,13 @@ func TestDevlinkRealKernel(t *testing.T) {
 	if err != nil {
 		if errors.Is(err, unix.EPROTONOSUPPORT) {
 			// qemu-user (the arm64 test pass) has no NETLINK_GENERIC.
-			t.Skipf("generic netlink not available here (qemu-user?): %v", err)
+			testenv.MissingUnderEmulation(t, "generic netlink not available here (qemu-user?): %v", err)
 		}
 		if errors.Is(err, unix.ENOENT) {
 			// Really missing (CONFIG_NET_DEVLINK unset, as on this project's
 			// build host); tests/kernellab checks devlink on netdevsim.
-			t.Skipf("kernel without devlink: %v", err)
+			testenv.KernelLacks(t, "CONFIG_NET_DEVLINK", "tests/kernellab's TestNetdevsimOffloadRefusedAndDevlink reads devlink on the lab's own kernel, and fails under CI if the lab cannot run",
+				"kernel without devlink: %v", err)
 		}
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/scrubd/scrubd/internal/testenv"
 	"github.com/scrubd/scrubd/swpath/internal/sys"
 )
 
@@ -17,7 +18,7 @@ import (
 func skipIfNoSyscall(t *testing.T, err error) {
 	t.Helper()
 	if errors.Is(err, syscall.ENOSYS) {
-		t.Skipf("syscall not implemented here (ENOSYS: kernel without CONFIG_NUMA, or qemu-user): %v", err)
+		testenv.MissingUnderEmulation(t, "syscall not implemented here (ENOSYS: kernel without CONFIG_NUMA, or qemu-user): %v", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/scrubd/scrubd/internal/testenv"
 	"github.com/scrubd/scrubd/swpath/numa"
 )
 
@@ -75,19 +76,19 @@ func TestHugeTLB(t *testing.T) {
 	const knob = "/proc/sys/vm/nr_hugepages"
 	raw, err := os.ReadFile(knob)
 	if err != nil {
-		t.Skipf("no hugetlb support: %v", err)
+		testenv.Missing(t, "no hugetlb support: %v", err)
 	}
 	orig, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
 	if err := os.WriteFile(knob, []byte(strconv.Itoa(orig+2)), 0); err != nil {
 		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EACCES) {
-			t.Skipf("cannot reserve huge pages (needs root and a writable %s): %v", knob, err)
+			testenv.Missing(t, "cannot reserve huge pages (needs root and a writable %s): %v", knob, err)
 		}
 		t.Fatal(err)
 	}
 	defer os.WriteFile(knob, []byte(strconv.Itoa(orig)), 0)
 	raw, _ = os.ReadFile(knob)
 	if now, _ := strconv.Atoi(strings.TrimSpace(string(raw))); now < orig+2 {
-		t.Skipf("kernel could only reserve %d of %d huge pages (memory fragmented)", now, orig+2)
+		testenv.Missing(t, "kernel could only reserve %d of %d huge pages (memory fragmented)", now, orig+2)
 	}
 	p, err := New(Config{Topology: fakeTopo(t, "one"), BuffersPerNode: 1000, HugePages: HugeRequire})
 	if errors.Is(err, syscall.EINVAL) {
@@ -95,7 +96,7 @@ func TestHugeTLB(t *testing.T) {
 		// TestArenaPagesAsReported), so EINVAL means this mmap has no
 		// 2 MiB hugetlb size: qemu-user rejects MAP_HUGETLB, and arm64
 		// kernels with 64 KiB pages have no 2 MiB huge page.
-		t.Skipf("mmap does not offer 2 MiB hugetlb pages here: %v", err)
+		testenv.MissingUnderEmulation(t, "mmap does not offer 2 MiB hugetlb pages here: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +133,7 @@ func TestLiveBind(t *testing.T) {
 	}
 	p, err := New(Config{Topology: topo, BuffersPerNode: 1024, Bind: BindRequire})
 	if errors.Is(err, syscall.ENOSYS) {
-		t.Skipf("mbind not implemented here (kernel without NUMA or qemu-user): %v", err)
+		testenv.MissingUnderEmulation(t, "mbind not implemented here (kernel without NUMA or qemu-user): %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

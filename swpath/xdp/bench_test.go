@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/scrubd/scrubd/internal/testenv"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
@@ -132,7 +133,7 @@ func BenchmarkVethDrop(b *testing.B) {
 		if n <= 1000 {
 			recv = append(recv, receiver{name: "xdp-filter", rules: n, setup: func(b *testing.B) (func() uint64, func()) {
 				if xfErr != nil {
-					b.Skip("xdp-filter not installed (Debian package xdp-tools)")
+					testenv.Missing(b, "xdp-filter not installed (Debian package xdp-tools): %v", xfErr)
 				}
 				return xdpFilterSetup(b, xf, l.nsB, vb, n)
 			}})

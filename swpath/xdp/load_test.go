@@ -12,6 +12,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/scrubd/scrubd/internal/testenv"
 )
 
 // needBPF skips when the kernel refuses BPF for lack of privilege, and fails
@@ -27,7 +29,7 @@ func needBPF(t testing.TB) {
 	if err := bpfUsable(); err != nil {
 		// qemu-user (the arm64 pass) does not emulate bpf(2); a real kernel
 		// without it would fail here too, which is a skip, not a pass.
-		t.Skipf("bpf(2) is not usable here: %v", err)
+		testenv.MissingUnderEmulation(t, "bpf(2) is not usable here: %v", err)
 	}
 }
 

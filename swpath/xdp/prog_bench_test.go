@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
+	"github.com/scrubd/scrubd/internal/testenv"
 	"github.com/scrubd/scrubd/swpath/traffic"
 )
 
@@ -101,7 +102,7 @@ func midMean(x []float64) float64 {
 func loadXDPFilter(b *testing.B, n int, frame []byte) (*ebpf.Program, func()) {
 	needBPF(b)
 	if _, err := os.Stat(xdpFilterObj); err != nil {
-		b.Skipf("xdp-filter's object is not installed (Debian package xdp-tools): %v", err)
+		testenv.Missing(b, "xdp-filter's object is not installed (Debian package xdp-tools): %v", err)
 	}
 	spec, err := ebpf.LoadCollectionSpec(xdpFilterObj)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
+	"github.com/scrubd/scrubd/internal/testenv"
 	"github.com/scrubd/scrubd/swpath/dryrun"
 	"github.com/scrubd/scrubd/swpath/rule"
 	"github.com/scrubd/scrubd/swpath/traffic"
@@ -31,7 +32,7 @@ func report(t *testing.T, engine string, set *rule.Set, pcap []byte) (*dryrun.Re
 	if err != nil {
 		if engine == "xdp" && (errors.Is(err, unix.ENOSYS) || errors.Is(err, ebpf.ErrNotSupported)) {
 			// qemu-user (the arm64 pass) does not emulate bpf(2).
-			t.Skipf("bpf(2) is not usable here: %v", err)
+			testenv.MissingUnderEmulation(t, "bpf(2) is not usable here: %v", err)
 		}
 		if os.Geteuid() != 0 && engine == "xdp" {
 			if os.Getenv("CI") == "true" {
