@@ -101,18 +101,42 @@ func (t *Table) stagedGroup(fs []rule.Fields, out []int32, jobs []stagedProbe) i
 	// 2. Hash and Bloom bit of every candidate table; keep the set ones.
 	tables := t.tables
 	nj, probes := 0, 0
-	for i := range fs {
-		f := &fs[i]
-		s0, s1, d0, d1 := f.Src.Hi, f.Src.Lo, f.Dst.Hi, f.Dst.Lo
-		misc := uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
-		c := cand[i]
-		probes += bits.OnesCount64(c)
-		for ; c != 0; c &= c - 1 {
-			ti := bits.TrailingZeros64(c)
+	if t.stagedPf {
+		// Packet by packet over its candidates.
+		for i := range fs {
+			f := &fs[i]
+			s0, s1, d0, d1 := f.Src.Hi, f.Src.Lo, f.Dst.Hi, f.Dst.Lo
+			misc := uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
+			c := cand[i]
+			probes += bits.OnesCount64(c)
+			for ; c != 0; c &= c - 1 {
+				ti := bits.TrailingZeros64(c)
+				ht := &tables[ti]
+				b := hash5(s0&ht.mask.srcHi, s1&ht.mask.srcLo, d0&ht.mask.dstHi, d1&ht.mask.dstLo, misc&ht.mask.misc) >> ht.shift
+				jobs[nj] = stagedProbe{uint16(i), uint16(ti), uint32(b >> bloomShift)}
+				nj += int(ht.bloom[b/64] >> (b % 64) & 1)
+			}
+		}
+	} else {
+		// Every table is a candidate of every IP packet: table by table,
+		// so that a table's mask and filter stay in registers, and in
+		// best-rank order, so that packets meet their likely best entries
+		// first and prune more in stages 3 and 4.
+		var misc [stagedGroup]uint64
+		for i := range fs {
+			f := &fs[i]
+			misc[i] = uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
+			probes += len(tables) * int(cand[i]&1)
+		}
+		for ti := range tables {
 			ht := &tables[ti]
-			b := hash5(s0&ht.mask.srcHi, s1&ht.mask.srcLo, d0&ht.mask.dstHi, d1&ht.mask.dstLo, misc&ht.mask.misc) >> ht.shift
-			jobs[nj] = stagedProbe{uint16(i), uint16(ti), uint32(b >> bloomShift)}
-			nj += int(ht.bloom[b/64] >> (b % 64) & 1)
+			mk, shift, bloom := ht.mask, ht.shift, ht.bloom
+			for i := range fs {
+				f := &fs[i]
+				b := hash5(f.Src.Hi&mk.srcHi, f.Src.Lo&mk.srcLo, f.Dst.Hi&mk.dstHi, f.Dst.Lo&mk.dstLo, misc[i]&mk.misc) >> shift
+				jobs[nj] = stagedProbe{uint16(i), uint16(ti), uint32(b >> bloomShift)}
+				nj += int(bloom[b/64] >> (b % 64) & cand[i] & 1)
+			}
 		}
 	}
 	// 3. Slot chains of the kept probes; a hit overwrites the records
