@@ -51,22 +51,24 @@ func decisionOrder(set *rule.Set) []int {
 	return order
 }
 
-// aclRule writes r as a line of dpdk-test-acl's IPv4 rule format
-// ('@' src/len dst/len sport_lo : sport_hi dport_lo : dport_hi proto/mask).
+// aclRule writes r as a line of dpdk-test-acl's rule format for family
+// (IPv4, or IPv6 for --ipv6): '@' src/len dst/len sport_lo : sport_hi
+// dport_lo : dport_hi proto/mask.
 // It fails, naming the rule and the condition, on what that format cannot
 // say with the same meaning: more than one protocol or port range, ports
 // without a protocol that carries them (our ports need an L4 header with
 // ports; rte_acl would match any protocol), and every other condition.
-func aclRule(r *rule.Rule) (string, error) {
+func aclRule(r *rule.Rule, family rule.Family) (string, error) {
 	m := &r.Match
 	bad := func(what string) (string, error) {
 		return "", fmt.Errorf("rule %q: %s cannot be written for dpdk-test-acl", r.ID, what)
 	}
-	if m.Family() == rule.IPv6 {
-		return bad("an IPv6 prefix")
+	fam := m.Family()
+	if fam == rule.FamilyAny {
+		return bad("a rule without a prefix (it would match both families)")
 	}
-	if m.Family() != rule.IPv4 {
-		return bad("a rule without an IPv4 prefix (it would match IPv6 too)")
+	if fam != family {
+		return bad(fmt.Sprintf("an IPv%d prefix in an IPv%d file", fam, family))
 	}
 	if m.Port != nil || m.ICMPType != nil || m.ICMPCode != nil || m.HasTCPFlags || m.Fragment != 0 || m.Length != nil || m.DSCP != 0 {
 		return bad("a condition other than prefixes, protocol and port ranges")
@@ -82,6 +84,9 @@ func aclRule(r *rule.Rule) (string, error) {
 	}
 	pfx := func(p netip.Prefix) string {
 		if !p.IsValid() {
+			if family == rule.IPv6 {
+				return "::/0"
+			}
 			return "0.0.0.0/0"
 		}
 		return p.Masked().String()
@@ -101,11 +106,11 @@ func aclRule(r *rule.Rule) (string, error) {
 
 // writeRules writes set in decision order to path and returns the rule
 // index of each line (line i of the file is rule order[i]).
-func writeRules(path string, set *rule.Set) ([]int, error) {
+func writeRules(path string, set *rule.Set, family rule.Family) ([]int, error) {
 	order := decisionOrder(set)
 	var b bytes.Buffer
 	for _, i := range order {
-		l, err := aclRule(&set.Rules[i])
+		l, err := aclRule(&set.Rules[i], family)
 		if err != nil {
 			return nil, err
 		}
@@ -115,16 +120,21 @@ func writeRules(path string, set *rule.Set) ([]int, error) {
 	return order, os.WriteFile(path, b.Bytes(), 0o644)
 }
 
-// traceLine is one packet in dpdk-test-acl's IPv4 trace format.
+// traceLine is one packet in dpdk-test-acl's trace format: IPv4 addresses
+// as numbers, IPv6 addresses in text (--ipv6).
 func traceLine(f *rule.Fields) string {
+	if f.Family == rule.IPv6 {
+		return fmt.Sprintf("%s %s %d %d %d", f.Src.Netip(rule.IPv6), f.Dst.Netip(rule.IPv6), f.SrcPort, f.DstPort, f.Proto)
+	}
 	return fmt.Sprintf("0x%08x 0x%08x %d %d %d", uint32(f.Src.Hi>>32), uint32(f.Dst.Hi>>32), f.SrcPort, f.DstPort, f.Proto)
 }
 
 // traceable reports whether rte_acl decides f as we do from its 5-tuple:
-// IPv4, and a protocol with ports has them (a non-first fragment of a TCP
-// packet has no ports for us; in a 5-tuple it would have zeros).
-func traceable(f *rule.Fields) bool {
-	if f.Family != rule.IPv4 {
+// the family of the file, and a protocol with ports has them (a non-first
+// fragment of a TCP packet has no ports for us; in a 5-tuple it would have
+// zeros).
+func traceable(f *rule.Fields, family rule.Family) bool {
+	if f.Family != family {
 		return false
 	}
 	switch f.Proto {
@@ -153,6 +163,7 @@ type aclRun struct {
 	verbose      int
 	cpu          int // lcore (and CPU) to run on
 	memMB        int
+	ipv6         bool
 }
 
 func (a aclRun) args() []string {
@@ -166,6 +177,9 @@ func (a aclRun) args() []string {
 		"--iter=" + strconv.Itoa(a.iter), "--verbose=" + strconv.Itoa(a.verbose)}
 	if a.alg != "" {
 		app = append(app, "--alg="+a.alg)
+	}
+	if a.ipv6 {
+		app = append(app, "--ipv6")
 	}
 	return append(append(eal, "--"), app...)
 }
@@ -183,7 +197,7 @@ type aclResult struct {
 var (
 	reSearch = regexp.MustCompile(`search_ip5tuples\s+@lcore \d+: \d+ iterations, (\d+) pkts, \d+ categories, \d+ cycles \(([0-9.]+) sec\)`)
 	reTotal  = regexp.MustCompile(`^total: (\d+) bytes`)
-	reMatch  = regexp.MustCompile(`^ipv4_5tuple: (\d+), category: 0, result: (\d+)`)
+	reMatch  = regexp.MustCompile(`^ipv[46]_5tuple: (\d+), category: 0, result: (\d+)`)
 	reAlg    = regexp.MustCompile(`^\s*alg=(\d+)`)
 )
 

@@ -6,6 +6,12 @@
 //
 //	go run ./swpath/classifier/cmd/aclbench            # 1k, 10k, 100k rules
 //	go run ./swpath/classifier/cmd/aclbench -rules 1k -rounds 1
+//	go run ./swpath/classifier/cmd/aclbench -ipv6 -rules 1k,10k
+//
+// It runs as root (dpdk-test-acl's EAL; it installs dpdk-dev with apt-get
+// when the tool is missing). With -ipv6 the same sets are written with
+// each IPv4 prefix a.b.c.d/n as 2001:db8:aabb:ccdd::/(32+n), and
+// dpdk-test-acl runs with --ipv6.
 //
 // For each rule count it writes the rule set (traffic.ClassBenchRules) in
 // dpdk-test-acl's rule format, in decision order, and two traces in its
@@ -39,6 +45,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -70,6 +77,7 @@ type options struct {
 	verify   bool
 	timing   bool
 	seed     uint64
+	family   rule.Family
 }
 
 func main() {
@@ -87,7 +95,12 @@ func main() {
 	flag.BoolVar(&o.verify, "verify", true, "check rte_acl's first match against scrubd's on every packet first")
 	flag.BoolVar(&o.timing, "time", true, "time both after the check")
 	flag.Uint64Var(&o.seed, "seed", 99, "traffic seed")
+	ipv6 := flag.Bool("ipv6", false, "IPv6: the same rule sets with each IPv4 prefix a.b.c.d/n written as 2001:db8:aabb:ccdd::/(32+n), dpdk-test-acl --ipv6")
 	flag.Parse()
+	o.family = rule.IPv4
+	if *ipv6 {
+		o.family = rule.IPv6
+	}
 	var err error
 	if o.rules, err = parseCounts(*rules); err != nil {
 		fatal(err)
@@ -179,15 +192,19 @@ type trace struct {
 // makeTrace draws n IPv4 packets steered at set (95 % built from a rule) from
 // the project's generator, keeping those a 5-tuple describes as scrubd sees
 // them (see traceable). flows 0: every packet new.
-func makeTrace(name string, set *rule.Set, n, flows int, seed uint64) *trace {
-	g := traffic.NewGenerator(traffic.Config{Seed: seed, Rules: set, RuleFraction: 0.95, IPv6Fraction: 1e-12, Flows: flows})
+func makeTrace(name string, set *rule.Set, n, flows int, seed uint64, family rule.Family) *trace {
+	v6 := 1e-12 // random frames: of the file's family
+	if family == rule.IPv6 {
+		v6 = 1
+	}
+	g := traffic.NewGenerator(traffic.Config{Seed: seed, Rules: set, RuleFraction: 0.95, IPv6Fraction: v6, Flows: flows})
 	tr := &trace{name: name, fs: make([]rule.Fields, 0, n), lens: make([]uint32, 0, n)}
 	var buf []byte
 	var f rule.Fields
 	for len(tr.fs) < n {
 		buf = g.Next(buf[:0])
 		packet.Parse(buf, &f)
-		if traceable(&f) {
+		if traceable(&f, family) {
 			tr.fs = append(tr.fs, f)
 			tr.lens = append(tr.lens, uint32(len(buf)))
 		}
@@ -222,11 +239,14 @@ var apis = []string{"Decide", "DecideBurst", "ClassifyBurst"}
 func run(o *options, dir string) error {
 	var rows []*row
 	var infos []*setInfo
-	fmt.Printf("aclbench: %s, %d CPUs, pinned to CPU %d, %s, load %s\n", cpuModel(), runtime.NumCPU(), o.cpu, runtime.Version(), loadAvg())
+	fmt.Printf("aclbench: IPv%d, %s, %d CPUs, pinned to CPU %d, %s, load %s\n", o.family, cpuModel(), runtime.NumCPU(), o.cpu, runtime.Version(), loadAvg())
 	for _, n := range o.rules {
 		set := traffic.ClassBenchRules(uint64(n), n)
-		rulesPath := fileIn(dir, fmt.Sprintf("rules-%d.txt", n))
-		order, err := writeRules(rulesPath, set)
+		if o.family == rule.IPv6 {
+			set = toIPv6(set)
+		}
+		rulesPath := fileIn(dir, fmt.Sprintf("rules-%d-v%d.txt", n, o.family))
+		order, err := writeRules(rulesPath, set, o.family)
 		if err != nil {
 			return err
 		}
@@ -248,12 +268,12 @@ func run(o *options, dir string) error {
 			if tname == "flows" {
 				flows = o.flows
 			}
-			tr := makeTrace(tname, set, o.packets, flows, o.seed)
-			tracePath := fileIn(dir, fmt.Sprintf("trace-%d-%s.txt", n, tname))
+			tr := makeTrace(tname, set, o.packets, flows, o.seed, o.family)
+			tracePath := fileIn(dir, fmt.Sprintf("trace-%d-%s-v%d.txt", n, tname, o.family))
 			if err := writeTrace(tracePath, tr.fs); err != nil {
 				return err
 			}
-			base := aclRun{rules: rulesPath, trace: tracePath, nrules: n, ntrace: len(tr.fs), cpu: max(o.cpu, 0), memMB: mem}
+			base := aclRun{rules: rulesPath, trace: tracePath, nrules: n, ntrace: len(tr.fs), cpu: max(o.cpu, 0), memMB: mem, ipv6: o.family == rule.IPv6}
 			r := &row{rules: n, traffic: tname, scrubd: map[string][]float64{}, wall: map[string][]float64{}, rte: map[string][]float64{}}
 			rows = append(rows, r)
 			if o.verify {
@@ -485,6 +505,28 @@ func printSizes(out *os.File, infos []*setInfo) {
 		fmt.Fprintf(out, "| %s | %d | %.2f MiB | %.0f | %d ms | %s | %s | %d ms |\n", countName(in.rules), in.tables,
 			float64(in.ourBytes)/(1<<20), float64(in.ourBytes)/float64(in.rules), in.ourBuild.Milliseconds(), rte, per, in.rteRunCPU.Milliseconds())
 	}
+}
+
+// toIPv6 returns set with every IPv4 prefix a.b.c.d/n as the IPv6 prefix
+// 2001:db8:aabb:ccdd::/(32+n) (a wildcard stays one), so that the IPv6 sets
+// have the IPv4 sets' structure.
+func toIPv6(set *rule.Set) *rule.Set {
+	out := &rule.Set{Rules: make([]rule.Rule, len(set.Rules))}
+	conv := func(p netip.Prefix) netip.Prefix {
+		if !p.IsValid() {
+			return p
+		}
+		v4 := p.Addr().As4()
+		var b [16]byte
+		b[0], b[1], b[2], b[3] = 0x20, 0x01, 0x0d, 0xb8
+		copy(b[4:8], v4[:])
+		return netip.PrefixFrom(netip.AddrFrom16(b), 32+p.Bits()).Masked()
+	}
+	for i, r := range set.Rules {
+		r.Match.Src, r.Match.Dst = conv(r.Match.Src), conv(r.Match.Dst)
+		out.Rules[i] = r
+	}
+	return out
 }
 
 func countName(n int) string {

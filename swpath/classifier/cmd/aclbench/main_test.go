@@ -32,7 +32,7 @@ func TestACLRuleFormat(t *testing.T) {
 		{rule.Match{Dst: pfx("203.0.113.9/24"), Proto: []uint8{1}}, "@0.0.0.0/0 203.0.113.0/24 0 : 65535 0 : 65535 0x01/0xff"},
 	}
 	for _, c := range good {
-		got, err := aclRule(&rule.Rule{ID: "r", Match: c.m})
+		got, err := aclRule(&rule.Rule{ID: "r", Match: c.m}, rule.IPv4)
 		if err != nil || got != c.want {
 			t.Errorf("aclRule(%+v) = %q, %v; want %q", c.m, got, err, c.want)
 		}
@@ -41,15 +41,15 @@ func TestACLRuleFormat(t *testing.T) {
 		m    rule.Match
 		want string
 	}{
-		{rule.Match{Src: pfx("2001:db8::/32")}, "IPv6"},
-		{rule.Match{Proto: []uint8{6}}, "without an IPv4 prefix"},
+		{rule.Match{Src: pfx("2001:db8::/32")}, "an IPv6 prefix in an IPv4 file"},
+		{rule.Match{Proto: []uint8{6}}, "without a prefix"},
 		{rule.Match{Src: pfx("10.0.0.0/8"), Proto: []uint8{6, 17}}, "protocol list"},
 		{rule.Match{Src: pfx("10.0.0.0/8"), DstPort: rule.Ranges{{Lo: 1, Hi: 1}}}, "ports without"},
 		{rule.Match{Src: pfx("10.0.0.0/8"), Proto: []uint8{6}, DstPort: rule.Ranges{{Lo: 1, Hi: 1}, {Lo: 3, Hi: 3}}}, "more than one port range"},
 		{rule.Match{Src: pfx("10.0.0.0/8"), Fragment: rule.IsFragment}, "condition other"},
 	}
 	for _, c := range bad {
-		_, err := aclRule(&rule.Rule{ID: "bad-one", Match: c.m})
+		_, err := aclRule(&rule.Rule{ID: "bad-one", Match: c.m}, rule.IPv4)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `"bad-one"`) {
 			t.Errorf("aclRule(%+v) error %v; want one naming the rule and %q", c.m, err, c.want)
 		}
@@ -73,7 +73,7 @@ func TestTraceLine(t *testing.T) {
 	}
 	frag := f
 	frag.L4 = false
-	if !traceable(&f) || traceable(&frag) {
+	if !traceable(&f, rule.IPv4) || traceable(&frag, rule.IPv4) || traceable(&f, rule.IPv6) {
 		t.Fatal("traceable: a UDP packet with ports is, a non-first fragment of one is not")
 	}
 }
@@ -91,7 +91,8 @@ func slicesEqual(a, b []int) bool {
 }
 
 // TestAgainstRteACL is the differential test against DPDK's rte_acl: a
-// ClassBench-style set with mixed priorities, fresh packets, and rte_acl's
+// ClassBench-style set with mixed priorities, IPv4 and the same set in IPv6
+// (toIPv6), fresh packets and packets of 100 flows, and rte_acl's
 // first match for every packet from dpdk-test-acl's dump must be the rule
 // scrubd's Decide, DecideBurst and ClassifyBurst pick. It also checks that
 // check() notices one packet decided differently.
@@ -105,22 +106,31 @@ func TestAgainstRteACL(t *testing.T) {
 	if os.Geteuid() != 0 && os.Getenv("CI") != "true" {
 		t.Skip("dpdk-test-acl needs root here")
 	}
-	set := traffic.ClassBenchRules(7, 2000)
-	for i := range set.Rules {
-		set.Rules[i].Priority = []uint32{10, 1000, 1000, 50}[i%4]
+	for _, family := range []rule.Family{rule.IPv4, rule.IPv6} {
+		set := traffic.ClassBenchRules(7, 2000)
+		for i := range set.Rules {
+			set.Rules[i].Priority = []uint32{10, 1000, 1000, 50}[i%4]
+		}
+		if family == rule.IPv6 {
+			set = toIPv6(set)
+		}
+		testAgainstRteACL(t, set, family)
 	}
+}
+
+func testAgainstRteACL(t *testing.T, set *rule.Set, family rule.Family) {
 	dir := t.TempDir()
-	order, err := writeRules(dir+"/rules.txt", set)
+	order, err := writeRules(dir+"/rules.txt", set, family)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, flows := range []int{0, 100} {
-		tr := makeTrace("t", set, 8192, flows, 5)
+		tr := makeTrace("t", set, 8192, flows, 5, family)
 		if err := writeTrace(dir+"/trace.txt", tr.fs); err != nil {
 			t.Fatal(err)
 		}
 		res, err := aclRun{rules: dir + "/rules.txt", trace: dir + "/trace.txt", nrules: len(set.Rules), ntrace: len(tr.fs),
-			cpu: 0, memMB: 512, iter: 1, verbose: 2}.run()
+			cpu: 0, memMB: 512, iter: 1, verbose: 2, ipv6: family == rule.IPv6}.run()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +139,7 @@ func TestAgainstRteACL(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := check(set, tab, order, tr, res.matches); err != nil {
-			t.Fatalf("flows %d: %v", flows, err)
+			t.Fatalf("IPv%d, flows %d: %v", family, flows, err)
 		}
 		matched := 0
 		for _, m := range res.matches {
@@ -138,7 +148,7 @@ func TestAgainstRteACL(t *testing.T) {
 			}
 		}
 		if matched < len(tr.fs)/4 || matched == len(tr.fs) {
-			t.Fatalf("flows %d: %d of %d packets matched a rule: the trace should hit rules often, not always", flows, matched, len(tr.fs))
+			t.Fatalf("IPv%d, flows %d: %d of %d packets matched a rule: the trace should hit rules often, not always", family, flows, matched, len(tr.fs))
 		}
 		// Break one result on purpose: check must say so.
 		for i, m := range res.matches {
