@@ -169,7 +169,8 @@ type entry struct {
 // echeck is the part of an entry a bucket scan reads: 32 bytes, two to a
 // cache line, in Table.chk beside Table.entries. sd holds the top 32 bits of
 // the entry's source and destination values (all of IPv4), sdMask their
-// prefix masks; misc and miscMask are the entry's own. A packet passes when
+// prefix masks (up to 32 bits; a longer IPv6 prefix is checked in full
+// after them); misc and miscMask are the entry's own. A packet passes when
 // (its sd & sdMask) == sd and (its misc & miscMask) == misc; bits 62 and 63
 // of miscMask (never set in a packet's misc) then say what is left:
 // chkPorts (that the packet has ports) or chkFull (Table.holds on the whole
@@ -188,12 +189,11 @@ func (e *entry) check() echeck {
 	c := echeck{misc: e.misc, miscMask: e.miscMask}
 	full := e.flags&^(needPorts|chkKeyAddr|chkKeyMisc) != 0
 	if e.srcLen > 32 || e.dstLen > 32 {
-		full = true // IPv6: holds compares the whole high words
-	} else {
-		sm, dm := hiMask(e.srcLen)>>32, hiMask(e.dstLen)>>32
-		c.sd = (e.srcHi>>32&sm)<<32 | e.dstHi>>32&dm
-		c.sdMask = sm<<32 | dm
+		full = true // IPv6: holds compares the whole high words after the top 32 bits passed
 	}
+	sm, dm := hiMask(min(e.srcLen, 32))>>32, hiMask(min(e.dstLen, 32))>>32
+	c.sd = (e.srcHi>>32&sm)<<32 | e.dstHi>>32&dm
+	c.sdMask = sm<<32 | dm
 	switch {
 	case full:
 		c.miscMask |= chkFullBit
