@@ -38,3 +38,15 @@ func CNTVCT() uint64
 // CNTFRQ returns the generic timer frequency in Hz as programmed by
 // firmware into CNTFRQ_EL0 (Arm ARM D11, D17 CNTFRQ_EL0).
 func CNTFRQ() uint64
+
+// MMIOWrite64 stores v at addr with one plain STR Xt: not STLR (Go's
+// atomic.StoreUint64 on arm64), not an exclusive or atomic store. Device
+// (Device-nGnRE) and write-combining (Normal-NC) mappings of a UAR take
+// plain stores; ordering comes from the barriers around it. rdma-core
+// util/mmio.h mmio_write64_be on aarch64. The caller puts v in the
+// device's byte order.
+func MMIOWrite64(addr *uint64, v uint64)
+
+// MMIOWrite32 stores v at addr with one plain STR Wt (rdma-core
+// mmio_write32_be, and the doorbell-record store *db = htobe32(v)).
+func MMIOWrite32(addr *uint32, v uint32)

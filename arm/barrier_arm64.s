@@ -41,3 +41,20 @@ TEXT ·CNTFRQ(SB), NOSPLIT|NOFRAME, $0-8
 	MRS	CNTFRQ_EL0, R0
 	MOVD	R0, ret+0(FP)
 	RET
+
+// func MMIOWrite64(addr *uint64, v uint64)
+// One plain 64-bit store, STR Xt (not STLR, not an exclusive or atomic
+// store): rdma-core util/mmio.h mmio_write64_be on aarch64.
+TEXT ·MMIOWrite64(SB), NOSPLIT|NOFRAME, $0-16
+	MOVD	addr+0(FP), R0	// ldr x0, [sp,#8]  = f94007e0
+	MOVD	v+8(FP), R1	// ldr x1, [sp,#16] = f9400be1
+	MOVD	R1, (R0)	// str x1, [x0]     = f9000001
+	RET
+
+// func MMIOWrite32(addr *uint32, v uint32)
+// One plain 32-bit store, STR Wt (rdma-core mmio_write32_be).
+TEXT ·MMIOWrite32(SB), NOSPLIT|NOFRAME, $0-12
+	MOVD	addr+0(FP), R0	// ldr x0, [sp,#8]  = f94007e0
+	MOVWU	v+8(FP), R1	// ldr w1, [sp,#16] = b94013e1
+	MOVW	R1, (R0)	// str w1, [x0]     = b9000001
+	RET

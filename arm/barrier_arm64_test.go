@@ -55,3 +55,19 @@ func TestNoAllocs(t *testing.T) {
 		t.Fatalf("allocs per run = %v, want 0", n)
 	}
 }
+
+// TestMMIOWrite stores through both stubs and reads the words back: the
+// value lands whole, at the address given, and nothing next to it moves.
+// The encodings (plain STR, not STLR) are TestDisassembly's.
+func TestMMIOWrite(t *testing.T) {
+	var w [3]uint64
+	MMIOWrite64(&w[1], 0x0102030405060708)
+	if w != [3]uint64{0, 0x0102030405060708, 0} {
+		t.Fatalf("MMIOWrite64: %#x", w)
+	}
+	var h [3]uint32
+	MMIOWrite32(&h[1], 0xa1b2c3d4)
+	if h != [3]uint32{0, 0xa1b2c3d4, 0} {
+		t.Fatalf("MMIOWrite32: %#x", h)
+	}
+}

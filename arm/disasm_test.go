@@ -2,6 +2,7 @@ package arm
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/scrubd/scrubd/tests/disasm"
@@ -29,6 +30,7 @@ func TestGoldenMatchesArchitecture(t *testing.T) {
 		return fmt.Sprintf("%08x", 0xd5300000|1<<19|3<<16|14<<12|0<<8|op2<<5|rt)
 	}
 	const ret = "d65f03c0"
+	golden := disasm.ReadGolden(t, "testdata/objdump_arm64.golden")
 	want := map[string]string{
 		"DMBOSHLD": dmb(0b0001),
 		"DMBOSHST": dmb(0b0010),
@@ -37,7 +39,24 @@ func TestGoldenMatchesArchitecture(t *testing.T) {
 		"CNTVCT":   mrs(2, 0),
 		"CNTFRQ":   mrs(0, 0),
 	}
-	golden := disasm.ReadGolden(t, "testdata/objdump_arm64.golden")
+	// LDR/STR (immediate, unsigned offset), Arm ARM C6.2: size|111001|opc|
+	// imm12|Rn|Rt. 64-bit LDR 0xf9400000, STR 0xf9000000; 32-bit LDR
+	// 0xb9400000, STR 0xb9000000; imm12 is the offset / access size. A
+	// store-release (STLR, 0xc89ffc00 / 0x889ffc00) would differ.
+	ldst := func(base, off, size, rn, rt uint32) string {
+		return fmt.Sprintf("%08x", base|off/size<<10|rn<<5|rt)
+	}
+	const sp = 31
+	mmio := map[string][]string{
+		"MMIOWrite64": {ldst(0xf9400000, 8, 8, sp, 0), ldst(0xf9400000, 16, 8, sp, 1), ldst(0xf9000000, 0, 8, 0, 1), ret},
+		"MMIOWrite32": {ldst(0xf9400000, 8, 8, sp, 0), ldst(0xb9400000, 16, 4, sp, 1), ldst(0xb9000000, 0, 4, 0, 1), ret},
+	}
+	for name, w := range mmio {
+		want[name] = w[0]
+		if g := golden[name]; !slices.Equal(g, w) {
+			t.Errorf("golden %s = %v, want %v", name, g, w)
+		}
+	}
 	if len(golden) != len(want) {
 		t.Errorf("golden has %d stubs, want %d", len(golden), len(want))
 	}

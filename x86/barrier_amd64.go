@@ -34,3 +34,15 @@ func CompilerBarrier()
 // CPUs with an invariant TSC (CPUID 80000007H:EDX[8]) it ticks at a
 // constant rate; TSCHz gives that rate.
 func RDTSC() uint64
+
+// MMIOWrite64 stores v at addr with one plain 64-bit MOV: no LOCK prefix,
+// no XCHG. Go's atomic.StoreUint64 is an XCHG on amd64, which is locked
+// (Intel SDM Vol. 2B "XCHG") and must not be used on a write-combining
+// UAR mapping; rdma-core's util/mmio.h mmio_write64_be is this store. The
+// caller puts v in the device's byte order and orders it with the
+// barriers.
+func MMIOWrite64(addr *uint64, v uint64)
+
+// MMIOWrite32 stores v at addr with one plain 32-bit MOV (rdma-core
+// mmio_write32_be, and the doorbell-record store *db = htobe32(v)).
+func MMIOWrite32(addr *uint32, v uint32)

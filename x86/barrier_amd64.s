@@ -32,3 +32,22 @@ TEXT ·RDTSC(SB), NOSPLIT|NOFRAME, $0-8
 	ORQ	DX, AX
 	MOVQ	AX, ret+0(FP)
 	RET
+
+// func MMIOWrite64(addr *uint64, v uint64)
+// One plain 64-bit store, no LOCK prefix and no XCHG (an XCHG with memory
+// is locked, Intel SDM Vol. 2B "XCHG"): rdma-core util/mmio.h
+// mmio_write64_be is a volatile 64-bit store on x86-64.
+TEXT ·MMIOWrite64(SB), NOSPLIT|NOFRAME, $0-16
+	MOVQ	addr+0(FP), AX	// 48 8b 44 24 08
+	MOVQ	v+8(FP), CX	// 48 8b 4c 24 10
+	MOVQ	CX, (AX)	// 48 89 08
+	RET
+
+// func MMIOWrite32(addr *uint32, v uint32)
+// One plain 32-bit store (rdma-core mmio_write32_be; a doorbell record is
+// written the same way, *db = htobe32(v)).
+TEXT ·MMIOWrite32(SB), NOSPLIT|NOFRAME, $0-12
+	MOVQ	addr+0(FP), AX	// 48 8b 44 24 08
+	MOVL	v+8(FP), CX	// 8b 4c 24 10
+	MOVL	CX, (AX)	// 89 08
+	RET

@@ -13,6 +13,8 @@
 //	WCStart        mmio_wc_start                  DSB ST       SFENCE
 //	Full           (none; load->store case)       DMB OSH      MFENCE
 //	Cycles/CycleHz (none)                         CNTVCT_EL0   RDTSC
+//	MMIOWrite64    mmio_write64_be (util/mmio.h)  STR Xt       MOV (no LOCK)
+//	MMIOWrite32    mmio_write32_be, *db = v       STR Wt       MOV (no LOCK)
 //
 // The instructions live in the arm and x86 packages as assembly stubs;
 // this package calls one or the other from barrier_arm64.go /
@@ -89,3 +91,16 @@ func Cycles() uint64 { return cycles() }
 // the TSC rate calibrated once against the monotonic clock (the first call
 // takes about 30 ms).
 func CycleHz() uint64 { return cycleHz() }
+
+// MMIOWrite64 stores v at addr as one plain 64-bit store: STR on arm64, MOV
+// on amd64, never a locked instruction (atomic.StoreUint64 is XCHG on
+// amd64, locked, and STLR on arm64). It is rdma-core's util/mmio.h
+// mmio_write64_be, for the BlueFlame doorbell on a write-combining UAR
+// page; v is already in the device's byte order. Order it with WCStart
+// before and FlushWC after, as post_send_db does.
+func MMIOWrite64(addr *uint64, v uint64) { mmioWrite64(addr, v) }
+
+// MMIOWrite32 stores v at addr as one plain 32-bit store (rdma-core
+// mmio_write32_be, and the doorbell-record store *db = htobe32(ci)). v is
+// already in the device's byte order; ToDevice orders what comes before.
+func MMIOWrite32(addr *uint32, v uint32) { mmioWrite32(addr, v) }

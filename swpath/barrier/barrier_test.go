@@ -47,6 +47,25 @@ func TestCyclesAgreeWithCycleHz(t *testing.T) {
 	}
 }
 
+// The MMIO stores as func values, so the linker keeps their out-of-line
+// bodies for TestDisassembly.
+var (
+	mmio64 = MMIOWrite64
+	mmio32 = MMIOWrite32
+)
+
+// TestMMIOWrite stores through the facade: the value lands whole at the
+// address given and nothing beside it moves.
+func TestMMIOWrite(t *testing.T) {
+	var w [3]uint64
+	mmio64(&w[1], 0x1122334455667788)
+	var h [3]uint32
+	mmio32(&h[1], 0x99aabbcc)
+	if w != [3]uint64{0, 0x1122334455667788, 0} || h != [3]uint32{0, 0x99aabbcc, 0} {
+		t.Fatalf("MMIOWrite64 gave %#x, MMIOWrite32 %#x", w, h)
+	}
+}
+
 func TestNoAllocs(t *testing.T) {
 	CycleHz()
 	n := testing.AllocsPerRun(100, func() {

@@ -114,3 +114,36 @@ func ParseObjdump(t *testing.T, out []byte, srcFile string) map[string][]string 
 	}
 	return got
 }
+
+// Build cross-builds the test binary of the package in the current
+// directory for linux/goarch (cgo off) and returns its path, in a
+// directory the test removes. It skips when the go command is missing.
+func Build(t *testing.T, goarch string) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("go command not on PATH, cannot build the %s object: %v", goarch, err)
+	}
+	bin := filepath.Join(t.TempDir(), goarch+".test")
+	build := exec.Command(goBin, "test", "-c", "-o", bin, ".")
+	build.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("GOARCH=%s go test -c: %v\n%s", goarch, err, out)
+	}
+	return bin
+}
+
+// Objdump disassembles the symbols of bin matching the regular expression
+// sym with `go tool objdump -s`.
+func Objdump(t *testing.T, bin, sym string) []byte {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("go command not on PATH: %v", err)
+	}
+	out, err := exec.Command(goBin, "tool", "objdump", "-s", sym, bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool objdump: %v\n%s", err, out)
+	}
+	return out
+}

@@ -57,21 +57,23 @@ func LoadDBR(b []byte, off int) uint32 {
 // swapping (for an emulator checking the byte order).
 func LoadDBRRaw(b []byte, off int) uint32 { return atomic.LoadUint32(word32(b, off)) }
 
-// StoreDBR atomically stores v into a doorbell-record word, big-endian
-// (rdma-core: *db = htobe32(v)).
+// StoreDBR stores v into a doorbell-record word, big-endian (rdma-core:
+// *db = htobe32(v)), with one plain store (store32: barrier.MMIOWrite32,
+// or an atomic store under the race detector).
 func StoreDBR(b []byte, off int, v uint32) {
-	atomic.StoreUint32(word32(b, off), bits.ReverseBytes32(v))
+	store32(word32(b, off), bits.ReverseBytes32(v))
 }
 
 // StoreDBRHost stores v in host byte order: the bug VPP fixed in
 // 3214ba59e30. Only tests use it, to check the emulator flags it.
 func StoreDBRHost(b []byte, off int, v uint32) { atomic.StoreUint32(word32(b, off), v) }
 
-// Copy64 atomically stores the 8 bytes at src[soff:] into dst[doff:]
-// unchanged: a 64-bit MMIO doorbell write of the first 8 bytes of a
-// control segment (rdma-core mmio_write64_be(bf->reg, *(__be64 *)ctrl)).
+// Copy64 stores the 8 bytes at src[soff:] into dst[doff:] unchanged, with
+// one plain 64-bit store (store64): a 64-bit MMIO doorbell write of the
+// first 8 bytes of a control segment (rdma-core mmio_write64_be(bf->reg,
+// *(__be64 *)ctrl)). Never a locked instruction on the UAR page.
 func Copy64(dst []byte, doff int, src []byte, soff int) {
-	atomic.StoreUint64(word64(dst, doff), *word64(src, soff))
+	store64(word64(dst, doff), *word64(src, soff))
 }
 
 // Load64 atomically loads the 8 bytes at off and returns them as a
