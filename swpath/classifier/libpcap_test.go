@@ -20,7 +20,7 @@ import (
 // pcap-filter expression, tcpdump counts the packets it matches in a
 // generated capture, and the counts must equal the classifier's per-rule
 // matched counts and first-match hits. The captures avoid what an
-// expression cannot express the same way (see research/libpcap-oracle.md):
+// expression cannot express the same way (pcap-filter(7)):
 // no IPv6 extension headers (ip6 proto looks at the fixed header only), no
 // truncated or malformed frames, and tagged frames in captures of their own
 // under one leading "vlan and" per tag.

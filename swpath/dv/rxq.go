@@ -243,10 +243,14 @@ func (q *RxQueue) Poll(b *Burst, budget int) int {
 		}
 	}
 	if q.ci != q.pubCI {
-		// C. Invalidation stores (drainSession) and our reads of this pass
-		// come before the device may reuse the slots: to-device barrier,
-		// then the 24-bit consumer index, big-endian (rdma-core cq.c
-		// update_cons_index; DPDK mlx5_rx.c puts rte_io_wmb() here).
+		// C. The invalidation stores (drainSession, skipCorrupt) before the
+		// 24-bit consumer index, big-endian, that lets the device reuse
+		// the slots. rdma-core cq.c update_cons_index is the store alone,
+		// with no barrier; this to-device barrier is DPDK's
+		// (drivers/net/mlx5/mlx5_rx.c mlx5_rx_burst: rte_io_wmb() before
+		// the CQ doorbell record). Like theirs, it orders stores only: on
+		// arm64 DMB OSHST does not order this pass's CQE loads before the
+		// store.
 		barrier.ToDevice()
 		prm.StoreDBR(q.cqDBR, prm.CQDBRSetCI, q.ci&prm.CQCIMask)
 		q.pubCI = q.ci
@@ -356,8 +360,9 @@ func (q *RxQueue) Refill(bufs *pool.Cache) int {
 	// udma_to_device_barrier, "descriptors are written before doorbell
 	// record"). Full rather than ToDevice: buffers read in this poll pass
 	// are reposted here, and on arm64 DMB OSHST does not order those
-	// earlier loads before the doorbell store (research/mlx5dv.md §4.2,
-	// load->store caveat). One barrier per batch of up to 256.
+	// earlier loads before the doorbell store (Arm ARM DDI 0487 C6.2
+	// DMB: the ST options order stores against stores only). One barrier
+	// per batch of up to 256.
 	barrier.Full()
 	prm.StoreDBR(q.rqDBR, prm.RQDBROff, q.tail&prm.WQCounterMsk)
 	return int(got)

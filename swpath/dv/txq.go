@@ -207,7 +207,9 @@ func (t *TxQueue) Reap(bufs *pool.Cache) int {
 			}
 			t.ci++
 		}
-		// Consumer index after the CQEs are read (update_cons_index).
+		// The consumer index (rdma-core cq.c update_cons_index, a plain
+		// store with no barrier of its own); the to-device barrier before
+		// it is DPDK's, as on the receive side.
 		barrier.ToDevice()
 		prm.StoreDBR(t.cqDBR, prm.CQDBRSetCI, t.ci&prm.CQCIMask)
 	}

@@ -2,7 +2,10 @@
 // rings on ordinary memory, so the software path in swpath/dv can be run
 // and tested without a ConnectX or BlueField.
 //
-// It follows the ownership and doorbell protocol of research/mlx5dv.md §6:
+// It follows the ownership and doorbell protocol of rdma-core
+// providers/mlx5 (cq.c get_sw_cqe and update_cons_index, qp.c
+// mlx5_post_wq_recv and post_send_db) and the PRM's completion-queue
+// chapter:
 //
 //   - Receive: a packet is placed only into a WQE the RQ doorbell record
 //     has announced (BE32, low 16 bits); with none posted the packet is

@@ -90,7 +90,8 @@ func (q *RxQueue) flag(c *atomic.Uint64, what string, v, limit uint32) {
 }
 
 // cqSpace returns how many CQEs may be written now, after checking the CQ
-// doorbell record (research/mlx5dv.md §6 step 1).
+// doorbell record (the consumer index rdma-core cq.c update_cons_index
+// stores, big-endian, 24 bits).
 func (q *RxQueue) cqSpace() uint32 {
 	v := prm.LoadDBR(q.r.CQDBR, prm.CQDBRSetCI)
 	if v>>24 != 0 {
@@ -111,7 +112,8 @@ func (q *RxQueue) cqSpace() uint32 {
 }
 
 // posted returns how many WQEs the RQ doorbell record announces beyond
-// those consumed (§6 step 2). Only bits 15:0 count.
+// those consumed (the counter rdma-core qp.c mlx5_post_wq_recv stores).
+// Only bits 15:0 count.
 func (q *RxQueue) posted() uint32 {
 	raw := prm.LoadDBR(q.r.RQDBR, prm.RQDBROff)
 	avail := (raw - q.wqeCons) & prm.WQCounterMsk
@@ -260,8 +262,9 @@ func (q *RxQueue) DeliverBurst(frames [][]byte, compress bool, maxSession int) i
 	return placed
 }
 
-// deliverSession writes one compressed session (research/mlx5dv.md §2.4,
-// §6 "Compressed mode") for as many of frames as fit, and returns that
+// deliverSession writes one compressed session (the layout DPDK
+// drivers/net/mlx5/mlx5_rx.c mlx5_rx_poll_len and VPP
+// src/plugins/rdma/input.c process_mini_cqes read) for as many of frames as fit, and returns that
 // number (0 when fewer than 2 fit; nothing is written then).
 func (q *RxQueue) deliverSession(frames [][]byte, title meta) int {
 	n := uint32(len(frames))

@@ -1,6 +1,6 @@
 package prm
 
-// CQE64 (rdma-core mlx5dv.h struct mlx5_cqe64; research/mlx5dv.md §2.1).
+// CQE64 (rdma-core providers/mlx5/mlx5dv.h struct mlx5_cqe64).
 const (
 	CQESize       = 64
 	CQELog2Size   = 6
@@ -111,8 +111,8 @@ const (
 
 // MiniArraySlot returns the CQ index, relative to the title at 0, of the
 // slot holding mini-CQE array j (mini-CQEs 8j..8j+7): array 0 sits right
-// after the title, array j≥1 at 8j (research/mlx5dv.md §2.4, from DPDK
-// mlx5_rx_poll_len and VPP process_mini_cqes).
+// after the title, array j≥1 at 8j (DPDK drivers/net/mlx5/mlx5_rx.c
+// mlx5_rx_poll_len, VPP src/plugins/rdma/input.c process_mini_cqes).
 func MiniArraySlot(j uint32) uint32 {
 	if j == 0 {
 		return 1

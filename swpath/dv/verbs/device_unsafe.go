@@ -11,7 +11,8 @@ package verbs
 #include <infiniband/verbs.h>
 #include <infiniband/mlx5dv.h>
 
-// Shims for the static-inline verbs (research/mlx5dv.md §1.2): each is a
+// Shims for the static-inline verbs (rdma-core libibverbs/verbs.h and
+// providers/mlx5/mlx5dv.h declare them static inline): each is a
 // few lines so the Go side never copies the verbs_context op table.
 
 static struct ibv_context *sd_open(const char *name, int *err) {
@@ -415,8 +416,9 @@ func (d *Device) CreateRx(cfg RxConfig) (rx *Rx, err error) {
 	return rx, nil
 }
 
-// rxRings validates what mlx5dv_init_obj returned (research/mlx5dv.md §1.1
-// step 10) and wraps it as prm.RxRings.
+// rxRings validates what mlx5dv_init_obj returned (rdma-core
+// providers/mlx5/mlx5dv.h struct mlx5dv_cq, struct mlx5dv_rwq) and wraps
+// it as prm.RxRings.
 func rxRings(cq *C.struct_mlx5dv_cq, wq *C.struct_mlx5dv_rwq) (*prm.RxRings, error) {
 	n, sz := int(cq.cqe_cnt), int(cq.cqe_size)
 	if sz != prm.CQESize || n&(n-1) != 0 || n == 0 {
