@@ -383,14 +383,15 @@ func (w *Worker) ClassifyBurst(fs []rule.Fields, lens []uint32, out []Result) {
 			w.missIds = make([]int32, len(fs))
 		}
 		nm := 0
+		missKeys := w.missKeys[:len(fs)]
 		for i := range fs {
-			r, hit, set, k := w.cache.probe(t, &fs[i])
+			r, hit, set := w.cache.probe(t, &fs[i], &missKeys[nm])
 			if hit {
 				ids[i] = r
 				hits++
 				continue
 			}
-			w.missFs[nm], w.missAt[nm], w.missSet[nm], w.missKeys[nm] = fs[i], int32(i), set, k
+			w.missFs[nm], w.missAt[nm], w.missSet[nm] = fs[i], int32(i), set
 			nm++
 		}
 		if nm > 0 {

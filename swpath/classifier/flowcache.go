@@ -137,19 +137,29 @@ func (c *flowCache) end(hits, n int) {
 }
 
 // probe looks f up in the cache only: on a hit it returns the cached rule;
-// on a miss, the set and key to insert the decision under.
-func (c *flowCache) probe(t *Table, f *rule.Fields) (r int32, hit bool, set uint32, k cacheKey) {
-	k = t.cacheKeyOf(f)
-	h := hash5(k[0]^k[1]*0x2545F4914F6CDD1D, k[2], k[3], k[4], k[5]) >> (64 - cacheBits)
+// on a miss, the set to insert the decision in, and the key in *miss. The
+// key's words stay in registers (a key returned by value was stored and
+// reloaded through the stack, a store-forwarding stall on every packet).
+func (c *flowCache) probe(t *Table, f *rule.Fields, miss *cacheKey) (r int32, hit bool, set uint32) {
+	l4 := uint64(0)
+	if f.L4 {
+		l4 = 1
+	}
+	w0 := (uint64(f.Family) | uint64(f.Proto)<<8 | l4<<16 | uint64(f.Frag)<<24 | uint64(f.DSCP)<<32 |
+		uint64(f.TCPFlags)<<40 | uint64(f.ICMPType)<<48 | uint64(f.ICMPCode)<<56) & t.cacheW0
+	w1 := (uint64(f.SrcPort) | uint64(f.DstPort)<<16 | uint64(f.Length)<<32) & t.cacheW1
+	w2, w3, w4, w5 := f.Src.Hi, f.Src.Lo, f.Dst.Hi, f.Dst.Lo
+	h := hash5(w0^w1*0x2545F4914F6CDD1D, w2, w3, w4, w5) >> (64 - cacheBits)
 	s := &c.e[h]
-	if s[0].valid && s[0].k.eq(&k) {
-		return s[0].rule, true, 0, k
+	if e := &s[0]; e.valid && e.k[0] == w0 && e.k[2] == w2 && e.k[4] == w4 && e.k[1] == w1 && e.k[3] == w3 && e.k[5] == w5 {
+		return e.rule, true, 0
 	}
-	if s[1].valid && s[1].k.eq(&k) {
+	if e := &s[1]; e.valid && e.k[0] == w0 && e.k[2] == w2 && e.k[4] == w4 && e.k[1] == w1 && e.k[3] == w3 && e.k[5] == w5 {
 		s[0], s[1] = s[1], s[0]
-		return s[0].rule, true, 0, k
+		return s[0].rule, true, 0
 	}
-	return -1, false, uint32(h), k
+	*miss = cacheKey{w0, w1, w2, w3, w4, w5}
+	return -1, false, uint32(h)
 }
 
 // insert caches rule r under key k in set h (from a missed probe).
