@@ -437,6 +437,12 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 		nrs := &ruleState{r: r, path: None}
 		if ok { // changed: carry counters, re-place
 			nrs.hwTot, nrs.swTot, nrs.moves = rs.hwTot, rs.swTot, rs.moves
+			// The software engine keeps its counter slot by rule id across
+			// a change of match (XDP does; one that starts afresh reads
+			// lower and is taken as a reset by delta). Keep the last
+			// reading, or its whole count is added to the total again.
+			// The hardware entry is new (a new key): its reading restarts.
+			nrs.swLast, nrs.swSeen = rs.swLast, rs.swSeen
 			if rs.path == HW {
 				removedHW = append(removedHW, rs.key)
 			}
