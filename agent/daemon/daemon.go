@@ -178,6 +178,17 @@ func BGPSessionRules(fs *config.FlowSpec, n config.Neighbor, peer, local netip.A
 	return out
 }
 
+// counterMemory is how long placement remembers a removed rule's counters:
+// the longer of flowspec.hold_time and, with graceful restart,
+// flowspec.graceful_restart.restart_time.
+func counterMemory(cfg *config.Config) time.Duration {
+	d := cfg.FlowSpec.HoldTime
+	if gr := cfg.FlowSpec.GracefulRestart; gr.GR() {
+		d = max(d, gr.RestartTime)
+	}
+	return d
+}
+
 // Run runs the agent until ctx ends.
 func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	log := opt.Log
@@ -291,8 +302,9 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 		MaxMoves: cfg.Place.MaxMovesPerRound, CyclesPerPacket: cpp, LiveCycles: live, LinkBps: cfg.LinkGbps * 1e9,
 		QueueDrainPPS: cfg.Software.QueueDrainMpps * 1e6,
 		// A FlowSpec route withdrawn and announced again within the hold
-		// time keeps its rule's counters (its rule id is the route's).
-		CounterMemory: cfg.FlowSpec.HoldTime}
+		// or restart time keeps its rule's counters (its rule id is the
+		// route's).
+		CounterMemory: counterMemory(cfg)}
 	placer := placement.New(pcfg, paths.HW, paths.SW, log.With("component", "placement"), now)
 	d := &Daemon{Cfg: cfg, Store: st, Placer: placer}
 

@@ -944,6 +944,53 @@ scrape_configs:
 	t.Logf("reflector killed; rules stale on all agents after %v; reflector started again (-r) at %v, held the detector's %d routes at %v; agents resynchronised at %v",
 		staleAt.Round(time.Millisecond), upAt.Round(time.Millisecond), nRoute-1, ribAt.Round(time.Millisecond), roundAll(back))
 
+	// A route that drops traffic, withdrawn and announced again within the
+	// agents' counter memory (the longer of hold_time and restart_time:
+	// 120 s): its rule (the same id on every agent) leaves and comes back,
+	// and its counters continue from where they were: the first reading
+	// after its return is not below the last before the withdraw (from
+	// zero it would be a few seconds' worth, far below).
+	busyID := busy[0]
+	var busyRoute routeSpec
+	if m := before[0][busyID].Rule.Match; len(m.Proto) == 1 {
+		busyRoute = routeSpec{dst: m.Dst, proto: protoName[m.Proto[0]]}
+	}
+	// get reads one rule; a slow answer is retried, not fatal.
+	get := func(a agentDef) (agentapi.RuleInfo, bool, error) {
+		l, err := f.list(a)
+		if err != nil {
+			return agentapi.RuleInfo{}, false, err
+		}
+		r, ok := l[busyRoute]
+		return r, ok, nil
+	}
+	mid := make([]uint64, len(agents))
+	for i, a := range agents {
+		r := byID(a)[busyID]
+		mid[i] = r.HW.Packets + r.SW.Packets
+	}
+	f.exabgp([]string{busyRoute.exa("withdraw")})
+	for _, a := range agents {
+		waitFor(t, 30*time.Second, a.name+" removes the withdrawn rule", func() bool { _, ok, err := get(a); return err == nil && !ok })
+	}
+	f.exabgp([]string{busyRoute.exa("announce")})
+	for i, a := range agents {
+		var r agentapi.RuleInfo
+		waitFor(t, 30*time.Second, a.name+" has the rule back", func() bool {
+			var ok bool
+			var err error
+			r, ok, err = get(a)
+			return err == nil && ok
+		})
+		if r.Rule.ID != busyID {
+			t.Fatalf("%s: route %v back as rule %s, was %s", a.name, busyRoute, r.Rule.ID, busyID)
+		}
+		if r.HW.Packets+r.SW.Packets < mid[i] {
+			t.Fatalf("%s: rule %s back with %d packets, %d before the withdraw: its counters restarted", a.name, busyID, r.HW.Packets+r.SW.Packets, mid[i])
+		}
+		t.Logf("%s: rule %s (%v) withdrawn and announced again: %d packets before, %d after", a.name, busyID, busyRoute, mid[i], r.HW.Packets+r.SW.Packets)
+	}
+
 	// The reflector's RIB and the agents agree after the restart.
 	rib = f.rib()
 	if len(rib) != nRoute-1 || rib[gone] {
