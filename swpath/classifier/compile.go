@@ -167,10 +167,11 @@ type entry struct {
 }
 
 // echeck is the part of an entry a bucket scan reads: 32 bytes, two to a
-// cache line, in Table.chk beside Table.entries. sd holds the top 32 bits of
-// the entry's source and destination values (all of IPv4), sdMask their
-// prefix masks (up to 32 bits; a longer IPv6 prefix is checked in full
-// after them); misc and miscMask are the entry's own. A packet passes when
+// cache line, in Table.chk beside Table.entries. sd holds 32 bits of the
+// entry's source and destination values, sdMask their prefix masks: the
+// top 32 bits for IPv4 (all of it), bits 32-63 of the high words for IPv6
+// (whose top bits the table's key has covered or the full check covers);
+// misc and miscMask are the entry's own. A packet passes when
 // (its sd & sdMask) == sd and (its misc & miscMask) == misc; bits 62 and 63
 // of miscMask (never set in a packet's misc) then say what is left:
 // chkPorts (that the packet has ports) or chkFull (Table.holds on the whole
@@ -188,12 +189,21 @@ const (
 func (e *entry) check() echeck {
 	c := echeck{misc: e.misc, miscMask: e.miscMask}
 	full := e.flags&^(needPorts|chkKeyAddr|chkKeyMisc) != 0
-	if e.srcLen > 32 || e.dstLen > 32 {
-		full = true // IPv6: holds compares the whole high words after the top 32 bits passed
+	if e.miscMask>>40&0xff != 0 && rule.Family(e.misc>>40) == rule.IPv6 {
+		// IPv6: the scan compares bits 32-63 of the high words (the top
+		// 32 are often one shared prefix, such as 2001:db8::/32), and
+		// holds checks the whole words after them when the entry is finer
+		// than its table.
+		full = full || e.flags&chkKeyAddr != 0
+		sm, dm := hiMask(e.srcLen)&0xffffffff, hiMask(e.dstLen)&0xffffffff
+		c.sd = (e.srcHi&sm)<<32 | e.dstHi&dm
+		c.sdMask = sm<<32 | dm
+	} else {
+		// IPv4 (prefixes of at most 32 bits) or no prefix.
+		sm, dm := hiMask(e.srcLen)>>32, hiMask(e.dstLen)>>32
+		c.sd = (e.srcHi>>32&sm)<<32 | e.dstHi>>32&dm
+		c.sdMask = sm<<32 | dm
 	}
-	sm, dm := hiMask(min(e.srcLen, 32))>>32, hiMask(min(e.dstLen, 32))>>32
-	c.sd = (e.srcHi>>32&sm)<<32 | e.dstHi>>32&dm
-	c.sdMask = sm<<32 | dm
 	switch {
 	case full:
 		c.miscMask |= chkFullBit
@@ -201,6 +211,13 @@ func (e *entry) check() echeck {
 		c.miscMask |= chkPortsBit
 	}
 	return c
+}
+
+// scanSD is a packet's address word for the scan checks (see echeck): the
+// top 32 bits of each address for IPv4, bits 32-63 for IPv6.
+func scanSD(f *rule.Fields) uint64 {
+	sh := 32 * (uint64(f.Family>>1) & 1) // IPv4 (4): 0, IPv6 (6): 32
+	return f.Src.Hi<<sh>>32<<32 | f.Dst.Hi<<sh>>32
 }
 
 // hiMask returns the mask of the top n (0..64) bits of a word.

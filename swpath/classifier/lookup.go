@@ -80,7 +80,7 @@ func (t *Table) lookup(f *rule.Fields) (uint64, int32, int) {
 	best, bestRule := noRank, int32(-1)
 	probes := 0
 	entries, chk := t.entries, t.chk
-	sd := s0>>32<<32 | d0>>32
+	sd := scanSD(f)
 	tables := t.tables
 	// Walk the candidate tables in order, by their bits; bit 63 stands for
 	// every table from the 63rd on.

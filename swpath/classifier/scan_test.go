@@ -29,6 +29,10 @@ func TestDifferentialSlotForms(t *testing.T) {
 		{ID: "frag", Priority: 1, Match: rule.Match{Dst: pfx("203.0.113.0/25"), Fragment: rule.IsFragment}},
 		{ID: "v6", Priority: 10, Match: rule.Match{Src: pfx("2001:db8:1::/48"), Proto: udp, DstPort: rule.Ranges{{Lo: 53, Hi: 53}}}},
 		{ID: "v6-long", Priority: 9, Match: rule.Match{Dst: pfx("2001:db8::1:0/112"), Proto: udp}},
+		// IPv6 prefixes finer than their table (48 bits): the scan check's
+		// bits 32-63 and then the full check.
+		{ID: "v6-56", Priority: 7, Match: rule.Match{Src: pfx("2001:db8:1:ab00::/56")}},
+		{ID: "v6-52", Priority: 6, Match: rule.Match{Src: pfx("2001:db8:1:a000::/52"), Dst: pfx("2001:db8:2::/49")}},
 		{ID: "net10", Priority: 40, Match: rule.Match{Src: pfx("10.0.0.0/8")}},
 		// Port prefixes that hold port 0, the value of a packet without
 		// ports: only the ports check tells a fragment from port 80.
@@ -74,4 +78,43 @@ func TestDifferentialSlotForms(t *testing.T) {
 	if matched < total/5 || matched > total*9/10 {
 		t.Fatalf("%d of %d packets matched", matched, total)
 	}
+}
+
+// TestScanCheckIPv6TopBits: an IPv6 entry in a table whose mask covers
+// fewer than its top 32 bits (here /16) is told apart from packets that
+// differ only there by the full check, not by the scan check (which
+// compares bits 32-63 of IPv6 addresses).
+func TestScanCheckIPv6TopBits(t *testing.T) {
+	pfx := netip.MustParsePrefix
+	set := &rule.Set{Rules: []rule.Rule{
+		// Keys its table on 16 bits; its length condition is checked after
+		// the hit, so the test packets (length 100) never match it.
+		{ID: "wide", Priority: 1, Match: rule.Match{Src: pfx("2001::/16"), Length: rule.Ranges{{Lo: 1, Hi: 2}}}},
+		{ID: "narrow", Priority: 2, Match: rule.Match{Src: pfx("2001:db9:0:ab00::/56")}},
+		{ID: "other", Priority: 3, Match: rule.Match{Dst: pfx("192.0.2.0/24")}},
+		{ID: "other2", Priority: 4, Match: rule.Match{Src: pfx("198.51.100.0/24"), Proto: []uint8{rule.ProtoUDP}}},
+	}}
+	tab, err := Compile(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrowShared := false
+	for ti := range tab.tables {
+		for _, s := range tab.tables[ti].slots {
+			if s.n > 1 && tab.tables[ti].shape.src < 32 {
+				narrowShared = true
+			}
+		}
+	}
+	if !narrowShared {
+		t.Fatalf("the /56 rule did not share the /16 table; the test needs it there")
+	}
+	var fs []rule.Fields
+	for _, src := range []string{"2001:db9:0:ab00::1", "2001:db8:0:ab00::1", "2001:db9:0:ab01::1", "2001:1db9:0:ab00::1", "2001:db8:ffff::1"} {
+		for _, dst := range []string{"2001:db8:ffff::2", "2001:db8:fffe::2"} {
+			fs = append(fs, rule.Fields{Family: rule.IPv6, Proto: rule.ProtoUDP, L4: true, Frag: rule.NotFragment, SrcPort: 1, DstPort: 2, Length: 100,
+				Src: rule.AddrFrom(netip.MustParseAddr(src)), Dst: rule.AddrFrom(netip.MustParseAddr(dst))})
+		}
+	}
+	checkAgainstReference(t, "ipv6 top bits", set, fs)
 }

@@ -179,7 +179,7 @@ func (t *Table) stagedGroup(fs []rule.Fields, out []int32, jobs []stagedProbe) i
 		if s.rank >= best[i] {
 			continue
 		}
-		sd := f.Src.Hi>>32<<32 | f.Dst.Hi>>32
+		sd := scanSD(f)
 		misc := uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
 		cs := chk[s.first : s.first+s.n]
 		for j := range cs {
