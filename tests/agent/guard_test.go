@@ -25,22 +25,15 @@ func apiCode(err error) int {
 }
 
 // A rule means what it says, through the daemon: the rule guard refuses
-// drop rules that cover too much from every source (the API, the rule file,
-// a BGP FlowSpec session), a rule without action or match is refused, and
+// drop rules that cover too much from the API and the rule file (FlowSpec:
+// TestAgentFlowSpecRoutesGuarded), a rule without action or match is
+// refused, and
 // a rule file emptied at run time (0 bytes, or cut after "rules:") is
 // refused and counted while its rules stay in force.
 func TestAgentRefusesRulesThatWiden(t *testing.T) {
-	bgpPort := freePort(t)
 	cfg := testConfig(t, "rules:\n  - {id: file-a, action: drop, match: {dst: 203.0.113.0/24, proto: udp, src_port: \"53\"}}\n", func(c *config.Config) {
 		c.Place.MinDwell = 0
 		c.Software.CyclesPerPacket = 297
-		// The operator owns everything here: the guard still refuses
-		// routes that would drop it all.
-		fs := &c.FlowSpec // the defaults, then these
-		fs.Enabled, fs.ASN, fs.RouterID, fs.ListenPort, fs.ListenAddress = true, 65010, "192.0.2.10", int32(bgpPort), "127.0.0.1"
-		fs.Neighbors = []config.Neighbor{{Address: "127.0.0.2", ASN: 65000, Passive: true}}
-		fs.OnSessionDown, fs.HoldTime, fs.Priority = "hold", time.Hour, 500
-		fs.AllowedDestinations = []string{"0.0.0.0/0"}
 	})
 	rules := cfg.Rules.Files[0]
 	n, err := sim.New(sim.Options{HWEntries: 50})
@@ -48,7 +41,6 @@ func TestAgentRefusesRulesThatWiden(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	pr := startPeer(t, bgpPort)
 	a := start(t, &cfg, n)
 	defer a.stop(t)
 	waitFor(t, "file rule in force", func() bool { p, _ := a.path("file-a"); return p != "" })
@@ -86,24 +78,6 @@ func TestAgentRefusesRulesThatWiden(t *testing.T) {
 		}
 	}
 
-	// A BGP FlowSpec session: a route without a destination prefix gets
-	// 0.0.0.0/0 and is refused as too broad; a /24 is learned.
-	waitFor(t, "BGP session", func() bool { return a.d.Speaker.Stats().Sessions["127.0.0.2"] })
-	udp := bgp.NewFlowSpecComponent(bgp.FLOW_SPEC_TYPE_IP_PROTO, []*bgp.FlowSpecComponentItem{bgp.NewFlowSpecComponentItem(bgp.DEC_NUM_OP_EQ|bgp.DEC_NUM_OP_END, 17)})
-	pr.route(t, bgp.NewFlowSpecIPv4Unicast([]bgp.FlowSpecComponentInterface{udp}), false)
-	pr.route(t, bgp.NewFlowSpecIPv4Unicast([]bgp.FlowSpecComponentInterface{
-		bgp.NewFlowSpecDestinationPrefix(bgp.NewIPAddrPrefix(24, "203.0.113.0")), udp}), false)
-	waitFor(t, "one route refused as too broad, one learned", func() bool {
-		st := a.d.Speaker.Stats()
-		fs := 0
-		for _, r := range a.d.Placer.View().Rules {
-			if strings.HasPrefix(r.ID, "fs-") {
-				fs++
-			}
-		}
-		return st.Refused["too_broad"] == 1 && fs == 1
-	})
-
 	// The rule file: too broad, emptied, cut short. Each refused and
 	// counted; file-a stays in force throughout.
 	for _, tc := range []struct{ body, err string }{
@@ -138,4 +112,54 @@ func TestAgentRefusesRulesThatWiden(t *testing.T) {
 	}
 	a.reload <- struct{}{}
 	waitFor(t, "rules: [] applied", func() bool { p, _ := a.path("file-a"); return p == "" })
+}
+
+// FlowSpec routes over a BGP session: outside flowspec.allowed_destinations
+// (or without a destination prefix) refused; inside it but broader than the
+// operator's guard (rules.guard.min_prefix_v4 raised to 28) refused as too
+// broad; a /28 inside learned and placed.
+func TestAgentFlowSpecRoutesGuarded(t *testing.T) {
+	bgpPort := freePort(t)
+	cfg := testConfig(t, "rules: []\n", func(c *config.Config) {
+		c.Place.MinDwell = 0
+		c.Software.CyclesPerPacket = 297
+		c.Rules.Guard.MinPrefixV4 = 28
+		fs := &c.FlowSpec // the defaults, then these
+		fs.Enabled, fs.ASN, fs.RouterID, fs.ListenPort, fs.ListenAddress = true, 65010, "192.0.2.10", int32(bgpPort), "127.0.0.1"
+		fs.Neighbors = []config.Neighbor{{Address: "127.0.0.2", ASN: 65000, Passive: true}}
+		fs.OnSessionDown, fs.HoldTime, fs.Priority = "hold", time.Hour, 500
+		fs.AllowedDestinations = []string{"203.0.113.0/24"}
+	})
+	n, err := sim.New(sim.Options{HWEntries: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	pr := startPeer(t, bgpPort)
+	a := start(t, &cfg, n)
+	defer a.stop(t)
+	waitFor(t, "BGP session", func() bool { return a.d.Speaker.Stats().Sessions["127.0.0.2"] })
+	udp := bgp.NewFlowSpecComponent(bgp.FLOW_SPEC_TYPE_IP_PROTO, []*bgp.FlowSpecComponentItem{bgp.NewFlowSpecComponentItem(bgp.DEC_NUM_OP_EQ|bgp.DEC_NUM_OP_END, 17)})
+	dst := func(bits uint8, p string) bgp.AddrPrefixInterface {
+		return bgp.NewFlowSpecIPv4Unicast([]bgp.FlowSpecComponentInterface{bgp.NewFlowSpecDestinationPrefix(bgp.NewIPAddrPrefix(bits, p)), udp})
+	}
+	pr.route(t, bgp.NewFlowSpecIPv4Unicast([]bgp.FlowSpecComponentInterface{udp}), false) // no destination: 0.0.0.0/0
+	pr.route(t, dst(24, "198.51.100.0"), false)                                           // not ours
+	pr.route(t, dst(24, "203.0.113.0"), false)                                            // ours, broader than /28
+	pr.route(t, dst(28, "203.0.113.16"), false)                                           // ours, /28
+	var learned []string
+	waitFor(t, "two routes outside allowed_destinations, one too broad, one learned", func() bool {
+		st := a.d.Speaker.Stats()
+		learned = learned[:0]
+		for _, r := range a.d.Placer.View().Rules {
+			if strings.HasPrefix(r.ID, "fs-") && r.Path != "" {
+				learned = append(learned, r.ID)
+			}
+		}
+		return st.Refused["destination_not_allowed"] == 2 && st.Refused["too_broad"] == 1 && len(learned) == 1
+	})
+	e, ok := a.d.Store.Get(learned[0])
+	if !ok || e.Rule.Match.Dst.String() != "203.0.113.16/28" {
+		t.Fatalf("learned rule %+v", e)
+	}
 }
