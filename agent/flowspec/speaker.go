@@ -41,6 +41,14 @@
 // GoBGP v3's server loop (BgpServer.Serve) has no exit of its own; Run ends
 // it through GoBGP's timing hook after stopping the BGP instance, so no
 // goroutine of the speaker outlives Run.
+//
+// The race detector reports a data race inside GoBGP v3.37 when a session
+// with graceful restart goes down: the server loop marks adj-RIB-in paths
+// stale while the event watcher's goroutine reads the same flag of paths it
+// converted (reported to GoBGP as "A data race occurs when a watcher handles
+// path event while the related peer is closing down", osrg/gobgp on GitHub,
+// open). It is a boolean read by the watcher's conversion and never used by
+// this package.
 package flowspec
 
 import (
