@@ -86,6 +86,32 @@ type Path struct {
 	// Remove takes no pass entry out.
 	needs        map[string][]string
 	needsUnknown bool
+	// idx indexes the last rule set seen (its accept rules and each rule's
+	// position), so that finding the accept rules a drop overlaps costs
+	// the accept rules, not the whole set. idxMu guards it (shields runs
+	// with p.mu held too).
+	idxMu sync.Mutex
+	idx   setIndex
+	// capOK says capc and masks describe p.rules and p.pass for device
+	// capabilities capCaps: the capacity and the mask shapes in use are
+	// recomputed only after an entry went in or out, not for every rule
+	// that asks whether it fits.
+	capOK   bool
+	capCaps offload.Capabilities
+	capc    offload.Capacity
+	masks   map[offload.Table]map[offload.Mask]bool
+}
+
+// setIndex is the accept rules of a set with their positions, and every
+// rule's position by id. It is keyed by the set and its backing array (the
+// placer hands a new array with every store snapshot; a set's rules are not
+// changed in place between calls).
+type setIndex struct {
+	set     *rule.Set
+	first   *rule.Rule
+	n       int
+	pos     map[string]int
+	accepts []int
 }
 
 // New returns a path over b.
@@ -127,14 +153,46 @@ func hwErr(r string, err error) error {
 	return &dataplane.HWError{Rule: r, Kind: kindOf(err), Detail: detail, Err: err}
 }
 
+// index returns set's index, building it when set is not the one last
+// indexed: one pass over the set, then every lookup costs the accept rules.
+func (p *Path) index(set *rule.Set) *setIndex {
+	p.idxMu.Lock()
+	defer p.idxMu.Unlock()
+	var first *rule.Rule
+	if len(set.Rules) > 0 {
+		first = &set.Rules[0]
+	}
+	x := &p.idx
+	if x.set == set && x.first == first && x.n == len(set.Rules) && x.pos != nil {
+		return x
+	}
+	*x = setIndex{set: set, first: first, n: len(set.Rules), pos: make(map[string]int, len(set.Rules))}
+	for j := range set.Rules {
+		if _, dup := x.pos[set.Rules[j].ID]; !dup {
+			x.pos[set.Rules[j].ID] = j // the first, as Set.Index
+		}
+		if set.Rules[j].Action == rule.Accept {
+			x.accepts = append(x.accepts, j)
+		}
+	}
+	return x
+}
+
 // shields returns the accept rules of set that decide before r and overlap
 // it: the rules whose pass entries must be in front of r's drops.
-func shields(r *rule.Rule, set *rule.Set) []*rule.Rule {
+func (p *Path) shields(r *rule.Rule, set *rule.Set) []*rule.Rule {
+	x := p.index(set)
+	p.idxMu.Lock()
+	i, ok := x.pos[r.ID]
+	accepts := x.accepts
+	p.idxMu.Unlock()
+	if !ok {
+		i = -1
+	}
 	var out []*rule.Rule
-	i := set.Index(r.ID)
-	for j := range set.Rules {
+	for _, j := range accepts {
 		a := &set.Rules[j]
-		if a.Action != rule.Accept || (i >= 0 && !rule.Before(a, j, r, i)) {
+		if i >= 0 && !rule.Before(a, j, r, i) {
 			continue
 		}
 		if compile.Overlap(&a.Match, &r.Match) {
@@ -164,7 +222,7 @@ func (p *Path) compile(r *rule.Rule, set *rule.Set) (compile.Result, []*rule.Rul
 		k := dataplane.KindUnsupported
 		return res, nil, &dataplane.HWError{Rule: r.ID, Kind: k, Detail: res.Reason.String() + ": " + res.Detail}
 	}
-	sh := shields(r, set)
+	sh := p.shields(r, set)
 	p.mu.Lock()
 	_, inHW := p.rules[p.Key(r)]
 	p.mu.Unlock()
@@ -199,19 +257,15 @@ func (p *Path) fits(ctx context.Context, id string, res *compile.Result) error {
 			Detail: fmt.Sprintf("needs %d entries, %d of %d free", len(res.Entries), free, capa.MaxEntries)}
 	}
 	newMasks := map[offload.Table]map[offload.Mask]bool{}
+	p.mu.Lock()
 	for _, tm := range res.Masks {
+		if p.masks[tm.Table][tm.Mask] {
+			continue // a shape already in use
+		}
 		if newMasks[tm.Table] == nil {
 			newMasks[tm.Table] = map[offload.Mask]bool{}
 		}
 		newMasks[tm.Table][tm.Mask] = true
-	}
-	p.mu.Lock()
-	for _, m := range []map[string][]offload.Entry{p.rules, p.pass} {
-		for _, es := range m {
-			for i := range es {
-				delete(newMasks[es[i].Table()], es[i].Match.Mask())
-			}
-		}
 	}
 	p.mu.Unlock()
 	for t, ms := range newMasks {
@@ -279,6 +333,7 @@ func (p *Path) ensurePass(ctx context.Context, a *rule.Rule) error {
 	}
 	delete(p.passErr, k)
 	p.pass[k] = done
+	p.capOK = false
 	return nil
 }
 
@@ -321,7 +376,7 @@ func (p *Path) PruneAccepts(ctx context.Context, set *rule.Set) error {
 		}
 		known[k] = true
 		var ks []string
-		for _, a := range shields(d, set) {
+		for _, a := range p.shields(d, set) {
 			ks = append(ks, p.Key(a))
 		}
 		p.needs[k] = ks
@@ -371,6 +426,7 @@ func (p *Path) removePass(ctx context.Context, k string) error {
 		}
 	}
 	p.mu.Lock()
+	p.capOK = false
 	if len(left) == 0 {
 		delete(p.pass, k)
 	} else {
@@ -403,7 +459,7 @@ func (p *Path) acceptsInUse(set *rule.Set) []*rule.Rule {
 		if d.Action != rule.Drop || !inHW[p.Key(d)] {
 			continue
 		}
-		for _, a := range shields(d, set) {
+		for _, a := range p.shields(d, set) {
 			if !seen[a.ID] {
 				seen[a.ID] = true
 				out = append(out, a)
@@ -439,15 +495,29 @@ func (p *Path) capacity(ctx context.Context) (offload.Capacity, error) {
 		caps.LargeGroups = p.cfg.MaxMasks
 	}
 	p.mu.Lock()
-	var mine []offload.Entry
-	for _, es := range p.rules {
-		mine = append(mine, es...)
+	defer p.mu.Unlock()
+	if !p.capOK || p.capCaps != caps {
+		var mine []offload.Entry
+		for _, es := range p.rules {
+			mine = append(mine, es...)
+		}
+		for _, es := range p.pass {
+			mine = append(mine, es...)
+		}
+		p.capc = offload.CapacityOf(caps, mine)
+		p.masks = map[offload.Table]map[offload.Mask]bool{}
+		for i := range mine {
+			t := mine[i].Table()
+			if p.masks[t] == nil {
+				p.masks[t] = map[offload.Mask]bool{}
+			}
+			p.masks[t][mine[i].Match.Mask()] = true
+		}
+		p.capOK, p.capCaps = true, caps
 	}
-	for _, es := range p.pass {
-		mine = append(mine, es...)
-	}
-	p.mu.Unlock()
-	return offload.CapacityOf(caps, mine), nil
+	c := p.capc
+	c.Tables = slices.Clone(c.Tables)
+	return c, nil
 }
 
 // Install implements dataplane.HW: the pass entries of the accept rules
@@ -497,6 +567,7 @@ func (p *Path) Install(ctx context.Context, r *rule.Rule, set *rule.Set) error {
 	}
 	p.mu.Lock()
 	p.rules[p.Key(r)] = done
+	p.capOK = false
 	p.needs[p.Key(r)] = ks
 	p.mu.Unlock()
 	return nil
@@ -526,6 +597,7 @@ func (p *Path) Remove(ctx context.Context, key string) error {
 	}
 	p.mu.Lock()
 	var orphans []string
+	p.capOK = false
 	if len(left) == 0 {
 		delete(p.rules, key)
 		// Pass entries only this drop relied on go too (never while drops
@@ -595,6 +667,7 @@ func (p *Path) Installed(ctx context.Context) ([]string, error) {
 	p.mu.Lock()
 	p.rules = found
 	p.pass = pass
+	p.capOK = false
 	p.needs = map[string][]string{}
 	p.needsUnknown = len(found) > 0
 	p.mu.Unlock()
