@@ -39,7 +39,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -217,6 +219,18 @@ type ruleState struct {
 	hwRetryAt              time.Time
 	key                    string    // hardware key while in hardware
 	hwChanged              time.Time // when the hardware counters last moved
+	// mkey is r.Match.String() as placed: what tells a changed rule.
+	mkey string
+	// compiled says hwOK, hwReason, hwKind and cost hold for this rule in
+	// a set with the accept rules of Placer.acceptSig: an unchanged rule
+	// in a set whose accept rules did not change is not compiled again.
+	compiled bool
+}
+
+// roundCounts are what one placement round did, for its one log line.
+type roundCounts struct {
+	addedHW, addedSW, moved, removed int
+	hwRefused                        map[dataplane.Kind]int
 }
 
 // Placer is the placement state machine. Not safe for concurrent use except
@@ -252,6 +266,75 @@ type Placer struct {
 	resyncReq chan string
 	view      atomic.Pointer[View]
 	retired   map[string]retired // removed rules' totals, by id
+	// mkeys are the match strings of set.Rules, by position.
+	mkeys []string
+	// acceptSig describes the accept rules of the set last compiled
+	// against (id, priority, match and position, in order); when it
+	// changes every drop rule is compiled again.
+	acceptSig string
+	round     roundCounts
+	// fullTables are the hardware tables ("chain/prio") that refused a
+	// rule for want of a mask shape since hardware last changed; shapes
+	// are the mask shapes (Cost.Masks) of the rules in hardware then. A
+	// rule needing a shape outside shapes in a full table is not tried
+	// (at 100k rules and a full table, each try costs a compile and a
+	// capacity check). Cleared by any removal and every round.
+	fullTables map[string]bool
+	shapes     map[string]bool
+}
+
+func (p *Placer) countRefused(k dataplane.Kind) {
+	if p.round.hwRefused == nil {
+		p.round.hwRefused = map[dataplane.Kind]int{}
+	}
+	p.round.hwRefused[k]++
+}
+
+// maskTableRE finds the table in hwpath's mask-budget refusal.
+var maskTableRE = regexp.MustCompile(`mask shapes in chain (\d+) prio (\d+)`)
+
+// shapesFull notes the table a mask-budget refusal names as full and the
+// shapes the rules in hardware use.
+func (p *Placer) shapesFull(err error) {
+	m := maskTableRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return
+	}
+	if p.fullTables == nil {
+		p.fullTables = map[string]bool{}
+		p.shapes = map[string]bool{}
+		for _, rs := range p.rules {
+			if rs.path == HW {
+				for _, s := range rs.cost.Masks {
+					p.shapes[s] = true
+				}
+			}
+		}
+	}
+	p.fullTables[m[1]+"/"+m[2]] = true
+}
+
+// noShape says why rs cannot go to hardware now ("" if it may be tried):
+// it needs a mask shape no rule in hardware has, in a table that refused
+// new shapes since hardware last changed.
+func (p *Placer) noShape(rs *ruleState) (string, string) {
+	if len(p.fullTables) == 0 {
+		return "", ""
+	}
+	for _, m := range rs.cost.Masks {
+		if p.shapes[m] {
+			continue
+		}
+		i := strings.Index(m, "/")
+		j := strings.Index(m[i+1:], "/")
+		if i < 0 || j < 0 {
+			return "", ""
+		}
+		if t := m[:i+1+j]; p.fullTables[t] {
+			return t, fmt.Sprintf("mask_budget: needs a new mask shape in chain %s prio %s, none left", m[:i], m[i+1:i+1+j])
+		}
+	}
+	return "", ""
 }
 
 // New returns a placer. hw may be nil (no offload).
@@ -361,9 +444,19 @@ func (p *Placer) record(rs *ruleState, from, to Path, reason string, in Inputs) 
 	if from != to && from != None && from != "" {
 		p.moves[[2]Path{from, to}]++
 		rs.moves++
+		p.round.moved++
+	} else if from == None || from == "" {
+		switch to {
+		case HW:
+			p.round.addedHW++
+		case SW:
+			p.round.addedSW++
+		}
 	}
 	rs.path, rs.reason, rs.since = to, reason, now
-	p.log.Info("placement", "rule", rs.r.ID, "from", string(from), "to", string(to), "reason", reason,
+	// One line per rule at debug level; each round logs its counts once
+	// (endRound), so 100k rules are one INFO line, not 100k.
+	p.log.Debug("placement", "rule", rs.r.ID, "from", string(from), "to", string(to), "reason", reason,
 		"rule_pps", in.RulePPS, "rule_avg_frame", in.RuleAvgFrame, "sw_load_pps", in.SWLoadPPS,
 		"sw_capacity_pps", in.SWCapacityPPS, "cycles_per_packet", in.CyclesPerPacket,
 		"hw_used", in.HWUsedEntries, "hw_max", in.HWMaxEntries, "other", in.OtherRule)
@@ -381,14 +474,14 @@ func (p *Placer) hwFailed(err error, op string) {
 // swSet builds the software rule set: every accept rule and every drop rule
 // whose path is SW (or in transit, listed in extra), in effective-set order.
 func (p *Placer) swSet(extra map[string]bool, backstop bool) *rule.Set {
-	out := &rule.Set{}
-	for _, r := range p.set.Rules {
+	out := &rule.Set{Rules: make([]rule.Rule, 0, len(p.set.Rules))}
+	for i, r := range p.set.Rules {
 		if r.Action == rule.Accept {
 			out.Rules = append(out.Rules, r)
 			continue
 		}
 		rs := p.rules[r.ID]
-		if rs == nil || rs.r.Match.String() != r.Match.String() {
+		if rs == nil || rs.mkey != p.mkeys[i] {
 			continue
 		}
 		if rs.path == SW || extra[r.ID] || (backstop && rs.path == HW) {
@@ -418,6 +511,8 @@ func (p *Placer) pushSW(extra map[string]bool) error {
 // hardware rule re-checked against the new accept rules.
 func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	now := p.now()
+	start := time.Now()
+	p.fullTables = nil
 	old := p.rules
 	p.set = snap.Set
 	p.version = snap.Version
@@ -425,16 +520,26 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	p.order = p.order[:0]
 	var removedHW []string // hardware keys to remove
 	keep := map[string]bool{}
-	for _, r := range snap.Set.Rules {
+	p.mkeys = make([]string, len(snap.Set.Rules))
+	var sig strings.Builder
+	for i, r := range snap.Set.Rules {
+		mk := r.Match.String()
+		p.mkeys[i] = mk
+		if r.Action == rule.Accept {
+			fmt.Fprintf(&sig, "%d %s %d %s\n", i, r.ID, r.Priority, mk)
+		}
 		p.order = append(p.order, r.ID)
 		rs, ok := old[r.ID]
-		if ok && rs.r.Match.String() == r.Match.String() && rs.r.Action == r.Action {
+		if ok && rs.mkey == mk && rs.r.Action == r.Action {
+			if rs.r.Priority != r.Priority {
+				rs.compiled = false
+			}
 			rs.r = r
 			p.rules[r.ID] = rs
 			keep[r.ID] = true
 			continue
 		}
-		nrs := &ruleState{r: r, path: None}
+		nrs := &ruleState{r: r, path: None, mkey: mk}
 		if ok { // changed: carry counters, re-place
 			nrs.hwTot, nrs.swTot, nrs.moves = rs.hwTot, rs.swTot, rs.moves
 			// The software engine keeps its counter slot by rule id across
@@ -456,6 +561,9 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 		if !keep[id] && rs.path == HW && p.rules[id] == nil {
 			removedHW = append(removedHW, rs.key)
 		}
+		if p.rules[id] == nil {
+			p.round.removed++
+		}
 		if p.rules[id] == nil && p.cfg.CounterMemory > 0 {
 			p.retired[id] = retired{hwTot: rs.hwTot, swTot: rs.swTot, moves: rs.moves, at: now}
 		}
@@ -470,14 +578,24 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	if as, ok := p.hw.(acceptSyncer); ok && p.hwUp {
 		as.SyncAccepts(ctx, &p.set)
 	}
-	// Compile every drop rule against the new set.
-	for _, id := range p.order {
+	// Compile the drop rules against the new set: all of them when its
+	// accept rules changed; otherwise the new and changed ones, those in
+	// hardware and those an accept rule kept out (whose pass entries
+	// SyncAccepts just tried again).
+	all := sig.String() != p.acceptSig
+	p.acceptSig = sig.String()
+	for n, id := range p.order {
+		if n&1023 == 1023 && ctx.Err() != nil {
+			return
+		}
 		rs := p.rules[id]
 		if rs.r.Action != rule.Drop {
 			rs.path, rs.reason = None, "accept rule: enforced by software, and in hardware by pass entries in front of the drops it overlaps"
 			continue
 		}
-		p.compile(rs)
+		if all || !rs.compiled || rs.path == HW || rs.hwKind == dataplane.KindAcceptOverlap {
+			p.compile(rs)
+		}
 	}
 	// Rules in hardware that no longer compile (a new accept rule overlaps)
 	// go to software first.
@@ -537,7 +655,10 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	p.refreshBudget(ctx)
 	// Offload first: every new rule that compiles goes to hardware; the
 	// rest stay in software, where they already are.
-	for _, rs := range fresh {
+	for n, rs := range fresh {
+		if n&255 == 255 && ctx.Err() != nil {
+			return // every fresh rule is in the software set already
+		}
 		if !pending[rs.r.ID] {
 			continue
 		}
@@ -562,7 +683,45 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 			p.log.Error("removing pass entries no hardware drop needs failed", "err", err)
 		}
 	}
+	p.endRound("apply", start, true)
 	p.publish()
+}
+
+// endRound logs what the round did in one line (rules added to each path,
+// moved, removed, refused by hardware by kind, and where the rules are
+// now), and starts the next round's counts. A round that changed nothing
+// logs nothing unless always.
+func (p *Placer) endRound(what string, start time.Time, always bool) {
+	c := p.round
+	p.round = roundCounts{}
+	refused := 0
+	for _, n := range c.hwRefused {
+		refused += n
+	}
+	if !always && c.addedHW+c.addedSW+c.moved+c.removed+refused == 0 {
+		return
+	}
+	var hw, sw int
+	for _, rs := range p.rules {
+		switch rs.path {
+		case HW:
+			hw++
+		case SW:
+			sw++
+		}
+	}
+	args := []any{"round", what, "rules", len(p.order), "store_version", p.version,
+		"added_hw", c.addedHW, "added_sw", c.addedSW, "moved", c.moved, "removed", c.removed,
+		"hw_refused", refused, "in_hw", hw, "in_sw", sw, "took", time.Since(start).Round(time.Microsecond).String()}
+	kinds := make([]dataplane.Kind, 0, len(c.hwRefused))
+	for k := range c.hwRefused {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	for _, k := range kinds {
+		args = append(args, "hw_refused_"+k.String(), c.hwRefused[k])
+	}
+	p.log.Info("placement round", args...)
 }
 
 // acceptSyncer is a hardware path that excepts accept rules from its drops
@@ -581,7 +740,7 @@ func (p *Placer) compile(rs *ruleState) {
 	}
 	c, err := p.hw.Compile(&rs.r, &p.set)
 	if err != nil {
-		rs.hwOK, rs.hwKind = false, dataplane.KindOf(err)
+		rs.hwOK, rs.hwKind, rs.compiled = false, dataplane.KindOf(err), true
 		rs.hwReason = err.Error()
 		var he *dataplane.HWError
 		if asHW(err, &he) {
@@ -589,13 +748,14 @@ func (p *Placer) compile(rs *ruleState) {
 		}
 		return
 	}
-	rs.hwOK, rs.hwReason, rs.hwKind, rs.cost = true, "", 0, c
+	rs.hwOK, rs.hwReason, rs.hwKind, rs.cost, rs.compiled = true, "", 0, c, true
 }
 
 func (p *Placer) hwRemove(ctx context.Context, key string) {
 	if p.hw == nil || !p.hwUp || key == "" {
 		return
 	}
+	p.fullTables = nil // a shape may have been freed
 	if err := p.hw.Remove(ctx, key); err != nil {
 		p.hwFailed(err, "remove")
 		p.log.Error("hardware remove failed", "key", key, "err", err)
@@ -632,19 +792,39 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 	if !rs.hwRetryAt.IsZero() && now.Before(rs.hwRetryAt) {
 		return false
 	}
+	if t, why := p.noShape(rs); why != "" {
+		// Known to fail without asking the device: the table has no mask
+		// shape left and the rule needs one it does not have.
+		p.failures[dataplane.KindMaskBudget]++
+		rs.reason = "software: hardware refused: " + why
+		rs.hwRetryAt = now.Add(p.cfg.MinDwell)
+		p.countRefused(dataplane.KindMaskBudget)
+		p.log.Debug("hardware install not tried; rule stays in software", "rule", rs.r.ID, "table", t, "why", why)
+		return false
+	}
 	if err := p.hw.Install(ctx, &rs.r, &p.set); err != nil {
 		p.hwFailed(err, "install")
 		k := dataplane.KindOf(err)
+		if k == dataplane.KindMaskBudget {
+			p.shapesFull(err)
+		}
 		rs.reason = "software: hardware refused: " + err.Error()
 		if k == dataplane.KindUnsupported || k == dataplane.KindAcceptOverlap {
 			rs.hwOK, rs.hwKind, rs.hwReason = false, k, err.Error()
+			rs.compiled = false // the next Apply asks Compile again
 		}
 		rs.hwRetryAt = now.Add(p.cfg.MinDwell)
-		p.log.Warn("hardware install failed; rule stays in software", "rule", rs.r.ID, "kind", k.String(), "err", err)
+		p.countRefused(k)
+		p.log.Debug("hardware install failed; rule stays in software", "rule", rs.r.ID, "kind", k.String(), "err", err)
 		return false
 	}
 	rs.key = p.hw.Key(&rs.r)
 	rs.hwChanged = now
+	for _, m := range rs.cost.Masks {
+		if p.shapes != nil {
+			p.shapes[m] = true
+		}
+	}
 	p.record(rs, rs.path, HW, why, p.inputs(rs))
 	p.budget.UsedEntries += rs.cost.Entries
 	return true
@@ -663,6 +843,8 @@ func (p *Placer) toSW(ctx context.Context, rs *ruleState, why string, in Inputs)
 
 // Tick reads counters, updates rates and applies the regime model.
 func (p *Placer) Tick(ctx context.Context) {
+	start := time.Now()
+	p.fullTables = nil
 	now := p.now()
 	dt := now.Sub(p.lastTick).Seconds()
 	first := p.lastTick.IsZero()
@@ -753,6 +935,7 @@ func (p *Placer) Tick(ctx context.Context) {
 	if !first && p.hw != nil && p.hwUp {
 		p.regime(ctx, now)
 	}
+	p.endRound("tick", start, false)
 	p.publish()
 }
 
@@ -872,8 +1055,12 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 	if p.rxPPS > 0 && p.swLoad > p.rxPPS {
 		lossScale = p.swLoad / p.rxPPS
 	}
+	// Attempts are bounded too: with a table that refuses (no mask shape
+	// left) a round tries a bounded number of rules, not every one, and
+	// the refused wait MinDwell before they are tried again.
+	tries := 0
 	for _, rs := range cands {
-		if moves >= p.cfg.MaxMoves {
+		if moves >= p.cfg.MaxMoves || tries >= 8*p.cfg.MaxMoves || ctx.Err() != nil {
 			break
 		}
 		offered := rs.swPPS * lossScale
@@ -884,6 +1071,9 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 		}
 		in := p.inputs(rs)
 		if p.hasRoom(rs) {
+			if rs.hwRetryAt.IsZero() || !now.Before(rs.hwRetryAt) {
+				tries++
+			}
 			why := "offload first: room in hardware again"
 			if hot {
 				why = fmt.Sprintf("software load %.0f%% of capacity (high water %.0f%%; %s): costliest rule to hardware",

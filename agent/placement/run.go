@@ -17,6 +17,9 @@ func (p *Placer) Run(ctx context.Context, st *store.Store, ticks <-chan time.Tim
 		p.log.Error("reconcile failed; continuing with software enforcement", "err", err)
 	}
 	p.Apply(ctx, st.Snapshot())
+	if ctx.Err() != nil {
+		return nil // stopped mid-placement
+	}
 	p.ready = true
 	p.publish()
 	for {
@@ -26,12 +29,47 @@ func (p *Placer) Run(ctx context.Context, st *store.Store, ticks <-chan time.Tim
 		case why := <-p.resyncReq:
 			p.Resync(ctx, why)
 		case <-st.Changed():
+			if !coalesce(ctx, st.Changed()) {
+				return nil
+			}
 			p.Apply(ctx, st.Snapshot())
 		case <-ticks:
 			if len(st.Sweep()) > 0 {
 				p.Apply(ctx, st.Snapshot())
 			}
 			p.Tick(ctx)
+		}
+	}
+}
+
+// Batching of store changes: after a change, placement waits until the
+// store has been quiet for BatchQuiet (at most BatchMax after the first
+// change) and then applies one snapshot, so a burst of FlowSpec updates,
+// rules put one by one through the API, or a rule file and a route
+// arriving together are one placement pass over one snapshot, not one
+// pass per change.
+const (
+	BatchQuiet = 20 * time.Millisecond
+	BatchMax   = 250 * time.Millisecond
+)
+
+// coalesce waits for changed to stay quiet for BatchQuiet, at most
+// BatchMax; false if ctx ended meanwhile.
+func coalesce(ctx context.Context, changed <-chan struct{}) bool {
+	limit := time.NewTimer(BatchMax)
+	defer limit.Stop()
+	quiet := time.NewTimer(BatchQuiet)
+	defer quiet.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-changed:
+			quiet.Reset(BatchQuiet)
+		case <-quiet.C:
+			return true
+		case <-limit.C:
+			return true
 		}
 	}
 }

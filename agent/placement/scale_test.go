@@ -1,0 +1,91 @@
+package placement_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/agent/hwpath"
+	"github.com/scrubd/scrubd/agent/placement"
+	"github.com/scrubd/scrubd/agent/protect"
+	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/offload"
+	"github.com/scrubd/scrubd/offload/compile"
+	"github.com/scrubd/scrubd/offload/sim"
+	"github.com/scrubd/scrubd/swpath/rule"
+	"github.com/scrubd/scrubd/swpath/traffic"
+)
+
+// countSW is a software path that keeps the last set it was given.
+type countSW struct{ set *rule.Set }
+
+func (s *countSW) Name() string                        { return "count" }
+func (s *countSW) SetRules(set *rule.Set) error        { s.set = set; return nil }
+func (s *countSW) Stats() dataplane.SWStats            { return dataplane.SWStats{} }
+func (s *countSW) Capacity() (workers int, hz float64) { return 4, 2e9 }
+
+// simPath is the agent's hardware path over the simulated mlx5 table of
+// entries entries (15 large flow groups per table, as mlx5's default).
+func simPath(entries int) *hwpath.Path {
+	caps := offload.MLX5(entries)
+	nic := sim.New(sim.Config{Caps: caps, Clock: sim.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
+	return hwpath.New(hwpath.Config{Name: "sim", Compile: compile.Config{Caps: caps, PrioV4: 10, PrioV6: 11, PassPrioV4: 8, PassPrioV6: 9},
+		Owner: offload.Owner{Chain: 0, PrioLo: 8, PrioHi: 11}}, nic)
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// classBenchStore holds n ClassBench-style rules from one source, behind a
+// protect list of two /32s (accept rules in front of every drop).
+func classBenchStore(t testing.TB, n int) *store.Store {
+	t.Helper()
+	pl := &protect.List{}
+	for i, a := range []string{"192.0.2.1/32", "192.0.2.2/32"} {
+		pl.Entries = append(pl.Entries, protect.Entry{Rule: rule.Rule{ID: "protect-" + strconv.Itoa(i), Priority: 1,
+			Action: rule.Accept, Match: rule.Match{Src: netip.MustParsePrefix(a)}}})
+	}
+	st := store.New(pl, time.Now)
+	if _, err := st.Replace("file:bench", traffic.ClassBenchRules(1, n).Rules); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// BenchmarkPlacementApply places n ClassBench-style rules in one Apply on
+// the simulated 4096-entry table: the first placement round of a rule file
+// of n rules. Reported: ns and bytes allocated per rule.
+func BenchmarkPlacementApply(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			snap := classBenchStore(b, n).Snapshot()
+			b.ReportAllocs()
+			var ms0, ms1 runtime.MemStats
+			var total time.Duration
+			var bytes uint64
+			for b.Loop() {
+				b.StopTimer()
+				p := placement.New(placement.Config{MinDwell: time.Second}, simPath(4096), &countSW{}, quiet(), time.Now)
+				runtime.ReadMemStats(&ms0)
+				b.StartTimer()
+				t0 := time.Now()
+				p.Apply(context.Background(), snap)
+				total += time.Since(t0)
+				b.StopTimer()
+				runtime.ReadMemStats(&ms1)
+				bytes += ms1.TotalAlloc - ms0.TotalAlloc
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N)/float64(n), "ns/rule")
+			b.ReportMetric(float64(bytes)/float64(b.N)/float64(n), "B/rule")
+		})
+	}
+}
+
+var _ = fmt.Sprint
