@@ -132,7 +132,10 @@ func (w *Watcher) refuse(s *Status, err error) bool {
 // Run loads every file, then checks on every tick and every Reload until ctx
 // ends. ticks is injected (a time.Ticker's channel in production).
 func (w *Watcher) Run(ctx context.Context, ticks <-chan time.Time) error {
-	w.Check(true)
+	// A file Check already read (the daemon loads the files before
+	// placement starts) is not parsed again unless it changed: at 100k
+	// rules a parse is seconds of the start.
+	w.Check(false)
 	for {
 		select {
 		case <-ctx.Done():

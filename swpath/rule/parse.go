@@ -77,6 +77,14 @@ func (p *parser) err() error {
 // relative expiry durations. On any error nothing is returned: the input is
 // refused whole, and every error (up to 20) is reported, each an *Error.
 func Parse(name string, data []byte, now time.Time) (*Set, error) {
+	if set, ok, err := parseItems(name, data, now); ok {
+		return set, err
+	}
+	return parseWhole(name, data, now)
+}
+
+// parseWhole is Parse over the whole file's YAML node tree.
+func parseWhole(name string, data []byte, now time.Time) (*Set, error) {
 	p := &parser{file: name, now: now}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
