@@ -165,6 +165,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("rules:\n- id: a\n  match: {src_port: [1-2, 3], tcp_flags: {value: 2}}\n"))
 	f.Add([]byte("rules: [{id: a, match: {fragment: is-fragment, length: 0-9}}]"))
 	f.Add([]byte("{"))
+	f.Add([]byte("rules: [{id: a, action: drop, match: all}, {id: b, action: accept, match: {dst: 10.0.0.0/8, proto: tcp, tcp_flags: {value: [], mask: [syn]}}}]"))
+	f.Add([]byte("rules: []"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		s, err := Parse("fuzz", in, t0)
 		if err != nil {
@@ -188,8 +190,15 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("accepted rules do not re-parse: %v\n%s", err, out)
 		}
-		if len(s2.Rules) != len(s.Rules) {
-			t.Fatal("rule count changed")
+		// The same rules come back, and the guard judges them the same.
+		if d := cmp.Diff(s.Rules, s2.Rules, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b }),
+			cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); d != "" {
+			t.Fatalf("round trip differs:\n%s\n%s", d, out)
+		}
+		for i := range s.Rules {
+			if (DefaultGuard.Check(&s.Rules[i]) == nil) != (DefaultGuard.Check(&s2.Rules[i]) == nil) {
+				t.Fatalf("guard differs after the round trip for %s", s.Rules[i].ID)
+			}
 		}
 	})
 }
