@@ -973,14 +973,17 @@ scrape_configs:
 	for _, a := range agents {
 		waitFor(t, 30*time.Second, a.name+" removes the withdrawn rule", func() bool { _, ok, err := get(a); return err == nil && !ok })
 	}
+	// Placement applies store changes in bursts (up to 250 ms): let it see
+	// the rule gone before the route comes back.
+	time.Sleep(time.Second)
 	f.exabgp([]string{busyRoute.exa("announce")})
 	for i, a := range agents {
 		var r agentapi.RuleInfo
-		waitFor(t, 30*time.Second, a.name+" has the rule back", func() bool {
+		waitFor(t, 30*time.Second, a.name+" has the rule back and placed", func() bool {
 			var ok bool
 			var err error
 			r, ok, err = get(a)
-			return err == nil && ok
+			return err == nil && ok && (r.Path == "hw" || r.Path == "sw")
 		})
 		if r.Rule.ID != busyID {
 			t.Fatalf("%s: route %v back as rule %s, was %s", a.name, busyRoute, r.Rule.ID, busyID)
