@@ -468,8 +468,9 @@ func TestFleet(t *testing.T) {
 	// so a restarting gobgpd does not wait for its End-of-RIB (RFC 4724
 	// section 4.1 excludes such peers): what keeps the agents' End-of-RIB
 	// from coming before the detector's table is that ExaBGP redials within
-	// a second (its back-off starts at 0 s) while a GoBGP client redials
-	// after its idle hold and connect-retry (about 5 s here).
+	// seconds (its back-off starts at 0 s and grows by one) while an agent
+	// whose first redial found the reflector down waits connect_retry to
+	// twice that (10-20 s here).
 	if err := os.WriteFile(filepath.Join(f.dir, "exabgp.cmds"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
