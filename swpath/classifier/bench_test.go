@@ -148,6 +148,27 @@ func runDecide(b *testing.B, tab *Table, fs []rule.Fields) {
 	}
 }
 
+// runSingle runs Worker.Classify one packet at a time (counters and flow
+// cache included).
+func runSingle(b *testing.B, w *Worker, fs []rule.Fields, lens []uint32) {
+	b.ResetTimer()
+	cpu := startCPU()
+	pkts, off := 0, 0
+	for i := 0; i < b.N; i++ {
+		if off+burstSize > len(fs) {
+			off = 0
+		}
+		for j := off; j < off+burstSize; j++ {
+			w.Classify(&fs[j], lens[j])
+		}
+		off += burstSize
+		pkts += burstSize
+	}
+	b.StopTimer()
+	cpu.stop(b, pkts)
+	report(b, pkts, -1)
+}
+
 // runChunked runs the table-by-table burst lookup (decideChunks).
 func runChunked(b *testing.B, tab *Table, fs []rule.Fields) {
 	out := make([]int32, burstSize)
@@ -231,7 +252,7 @@ func BenchmarkClassBench(b *testing.B) {
 			if high {
 				card = "high"
 			}
-			for _, api := range []string{"burst", "burst-nocache", "table", "decide", "table-chunked", "table-noprefilter"} {
+			for _, api := range []string{"burst", "burst-nocache", "single", "table", "decide", "table-chunked", "table-noprefilter"} {
 				b.Run(fmt.Sprintf("rules=%dk/card=%s/api=%s", n/1000, card, api), func(b *testing.B) {
 					wl := classBench(b, n, high)
 					start := time.Now()
@@ -246,6 +267,10 @@ func BenchmarkClassBench(b *testing.B) {
 						w := c.NewWorker()
 						defer w.Close()
 						runBursts(b, w, wl.fs, wl.lens)
+					case "single": // the worker one packet at a time (Worker.Classify)
+						w := c.NewWorker()
+						defer w.Close()
+						runSingle(b, w, wl.fs, wl.lens)
 					case "burst-nocache": // the worker with its flow cache off: what the cache costs or saves
 						w := c.NewWorker()
 						defer w.Close()

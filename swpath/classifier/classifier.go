@@ -333,7 +333,7 @@ func (w *Worker) Classify(f *rule.Fields, length uint32) Result {
 	var r int32
 	var n int
 	hits := 0
-	if w.cache.begin(t) {
+	if w.cache.begin(t, 1) {
 		var hit bool
 		r, n, hit = w.cache.decide(t, f)
 		if hit {
@@ -371,7 +371,7 @@ func (w *Worker) ClassifyBurst(fs []rule.Fields, lens []uint32, out []Result) {
 	}
 	ids := w.ids[:len(fs)]
 	probes, hits := 0, 0
-	useCache := w.cache.begin(t)
+	useCache := w.cache.begin(t, len(fs))
 	if !useCache {
 		probes = t.decideBurst(fs, ids, w.jobs)
 	} else {
@@ -430,7 +430,7 @@ func (w *Worker) ClassifyFrames(frames [][]byte, out []Result) {
 	}
 	f := &w.fields[0]
 	probes, hits := 0, 0
-	useCache := w.cache.begin(t)
+	useCache := w.cache.begin(t, len(frames))
 	for i, b := range frames {
 		packet.Parse(b, f)
 		var r int32

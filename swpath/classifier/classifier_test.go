@@ -568,5 +568,17 @@ func TestWorkerCache(t *testing.T) {
 			t.Errorf("seed %d: cache not bypassed on high-cardinality traffic (lookups %d)", seed, w.cache.lookups)
 		}
 		w.Close()
+		// One packet at a time (Worker.Classify): the cache must turn
+		// itself off on new packets too, after a window of them.
+		w1 := c.NewWorker()
+		for i := range fresh {
+			if got, want := w1.Classify(&fresh[i], 100).Rule, set.Decide(&fresh[i]); got != int32(want) {
+				t.Fatalf("seed %d single packet %d: %d, reference %d", seed, i, got, want)
+			}
+		}
+		if w1.cache.lookups > 4*cacheWindow {
+			t.Errorf("seed %d: %d of %d new single packets went through the cache", seed, w1.cache.lookups, len(fresh))
+		}
+		w1.Close()
 	}
 }

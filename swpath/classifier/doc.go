@@ -87,13 +87,14 @@
 // are left out, so packets of a flow that differ only in, say, length share
 // an entry). A Swap empties it before the worker's next burst. It is off
 // for sets of fewer than three hash tables, where a lookup is cheaper than
-// a miss, and turns itself off for 64 bursts after a burst that hits less
-// than one time in eight (high-cardinality floods; the first burst after
-// it was emptied does not count). A burst through the cache probes it for
-// every packet, then decides the packets it missed together with the
-// staged burst lookup and caches them; a bypassed burst goes through the
-// staged lookup whole. So on a flood the cache costs one burst's probes and
-// inserts in 65.
+// a miss, and turns itself off for the next 8192 packets when a window of
+// 32 packets through it (one burst, or several bursts or single packets)
+// hits less than one time in eight (high-cardinality floods; the first
+// burst after it was emptied does not count). A burst through the cache
+// probes it for every packet, then decides the packets it missed together
+// with the staged burst lookup and caches them; a bypassed burst goes
+// through the staged lookup whole. So on a flood the cache costs the
+// probes and inserts of about one window in every 8192 packets.
 //
 // Nothing on the lookup path allocates (tested with testing.AllocsPerRun).
 package classifier

@@ -17,12 +17,12 @@ const (
 	// minCacheTables: tables with fewer hash tables than this decide
 	// faster than a cache miss costs, so they do not use the cache.
 	minCacheTables = 3
-	// A burst of at least cacheMinBurst packets hitting less than
-	// 1/cacheMinHitFrac of the time turns the cache off for cacheBypass
-	// bursts.
-	cacheMinBurst   = 32
+	// Every cacheWindow packets that went through the cache (a burst, or
+	// several single packets), a hit rate below 1/cacheMinHitFrac turns
+	// the cache off for the next cacheBypass packets.
+	cacheWindow     = 32
 	cacheMinHitFrac = 8
-	cacheBypass     = 64
+	cacheBypass     = 8192
 )
 
 // used says which packet fields any rule of a Table looks at.
@@ -92,16 +92,18 @@ type cacheEntry struct {
 type flowCache struct {
 	tab     *Table
 	e       [][2]cacheEntry // by set; way 0 is the most recent
-	bypass  int             // bursts left with the cache off
+	bypass  int             // packets left with the cache off
+	winHits int             // hits and packets of the current window
+	winN    int
 	off     bool            // never use the cache (benchmarks compare with it)
 	cold    bool            // emptied since the last burst that used it
 	hits    uint64
 	lookups uint64
 }
 
-// begin readies the cache for a burst against t and reports whether to use
-// it.
-func (c *flowCache) begin(t *Table) bool {
+// begin readies the cache for a burst of n packets against t and reports
+// whether to use it.
+func (c *flowCache) begin(t *Table, n int) bool {
 	if len(t.tables) < minCacheTables || c.off {
 		return false
 	}
@@ -114,7 +116,7 @@ func (c *flowCache) begin(t *Table) bool {
 		c.cold = true
 	}
 	if c.bypass > 0 {
-		c.bypass--
+		c.bypass -= n
 		return false
 	}
 	return true
@@ -129,9 +131,17 @@ func (c *flowCache) end(hits, n int) {
 		// are inserted after the burst's lookup): that says nothing about
 		// the traffic.
 		c.cold = false
+		c.winHits, c.winN = 0, 0
 		return
 	}
-	if n >= cacheMinBurst && hits*cacheMinHitFrac < n {
+	c.winHits += hits
+	c.winN += n
+	if c.winN < cacheWindow {
+		return
+	}
+	low := c.winHits*cacheMinHitFrac < c.winN
+	c.winHits, c.winN = 0, 0
+	if low {
 		c.bypass = cacheBypass
 	}
 }
