@@ -95,8 +95,8 @@ type flowCache struct {
 	bypass  int             // packets left with the cache off
 	winHits int             // hits and packets of the current window
 	winN    int
-	off     bool            // never use the cache (benchmarks compare with it)
-	cold    bool            // emptied since the last burst that used it
+	off     bool // never use the cache (benchmarks compare with it)
+	cold    bool // emptied since the last burst that used it
 	hits    uint64
 	lookups uint64
 }
