@@ -38,6 +38,9 @@ go test -count=1 -timeout 40m ./...
 step none "fuzz: every Fuzz target for 10 s (tests/fuzz.sh)"
 bash tests/fuzz.sh
 
+step none "mutation check: each realistic bug injected into a copy must fail the tests (tests/mutation)"
+go run ./tests/mutation
+
 step race "go test -race (concurrent packages)"
 go test -count=1 -race -short -timeout 20m ./swpath/pool/... ./swpath/classifier/... ./swpath/dv/... ./swpath/nicemu/... ./offload/sim/... ./agent/placement/... ./agent/store/... ./agent/api/... ./agent/sim/...
 

@@ -1,0 +1,276 @@
+// Command mutation checks that the test suite catches realistic bugs. For
+// each mutation it copies the source tree (the files git tracks, plus new
+// ones it does not ignore) into a temporary directory, applies the edit
+// there (exact text replacements, each of which must match as often as
+// stated, or the mutation is reported as stale), runs the tests of the
+// packages that guard the code with a deadline, and reports whether they
+// failed ("caught"). A mutation the tests pass, one whose tests ran into
+// the deadline, and one that no longer applies all fail the check.
+//
+//	go run ./tests/mutation            # every mutation
+//	go run ./tests/mutation -run tie   # those whose name contains "tie"
+//
+// tests/all.sh runs it as the "mutation check" step.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// edit replaces old by new in file; n is how many times old must occur.
+type edit struct {
+	file, old, new string
+	n              int
+}
+
+type mutation struct {
+	name  string
+	edits []edit
+	pkgs  []string // go test targets
+	run   string   // -run pattern ("" for all)
+	long  bool     // run without -short (the short runs do not reach it)
+}
+
+var mutations = []mutation{
+	{
+		name: "flow-cache key drops DSCP bit 0",
+		edits: []edit{{"swpath/classifier/flowcache.go",
+			"uint64(f.DSCP)<<32", "uint64(f.DSCP&^1)<<32", 2}},
+		pkgs: []string{"./swpath/classifier/", "./tests/varyfield/"}, run: "TestCacheKeyFollowsFieldTable|TestVaryOneField|TestWorkerCache",
+	},
+	{
+		name: "simulated table's key drops a TOS bit",
+		edits: []edit{{"offload/sim/sim.go",
+			"uint64(k.TOS&s.TOSMask),", "uint64(k.TOS&s.TOSMask&^4),", 1}},
+		pkgs: []string{"./offload/sim/", "./tests/varyfield/"},
+	},
+	{
+		name:  "RX: FromDevice after the owner scan removed",
+		edits: []edit{{"swpath/dv/rxq.go", "\t\tbarrier.FromDevice()\n", "\n", 1}},
+		pkgs:  []string{"./swpath/dv/"}, run: "TestBarrierPlacement",
+	},
+	{
+		name: "RX: ToDevice before the CQ doorbell record removed",
+		edits: []edit{{"swpath/dv/rxq.go",
+			"\t\tbarrier.ToDevice()\n\t\tprm.StoreDBR(q.cqDBR", "\t\tprm.StoreDBR(q.cqDBR", 1}},
+		pkgs: []string{"./swpath/dv/"}, run: "TestBarrierPlacement",
+	},
+	{
+		name:  "RX: Full before the RQ doorbell record removed",
+		edits: []edit{{"swpath/dv/rxq.go", "\tbarrier.Full()\n", "\n", 1}},
+		pkgs:  []string{"./swpath/dv/"}, run: "TestBarrierPlacement",
+	},
+	{
+		name: "TX: ToDevice before the SQ doorbell record removed",
+		edits: []edit{{"swpath/dv/txq.go",
+			"\tbarrier.ToDevice()\n\tprm.StoreDBR(t.qpDBR", "\tprm.StoreDBR(t.qpDBR", 1}},
+		pkgs: []string{"./swpath/dv/"}, run: "TestBarrierPlacement",
+	},
+	{
+		name:  "TX: WCStart before the BlueFlame write removed",
+		edits: []edit{{"swpath/dv/txq.go", "\tbarrier.WCStart()\n", "\n", 1}},
+		pkgs:  []string{"./swpath/dv/"}, run: "TestBarrierPlacement",
+	},
+	{
+		name:  "TX: FlushWC after the BlueFlame write removed",
+		edits: []edit{{"swpath/dv/txq.go", "\tbarrier.FlushWC()\n", "\n", 1}},
+		pkgs:  []string{"./swpath/dv/"}, run: "TestBarrierPlacement",
+	},
+	{
+		name:  "TX: FromDevice in Reap removed",
+		edits: []edit{{"swpath/dv/txq.go", "\t\tbarrier.FromDevice()\n", "\n", 1}},
+		pkgs:  []string{"./swpath/dv/"}, run: "TestBarrierPlacement",
+	},
+	{
+		name: "TX: ToDevice before the send CQ doorbell record removed",
+		edits: []edit{{"swpath/dv/txq.go",
+			"\t\tbarrier.ToDevice()\n\t\tprm.StoreDBR(t.cqDBR", "\t\tprm.StoreDBR(t.cqDBR", 1}},
+		pkgs: []string{"./swpath/dv/"}, run: "TestBarrierPlacement",
+	},
+	{
+		name: "doorbell record written with a locked atomic store",
+		edits: []edit{{"swpath/dv/prm/mmio.go",
+			"func store32(p *uint32, v uint32) { barrier.MMIOWrite32(p, v) }",
+			"func store32(p *uint32, v uint32) { atomic.StoreUint32(p, v) }", 1},
+			{"swpath/dv/prm/mmio.go", `import "github.com/scrubd/scrubd/swpath/barrier"`,
+				"import (\n\t\"sync/atomic\"\n\n\t\"github.com/scrubd/scrubd/swpath/barrier\"\n)", 1}},
+		pkgs: []string{"./swpath/dv/"}, run: "TestBarrierPlacement",
+	},
+	{
+		name: "mini-CQE slot invalidation removed",
+		edits: []edit{{"swpath/dv/rxq.go",
+			"\t\t\tprm.StoreWord(q.slot(i), prm.CQEOffWQECnt,\n\t\t\t\tprm.MakeOwnerWord(0, prm.OpOwnInvalid|uint8(i>>q.cqLog2)&1))\n", "", 1}},
+		pkgs: []string{"./swpath/dv/dvsim/"}, run: "TestAccounting", long: true,
+	},
+	{
+		name: "corrupt title's slots left to the owner test",
+		edits: []edit{{"swpath/dv/rxq.go",
+			"\tclaim := min(cnt, q.cqMask+1)", "\tclaim := min(cnt, 1)", 1}},
+		pkgs: []string{"./swpath/dv/"}, run: "TestCorruptTitle",
+	},
+	{
+		name: "classifier ties resolved by the later rule",
+		edits: []edit{{"swpath/classifier/compile.go",
+			"rank: uint64(r.Priority)<<32 | uint64(i),", "rank: uint64(r.Priority)<<32 | uint64(^uint32(i)),", 1}},
+		pkgs: []string{"./swpath/classifier/"},
+	},
+	{
+		name: "XDP compiler: port range end exclusive",
+		edits: []edit{{"swpath/xdp/compile.go",
+			"range16{uint16(r.Lo), uint16(r.Hi)}", "range16{uint16(r.Lo), uint16(r.Hi) - 1}", 1}},
+		pkgs: []string{"./swpath/xdp/"}, run: "Compile|Diff|Verdict",
+	},
+	{
+		name: "flower range split: range end exclusive",
+		edits: []edit{{"offload/compile/ranges.go",
+			"\t\tfor lo <= hi {\n", "\t\tfor lo < hi {\n", 1}},
+		pkgs: []string{"./offload/compile/"},
+	},
+	{
+		name: "protect: direction both keeps only the destination side",
+		edits: []edit{{"agent/config/config.go",
+			"\tcase \"both\":\n\t\treturn []rule.Rule{srcRule, dstRule}, nil", "\tcase \"both\":\n\t\treturn []rule.Rule{dstRule}, nil", 1}},
+		pkgs: []string{"./agent/config/", "./agent/protect/"},
+	},
+	{
+		name: "skip_sw and skip_hw swapped",
+		edits: []edit{{"offload/tcflower/filter.go",
+			"\tSkipHW  Flags = 1 << 0\n\tSkipSW  Flags = 1 << 1\n", "\tSkipHW  Flags = 1 << 1\n\tSkipSW  Flags = 1 << 0\n", 1}},
+		pkgs: []string{"./offload/tcflower/", "./offload/flowerbackend/"},
+	},
+}
+
+func main() {
+	only := flag.String("run", "", "run only mutations whose name contains this")
+	deadline := flag.Duration("deadline", 150*time.Second, "per-mutation deadline for its tests")
+	flag.Parse()
+	root, err := os.Getwd()
+	if err != nil {
+		fatal(err)
+	}
+	files, err := exec.Command("git", "ls-files", "-co", "--exclude-standard").Output()
+	if err != nil {
+		fatal(fmt.Errorf("git ls-files (run from the repository root): %w", err))
+	}
+	start := time.Now()
+	failed := 0
+	for _, m := range mutations {
+		if *only != "" && !strings.Contains(m.name, *only) {
+			continue
+		}
+		t0 := time.Now()
+		res, out := try(root, strings.Fields(string(files)), m, *deadline)
+		fmt.Printf("%-14s %6.1fs  %s\n", res, time.Since(t0).Seconds(), m.name)
+		if res != "caught" {
+			failed++
+			fmt.Println(indent(tail(out, 40)))
+		}
+	}
+	fmt.Printf("mutation check: %d not caught, %v in all\n", failed, time.Since(start).Round(time.Second))
+	if failed > 0 {
+		os.Exit(1)
+	}
+}
+
+// try applies m to a copy of the tree and runs its tests. The result is
+// "caught", "NOT CAUGHT", "TIMED OUT" or "STALE" (the edit did not apply).
+func try(root string, files []string, m mutation, deadline time.Duration) (string, string) {
+	dir, err := os.MkdirTemp("", "mutation-")
+	if err != nil {
+		fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	for _, f := range files {
+		if err := copyFile(filepath.Join(root, f), filepath.Join(dir, f)); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // deleted in the working tree, not yet committed
+			}
+			fatal(err)
+		}
+	}
+	for _, e := range m.edits {
+		p := filepath.Join(dir, e.file)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "STALE", err.Error()
+		}
+		if c := strings.Count(string(b), e.old); c != e.n {
+			return "STALE", fmt.Sprintf("%s: %q occurs %d times, want %d", e.file, e.old, c, e.n)
+		}
+		if err := os.WriteFile(p, []byte(strings.ReplaceAll(string(b), e.old, e.new)), 0o644); err != nil {
+			fatal(err)
+		}
+	}
+	args := []string{"test", "-count=1", "-timeout", deadline.String()}
+	if !m.long {
+		args = append(args, "-short")
+	}
+	if m.run != "" {
+		args = append(args, "-run", m.run)
+	}
+	args = append(args, m.pkgs...)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline+30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	switch {
+	case ctx.Err() != nil || strings.Contains(string(out), "panic: test timed out"):
+		return "TIMED OUT", string(out)
+	case err == nil:
+		return "NOT CAUGHT", string(out)
+	case !strings.Contains(string(out), "--- FAIL"):
+		// No test failed: the go command did (a mutation that does not
+		// compile proves nothing about the tests).
+		return "STALE", string(out)
+	}
+	return "caught", string(out)
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil || st.IsDir() {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, st.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func tail(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
+
+func indent(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n    ") }
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "mutation:", err)
+	os.Exit(2)
+}
