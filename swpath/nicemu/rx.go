@@ -264,8 +264,9 @@ func (q *RxQueue) DeliverBurst(frames [][]byte, compress bool, maxSession int) i
 
 // deliverSession writes one compressed session (the layout DPDK
 // drivers/net/mlx5/mlx5_rx.c mlx5_rx_poll_len and VPP
-// src/plugins/rdma/input.c process_mini_cqes read) for as many of frames as fit, and returns that
-// number (0 when fewer than 2 fit; nothing is written then).
+// src/plugins/rdma/input.c process_mini_cqes read) for as many of frames
+// as fit, and returns that number (0 when fewer than 2 fit; nothing is
+// written then).
 func (q *RxQueue) deliverSession(frames [][]byte, title meta) int {
 	n := uint32(len(frames))
 	if sp := q.cqSpace(); n > sp {

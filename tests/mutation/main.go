@@ -112,6 +112,12 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/dv/dvsim/"}, run: "TestAccounting", long: true,
 	},
 	{
+		name: "mini-CQE array j>=1 moved to title+8j+1 in prm (emulator and driver agree)",
+		edits: []edit{{"swpath/dv/prm/layout.go",
+			"\treturn 8 * j\n", "\treturn 8*j + 1\n", 1}},
+		pkgs: []string{"./swpath/nicemu/"},
+	},
+	{
 		name: "corrupt title's slots left to the owner test",
 		edits: []edit{{"swpath/dv/rxq.go",
 			"\tclaim := min(cnt, q.cqMask+1)", "\tclaim := min(cnt, 1)", 1}},

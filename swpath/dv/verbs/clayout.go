@@ -46,6 +46,15 @@ enum {
 	ETH_INLINE     = SZ(struct mlx5_wqe_eth_seg, inline_hdr_start) + SZ(struct mlx5_wqe_eth_seg, inline_hdr),
 	NSEG_SIZE      = sizeof(struct mlx5_wqe_srq_next_seg),
 	NSEG_NEXT      = offsetof(struct mlx5_wqe_srq_next_seg, next_wqe_index),
+	CQE_RSVD4      = offsetof(struct mlx5_cqe64, rsvd4),
+	CQE_RSVD4_SZ   = SZ(struct mlx5_cqe64, rsvd4),
+	CQE_ML_PATH    = offsetof(struct mlx5_cqe64, ml_path),
+	CQE_RSVD20     = offsetof(struct mlx5_cqe64, rsvd20),
+	CQE_RSVD20_SZ  = SZ(struct mlx5_cqe64, rsvd20),
+	CQE_SLID       = offsetof(struct mlx5_cqe64, slid),
+	CQE_FLAGS_RQPN = offsetof(struct mlx5_cqe64, flags_rqpn),
+	CQE_APP        = offsetof(struct mlx5_cqe64, app),
+	CQE_BYTE_CNT_SZ = SZ(struct mlx5_cqe64, byte_cnt),
 	RCV_DBR_OFF    = MLX5_RCV_DBR * 4,
 	SND_DBR_OFF    = MLX5_SND_DBR * 4,
 };
@@ -133,8 +142,29 @@ func layoutTable() []cEntry {
 		{"MLX5DV_CQE_RES_FORMAT_HASH", C.MLX5DV_CQE_RES_FORMAT_HASH, prm.ResFormatHash},
 		{"MLX5DV_CQE_RES_FORMAT_CSUM", C.MLX5DV_CQE_RES_FORMAT_CSUM, prm.ResFormatCsum},
 		{"MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX", C.MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX, prm.ResFormatStridx},
-		// The mini-CQE is not in rdma-core's public header (DPDK's
-		// mlx5_prm.h has it): eight of them fill one CQE slot.
-		{"sizeof(mlx5_cqe64)/8 (mini-CQE)", C.CQE_SIZE / 8, prm.MiniCQESize},
+		// The RX hash, hash type and checksum fields have no names in
+		// rdma-core's struct mlx5_cqe64: they lie in its reserved bytes.
+		// The kernel's include/linux/mlx5/device.h struct mlx5_cqe64 names
+		// them (rss_hash_result at 0x0c, rss_hash_type 0x10, ml_path 0x11,
+		// check_sum 0x14, slid 0x16); these rows pin the named offsets to
+		// rdma-core's reserved arrays and to the neighbours both headers
+		// name, so a wrong offset (or a header that moves them) fails.
+		{"rx_hash_result = mlx5_cqe64.rsvd4 + 8", C.CQE_RSVD4 + 8, prm.CQEOffRxHash},
+		{"rx_hash_type = last byte of mlx5_cqe64.rsvd4", C.CQE_RSVD4 + C.CQE_RSVD4_SZ - 1, prm.CQEOffHashTyp},
+		{"rx_hash_type + 1 = mlx5_cqe64.ml_path", C.CQE_ML_PATH, prm.CQEOffHashTyp + 1},
+		{"check_sum = mlx5_cqe64.rsvd20 + 2", C.CQE_RSVD20 + 2, prm.CQEOffCsum},
+		{"check_sum + 2 = mlx5_cqe64.slid (end of rsvd20)", C.CQE_SLID, prm.CQEOffCsum + 2},
+		{"mlx5_cqe64.rsvd20 + sizeof(rsvd20) = slid", C.CQE_RSVD20 + C.CQE_RSVD20_SZ, C.CQE_SLID},
+		{"mlx5_cqe64.flags_rqpn + 4 = hds_ip_ext", C.CQE_FLAGS_RQPN + 4, prm.CQEOffHdsIP},
+		{"sizeof(mlx5_cqe64.byte_cnt) (title: mini-CQE count)", C.CQE_BYTE_CNT_SZ, 4},
+		// The mini-CQE is not in rdma-core's public header either: the
+		// kernel's include/linux/mlx5/device.h has struct mlx5_mini_cqe8
+		// (a union of rx_hash_result / checksum at 0, byte_cnt at 4) and
+		// MLX5_MINI_CQE_ARRAY_SIZE 8, which fill one CQE slot.
+		{"sizeof(mlx5_cqe64)/MLX5_MINI_CQE_ARRAY_SIZE (mini-CQE)", C.CQE_SIZE / 8, prm.MiniCQESize},
+		{"mlx5_mini_cqe8.rx_hash_result", 0, prm.MiniOffRxHash},
+		{"mlx5_mini_cqe8.checksum", 0, prm.MiniOffCsum},
+		{"mlx5_mini_cqe8.byte_cnt", 4, prm.MiniOffByteCnt},
+		{"MLX5_MINI_CQE_ARRAY_SIZE", 8, prm.MiniPerSlot},
 	}
 }
