@@ -202,6 +202,27 @@ func runAccounting(t *testing.T, c runCase) {
 	if cs.PassPackets != wantPass {
 		t.Errorf("pass: classifier %d, reference %d", cs.PassPackets, wantPass)
 	}
+	// The per-rule counters add up to the engine's totals, and the drops
+	// to what the far side did not receive: offered = out-of-buffer +
+	// error completions' packets (none: they carry none) + dropped +
+	// transmitted + refused by a full send queue (+ passed, in host mode).
+	var ruleDrops, ruleAccepts uint64
+	for i, rc := range cs.Rules {
+		if set.Rules[i].Action == rule.Drop {
+			ruleDrops += rc.Packets
+		} else {
+			ruleAccepts += rc.Packets
+		}
+	}
+	if ruleDrops != tt.Dropped || ruleAccepts+cs.PassPackets != tt.Passed {
+		t.Errorf("per-rule drops %d, accepts %d + pass %d; engine dropped %d, passed %d", ruleDrops, ruleAccepts, cs.PassPackets, tt.Dropped, tt.Passed)
+	}
+	if !c.host {
+		if notSent := s.Offered - s.TxFrames; notSent != s.OutOfBuffer+ruleDrops+tt.TxFull {
+			t.Errorf("the far side missed %d of %d offered, but out-of-buffer %d + per-rule drops %d + send queue full %d = %d",
+				notSent, s.Offered, s.OutOfBuffer, ruleDrops, tt.TxFull, s.OutOfBuffer+ruleDrops+tt.TxFull)
+		}
+	}
 	if c.backpressure && c.workers == 1 {
 		// Nothing lost and one queue: the engine saw the input in order.
 		for i, fr := range tp.frames {
