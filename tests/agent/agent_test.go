@@ -166,13 +166,16 @@ func (p *peer) route(t *testing.T, nlri bgp.AddrPrefixInterface, withdraw bool) 
 
 func TestAgentEndToEnd(t *testing.T) {
 	bgpPort := freePort(t)
-	cfg := testConfig(t, "rules:\n  - {id: file-a, action: drop, match: {dst: 203.0.113.0/24, proto: udp, src_port: \"53\"}}\n  - {id: file-len, action: drop, match: {dst: 198.51.100.0/24, length: \"0-100\"}}\n", func(c *config.Config) {
+	const goodRules = "rules:\n  - {id: file-a, action: drop, match: {dst: 203.0.113.0/24, proto: udp, src_port: \"53\"}}\n  - {id: file-len, action: drop, match: {dst: 198.51.100.0/24, length: \"0-100\"}}\n"
+	cfg := testConfig(t, goodRules, func(c *config.Config) {
 		c.Place.MinDwell = 0
 		c.Software.CyclesPerPacket = 297
 		c.Protect = []config.Protect{{Prefix: "192.0.2.1/32", Note: "mgmt"}}
 		c.FlowSpec = config.FlowSpec{Enabled: true, ASN: 65010, RouterID: "192.0.2.10", ListenPort: int32(bgpPort), ListenAddress: "127.0.0.1",
 			Neighbors: []config.Neighbor{{Address: "127.0.0.2", ASN: 65000, Passive: true}}, OnSessionDown: "hold", HoldTime: time.Hour, Priority: 500,
 			AllowedDestinations: []string{"203.0.113.0/24"}}
+		d := config.Defaults().FlowSpec // what the literal leaves out keeps its default
+		c.FlowSpec.ConnectRetry, c.FlowSpec.GracefulRestart = d.ConnectRetry, d.GracefulRestart
 	})
 	rules := cfg.Rules.Files[0]
 	n, err := sim.New(sim.Options{HWEntries: 50})
@@ -266,6 +269,11 @@ func TestAgentEndToEnd(t *testing.T) {
 	}
 
 	// Restart: hardware keeps its entries; the next start adopts them.
+	// (A start validates the rule files as config check does, so the
+	// file is good again first.)
+	if err := os.WriteFile(rules, []byte(goodRules), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	a.stop(t)
 	dump, err := n.Device().Dump(ctx)
 	if err != nil || len(dump) == 0 {
