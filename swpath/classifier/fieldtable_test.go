@@ -58,3 +58,30 @@ func TestCacheKeyFollowsFieldTable(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheMasksKeepOnlyFieldsRead: with rules that read only addresses
+// and protocol, packets differing in any other field share a cache key;
+// a rule reading DSCP brings the table's DSCP bits back into it.
+func TestCacheMasksKeepOnlyFieldsRead(t *testing.T) {
+	key := func(set *rule.Set, f *rule.Fields) cacheKey {
+		c, err := New(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Table().cacheKeyOf(f)
+	}
+	plain := &rule.Set{Rules: []rule.Rule{{ID: "a", Priority: 1, Action: rule.Drop, Match: rule.Match{
+		Dst: netip.MustParsePrefix("198.51.100.0/24"), Proto: []uint8{rule.ProtoUDP}}}}}
+	a := rule.Fields{Family: rule.IPv4, Proto: rule.ProtoUDP, L4: true, DSCP: 46, SrcPort: 9, DstPort: 53, Length: 80, TCPFlags: 0, Frag: rule.NotFragment}
+	b := a
+	b.DSCP, b.SrcPort, b.DstPort, b.Length = 10, 10, 54, 81
+	if key(plain, &a) != key(plain, &b) {
+		t.Fatal("fields no rule reads are in the cache key")
+	}
+	withDSCP := &rule.Set{Rules: append(plain.Rules, rule.Rule{ID: "d", Priority: 2, Action: rule.Drop, Match: rule.Match{DSCP: 1 << 46}})}
+	b = a
+	b.DSCP = 47
+	if key(withDSCP, &a) == key(withDSCP, &b) {
+		t.Fatal("DSCP is read by a rule but not in the cache key")
+	}
+}

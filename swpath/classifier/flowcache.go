@@ -42,28 +42,37 @@ func (u *used) add(m *rule.Match) {
 type cacheKey [6]uint64
 
 // cacheMasks returns the masks of the first two cache-key words that keep
-// only the fields some rule looks at.
+// only the fields some rule looks at: the bits rule.MatchFields gives each
+// field read (the addresses fill words 2-5 and are always kept).
 func (u *used) cacheMasks() (w0, w1 uint64) {
-	w0 = 0xff | 0xff<<8 | 1<<16 // family, protocol, L4 present
-	if u.frag {
-		w0 |= 0xff << 24
-	}
-	if u.dscp {
-		w0 |= 0xff << 32
-	}
-	if u.tcpFlags {
-		w0 |= 0xff << 40
-	}
-	if u.icmp {
-		w0 |= 0xffff << 48
-	}
-	if u.ports {
-		w1 |= 0xffffffff
-	}
-	if u.length {
-		w1 |= 0xffffffff << 32
+	for i := range rule.MatchFields {
+		if mf := &rule.MatchFields[i]; u.reads(mf.Name) {
+			w0 |= mf.CacheKey[0]
+			w1 |= mf.CacheKey[1]
+		}
 	}
 	return w0, w1
+}
+
+// reads reports whether some rule looks at the table's field name. A field
+// this switch does not know is kept in the key: a cache that keys on too
+// much only hits less.
+func (u *used) reads(name string) bool {
+	switch name {
+	case "src_port", "dst_port":
+		return u.ports
+	case "tcp_flags":
+		return u.tcpFlags
+	case "icmp_type", "icmp_code":
+		return u.icmp
+	case "fragment":
+		return u.frag
+	case "length":
+		return u.length
+	case "dscp":
+		return u.dscp
+	}
+	return true // family, protocol, L4 presence, addresses, and new fields
 }
 
 // cacheKeyOf packs f; fields no rule reads are masked to zero, so packets
