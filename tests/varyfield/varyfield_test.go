@@ -396,4 +396,3 @@ func dryrunEngine(t *testing.T, name string, set *rule.Set) (engine, bool) {
 	}
 	return engine{name: name, decide: eng.Decide, close: eng.Close}, true
 }
-
