@@ -363,7 +363,7 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 			case <-gctx.Done():
 				return nil
 			case <-stick:
-				if v := st.Snapshot().Version; v != saved {
+				if v := st.Version(); v != saved {
 					if err := save(); err != nil {
 						log.Error("state: save failed", "err", err)
 						continue
@@ -467,7 +467,7 @@ func (d *Daemon) Readiness() (bool, string) {
 	v := d.Placer.View()
 	if v == nil || !v.Ready {
 		return false, fmt.Sprintf("not ready: pending the first placement round (reconcile the hardware table, then place %d rules from the store)",
-			len(d.Store.Snapshot().Set.Rules))
+			d.Store.Len())
 	}
 	var hw, sw int
 	for _, r := range v.Rules {

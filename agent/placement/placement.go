@@ -1151,6 +1151,7 @@ func (p *Placer) publish() {
 		v.HWFailures[k] = n
 	}
 	var hwB, swB float64
+	v.Rules = make([]RuleView, 0, len(p.order))
 	for _, id := range p.order {
 		rs := p.rules[id]
 		v.Rules = append(v.Rules, RuleView{ID: id, Action: rs.r.Action.String(), Path: rs.path, Reason: rs.reason,

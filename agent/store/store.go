@@ -344,7 +344,10 @@ func (s *Store) Snapshot() Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := Snapshot{Version: s.version}
-	snap.Set.Rules = append(snap.Set.Rules, s.protect.Rules()...)
+	pr := s.protect.Rules()
+	snap.Set.Rules = make([]rule.Rule, 0, len(pr)+len(s.entries))
+	snap.Set.Rules = append(snap.Set.Rules, pr...)
+	snap.Entries = make([]Entry, 0, len(s.entries))
 	es := make([]*Entry, 0, len(s.entries))
 	for _, e := range s.entries {
 		es = append(es, e)
@@ -369,6 +372,14 @@ func (s *Store) Snapshot() Snapshot {
 
 // ProtectRules returns the protect list's accept rules.
 func (s *Store) ProtectRules() []rule.Rule { return s.protect.Rules() }
+
+// Version returns the store's version (Snapshot().Version) without the
+// copy of every rule a snapshot makes.
+func (s *Store) Version() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.version
+}
 
 // Len returns the number of stored rules.
 func (s *Store) Len() int {

@@ -1,0 +1,144 @@
+package agent_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/config"
+	"github.com/scrubd/scrubd/agent/placement"
+	"github.com/scrubd/scrubd/agent/sim"
+	"github.com/scrubd/scrubd/swpath/traffic"
+)
+
+// classBenchFile is a rule file of n ClassBench-style drop rules (each with
+// its action and a source or destination of at least /8).
+func classBenchFile(t *testing.T, n int) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("rules:\n")
+	for _, r := range traffic.ClassBenchRules(1, n).Rules {
+		js, err := json.Marshal(r.Spec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "  - %s\n", js)
+	}
+	return b.String()
+}
+
+// waitLong is waitFor with a deadline for loads of 100k rules on a shared
+// machine: it bounds the test, it measures nothing.
+func waitLong(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// 100k ClassBench-style rules from a rule file through the daemon on the
+// simulated NIC with a 4096-entry table: once ready every rule is enforced
+// in hardware or in software, the two counts add up to the file's rules,
+// the hardware count is what the simulated table holds, and the software
+// engine holds every rule placed there. A second agent, stopped while it
+// is still placing the file, returns cleanly (no error, not ready) and a
+// third start on its state directory is ready with every rule placed.
+func TestAgentHundredThousandRules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100k rules through the daemon: not in -short")
+	}
+	const n = 100000
+	rules := classBenchFile(t, n)
+	cfg := testConfig(t, rules, func(c *config.Config) {
+		c.Offload.MaxEntries = 4096
+		c.Place.Interval = time.Second
+		c.Rules.Poll = time.Second
+	})
+	nic, err := sim.New(sim.Options{HWEntries: 4096, Workers: 2, Queues: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nic.Close()
+	a := start(t, &cfg, nic)
+	waitLong(t, "the first placement round", func() bool { return a.d.Placer.View().Ready })
+	v := a.d.Placer.View()
+	var hw, sw int
+	for _, r := range v.Rules {
+		switch r.Path {
+		case placement.HW:
+			hw++
+		case placement.SW:
+			sw++
+		default:
+			t.Errorf("rule %s (%s) enforced nowhere: path %q, %s", r.ID, r.Action, r.Path, r.Reason)
+		}
+	}
+	if len(v.Rules) != n || hw+sw != n {
+		t.Fatalf("%d rules in the view, %d in hardware + %d in software; want %d", len(v.Rules), hw, sw, n)
+	}
+	if hw == 0 || sw == 0 {
+		t.Errorf("hardware %d, software %d: a 4096-entry table takes some of 100k rules, not all", hw, sw)
+	}
+	if used := nic.Device().Capacity().Entries; used < hw || v.HWBudget.UsedEntries != used {
+		t.Errorf("simulated table holds %d entries, placement counts %d, for %d rules in hardware", used, v.HWBudget.UsedEntries, hw)
+	}
+	inSW := nic.SW().Stats().Rules
+	missing := 0
+	for _, r := range v.Rules {
+		if _, ok := inSW[r.ID]; r.Path == placement.SW && !ok {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d rules placed in software are not in the software engine's set (%d there)", missing, len(inSW))
+	}
+	t.Logf("ready: %d rules in hardware (%d entries of 4096), %d in software", hw, v.HWBudget.UsedEntries, sw)
+	a.stop(t)
+
+	// SIGTERM mid-load: the daemon's context ends while the first round
+	// places the file (the signal handler of scrubd run cancels it).
+	cfg2 := testConfig(t, rules, func(c *config.Config) { c.Offload.MaxEntries = 4096 })
+	nic2, err := sim.New(sim.Options{HWEntries: 4096, Workers: 2, Queues: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nic2.Close()
+	b := start(t, &cfg2, nic2)
+	waitLong(t, "placement to start", func() bool { return nic2.Device().Capacity().Entries > 0 })
+	wasReady := b.d.Placer.View().Ready
+	b.cancel()
+	select {
+	case err := <-b.done:
+		if err != nil {
+			t.Fatalf("stopped mid-load: %v", err)
+		}
+	case <-time.After(5 * time.Minute):
+		t.Fatal("the agent did not stop after its context ended mid-load")
+	}
+	if wasReady {
+		t.Log("the first round ended before the stop; the stop was not mid-load this time")
+	}
+	if b.d.Placer.View().Ready && !wasReady {
+		t.Error("stopped mid-load, yet the view says the first round completed")
+	}
+	c := start(t, &cfg2, nic2)
+	defer c.stop(t)
+	waitLong(t, "ready after the interrupted start", func() bool { return c.d.Placer.View().Ready })
+	hw, sw = 0, 0
+	for _, r := range c.d.Placer.View().Rules {
+		switch r.Path {
+		case placement.HW:
+			hw++
+		case placement.SW:
+			sw++
+		}
+	}
+	if hw+sw != n {
+		t.Errorf("after the interrupted start: %d in hardware + %d in software, want %d", hw, sw, n)
+	}
+}
