@@ -231,6 +231,8 @@ func storeCode(err error) int {
 		return http.StatusUnprocessableEntity
 	case errors.Is(err, store.ErrIDInUse), errors.Is(err, store.ErrExists):
 		return http.StatusConflict
+	case errors.Is(err, store.ErrTooMany):
+		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound
 	}

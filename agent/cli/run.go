@@ -146,7 +146,8 @@ func newSim(cfg *config.Config, scale float64) (*sim.NIC, error) {
 	ring, _ := daemon.RxRing(cfg, "/")
 	return sim.New(sim.Options{Scale: scale, Workers: cfg.Software.Workers, Hz: cfg.Software.GHz * 1e9,
 		CPP: float64(cfg.Software.CyclesPerPacket), HWEntries: cfg.Offload.MaxEntries, HWMasks: cfg.Offload.MaxMasks,
-		Host: cfg.Software.ForwardTo == "", RingEntries: ring, QueueDrainPPS: cfg.Software.QueueDrainMpps * 1e6})
+		HWEntriesPerRule: cfg.Offload.MaxEntriesPerRule,
+		Host:             cfg.Software.ForwardTo == "", RingEntries: ring, QueueDrainPPS: cfg.Software.QueueDrainMpps * 1e6})
 }
 
 func isTTY(w io.Writer) bool {

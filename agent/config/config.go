@@ -54,6 +54,9 @@ type RuleFiles struct {
 	// Guard limits how much a rule may cover, for every source of rules
 	// (rule files, the API, FlowSpec).
 	Guard Guard `yaml:"guard"`
+	// MaxRulesPerSource bounds the rules one source (a rule file, the
+	// API, a FlowSpec session) holds; a change past it is refused whole.
+	MaxRulesPerSource int `yaml:"max_rules_per_source"`
 }
 
 // Guard is rules.guard: a drop rule needs a source or destination prefix at
@@ -63,11 +66,22 @@ type Guard struct {
 	MinPrefixV4   int  `yaml:"min_prefix_v4"`
 	MinPrefixV6   int  `yaml:"min_prefix_v6"`
 	AllowMatchAll bool `yaml:"allow_match_all"`
+	// MaxListEntries bounds each list condition of a rule (ports, DSCP...).
+	MaxListEntries int `yaml:"max_list_entries"`
 }
+
+// Defaults of the intake limits: rules.guard.max_list_entries (entries of
+// one list condition of a rule) and rules.max_rules_per_source.
+const (
+	DefaultMaxListEntries    = 256
+	DefaultMaxRulesPerSource = 200000
+	// DefaultMaxEntriesPerRule is offload.max_entries_per_rule.
+	DefaultMaxEntriesPerRule = 256
+)
 
 // Rule returns the guard in the rule package's terms.
 func (g Guard) Rule() rule.Guard {
-	return rule.Guard{MinPrefixV4: g.MinPrefixV4, MinPrefixV6: g.MinPrefixV6, AllowMatchAll: g.AllowMatchAll}
+	return rule.Guard{MinPrefixV4: g.MinPrefixV4, MinPrefixV6: g.MinPrefixV6, AllowMatchAll: g.AllowMatchAll, MaxListEntries: g.MaxListEntries}
 }
 
 // API is the HTTP/JSON rule API.
@@ -248,6 +262,9 @@ type Offload struct {
 	// the backend reports).
 	MaxEntries int `yaml:"max_entries"`
 	MaxMasks   int `yaml:"max_masks"`
+	// MaxEntriesPerRule bounds the hardware entries one rule may compile
+	// to; a rule over it is enforced in software with the reason.
+	MaxEntriesPerRule int `yaml:"max_entries_per_rule"`
 }
 
 // Software selects and sizes the software path.
@@ -352,14 +369,15 @@ func Defaults() Config {
 		LinkGbps: 100,
 		StateDir: "/var/lib/scrubd",
 		Rules: RuleFiles{Poll: 2 * time.Second, Guard: Guard{MinPrefixV4: rule.DefaultGuard.MinPrefixV4,
-			MinPrefixV6: rule.DefaultGuard.MinPrefixV6}},
+			MinPrefixV6: rule.DefaultGuard.MinPrefixV6, MaxListEntries: DefaultMaxListEntries},
+			MaxRulesPerSource: DefaultMaxRulesPerSource},
 		API: API{Socket: "/run/scrubd/api.sock", ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 			WriteTimeout: 30 * time.Second, IdleTimeout: 30 * time.Second, MaxConnections: 64, MaxHeaderBytes: 16 << 10,
 			MaxBodyBytes: 16 << 20},
 		Metrics: Metrics{Listen: "127.0.0.1:9477", MaxRuleSeries: 500},
 		FlowSpec: FlowSpec{ListenPort: 179, OnSessionDown: "hold", HoldTime: 5 * time.Minute, Priority: 500,
 			ConnectRetry: 5 * time.Second, GracefulRestart: GracefulRestart{RestartTime: 120 * time.Second}},
-		Offload:  Offload{Backend: "none"},
+		Offload:  Offload{Backend: "none", MaxEntriesPerRule: DefaultMaxEntriesPerRule},
 		Software: Software{Engine: "xdp", Workers: 1, XDPPinPath: "/sys/fs/bpf/scrubd"},
 		Place: Placement{Interval: time.Second, HighWater: 0.8, LowWater: 0.5,
 			MinDwell: 30 * time.Second, MaxMovesPerRound: 8},
@@ -377,7 +395,7 @@ func Sim(stateDir string) Config {
 	c.API.Socket = stateDir + "/api.sock"
 	c.Metrics.Listen = "127.0.0.1:9477"
 	// A small table on purpose: it fills, and placement has to choose.
-	c.Offload = Offload{Backend: "sim", MaxEntries: 10}
+	c.Offload = Offload{Backend: "sim", MaxEntries: 10, MaxEntriesPerRule: DefaultMaxEntriesPerRule}
 	c.Software = Software{Engine: "dv", Workers: 12, GHz: 2.13, CyclesPerPacket: 297, ForwardTo: "pf0hpf"}
 	c.Place.Interval = time.Second
 	c.Place.MinDwell = 3 * time.Second
@@ -527,6 +545,12 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 	}
 	if g := c.Rules.Guard; g.MinPrefixV6 < 0 || g.MinPrefixV6 > 128 {
 		bad("rules.guard.min_prefix_v6", strconv.Itoa(g.MinPrefixV6), "must be 0-128")
+	}
+	if n := c.Rules.Guard.MaxListEntries; n < 1 {
+		bad("rules.guard.max_list_entries", strconv.Itoa(n), "must be at least 1")
+	}
+	if n := c.Rules.MaxRulesPerSource; n < 1 {
+		bad("rules.max_rules_per_source", strconv.Itoa(n), "must be at least 1")
 	}
 	for i, f := range c.Rules.Files {
 		fld := fmt.Sprintf("rules.files[%d]", i)
@@ -698,6 +722,9 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 	case "sim", "none":
 	default:
 		bad("offload.backend", c.Offload.Backend, "must be tcflower, sim or none")
+	}
+	if c.Offload.MaxEntriesPerRule < 1 {
+		bad("offload.max_entries_per_rule", strconv.Itoa(c.Offload.MaxEntriesPerRule), "must be at least 1")
 	}
 	if c.Offload.MaxEntries < 0 {
 		bad("offload.max_entries", strconv.Itoa(c.Offload.MaxEntries), "must not be negative")

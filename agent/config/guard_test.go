@@ -32,15 +32,23 @@ func TestGuardRefusals(t *testing.T) {
 }
 
 func TestGuardConfig(t *testing.T) {
-	if g := Defaults().Rules.Guard.Rule(); g != (rule.Guard{MinPrefixV4: 8, MinPrefixV6: 32}) {
-		t.Fatalf("default guard %+v, want /8 and /32, match-all refused", g)
+	if g := Defaults().Rules.Guard.Rule(); g != (rule.Guard{MinPrefixV4: 8, MinPrefixV6: 32, MaxListEntries: 256}) {
+		t.Fatalf("default guard %+v, want /8 and /32, match-all refused, lists of at most 256 entries", g)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"rules: {guard: {max_list_entries: 0}}\nsoftware: {engine: none}\n", `rules.guard.max_list_entries "0": must be at least 1`},
+		{"rules: {max_rules_per_source: 0}\nsoftware: {engine: none}\n", `rules.max_rules_per_source "0": must be at least 1`},
+	} {
+		if _, err := Parse("x", []byte(tc.yaml), false); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
 	}
 	// The operator may lower the limit: the broad file then loads.
 	c, err := Parse("x", []byte("rules: {files: [testdata/broad.yaml], guard: {min_prefix_v4: 0, allow_match_all: true}}\nsoftware: {engine: none}\n"), true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := c.Rules.Guard.Rule(); g != (rule.Guard{MinPrefixV4: 0, MinPrefixV6: 32, AllowMatchAll: true}) {
+	if g := c.Rules.Guard.Rule(); g != (rule.Guard{MinPrefixV4: 0, MinPrefixV6: 32, AllowMatchAll: true, MaxListEntries: 256}) {
 		t.Fatalf("guard %+v", g)
 	}
 }

@@ -228,6 +228,7 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	}
 	st := store.New(pl, now)
 	st.SetGuard(cfg.Rules.Guard.Rule()) // every source: files, API, FlowSpec, restored state
+	st.SetMaxPerSource(cfg.Rules.MaxRulesPerSource)
 	st.OnRemove(func(e store.Entry, why string) {
 		log.Info("rule removed", "rule", e.Rule.ID, "source", e.Source, "reason", why)
 	})
@@ -420,6 +421,15 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 		src.FlowSpec = func() (map[string]uint64, map[string]bool) { s := sp.Stats(); return s.Refused, s.Sessions }
 	}
 	src.StateCorrupt = func() uint64 { return stateCorrupt }
+	if d.Files != nil {
+		src.RuleFileRefusals = func() uint64 {
+			var n uint64
+			for _, f := range d.Files.Status() {
+				n += f.Refusals
+			}
+			return n
+		}
+	}
 	d.Metrics = metrics.New(src, cfg.Metrics.MaxRuleSeries)
 	if lns.metrics != nil {
 		d.HTTPAddr = lns.metrics.Addr().String()

@@ -77,7 +77,8 @@ func RealPaths(ctx context.Context, cfg *config.Config) (Paths, error) {
 		p.Watch = func(ctx context.Context, lost func(string)) error { return watchQdisc(ctx, devs, lost) }
 		p.HW = hwpath.New(hwpath.Config{Name: "tcflower:" + dev, Compile: compile.Config{Caps: caps, Chain: hwChain, PrioV4: hwPrioV4, PrioV6: hwPrioV6,
 			PassPrioV4: hwPassPrioV4, PassPrioV6: hwPassPrioV6},
-			Owner: offload.Owner{Chain: hwChain, PrioLo: hwPassPrioV4, PrioHi: hwPrioV6}, MaxEntries: cfg.Offload.MaxEntries, MaxMasks: cfg.Offload.MaxMasks}, b)
+			Owner: offload.Owner{Chain: hwChain, PrioLo: hwPassPrioV4, PrioHi: hwPrioV6}, MaxEntries: cfg.Offload.MaxEntries, MaxMasks: cfg.Offload.MaxMasks,
+			MaxEntriesPerRule: cfg.Offload.MaxEntriesPerRule}, b)
 	case "none":
 	default:
 		return p, fmt.Errorf("offload.backend %q is not available outside --sim", cfg.Offload.Backend)

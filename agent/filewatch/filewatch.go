@@ -9,6 +9,7 @@ package filewatch
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"log/slog"
 	"os"
 	"sync"
@@ -107,7 +108,9 @@ func (w *Watcher) load(path string, force bool) bool {
 	}
 	entries, err := w.st.Replace(Source(path), set.Rules)
 	if err != nil {
-		delete(w.hashes, path) // retry when the clash is gone
+		if !errors.Is(err, store.ErrTooMany) { // too many: the content, like too broad
+			delete(w.hashes, path) // retry when the clash is gone
+		}
 		return w.refuse(s, err)
 	}
 	refused := 0

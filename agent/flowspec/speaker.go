@@ -582,6 +582,8 @@ func (s *Speaker) path(p *api.Path) {
 		reason := ReasonInvalid
 		if errors.Is(err, store.ErrGuard) {
 			reason = ReasonTooBroad
+		} else if errors.Is(err, store.ErrTooMany) {
+			reason = ReasonTooMany
 		}
 		s.count(reason)
 		s.log.Warn("flowspec route refused by the store", "peer", peer, "rule", id, "reason", reason, "err", err)
@@ -595,7 +597,9 @@ func (s *Speaker) path(p *api.Path) {
 	rt.peers[peer] = &claim{}
 	s.accepted++
 	s.mu.Unlock()
-	s.log.Info("flowspec route learned", "peer", peer, "rule", id, "match", r.Match.String(), "status", string(e.Status), "reason", e.Reason)
+	// Per route at debug level: a burst of 10k routes is not 10k lines
+	// (placement logs each round's counts).
+	s.log.Debug("flowspec route learned", "peer", peer, "rule", id, "match", r.Match.String(), "status", string(e.Status), "reason", e.Reason)
 }
 
 // logAdapter sends GoBGP's log lines to slog.

@@ -33,7 +33,8 @@ const (
 	ReasonOperator    = "unsupported_operator" // bitmask combination the rule model cannot hold
 	ReasonEmpty       = "matches_nothing"
 	ReasonDestination = "destination_not_allowed"
-	ReasonTooBroad    = "too_broad" // refused by the rule guard (rules.guard)
+	ReasonTooBroad    = "too_broad"      // refused by the rule guard (rules.guard)
+	ReasonTooMany     = "too_many_rules" // the session's source holds rules.max_rules_per_source
 	ReasonInvalid     = "invalid"
 )
 

@@ -67,6 +67,10 @@ type Config struct {
 	// capabilities). MaxMasks counts mask shapes per table.
 	MaxEntries int
 	MaxMasks   int
+	// MaxEntriesPerRule bounds the entries one rule may compile to (0: no
+	// bound); a rule over it stays in software with the reason, and none
+	// of its entries goes in.
+	MaxEntriesPerRule int
 }
 
 // Path is a dataplane.HW over an offload.Backend.
@@ -221,6 +225,10 @@ func (p *Path) compile(r *rule.Rule, set *rule.Set) (compile.Result, []*rule.Rul
 	if !res.Offloadable {
 		k := dataplane.KindUnsupported
 		return res, nil, &dataplane.HWError{Rule: r.ID, Kind: k, Detail: res.Reason.String() + ": " + res.Detail}
+	}
+	if m := p.cfg.MaxEntriesPerRule; m > 0 && len(res.Entries) > m {
+		return res, nil, &dataplane.HWError{Rule: r.ID, Kind: dataplane.KindUnsupported,
+			Detail: fmt.Sprintf("compiles to %d hardware entries, more than the %d of offload.max_entries_per_rule", len(res.Entries), m)}
 	}
 	sh := p.shields(r, set)
 	p.mu.Lock()

@@ -41,6 +41,9 @@ type Sources struct {
 	// StateCorrupt, when set, returns how many times the state file was
 	// found corrupt and moved aside.
 	StateCorrupt func() uint64
+	// RuleFileRefusals, when set, returns how many times a rule file was
+	// refused (at start or on a reload; its rules in force stayed).
+	RuleFileRefusals func() uint64
 }
 
 // Collector is a prometheus.Collector over the agent's state.
@@ -62,6 +65,7 @@ type Collector struct {
 	hwFail, nic, moves, rules, info                     *prometheus.Desc
 	fsRefused, fsUp                                     *prometheus.Desc
 	stateCorrupt                                        *prometheus.Desc
+	ruleFileRefusals                                    *prometheus.Desc
 }
 
 // New returns a collector with at most maxRuleSeries per-rule series.
@@ -111,6 +115,7 @@ func New(src Sources, maxRuleSeries int) *Collector {
 		fsRefused:        d("flowspec_refused_routes_total", "FlowSpec routes refused (not turned into rules), by reason.", "reason"),
 		fsUp:             d("flowspec_session_up", "1 while the BGP session with a FlowSpec neighbour is established.", "peer"),
 		stateCorrupt:     d("state_file_corrupt_total", "Times the state file could not be read as state and was moved aside (the agent started from its sources)."),
+		ruleFileRefusals: d("rule_file_refusals_total", "Times a rule file was refused at start or on a reload (not valid, a rule refused by the guard, over rules.max_rules_per_source); the rules in force stayed."),
 	}
 }
 
@@ -119,7 +124,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ruleDroppedPkts, c.ruleDroppedBytes, c.ruleAcceptedPkts, c.rulePlacement,
 		c.ruleMoves, c.ruleRate, c.pathRate, c.pathFrame, c.swCPP, c.swCap, c.swLoad, c.swHeadroom, c.wRx, c.wRxBytes,
 		c.wDrop, c.wPass, c.wOOB, c.wUnfwd, c.wCycles, c.poolFree, c.poolSize, c.poolFail, c.hwUsed, c.hwFree, c.hwMax,
-		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.swMeasured, c.hwResyncs, c.stateCorrupt} {
+		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.swMeasured, c.hwResyncs, c.stateCorrupt, c.ruleFileRefusals} {
 		ch <- d
 	}
 }
@@ -169,6 +174,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.src.StateCorrupt != nil {
 		ch <- prometheus.MustNewConstMetric(c.stateCorrupt, prometheus.CounterValue, float64(c.src.StateCorrupt()))
+	}
+	if c.src.RuleFileRefusals != nil {
+		ch <- prometheus.MustNewConstMetric(c.ruleFileRefusals, prometheus.CounterValue, float64(c.src.RuleFileRefusals()))
 	}
 	if c.src.FlowSpec != nil {
 		refused, sessions := c.src.FlowSpec()

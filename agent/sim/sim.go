@@ -110,12 +110,14 @@ type Options struct {
 	CPP     float64
 	// Queues is the number of real receive queues and engine workers
 	// (default Workers).
-	Queues     int
-	HWEntries  int    // hardware entry budget (default 10)
-	HWMasks    int    // mask shapes per table (0: device's 15)
-	Flows      []Flow // default DefaultFlows()
-	Start      time.Time
-	InsertRate float64 // default: mlx5 DMFS 5000/s
+	Queues    int
+	HWEntries int // hardware entry budget (default 10)
+	HWMasks   int // mask shapes per table (0: device's 15)
+	// HWEntriesPerRule bounds the entries one rule compiles to (0: none).
+	HWEntriesPerRule int
+	Flows            []Flow // default DefaultFlows()
+	Start            time.Time
+	InsertRate       float64 // default: mlx5 DMFS 5000/s
 	// Host puts the engine in host mode: passed frames are counted, not
 	// forwarded to the peer port.
 	Host bool
@@ -235,7 +237,8 @@ func New(opt Options) (*NIC, error) {
 	// The agent's table layout (daemon/real.go): drops at 10 and 11, the
 	// accept rules' pass entries before them at 8 and 9.
 	path := hwpath.New(hwpath.Config{Name: "sim-mlx5", Compile: compile.Config{Caps: caps, Chain: 0, PrioV4: 10, PrioV6: 11, PassPrioV4: 8, PassPrioV6: 9},
-		Owner: offload.Owner{Chain: 0, PrioLo: 8, PrioHi: 11}, MaxEntries: opt.HWEntries, MaxMasks: opt.HWMasks}, hwNIC)
+		Owner: offload.Owner{Chain: 0, PrioLo: 8, PrioHi: 11}, MaxEntries: opt.HWEntries, MaxMasks: opt.HWMasks,
+		MaxEntriesPerRule: opt.HWEntriesPerRule}, hwNIC)
 	n := &NIC{opt: opt, clock: clk, hwNIC: hwNIC, ref: &rule.Set{},
 		stats: make([]flowCounters, len(opt.Flows)), modelOOB: make([]atomic.Uint64, opt.Queues),
 		ringOOB: make([]atomic.Uint64, opt.Queues), drainAcc: make([]float64, opt.Queues),

@@ -62,6 +62,9 @@ var (
 	// ErrGuard: the rule covers more than the guard allows (rule.Guard);
 	// it is not stored.
 	ErrGuard = errors.New("rule refused by the guard")
+	// ErrTooMany: the change would leave a source holding more rules
+	// than SetMaxPerSource allows; nothing changed.
+	ErrTooMany = errors.New("too many rules from one source")
 )
 
 // Store holds the rules.
@@ -76,6 +79,47 @@ type Store struct {
 	version uint64
 	changed chan struct{}
 	onDrop  []func(Entry, string)
+	// perSource counts entries by source; maxPerSource bounds it (0: no
+	// bound).
+	perSource    map[string]int
+	maxPerSource int
+}
+
+// SetMaxPerSource bounds the rules one source holds (0: no bound): a Put,
+// Replace or Add that would leave a source with more is refused whole
+// (ErrTooMany, naming rules.max_rules_per_source). Rules already stored
+// stay.
+func (s *Store) SetMaxPerSource(n int) {
+	s.mu.Lock()
+	s.maxPerSource = n
+	s.mu.Unlock()
+}
+
+// tooManyLocked returns ErrTooMany if src would hold n rules.
+func (s *Store) tooManyLocked(src string, n int) error {
+	if s.maxPerSource > 0 && n > s.maxPerSource {
+		return fmt.Errorf("%w: source %s would hold %d rules, more than the %d of rules.max_rules_per_source", ErrTooMany, src, n, s.maxPerSource)
+	}
+	return nil
+}
+
+// setLocked stores e under its rule id, keeping the per-source counts.
+func (s *Store) setLocked(e *Entry) {
+	if old, ok := s.entries[e.Rule.ID]; ok {
+		s.perSource[old.Source]--
+	}
+	s.entries[e.Rule.ID] = e
+	s.perSource[e.Source]++
+}
+
+// delLocked removes rule id, keeping the per-source counts.
+func (s *Store) delLocked(id string) {
+	if old, ok := s.entries[id]; ok {
+		if s.perSource[old.Source]--; s.perSource[old.Source] <= 0 {
+			delete(s.perSource, old.Source)
+		}
+		delete(s.entries, id)
+	}
 }
 
 // New returns an empty store. now is its clock (time.Now in production).
@@ -83,7 +127,8 @@ func New(protected *protect.List, now func() time.Time) *Store {
 	if protected == nil {
 		protected = &protect.List{}
 	}
-	return &Store{now: now, protect: protected, guard: rule.DefaultGuard, entries: map[string]*Entry{}, changed: make(chan struct{}, 1)}
+	return &Store{now: now, protect: protected, guard: rule.DefaultGuard, entries: map[string]*Entry{}, changed: make(chan struct{}, 1),
+		perSource: map[string]int{}}
 }
 
 // SetGuard sets the guard every rule put into the store must pass (from
@@ -156,12 +201,17 @@ func (s *Store) Put(src string, r rule.Rule) (Entry, error) {
 	if old, ok := s.entries[r.ID]; ok && old.Source != src {
 		return Entry{}, fmt.Errorf("%w: %q is owned by %s", ErrIDInUse, r.ID, old.Source)
 	}
+	if _, ok := s.entries[r.ID]; !ok {
+		if err := s.tooManyLocked(src, s.perSource[src]+1); err != nil {
+			return Entry{}, err
+		}
+	}
 	e := s.makeEntry(src, r, s.now())
 	if old, ok := s.entries[r.ID]; ok {
 		e.seq = old.seq // a replaced rule keeps its place
 		e.Added = old.Added
 	}
-	s.entries[r.ID] = e
+	s.setLocked(e)
 	s.bumpLocked()
 	return *e, entryErr(e)
 }
@@ -184,7 +234,7 @@ func (s *Store) Delete(src, id string) error {
 	if !ok || e.Source != src {
 		return fmt.Errorf("%w: %q (source %s)", ErrNotFound, id, src)
 	}
-	delete(s.entries, id)
+	s.delLocked(id)
 	s.bumpLocked()
 	return nil
 }
@@ -196,7 +246,10 @@ func (s *Store) Delete(src, id string) error {
 func (s *Store) Replace(src string, rules []rule.Rule) ([]Entry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	seen := map[string]bool{}
+	if err := s.tooManyLocked(src, len(rules)); err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(rules))
 	var guardErrs []error
 	for i := range rules {
 		if err := s.guard.Check(&rules[i]); err != nil {
@@ -219,7 +272,7 @@ func (s *Store) Replace(src string, rules []rule.Rule) ([]Entry, error) {
 	out := make([]Entry, 0, len(rules))
 	for id, e := range s.entries {
 		if e.Source == src && !seen[id] {
-			delete(s.entries, id)
+			s.delLocked(id)
 		}
 	}
 	for _, r := range rules {
@@ -227,7 +280,7 @@ func (s *Store) Replace(src string, rules []rule.Rule) ([]Entry, error) {
 		if old, ok := s.entries[r.ID]; ok {
 			e.seq, e.Added = old.seq, old.Added
 		}
-		s.entries[r.ID] = e
+		s.setLocked(e)
 		out = append(out, *e)
 	}
 	s.bumpLocked()
@@ -308,7 +361,7 @@ func (s *Store) Sweep() []Entry {
 			continue
 		}
 		gone = append(gone, *e)
-		delete(s.entries, id)
+		s.delLocked(id)
 	}
 	if len(gone) > 0 {
 		s.bumpLocked()

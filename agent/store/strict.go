@@ -89,10 +89,22 @@ func (s *Store) admit(src string, rules []rule.Rule, mode int) ([]Entry, error) 
 	if errs != nil {
 		return nil, errors.Join(errs...)
 	}
+	n := len(rules)
+	if mode != replaceSrc {
+		n = s.perSource[src]
+		for _, e := range built {
+			if _, ok := s.entries[e.Rule.ID]; !ok {
+				n++
+			}
+		}
+	}
+	if err := s.tooManyLocked(src, n); err != nil {
+		return nil, err
+	}
 	if mode == replaceSrc {
 		for id, e := range s.entries {
 			if _, keep := seen[id]; e.Source == src && !keep {
-				delete(s.entries, id)
+				s.delLocked(id)
 			}
 		}
 	}
@@ -101,7 +113,7 @@ func (s *Store) admit(src string, rules []rule.Rule, mode int) ([]Entry, error) 
 		if old, ok := s.entries[e.Rule.ID]; ok { // a replaced rule keeps its place
 			e.seq, e.Added = old.seq, old.Added
 		}
-		s.entries[e.Rule.ID] = e
+		s.setLocked(e)
 		out = append(out, *e)
 	}
 	s.bumpLocked()

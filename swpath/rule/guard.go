@@ -3,6 +3,7 @@ package rule
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 )
 
@@ -21,6 +22,12 @@ type Guard struct {
 	MinPrefixV4   int
 	MinPrefixV6   int
 	AllowMatchAll bool
+	// MaxListEntries bounds the entries of each list condition (protocols,
+	// port, ICMP and length ranges, DSCP values) of any rule, accept or
+	// drop (0: no bound): a list of thousands of ports costs every engine
+	// (hardware entries, classifier tables) and is not what an operator or
+	// a detector means.
+	MaxListEntries int
 }
 
 // DefaultGuard is the guard an agent applies unless configured otherwise:
@@ -38,6 +45,18 @@ func (g Guard) Check(r *Rule) error {
 	}
 	if m.All && !g.AllowMatchAll {
 		return fail("match", MatchAllName, "matches every packet: refused unless rules.guard.allow_match_all is true")
+	}
+	if g.MaxListEntries > 0 {
+		for _, l := range []struct {
+			field string
+			n     int
+		}{{"match.proto", len(m.Proto)}, {"match.src_port", len(m.SrcPort)}, {"match.dst_port", len(m.DstPort)},
+			{"match.port", len(m.Port)}, {"match.icmp_type", len(m.ICMPType)}, {"match.icmp_code", len(m.ICMPCode)},
+			{"match.length", len(m.Length)}, {"match.dscp", bits.OnesCount64(m.DSCP)}} {
+			if l.n > g.MaxListEntries {
+				return fail(l.field, "", "%d entries, more than the %d of rules.guard.max_list_entries", l.n, g.MaxListEntries)
+			}
+		}
 	}
 	if r.Action != Drop {
 		return nil

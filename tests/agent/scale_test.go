@@ -1,12 +1,15 @@
 package agent_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	agentapi "github.com/scrubd/scrubd/agent/api"
 	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/agent/placement"
 	"github.com/scrubd/scrubd/agent/sim"
@@ -140,5 +143,66 @@ func TestAgentHundredThousandRules(t *testing.T) {
 	}
 	if hw+sw != n {
 		t.Errorf("after the interrupted start: %d in hardware + %d in software, want %d", hw, sw, n)
+	}
+}
+
+// The intake limits through the daemon: a rule file over
+// rules.max_rules_per_source is refused at start and counted in
+// scrubd_rule_file_refusals_total; API adds past the bound get 413 naming
+// it, an API replace past it gets 413 and changes nothing; a rule with a
+// list over rules.guard.max_list_entries gets 422 naming the field.
+func TestAgentIntakeLimits(t *testing.T) {
+	var file strings.Builder
+	file.WriteString("rules:\n")
+	for i := range 4 {
+		fmt.Fprintf(&file, "  - {id: f%d, action: drop, match: {dst: 203.0.113.%d/32}}\n", i, i)
+	}
+	cfg := testConfig(t, file.String(), func(c *config.Config) {
+		c.Rules.MaxRulesPerSource = 3
+		c.Rules.Guard.MaxListEntries = 4
+	})
+	nic, err := sim.New(sim.Options{HWEntries: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nic.Close()
+	a := start(t, &cfg, nic)
+	defer a.stop(t)
+	waitFor(t, "first round", func() bool { return a.d.Placer.View().Ready })
+	if st := a.d.Files.Status()[0]; st.Refusals != 1 || !strings.Contains(st.Err, "source file:"+cfg.Rules.Files[0]+" would hold 4 rules, more than the 3 of rules.max_rules_per_source") {
+		t.Errorf("rule file status %+v", st)
+	}
+	if p, _ := a.path("f0"); p != "" {
+		t.Errorf("a rule of the refused file is placed on %s", p)
+	}
+	if code, body := status(t, "http://"+a.d.HTTPAddr+"/metrics"); code != 200 || !strings.Contains(body, "scrubd_rule_file_refusals_total 1\n") {
+		t.Errorf("metrics %d: no scrubd_rule_file_refusals_total 1", code)
+	}
+	c := agentapi.NewUnixClient(cfg.API.Socket)
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := c.Add(ctx, fmt.Appendf(nil, `{id: a%d, action: drop, match: {dst: 198.51.100.%d/32}}`, i, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = c.Add(ctx, []byte(`{id: a3, action: drop, match: {dst: 198.51.100.3/32}}`))
+	if apiCode(err) != http.StatusRequestEntityTooLarge || !strings.Contains(err.Error(), "source api would hold 4 rules, more than the 3 of rules.max_rules_per_source") {
+		t.Errorf("4th API rule: %v", err)
+	}
+	_, err = c.Replace(ctx, []byte("rules:\n  - {id: r0, action: drop, match: {dst: 198.51.100.10/32}}\n  - {id: r1, action: drop, match: {dst: 198.51.100.11/32}}\n"+
+		"  - {id: r2, action: drop, match: {dst: 198.51.100.12/32}}\n  - {id: r3, action: drop, match: {dst: 198.51.100.13/32}}\n"))
+	if apiCode(err) != http.StatusRequestEntityTooLarge {
+		t.Errorf("replace with 4: %v", err)
+	}
+	list, err := c.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 3 {
+		t.Errorf("after the refused replace the API lists %d rules, want the 3 added", len(list))
+	}
+	_, err = c.Put(ctx, "a0", []byte(`{id: a0, action: drop, match: {dst: 198.51.100.0/32, proto: udp, dst_port: [1, 3, 5, 7, 9]}}`))
+	if apiCode(err) != http.StatusUnprocessableEntity || !strings.Contains(err.Error(), "match.dst_port: 5 entries, more than the 4 of rules.guard.max_list_entries") {
+		t.Errorf("a port list of 5: %v", err)
 	}
 }
