@@ -109,7 +109,7 @@ var mutations = []mutation{
 		name: "mini-CQE slot invalidation removed",
 		edits: []edit{{"swpath/dv/rxq.go",
 			"\t\t\tprm.StoreWord(q.slot(i), prm.CQEOffWQECnt,\n\t\t\t\tprm.MakeOwnerWord(0, prm.OpOwnInvalid|uint8(i>>q.cqLog2)&1))\n", "", 1}},
-		pkgs: []string{"./swpath/dv/dvsim/"}, run: "TestAccounting", long: true,
+		pkgs: []string{"./swpath/dv/", "./swpath/dv/dvsim/"}, run: "TestSessionSlotsInvalidated|TestAccounting",
 	},
 	{
 		name: "mini-CQE array j>=1 moved to title+8j+1 in prm (emulator and driver agree)",
