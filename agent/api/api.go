@@ -27,6 +27,7 @@
 package api
 
 import (
+	"bufio"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -37,6 +38,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -159,43 +162,104 @@ func reply(w http.ResponseWriter, code int, v any) {
 
 func fail(w http.ResponseWriter, code int, err error) { reply(w, code, Error{err.Error()}) }
 
+// viewIndex returns the published placements by rule id.
+func (s *Server) viewIndex() map[string]*placement.RuleView {
+	if s.View == nil {
+		return nil
+	}
+	v := s.View()
+	if v == nil {
+		return nil
+	}
+	byID := make(map[string]*placement.RuleView, len(v.Rules))
+	for i := range v.Rules {
+		byID[v.Rules[i].ID] = &v.Rules[i]
+	}
+	return byID
+}
+
+func infoOf(e *store.Entry, rv *placement.RuleView) RuleInfo {
+	ri := RuleInfo{Rule: e.Rule.Spec(), Source: e.Source, Status: string(e.Status), Reason: e.Reason, Path: string(placement.None)}
+	if !e.StaleAt.IsZero() {
+		ri.StaleAt = e.StaleAt.UTC().Format(time.RFC3339)
+	}
+	if rv != nil && e.InForce() {
+		ri.Path, ri.Placement = string(rv.Path), rv.Reason
+		ri.HW, ri.SW = Counter(rv.HW), Counter(rv.SW)
+		ri.PPS, ri.AvgFrame, ri.Moves = rv.PPS, rv.AvgFrame, rv.Moves
+	}
+	return ri
+}
+
 func (s *Server) infos() []RuleInfo {
 	snap := s.Store.Snapshot()
-	byID := map[string]placement.RuleView{}
-	if s.View != nil {
-		if v := s.View(); v != nil {
-			for _, r := range v.Rules {
-				byID[r.ID] = r
-			}
-		}
-	}
+	byID := s.viewIndex()
 	out := make([]RuleInfo, 0, len(snap.Entries))
-	for _, e := range snap.Entries {
-		ri := RuleInfo{Rule: e.Rule.Spec(), Source: e.Source, Status: string(e.Status), Reason: e.Reason, Path: string(placement.None)}
-		if !e.StaleAt.IsZero() {
-			ri.StaleAt = e.StaleAt.UTC().Format(time.RFC3339)
-		}
-		if rv, ok := byID[e.Rule.ID]; ok && e.InForce() {
-			ri.Path, ri.Placement = string(rv.Path), rv.Reason
-			ri.HW, ri.SW = Counter(rv.HW), Counter(rv.SW)
-			ri.PPS, ri.AvgFrame, ri.Moves = rv.PPS, rv.AvgFrame, rv.Moves
-		}
-		out = append(out, ri)
+	for i := range snap.Entries {
+		out = append(out, infoOf(&snap.Entries[i], byID[snap.Entries[i].Rule.ID]))
 	}
 	return out
 }
 
-func (s *Server) list(w http.ResponseWriter, r *http.Request) { reply(w, http.StatusOK, s.infos()) }
+// NextAfterHeader carries, on a page of GET /v1/rules?limit=N that is not
+// the last, the id to ask for the next page after (?after=ID).
+const NextAfterHeader = "X-Scrubd-Next-After"
 
-func (s *Server) get(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	for _, ri := range s.infos() {
-		if ri.Rule.ID == id {
-			reply(w, http.StatusOK, ri)
+// list answers every rule (or, with ?limit=N, at most N, after the rule
+// ?after=ID in the store's order) as a JSON array written one rule at a
+// time: at 100k rules no reply-sized value is built in memory.
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			fail(w, http.StatusBadRequest, fmt.Errorf("limit %q: must be a positive integer", v))
+			return
+		}
+		limit = n
+	}
+	snap := s.Store.Snapshot()
+	es := snap.Entries
+	if after := q.Get("after"); after != "" {
+		i := slices.IndexFunc(es, func(e store.Entry) bool { return e.Rule.ID == after })
+		if i < 0 {
+			fail(w, http.StatusBadRequest, fmt.Errorf("after %q: no such rule (removed since the last page?); list again from the start", after))
+			return
+		}
+		es = es[i+1:]
+	}
+	if limit > 0 && len(es) > limit {
+		es = es[:limit]
+		w.Header().Set(NextAfterHeader, es[len(es)-1].Rule.ID)
+	}
+	byID := s.viewIndex()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	enc := json.NewEncoder(bw)
+	bw.WriteString("[")
+	for i := range es {
+		if i > 0 {
+			bw.WriteString(",")
+		}
+		bw.WriteString("\n")
+		if enc.Encode(infoOf(&es[i], byID[es[i].Rule.ID])) != nil {
 			return
 		}
 	}
-	fail(w, http.StatusNotFound, fmt.Errorf("rule %q not found", id))
+	bw.WriteString("]\n")
+	_ = bw.Flush()
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	e, ok := s.Store.Get(id)
+	if !ok {
+		fail(w, http.StatusNotFound, fmt.Errorf("rule %q not found", id))
+		return
+	}
+	reply(w, http.StatusOK, infoOf(&e, s.viewIndex()[id]))
 }
 
 // body reads the whole request body; over the limit it answers 413 and

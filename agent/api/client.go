@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -88,10 +90,64 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	return nil
 }
 
-// List returns every rule.
+// List returns every rule. The reply is read one rule at a time, whatever
+// its size (maxReply bounds the other replies, not this one).
 func (c *Client) List(ctx context.Context) ([]RuleInfo, error) {
+	out, _, err := c.ListPage(ctx, "", 0)
+	return out, err
+}
+
+// ListPage returns at most limit rules (0: all) after the rule with id
+// after ("" : from the first), and the id to pass as after for the next
+// page ("" when this page is the last).
+func (c *Client) ListPage(ctx context.Context, after string, limit int) ([]RuleInfo, string, error) {
+	q := url.Values{}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/v1/rules"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+path, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		var e Error
+		if json.Unmarshal(data, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(data))
+		}
+		return nil, "", &APIError{Code: resp.StatusCode, Msg: e.Error}
+	}
+	dec := json.NewDecoder(resp.Body)
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return nil, "", fmt.Errorf("scrubd API: GET %s: reply is not a JSON array (%v)", path, err)
+	}
 	var out []RuleInfo
-	return out, c.do(ctx, http.MethodGet, "/v1/rules", nil, &out)
+	for dec.More() {
+		var ri RuleInfo
+		if err := dec.Decode(&ri); err != nil {
+			return nil, "", fmt.Errorf("scrubd API: GET %s: rule %d of the reply: %w", path, len(out), err)
+		}
+		out = append(out, ri)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, "", fmt.Errorf("scrubd API: GET %s: reply cut off after %d rules: %w", path, len(out), err)
+	}
+	return out, resp.Header.Get(NextAfterHeader), nil
 }
 
 // Get returns one rule.

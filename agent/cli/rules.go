@@ -24,6 +24,7 @@ func Rules(args []string, stdout, stderr io.Writer) int {
 
 const rulesUsage = `usage: scrubd rules [--socket PATH | --addr HOST:PORT --token-file F [--tls] [--ca-file F] [--cert-file F --key-file F]] [--json] COMMAND
   list                 every rule with its source, placement, reason and hw/sw counters
+                       (--limit N [--after ID]: one page; the next page's --after is printed on stderr)
   get ID               one rule
   add FILE|-           add the rules of a rule file, all or none (or one rule as YAML/JSON)
   delete ID            delete an API rule
@@ -36,6 +37,8 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "", "API TCP address (needs --token-file)")
 	tokenFile := fs.String("token-file", "", "file holding the API bearer token")
 	asJSON := fs.Bool("json", false, "print JSON")
+	limit := fs.Int("limit", 0, "list: at most this many rules (0: all)")
+	after := fs.String("after", "", "list: the rules after this rule id (the previous page's last)")
 	useTLS := fs.Bool("tls", false, "--addr: TLS, verifying the agent with the system's CAs (implied by --ca-file and --cert-file)")
 	caFile := fs.String("ca-file", "", "--addr: TLS, verifying the agent's certificate with this CA (PEM)")
 	certFile := fs.String("cert-file", "", "--addr: client certificate (PEM) for mutual TLS")
@@ -90,9 +93,15 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	switch cmd := rest[0]; {
 	case cmd == "list" && len(rest) == 1:
-		list, err := c.List(ctx)
+		if *limit < 0 {
+			return fail(fmt.Errorf("--limit %d: must not be negative", *limit))
+		}
+		list, next, err := c.ListPage(ctx, *after, *limit)
 		if err != nil {
 			return fail(err)
+		}
+		if next != "" {
+			defer fmt.Fprintf(stderr, "scrubd rules: more rules follow: next page with --after %s\n", next)
 		}
 		if *asJSON {
 			out(list)
