@@ -29,6 +29,8 @@ func Bench(args []string, stdout, stderr io.Writer) int {
 const (
 	minBenchFrame = 64
 	maxBenchFrame = 2048
+	// maxBenchFlows bounds the frames held in memory (up to 2 KiB each).
+	maxBenchFlows = 1 << 20
 )
 
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -39,11 +41,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sizes := fs.String("frame-sizes", "64,128,256,512,1024,1500", "frame sizes in bytes on the wire, comma-separated")
 	rulesFile := fs.String("rules", "", "rule file to classify against (default: the source material's five UDP drop rules)")
 	packets := fs.Int("packets", 1<<20, "packets per worker per frame size")
+	flows := fs.Int("flows", 4096, "distinct frames cycled; above the classifier's flow cache (8192 decisions), e.g. 65536, every packet misses it as in a flood of new 5-tuples")
 	mix := fs.Float64("mix", 0, "share of frames (0..1) no rule drops: forwarded to the peer port (or counted with --host)")
 	host := fs.Bool("host", false, "host mode: passed frames are counted, not forwarded")
 	compress := fs.Bool("compress", false, "deliver completions as compressed CQE sessions")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: scrubd bench [--json] [--workers N] [--frame-sizes 64,128,...] [--rules FILE] [--packets N] [--mix F] [--host] [--compress]")
+		fmt.Fprintln(stderr, "usage: scrubd bench [--json] [--workers N] [--frame-sizes 64,128,...] [--rules FILE] [--packets N] [--flows N] [--mix F] [--host] [--compress]")
 		fmt.Fprintln(stderr, "Measures receive + classify + drop/forward of the Direct Verbs engine on emulated rings (no NIC: an upper bound for the software's own cost).")
 		fs.PrintDefaults()
 	}
@@ -54,13 +57,16 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "scrubd bench: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	cfg := bench.Config{Workers: *workers, Packets: *packets, Mix: *mix, Host: *host, Compress: *compress}
+	cfg := bench.Config{Workers: *workers, Packets: *packets, Flows: *flows, Mix: *mix, Host: *host, Compress: *compress}
 	var bad []string
 	if *workers < 1 {
 		bad = append(bad, fmt.Sprintf("--workers %d: must be at least 1", *workers))
 	}
 	if *packets < 1 {
 		bad = append(bad, fmt.Sprintf("--packets %d: must be at least 1", *packets))
+	}
+	if *flows < 1 || *flows > maxBenchFlows {
+		bad = append(bad, fmt.Sprintf("--flows %d: must be from 1 to %d", *flows, maxBenchFlows))
 	}
 	if !(*mix >= 0 && *mix <= 1) {
 		bad = append(bad, fmt.Sprintf("--mix %v: must be in [0, 1]", *mix))

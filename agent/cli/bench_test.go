@@ -20,7 +20,7 @@ func TestBenchJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	rc := benchCmd(context.Background(), []string{"--json", "--packets", "4096", "--frame-sizes", "64, 512", "--rules", rules, "--mix", "0.25", "--host"}, &out, &errb)
+	rc := benchCmd(context.Background(), []string{"--json", "--packets", "4096", "--frame-sizes", "64, 512", "--rules", rules, "--mix", "0.25", "--host", "--flows", "512"}, &out, &errb)
 	if rc != 0 {
 		t.Fatalf("rc %d: %s", rc, errb.String())
 	}
@@ -49,6 +49,8 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{[]string{"--workers", "0"}, "--workers 0"},
 		{[]string{"--frame-sizes", "64,9000"}, `"9000" is not a size`},
 		{[]string{"--mix", "2"}, "--mix 2"},
+		{[]string{"--flows", "0"}, "--flows 0"},
+		{[]string{"--flows", "2000000"}, "--flows 2000000"},
 		{[]string{"--rules", "/nonexistent/rules.yaml"}, "--rules"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {
