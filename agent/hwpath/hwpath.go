@@ -45,6 +45,7 @@
 package hwpath
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -96,14 +97,46 @@ type Path struct {
 	// with p.mu held too).
 	idxMu sync.Mutex
 	idx   setIndex
-	// capOK says capc and masks describe p.rules and p.pass for device
-	// capabilities capCaps: the capacity and the mask shapes in use are
-	// recomputed only after an entry went in or out, not for every rule
-	// that asks whether it fits.
-	capOK   bool
-	capCaps offload.Capabilities
-	capc    offload.Capacity
-	masks   map[offload.Table]map[offload.Mask]bool
+	// capOK says used and tables count the entries of p.rules and p.pass
+	// (by table, and each mask shape's entries): kept up to date as
+	// entries go in and out, so that the capacity and the shapes in use
+	// cost the tables, not the entries, for every rule that asks whether
+	// it fits. Installed starts the count again.
+	capOK  bool
+	used   int
+	tables map[offload.Table]*tableUse
+}
+
+// tableUse is one table's entries and the entries of each mask shape.
+type tableUse struct {
+	entries int
+	masks   map[offload.Mask]int
+}
+
+// countLocked adds (sign 1) or takes away (-1) es from the counts; the
+// caller holds p.mu.
+func (p *Path) countLocked(es []offload.Entry, sign int) {
+	if !p.capOK {
+		return
+	}
+	for i := range es {
+		t := es[i].Table()
+		u := p.tables[t]
+		if u == nil {
+			u = &tableUse{masks: map[offload.Mask]int{}}
+			p.tables[t] = u
+		}
+		m := es[i].Match.Mask()
+		u.entries += sign
+		u.masks[m] += sign
+		p.used += sign
+		if u.masks[m] <= 0 {
+			delete(u.masks, m)
+		}
+		if u.entries <= 0 {
+			delete(p.tables, t)
+		}
+	}
 }
 
 // setIndex is the accept rules of a set with their positions, and every
@@ -267,7 +300,7 @@ func (p *Path) fits(ctx context.Context, id string, res *compile.Result) error {
 	newMasks := map[offload.Table]map[offload.Mask]bool{}
 	p.mu.Lock()
 	for _, tm := range res.Masks {
-		if p.masks[tm.Table][tm.Mask] {
+		if u := p.tables[tm.Table]; u != nil && u.masks[tm.Mask] > 0 {
 			continue // a shape already in use
 		}
 		if newMasks[tm.Table] == nil {
@@ -340,8 +373,9 @@ func (p *Path) ensurePass(ctx context.Context, a *rule.Rule) error {
 		return err
 	}
 	delete(p.passErr, k)
+	p.countLocked(p.pass[k], -1)
 	p.pass[k] = done
-	p.capOK = false
+	p.countLocked(done, 1)
 	return nil
 }
 
@@ -434,7 +468,8 @@ func (p *Path) removePass(ctx context.Context, k string) error {
 		}
 	}
 	p.mu.Lock()
-	p.capOK = false
+	p.countLocked(p.pass[k], -1)
+	p.countLocked(left, 1)
 	if len(left) == 0 {
 		delete(p.pass, k)
 	} else {
@@ -504,27 +539,26 @@ func (p *Path) capacity(ctx context.Context) (offload.Capacity, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.capOK || p.capCaps != caps {
-		var mine []offload.Entry
+	if !p.capOK {
+		p.capOK, p.used, p.tables = true, 0, map[offload.Table]*tableUse{}
 		for _, es := range p.rules {
-			mine = append(mine, es...)
+			p.countLocked(es, 1)
 		}
 		for _, es := range p.pass {
-			mine = append(mine, es...)
+			p.countLocked(es, 1)
 		}
-		p.capc = offload.CapacityOf(caps, mine)
-		p.masks = map[offload.Table]map[offload.Mask]bool{}
-		for i := range mine {
-			t := mine[i].Table()
-			if p.masks[t] == nil {
-				p.masks[t] = map[offload.Mask]bool{}
-			}
-			p.masks[t][mine[i].Match.Mask()] = true
-		}
-		p.capOK, p.capCaps = true, caps
 	}
-	c := p.capc
-	c.Tables = slices.Clone(c.Tables)
+	// What offload.CapacityOf gives for the entries counted.
+	c := offload.Capacity{MaxEntries: caps.MaxEntries, Entries: p.used, LargeGroups: caps.LargeGroups}
+	for t, u := range p.tables {
+		c.Tables = append(c.Tables, offload.TableUsage{Table: t, Entries: u.entries, Masks: len(u.masks), Groups: len(u.masks)})
+	}
+	slices.SortFunc(c.Tables, func(a, b offload.TableUsage) int {
+		if a.Chain != b.Chain {
+			return cmp.Compare(a.Chain, b.Chain)
+		}
+		return cmp.Compare(a.Prio, b.Prio)
+	})
 	return c, nil
 }
 
@@ -574,8 +608,9 @@ func (p *Path) Install(ctx context.Context, r *rule.Rule, set *rule.Set) error {
 		ks = append(ks, p.Key(a))
 	}
 	p.mu.Lock()
+	p.countLocked(p.rules[p.Key(r)], -1)
 	p.rules[p.Key(r)] = done
-	p.capOK = false
+	p.countLocked(done, 1)
 	p.needs[p.Key(r)] = ks
 	p.mu.Unlock()
 	return nil
@@ -605,7 +640,8 @@ func (p *Path) Remove(ctx context.Context, key string) error {
 	}
 	p.mu.Lock()
 	var orphans []string
-	p.capOK = false
+	p.countLocked(p.rules[key], -1)
+	p.countLocked(left, 1)
 	if len(left) == 0 {
 		delete(p.rules, key)
 		// Pass entries only this drop relied on go too (never while drops

@@ -27,7 +27,7 @@ import (
 	"github.com/scrubd/scrubd/agent/sim"
 )
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for i := 0; i < 600; i++ { // bounded: at most 30 s
 		if cond() {
@@ -38,7 +38,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func freePort(t *testing.T) int {
 // API on a socket there, metrics on a free port, one rule file there holding
 // rules, quick polling and placement rounds, the simulated NIC's backend and
 // engine unless set picks an engine, then set's changes; it must validate.
-func testConfig(t *testing.T, rules string, set func(*config.Config)) config.Config {
+func testConfig(t testing.TB, rules string, set func(*config.Config)) config.Config {
 	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "rules.yaml")
@@ -85,7 +85,7 @@ type agent struct {
 	reload chan struct{}
 }
 
-func start(t *testing.T, cfg *config.Config, n *sim.NIC) *agent {
+func start(t testing.TB, cfg *config.Config, n *sim.NIC) *agent {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &agent{cancel: cancel, done: make(chan error, 1), reload: make(chan struct{}, 1)}
@@ -106,7 +106,7 @@ func start(t *testing.T, cfg *config.Config, n *sim.NIC) *agent {
 	return a
 }
 
-func (a *agent) stop(t *testing.T) {
+func (a *agent) stop(t testing.TB) {
 	a.cancel()
 	if err := <-a.done; err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ func (a *agent) path(id string) (placement.Path, string) {
 
 type peer struct{ srv *server.BgpServer }
 
-func startPeer(t *testing.T, agentPort int) *peer {
+func startPeer(t testing.TB, agentPort int) *peer {
 	srv := server.NewBgpServer()
 	go srv.Serve()
 	ctx := context.Background()
@@ -145,7 +145,7 @@ func startPeer(t *testing.T, agentPort int) *peer {
 	return &peer{srv: srv}
 }
 
-func (p *peer) route(t *testing.T, nlri bgp.AddrPrefixInterface, withdraw bool) {
+func (p *peer) route(t testing.TB, nlri bgp.AddrPrefixInterface, withdraw bool) {
 	t.Helper()
 	attrs := []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0),
 		bgp.NewPathAttributeMpReachNLRI("0.0.0.0", []bgp.AddrPrefixInterface{nlri}),
