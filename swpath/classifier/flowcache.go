@@ -39,6 +39,10 @@ func (u *used) add(m *rule.Match) {
 	u.dscp = u.dscp || m.DSCP != 0
 }
 
+//go:generate go run github.com/scrubd/scrubd/internal/keygen/cmd/keygen -key cache -o cachekey_gen.go
+
+// cacheKey is the flow-cache key. Table.cacheWords and cacheAddrWords
+// (cachekey_gen.go, generated from rule.MatchFields) pack it.
 type cacheKey [6]uint64
 
 // cacheMasks returns the masks of the first two cache-key words that keep
@@ -78,14 +82,9 @@ func (u *used) reads(name string) bool {
 // cacheKeyOf packs f; fields no rule reads are masked to zero, so packets
 // differing only there share an entry.
 func (t *Table) cacheKeyOf(f *rule.Fields) cacheKey {
-	l4 := uint64(0)
-	if f.L4 {
-		l4 = 1
-	}
-	w0 := uint64(f.Family) | uint64(f.Proto)<<8 | l4<<16 | uint64(f.Frag)<<24 | uint64(f.DSCP)<<32 |
-		uint64(f.TCPFlags)<<40 | uint64(f.ICMPType)<<48 | uint64(f.ICMPCode)<<56
-	w1 := uint64(f.SrcPort) | uint64(f.DstPort)<<16 | uint64(f.Length)<<32
-	return cacheKey{w0 & t.cacheW0, w1 & t.cacheW1, f.Src.Hi, f.Src.Lo, f.Dst.Hi, f.Dst.Lo}
+	w0, w1 := t.cacheWords(f)
+	w2, w3, w4, w5 := cacheAddrWords(f)
+	return cacheKey{w0, w1, w2, w3, w4, w5}
 }
 
 func (a *cacheKey) eq(b *cacheKey) bool {
@@ -160,14 +159,8 @@ func (c *flowCache) end(hits, n int) {
 // key's words stay in registers (a key returned by value was stored and
 // reloaded through the stack, a store-forwarding stall on every packet).
 func (c *flowCache) probe(t *Table, f *rule.Fields, miss *cacheKey) (r int32, hit bool, set uint32) {
-	l4 := uint64(0)
-	if f.L4 {
-		l4 = 1
-	}
-	w0 := (uint64(f.Family) | uint64(f.Proto)<<8 | l4<<16 | uint64(f.Frag)<<24 | uint64(f.DSCP)<<32 |
-		uint64(f.TCPFlags)<<40 | uint64(f.ICMPType)<<48 | uint64(f.ICMPCode)<<56) & t.cacheW0
-	w1 := (uint64(f.SrcPort) | uint64(f.DstPort)<<16 | uint64(f.Length)<<32) & t.cacheW1
-	w2, w3, w4, w5 := f.Src.Hi, f.Src.Lo, f.Dst.Hi, f.Dst.Lo
+	w0, w1 := t.cacheWords(f)
+	w2, w3, w4, w5 := cacheAddrWords(f)
 	h := hash5(w0^w1*0x2545F4914F6CDD1D, w2, w3, w4, w5) >> (64 - cacheBits)
 	s := &c.e[h]
 	if e := &s[0]; e.valid && e.k[0] == w0 && e.k[2] == w2 && e.k[4] == w4 && e.k[1] == w1 && e.k[3] == w3 && e.k[5] == w5 {

@@ -44,7 +44,7 @@ var mutations = []mutation{
 	{
 		name: "flow-cache key drops DSCP bit 0",
 		edits: []edit{{"swpath/classifier/flowcache.go",
-			"uint64(f.DSCP)<<32", "uint64(f.DSCP&^1)<<32", 2}},
+			"uint64(f.DSCP)<<32", "uint64(f.DSCP&^1)<<32", 1}},
 		pkgs: []string{"./swpath/classifier/", "./tests/varyfield/"}, run: "TestCacheKeyFollowsFieldTable|TestVaryOneField|TestWorkerCache",
 	},
 	{
