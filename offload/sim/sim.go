@@ -95,26 +95,12 @@ func (g *lgroup) admits(k *offload.PacketKey) bool {
 
 // key packs the values of a masked match into 48 bytes without padding, so
 // the map hashes it in one pass. Within a group every mask is the same, so
-// values alone identify an entry.
+// values alone identify an entry. pack (an entry's match) and packKey (a
+// packet's key under a mask shape) are generated from rule.MatchFields
+// into simkey_gen.go.
 type key [6]uint64
 
-func pack(m *offload.Match) key {
-	return key{m.Src.Hi, m.Src.Lo, m.Dst.Hi, m.Dst.Lo,
-		uint64(m.SrcPort)<<48 | uint64(m.DstPort)<<32 | uint64(m.Family)<<24 | uint64(m.Proto)<<16 | uint64(m.TCPFlags)<<8 | uint64(m.TOS),
-		uint64(m.ICMPType)<<16 | uint64(m.ICMPCode)<<8 | uint64(m.Flags)}
-}
-
-// packKey is pack(mask.Apply(k)) without building the Match.
-func packKey(k *offload.PacketKey, s *offload.Mask) key {
-	var proto uint8
-	if s.Proto {
-		proto = k.Proto
-	}
-	return key{k.Src.Hi & s.SrcMask.Hi, k.Src.Lo & s.SrcMask.Lo, k.Dst.Hi & s.DstMask.Hi, k.Dst.Lo & s.DstMask.Lo,
-		uint64(k.SrcPort&s.SrcPortMask)<<48 | uint64(k.DstPort&s.DstPortMask)<<32 | uint64(k.Family)<<24 |
-			uint64(proto)<<16 | uint64(k.TCPFlags&s.TCPFlagsMask)<<8 | uint64(k.TOS&s.TOSMask),
-		uint64(k.ICMPType&s.ICMPTypeMask)<<16 | uint64(k.ICMPCode&s.ICMPCodeMask)<<8 | uint64(k.Flags&s.FlagsMask)}
-}
+//go:generate go run github.com/scrubd/scrubd/internal/keygen/cmd/keygen -key sim -o simkey_gen.go
 
 type lslot struct {
 	handle uint32

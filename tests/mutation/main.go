@@ -43,14 +43,14 @@ type mutation struct {
 var mutations = []mutation{
 	{
 		name: "flow-cache key drops DSCP bit 0",
-		edits: []edit{{"swpath/classifier/flowcache.go",
+		edits: []edit{{"swpath/classifier/cachekey_gen.go",
 			"uint64(f.DSCP)<<32", "uint64(f.DSCP&^1)<<32", 1}},
 		pkgs: []string{"./swpath/classifier/", "./tests/varyfield/"}, run: "TestCacheKeyFollowsFieldTable|TestVaryOneField|TestWorkerCache",
 	},
 	{
 		name: "simulated table's key drops a TOS bit",
-		edits: []edit{{"offload/sim/sim.go",
-			"uint64(k.TOS&s.TOSMask),", "uint64(k.TOS&s.TOSMask&^4),", 1}},
+		edits: []edit{{"offload/sim/simkey_gen.go",
+			"uint64(k.TOS&s.TOSMask) |", "uint64(k.TOS&s.TOSMask&^4) |", 1}},
 		pkgs: []string{"./offload/sim/", "./tests/varyfield/"},
 	},
 	{
