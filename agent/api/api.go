@@ -191,16 +191,6 @@ func infoOf(e *store.Entry, rv *placement.RuleView) RuleInfo {
 	return ri
 }
 
-func (s *Server) infos() []RuleInfo {
-	snap := s.Store.Snapshot()
-	byID := s.viewIndex()
-	out := make([]RuleInfo, 0, len(snap.Entries))
-	for i := range snap.Entries {
-		out = append(out, infoOf(&snap.Entries[i], byID[snap.Entries[i].Rule.ID]))
-	}
-	return out
-}
-
 // NextAfterHeader carries, on a page of GET /v1/rules?limit=N that is not
 // the last, the id to ask for the next page after (?after=ID).
 const NextAfterHeader = "X-Scrubd-Next-After"
@@ -349,12 +339,18 @@ func (s *Server) putRule(w http.ResponseWriter, r *http.Request, wantID string, 
 
 // info is the API's view of a stored entry.
 func (s *Server) info(e store.Entry) RuleInfo {
-	for _, ri := range s.infos() {
-		if ri.Rule.ID == e.Rule.ID {
-			return ri
+	var rv *placement.RuleView
+	if s.View != nil {
+		if v := s.View(); v != nil {
+			for i := range v.Rules {
+				if v.Rules[i].ID == e.Rule.ID {
+					rv = &v.Rules[i]
+					break
+				}
+			}
 		}
 	}
-	return RuleInfo{Rule: e.Rule.Spec(), Source: Source, Status: string(e.Status), Reason: e.Reason, Path: string(placement.None)}
+	return infoOf(&e, rv)
 }
 
 // isRuleFile reports whether a POST body is a rule file ({"rules": [...]})
@@ -386,8 +382,9 @@ func (s *Server) addFile(w http.ResponseWriter, data []byte) {
 		return
 	}
 	out := make([]RuleInfo, 0, len(es))
-	for _, e := range es {
-		out = append(out, s.info(e))
+	byID := s.viewIndex()
+	for i := range es {
+		out = append(out, infoOf(&es[i], byID[es[i].Rule.ID]))
 	}
 	reply(w, http.StatusCreated, map[string]any{"added": out})
 }

@@ -26,7 +26,7 @@ func setup(t *testing.T, token string) (*store.Store, *int) {
 	return st, saves
 }
 
-func serve(t *testing.T, l net.Listener, s *Server) {
+func serve(t testing.TB, l net.Listener, s *Server) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, l, s.Handler()) }()

@@ -1,0 +1,75 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/placement"
+	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// apiAt100k serves a store of 100k API rules (and a view placing each) on
+// a unix socket and returns a client.
+func apiAt100k(b *testing.B) (*Client, *store.Store) {
+	const n = 100000
+	st := store.New(nil, time.Now)
+	rules := make([]rule.Rule, n)
+	view := &placement.View{Rules: make([]placement.RuleView, n)}
+	for i := range rules {
+		rules[i] = rule.Rule{ID: fmt.Sprintf("r%06d", i), Priority: 100, Action: rule.Drop,
+			Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32), Proto: []uint8{rule.ProtoUDP}}}
+		view.Rules[i] = placement.RuleView{ID: rules[i].ID, Path: placement.SW, Reason: "software: hardware table full"}
+	}
+	if _, err := st.Replace("api", rules); err != nil {
+		b.Fatal(err)
+	}
+	sock := filepath.Join(b.TempDir(), "api.sock")
+	l, err := ListenUnix(sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	serve(b, l, &Server{Store: st, View: func() *placement.View { return view }, Persist: func() error { return nil }, Now: time.Now})
+	return NewUnixClient(sock), st
+}
+
+// BenchmarkAPIListAt100k: GET /v1/rules of 100k rules, read whole by the
+// client (ms per list).
+func BenchmarkAPIListAt100k(b *testing.B) {
+	c, _ := apiAt100k(b)
+	ctx := context.Background()
+	var total time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		list, err := c.List(ctx)
+		total += time.Since(t0)
+		if err != nil || len(list) != 100000 {
+			b.Fatalf("%d rules, %v", len(list), err)
+		}
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/list")
+}
+
+// BenchmarkAPIAddAt100k: POST /v1/rules of one rule into a store holding
+// 100k (µs per add, as the client sees it).
+func BenchmarkAPIAddAt100k(b *testing.B) {
+	c, st := apiAt100k(b)
+	ctx := context.Background()
+	i := 0
+	var total time.Duration
+	for b.Loop() {
+		body := fmt.Appendf(nil, `{id: add%d, action: drop, match: {dst: 198.51.%d.%d/32}}`, i, i>>8&255, i&255)
+		t0 := time.Now()
+		if _, err := c.Add(ctx, body); err != nil {
+			b.Fatal(err)
+		}
+		total += time.Since(t0)
+		i++
+	}
+	b.ReportMetric(float64(total.Microseconds())/float64(b.N), "µs/add")
+	_ = st
+}
