@@ -250,14 +250,21 @@ func run(o *options, dir string) error {
 		if err != nil {
 			return err
 		}
-		runtime.GC()
-		start := time.Now()
-		tab, err := classifier.Compile(set)
-		if err != nil {
-			return err
+		// Build time: the fastest of three builds (wall time; the first
+		// ones also pay for growing the heap).
+		var tab *classifier.Table
+		build := time.Duration(1 << 62)
+		for range 3 {
+			runtime.GC()
+			start := time.Now()
+			tab, err = classifier.Compile(set)
+			if err != nil {
+				return err
+			}
+			build = min(build, time.Since(start))
 		}
 		st := tab.Stats()
-		info := &setInfo{rules: n, ourBytes: st.Bytes, ourBuild: time.Since(start), tables: st.Tuples, rteBytes: -1}
+		info := &setInfo{rules: n, ourBytes: st.Bytes, ourBuild: build, tables: st.Tuples, rteBytes: -1}
 		infos = append(infos, info)
 		mem := 1024
 		if n > 20000 {
@@ -495,7 +502,7 @@ func printTable(out *os.File, o *options, rows []*row) {
 }
 
 func printSizes(out *os.File, infos []*setInfo) {
-	fmt.Fprintf(out, "\n| rules | scrubd tables | scrubd memory | scrubd bytes/rule | scrubd build | rte_acl runtime memory | rte_acl bytes/rule | dpdk-test-acl one-pass run (CPU: start-up, parsing, build, one pass) |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(out, "\n| rules | scrubd tables | scrubd memory | scrubd bytes/rule | scrubd build (best of 3) | rte_acl runtime memory | rte_acl bytes/rule | dpdk-test-acl one-pass run (CPU: start-up, parsing, build, one pass) |\n|---|---|---|---|---|---|---|---|\n")
 	for _, in := range infos {
 		rte, per := "–", "–"
 		if in.rteBytes >= 0 {
