@@ -9,9 +9,9 @@ import (
 // The staged burst lookup. A packet's walk through the tables is a chain of
 // dependent loads (prefilter slot, Bloom word, slot, entry), and in the
 // per-packet walk each step ends in a branch on a loaded value that the
-// processor cannot predict on fresh traffic (is the Bloom bit set? does the
-// slot hold the key?), so it waits for one load, mispredicts, and starts the
-// next. decideStaged instead runs each step for a group of packets before
+// processor predicts poorly on fresh traffic (is the Bloom bit set? does
+// the slot hold the key?), so it often waits for one load, mispredicts, and
+// only then starts the next. decideStaged instead runs each step for a group of packets before
 // the next step, so that the loads of one step are independent of each
 // other and overlap, and the Bloom test is data, not a branch:
 //
@@ -19,16 +19,18 @@ import (
 //  2. for every (packet, candidate table): the hash, and the Bloom word's
 //     bit; a probe record is written always and kept (the count advanced)
 //     only when the bit is set;
-//  3. for every kept probe: the slot chain, and a hit record for the slot
-//     that holds the key;
-//  4. for every hit, in table order per packet: the slot's entries, with
-//     the packet's best rank so far pruning them.
+//  3. for every kept probe: the slot chain; a slot that holds the key and
+//     whose best entry decides alone (slot.quick) decides there, one whose
+//     best entry cannot beat the packet's best so far is dropped, and the
+//     others leave a hit record;
+//  4. for every hit: the slot's entry checks, with the packet's best rank
+//     so far pruning them.
 //
 // The result is the lookup's: the deciding entry is the best-ranked entry
 // that holds among every table that holds the packet's key; the per-packet
 // walk reaches the same entry sooner by pruning whole tables, the staged one
 // probes every candidate table (Bloom bits are cheap next to a
-// mispredicted branch) and prunes entries only.
+// mispredicted branch) and prunes slots and entries only.
 const stagedGroup = 32
 
 // stagedPrefilterMax is the largest prefilter (bytes of its hash) the
