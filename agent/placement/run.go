@@ -32,7 +32,11 @@ func (p *Placer) Run(ctx context.Context, st *store.Store, ticks <-chan time.Tim
 			if !coalesce(ctx, st.Changed()) {
 				return nil
 			}
-			p.Apply(ctx, st.Snapshot())
+			// The signal of a change the last Apply already saw (the
+			// rule files load before Run starts) costs nothing.
+			if st.Version() != p.version {
+				p.Apply(ctx, st.Snapshot())
+			}
 		case <-ticks:
 			if len(st.Sweep()) > 0 {
 				p.Apply(ctx, st.Snapshot())
