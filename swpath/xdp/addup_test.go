@@ -10,12 +10,18 @@ import (
 )
 
 // TestCountersAddUpAcrossMatchChange runs frames through the program
-// (BPF_PROG_TEST_RUN), changes one rule's match under the same id, adds a
-// rule, and runs more: each rule's counter equals what rule.Set.Decide
-// gives it over both phases (the engine keeps a rule's counter slot by
-// id), and the drop rules' counters add up to the engine's Dropped total.
-// A placer reading these counters must therefore keep its last reading
-// across such a change (agent/placement's TestCountersAddUpAcrossMatchChange).
+// (BPF_PROG_TEST_RUN) over five sets: one rule's match changes under the
+// same id and a rule is added; the match changes again and a rule is
+// removed; a rule is added (a new slot: a removed rule's slot is reused
+// only one replacement later); a rule is added that takes the removed
+// rule's slot. Each rule's counter equals what rule.Set.Decide gives its id
+// over every set it was in (the engine keeps a rule's counter slot by id,
+// and a reused slot starts from zero), the drop rules' counters add up to
+// what they dropped, and the engine's Dropped total is everything the
+// reference dropped, the removed rule's drops included (moved into the
+// verdict counters when its slot is reused). A placer reading these
+// counters must therefore keep its last reading across such a change
+// (agent/placement's TestCountersAddUpAcrossMatchChange).
 func TestCountersAddUpAcrossMatchChange(t *testing.T) {
 	e := newEngine(t, Options{})
 	pfx := netip.MustParsePrefix
@@ -30,6 +36,15 @@ func TestCountersAddUpAcrossMatchChange(t *testing.T) {
 		set1.Rules[2],
 		{ID: "drop-new", Priority: 30, Action: rule.Drop, Match: rule.Match{Dst: pfx("203.0.113.0/24")}},
 	}}
+	set3 := &rule.Set{Rules: []rule.Rule{ // drop-flood changes again, drop-ssh goes
+		set1.Rules[0],
+		{ID: "drop-flood", Priority: 10, Action: rule.Drop, Match: rule.Match{Dst: pfx("198.51.100.0/24"), Proto: []uint8{rule.ProtoUDP}, DstPort: rule.Ranges{{Lo: 0, Hi: 40000}}}},
+		set2.Rules[3],
+	}}
+	set4 := &rule.Set{Rules: append(append([]rule.Rule(nil), set3.Rules...),
+		rule.Rule{ID: "drop-late", Priority: 40, Action: rule.Drop, Match: rule.Match{Proto: []uint8{rule.ProtoTCP}}})}
+	set5 := &rule.Set{Rules: append(append([]rule.Rule(nil), set4.Rules...), // takes drop-ssh's slot
+		rule.Rule{ID: "drop-reuse", Priority: 50, Action: rule.Drop, Match: rule.Match{Proto: []uint8{rule.ProtoUDP}}})}
 	want := map[string]uint64{}
 	var wantDropped uint64
 	run := func(set *rule.Set, seed uint64) {
@@ -49,30 +64,44 @@ func TestCountersAddUpAcrossMatchChange(t *testing.T) {
 				}
 			}
 		}
+		cs, err := e.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum, wantSum uint64
+		for i, r := range set.Rules {
+			if cs[i].Packets != want[r.ID] {
+				t.Errorf("after set %d: rule %s: engine counted %d, reference %d over the sets it was in", seed, r.ID, cs[i].Packets, want[r.ID])
+			}
+			if r.Action == rule.Drop {
+				sum += cs[i].Packets
+				wantSum += want[r.ID]
+			}
+		}
+		v, err := e.Verdicts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum != wantSum || v[Dropped].Packets != wantDropped {
+			t.Errorf("after set %d: drop rules' counters sum to %d, reference %d; engine Dropped %d, reference %d (the removed rule's drops included)", seed, sum, wantSum, v[Dropped].Packets, wantDropped)
+		}
 	}
 	run(set1, 1)
 	run(set2, 2)
-	cs, err := e.Counters()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum uint64
-	for i, r := range set2.Rules {
-		if cs[i].Packets != want[r.ID] {
-			t.Errorf("rule %s: engine counted %d, reference %d over both sets", r.ID, cs[i].Packets, want[r.ID])
-		}
-		if r.Action == rule.Drop {
-			sum += cs[i].Packets
-		}
-	}
-	v, err := e.Verdicts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum != v[Dropped].Packets || sum != wantDropped {
-		t.Errorf("drop rules' counters sum to %d; engine Dropped %d; reference %d", sum, v[Dropped].Packets, wantDropped)
-	}
-	if want["drop-flood"] == 0 || want["keep"] == 0 || want["drop-new"] == 0 {
+	ssh := want["drop-ssh"]
+	e.mu.Lock()
+	sshSlot := e.slots["drop-ssh"]
+	e.mu.Unlock()
+	run(set3, 3)
+	run(set4, 4)
+	run(set5, 5)
+	if want["drop-flood"] == 0 || want["keep"] == 0 || want["drop-new"] == 0 || ssh == 0 || want["drop-late"] == 0 || want["drop-reuse"] == 0 {
 		t.Fatalf("degenerate traffic: %v", want)
+	}
+	e.mu.Lock()
+	reused := e.slots["drop-reuse"]
+	e.mu.Unlock()
+	if reused != sshSlot {
+		t.Fatalf("drop-reuse has slot %d, drop-ssh had %d: a removed rule's slot is to be reused exactly one replacement after the one that freed it (here by drop-reuse in set 5)", reused, sshSlot)
 	}
 }
