@@ -87,6 +87,9 @@ func place(mf *rule.MatchField, col string, mask [6]uint64, typ reflect.Type, us
 	}
 	w := words[0]
 	m := mask[w]
+	if tz := bits.TrailingZeros64(m); bits.OnesCount64(m) != mf.Width || m>>tz&(m>>tz+1) != 0 {
+		return bad("the key must hold the field's %d bits (Width) side by side", mf.Width)
+	}
 	shift := bits.TrailingZeros64(m) / n * n // the member sits aligned to its width
 	if m>>shift >= 1<<n && n < 64 {
 		return bad("bits reach past the %d-bit member placed at bit %d", n, shift)

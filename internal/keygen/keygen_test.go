@@ -92,6 +92,8 @@ func TestBadTable(t *testing.T) {
 		{edit("dscp", func(m *rule.MatchField) { m.Member = "Tos" }), Cache, `dscp: Member "Tos"`},
 		{edit("src_port", func(m *rule.MatchField) { m.CacheKey = [6]uint64{1: 0x1ffff} }), Cache, "src_port: CacheKey"},
 		{edit("dscp", func(m *rule.MatchField) { m.SimMember = "" }), Sim, "dscp: SimKey"},
+		{edit("dscp", func(m *rule.MatchField) { m.CacheKey = [6]uint64{0x3e << 32} }), Cache, "dscp: CacheKey [0x3e00000000 0x0 0x0 0x0 0x0 0x0]: the key must hold the field's 6 bits"},
+		{edit("dscp", func(m *rule.MatchField) { m.SimKey = [6]uint64{4: 0xf4} }), Sim, "dscp: SimKey"},
 		{edit("fragment", func(m *rule.MatchField) { m.SimKey = [6]uint64{4: 0xff} }), Sim, "dscp: SimKey word 4 bits 0-7 overlap fragment"},
 	} {
 		_, err := c.gen(c.fields)
