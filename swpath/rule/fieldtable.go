@@ -5,9 +5,12 @@ package rule
 // flow-cache key (swpath/classifier) and in the simulated hardware table's
 // key (offload/sim), the tc flower attribute the hardware path programs
 // (include/uapi/linux/pkt_cls.h), and its offset in the XDP program's
-// parsed packet (struct pkt in swpath/xdp/bpf/scrub.c). Tests check every
-// key packing and the BPF layout against this table, and vary each field
-// in turn through every engine (tests/varyfield); a field added here and
+// parsed packet (struct pkt in swpath/xdp/bpf/scrub.c). The flow-cache
+// and simulated-table key packers are generated from it (internal/keygen;
+// run go generate in swpath/classifier and offload/sim after a change, a
+// test fails while the committed packers differ). Tests check every key
+// packing and the BPF layout against this table, and vary each field in
+// turn through every engine (tests/varyfield); a field added here and
 // missed in one of those places fails them.
 type MatchField struct {
 	// Name is the rule-file key (docs/rules.md), or the packet property
