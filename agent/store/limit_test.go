@@ -35,6 +35,9 @@ func TestMaxRulesPerSource(t *testing.T) {
 	if !errors.Is(err, ErrTooMany) || !strings.Contains(err.Error(), "source api would hold 4 rules, more than the 3 of rules.max_rules_per_source") {
 		t.Fatalf("4th rule: %v", err)
 	}
+	if s.Version() != v || s.Len() != 3 {
+		t.Fatalf("the refused put changed the store")
+	}
 	if _, err := s.Put("api", limitRule("a1", 9)); err != nil { // in place
 		t.Fatalf("replacing a rule in place: %v", err)
 	}
