@@ -153,6 +153,24 @@ var mutations = []mutation{
 			"\tSkipHW  Flags = 1 << 0\n\tSkipSW  Flags = 1 << 1\n", "\tSkipHW  Flags = 1 << 1\n\tSkipSW  Flags = 1 << 0\n", 1}},
 		pkgs: []string{"./offload/tcflower/", "./offload/flowerbackend/"},
 	},
+	{
+		name: "placement: a rule whose match changed under its id forgets the engine's last reading (double count)",
+		edits: []edit{{"agent/placement/placement.go",
+			"\t\t\tnrs.swLast, nrs.swSeen = rs.swLast, rs.swSeen\n", "\n", 1}},
+		pkgs: []string{"./agent/placement/", "./agent/sim/"}, run: "TestCountersAddUp|TestSimCountersAddUp",
+	},
+	{
+		name: "XDP: a reused counter slot not retired into the verdict counters",
+		edits: []edit{{"swpath/xdp/engine.go",
+			"\t\t\tif slots[i] < e.next {\n", "\t\t\tif false {\n", 1}},
+		pkgs: []string{"./swpath/xdp/"}, run: "TestCountersAddUpAcrossMatchChange",
+	},
+	{
+		name: "XDP: a reused counter slot not zeroed for its new rule",
+		edits: []edit{{"swpath/xdp/engine.go",
+			"if err := e.stats.Put(slots[i], zero); err != nil {", "if err := error(nil); err != nil && zero != nil {", 1}},
+		pkgs: []string{"./swpath/xdp/"}, run: "TestCountersAddUpAcrossMatchChange",
+	},
 }
 
 func main() {
