@@ -201,7 +201,7 @@ type View struct {
 }
 
 type ruleState struct {
-	r        rule.Rule
+	r        *rule.Rule // in Placer.set: one copy of each rule, not two
 	path     Path
 	reason   string
 	since    time.Time
@@ -534,12 +534,12 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 			if rs.r.Priority != r.Priority {
 				rs.compiled = false
 			}
-			rs.r = r
+			rs.r = &p.set.Rules[i]
 			p.rules[r.ID] = rs
 			keep[r.ID] = true
 			continue
 		}
-		nrs := &ruleState{r: r, path: None, mkey: mk}
+		nrs := &ruleState{r: &p.set.Rules[i], path: None, mkey: mk}
 		if ok { // changed: carry counters, re-place
 			nrs.hwTot, nrs.swTot, nrs.moves = rs.hwTot, rs.swTot, rs.moves
 			// The software engine keeps its counter slot by rule id across
@@ -623,7 +623,7 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	for _, rs := range fresh {
 		k := ""
 		if p.hw != nil {
-			k = p.hw.Key(&rs.r)
+			k = p.hw.Key(rs.r)
 		}
 		if k != "" && staleSet[k] && rs.hwOK && p.hwUp {
 			rs.key = k
@@ -738,7 +738,7 @@ func (p *Placer) compile(rs *ruleState) {
 		rs.hwOK, rs.hwReason, rs.hwKind = false, "no hardware offload configured", dataplane.KindUnsupported
 		return
 	}
-	c, err := p.hw.Compile(&rs.r, &p.set)
+	c, err := p.hw.Compile(rs.r, &p.set)
 	if err != nil {
 		rs.hwOK, rs.hwKind, rs.compiled = false, dataplane.KindOf(err), true
 		rs.hwReason = err.Error()
@@ -802,7 +802,7 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 		p.log.Debug("hardware install not tried; rule stays in software", "rule", rs.r.ID, "table", t, "why", why)
 		return false
 	}
-	if err := p.hw.Install(ctx, &rs.r, &p.set); err != nil {
+	if err := p.hw.Install(ctx, rs.r, &p.set); err != nil {
 		p.hwFailed(err, "install")
 		k := dataplane.KindOf(err)
 		if k == dataplane.KindMaskBudget {
@@ -818,7 +818,7 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 		p.log.Debug("hardware install failed; rule stays in software", "rule", rs.r.ID, "kind", k.String(), "err", err)
 		return false
 	}
-	rs.key = p.hw.Key(&rs.r)
+	rs.key = p.hw.Key(rs.r)
 	rs.hwChanged = now
 	for _, m := range rs.cost.Masks {
 		if p.shapes != nil {
