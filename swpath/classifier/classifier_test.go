@@ -41,16 +41,16 @@ func checkAgainstReference(t *testing.T, name string, set *rule.Set, fs []rule.F
 	}
 	out := make([]int32, len(fs))
 	tab.DecideBurst(fs, out)
-	// The staged lookup's other form (with the prefilter or without it,
-	// whichever the set's size did not pick) must decide the same.
+	// The burst path the set's size did not pick (the per-packet walk or
+	// the staged lookup) must decide the same.
 	other := *tab
-	other.stagedPf = !tab.stagedPf
+	other.burstWalk = !tab.burstWalk
 	out2 := make([]int32, len(fs))
 	other.DecideBurst(fs, out2)
 	if !slices.Equal(out, out2) {
 		for i := range out {
 			if out[i] != out2[i] {
-				t.Fatalf("%s: packet %d %+v: burst %d with stagedPf %v, %d without", name, i, &fs[i], out[i], tab.stagedPf, out2[i])
+				t.Fatalf("%s: packet %d %+v: burst %d with burstWalk %v, %d with the other path", name, i, &fs[i], out[i], tab.burstWalk, out2[i])
 			}
 		}
 	}

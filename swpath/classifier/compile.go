@@ -318,9 +318,9 @@ type Table struct {
 	build  time.Duration
 	used   used // fields any rule looks at
 	pf     prefilter
-	// stagedPf: the staged lookup consults the prefilter (see
-	// stagedPrefilterMax).
-	stagedPf bool
+	// burstWalk: bursts take the per-packet walk rather than the staged
+	// lookup (small sets, see walkPrefilterMax).
+	burstWalk bool
 	// plain: no entry checks more after its hash hit than that the packet
 	// has ports (flags 0 or needPorts), so no lookup calls holds.
 	plain bool
@@ -681,7 +681,7 @@ func Compile(set *rule.Set) (*Table, error) {
 		}
 	}
 	t.buildPrefilter()
-	t.stagedPf = t.pf.hashBytes() <= stagedPrefilterMax
+	t.burstWalk = t.pf.hashBytes() <= walkPrefilterMax
 	t.cacheW0, t.cacheW1 = t.used.cacheMasks()
 	t.build = time.Since(start)
 	return t, nil

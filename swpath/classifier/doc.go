@@ -30,10 +30,11 @@
 // most four hash probes and two array reads, the tables that can hold an
 // entry for the packet, and hashes into those only (on ClassBench-style sets
 // about half of them). The count of tables probed (Snapshot.TablesProbed,
-// Table.Probes) counts those hashed into, not the prefilter reads. The
-// burst lookup consults the prefilter only while its hash is at most
-// 64 KiB: a bigger one misses the cache on each of its dependent probes,
-// which costs more than the Bloom words it spares.
+// Table.Probes) counts those hashed into, not the prefilter reads. Bursts
+// use the prefilter only in sets whose prefilter hash is at most 64 KiB,
+// and there they take the per-packet walk; a bigger prefilter misses the
+// cache on each of its dependent probes, which costs more than the Bloom
+// words it spares.
 //
 // Each hash table carries a one-hash Bloom filter (8 bits per slot) that
 // answers most misses from a few kilobytes, and a slot (64 bytes, one cache
@@ -51,17 +52,19 @@
 // # Classifying
 //
 // Table.Decide is the single-packet lookup and Table.DecideBurst the burst
-// lookup (no counters). DecideBurst is staged over groups of up to 32
-// packets: the prefilter for every packet, then the hash and Bloom bit of
-// every candidate table (kept without a branch when the bit is set), then
-// the slots of the kept probes, then the entries of the slots hit. The loads
+// lookup (no counters). For small sets (prefilter hash at most 64 KiB, as
+// about 1k ClassBench-style rules) DecideBurst is the single-packet walk in
+// a loop, which was the faster there. For bigger ones it is staged over
+// groups of up to 32 packets: the hash and Bloom bit of every table for
+// every packet (kept without a branch when the bit is set), then the slots
+// of the kept probes, then the entries of the slots hit. The loads
 // of one stage do not depend on each other, so their cache misses overlap,
-// and the unpredictable Bloom outcome is data rather than a branch. Without
-// the prefilter the hashing stage goes table by table, in best-rank order,
-// so packets find their likely best entries first and prune more later. It
-// probes every candidate table (no table pruning, only slot and entry
-// pruning by the packet's best rank so far), and decides exactly as the
-// single-packet walk does. Sets of more than 63 tables use the single-packet
+// and the unpredictable Bloom outcome is data rather than a branch. The
+// hashing stage goes table by table, in best-rank order, so packets find
+// their likely best entries first and prune more later. It
+// probes every table (no table pruning, only slot and entry pruning by the
+// packet's best rank so far), and decides exactly as the single-packet
+// walk does. Sets of more than 63 tables use the single-packet
 // walk for bursts too. A
 // Classifier holds the current Table in an atomic pointer: Swap compiles a new
 // set and publishes it whole, readers never block, and a burst loads the

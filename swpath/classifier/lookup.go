@@ -179,6 +179,9 @@ func (t *Table) DecideBurst(fs []rule.Fields, out []int32) int {
 	if len(t.tables) == 1 {
 		return t.decideSingle(fs, out)
 	}
+	if t.burstWalk {
+		return t.decideStaged(fs, out, nil) // the walk needs no scratch
+	}
 	var jobs [stagedJobs]stagedProbe
 	return t.decideStaged(fs, out, jobs[:])
 }

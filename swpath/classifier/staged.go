@@ -1,8 +1,6 @@
 package classifier
 
 import (
-	"math/bits"
-
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
@@ -15,10 +13,11 @@ import (
 // the next step, so that the loads of one step are independent of each
 // other and overlap, and the Bloom test is data, not a branch:
 //
-//  1. the prefilter's candidate tables of every packet;
-//  2. for every (packet, candidate table): the hash, and the Bloom word's
-//     bit; a probe record is written always and kept (the count advanced)
-//     only when the bit is set;
+//  1. which packets are IP (every table is a candidate of an IP packet:
+//     the prefilter is left out, see walkPrefilterMax);
+//  2. for every (table, packet): the hash, and the Bloom word's bit; a
+//     probe record is written always and kept (the count advanced) only
+//     when the bit is set;
 //  3. for every kept probe: the slot chain; a slot that holds the key and
 //     whose best entry decides alone (slot.quick) decides there, one whose
 //     best entry cannot beat the packet's best so far is dropped, and the
@@ -33,15 +32,19 @@ import (
 // mispredicted branch) and prunes slots and entries only.
 const stagedGroup = 32
 
-// stagedPrefilterMax is the largest prefilter (bytes of its hash) the
-// staged lookup consults. A bigger one is left out: its probes miss the
-// cache and depend on each other, while the Bloom words they would spare
-// are few, small and loaded in parallel (measured on ClassBench-style sets:
-// the prefilter paid at 1k rules, 32 KiB, and cost at 10k, 512 KiB).
-const stagedPrefilterMax = 64 << 10
+// walkPrefilterMax: a set whose prefilter hash is at most this big (so
+// the set is small and its tables sit in the cache) decides bursts with the
+// per-packet walk, prefilter and table pruning included, which was 1-15 %
+// faster than the staged lookup on ClassBench-style sets of 1k rules
+// (prefilter 32 KiB). Bigger sets take the staged lookup without the
+// prefilter: its probes miss the cache and depend on each other, while the
+// Bloom words they would spare are few, small and loaded in parallel (at
+// 10k rules, 512 KiB, the staged lookup with it was 5-7 % slower than
+// without, and the walk slower still).
+const walkPrefilterMax = 64 << 10
 
-// maxStagedTables: a packet has at most this many candidate tables (one
-// prefilter bit each). Sets with more tables use the per-packet walk.
+// maxStagedTables: the staged lookup takes sets of at most this many
+// tables (a candidate bit each); sets with more use the per-packet walk.
 const maxStagedTables = 63
 
 // stagedJobs is the size of the probe scratch of one DecideBurst call: a
@@ -61,7 +64,7 @@ type stagedProbe struct {
 // least maxStagedTables.
 func (t *Table) decideStaged(fs []rule.Fields, out []int32, jobs []stagedProbe) int {
 	out = out[:len(fs)]
-	if len(t.tables) > maxStagedTables {
+	if len(t.tables) > maxStagedTables || t.burstWalk {
 		probes := 0
 		for i := range fs {
 			_, r, n := t.lookup(&fs[i])
@@ -94,51 +97,30 @@ func (t *Table) stagedGroup(fs []rule.Fields, out []int32, jobs []stagedProbe) i
 		var c uint64
 		if f.Family != 0 {
 			c = valid
-			if t.stagedPf {
-				c &= t.pf.candidates(f.Src.Hi, f.Dst.Hi)
-			}
 		}
 		cand[i] = c
 	}
 	// 2. Hash and Bloom bit of every candidate table; keep the set ones.
 	tables := t.tables
 	nj, probes := 0, 0
-	if t.stagedPf {
-		// Packet by packet over its candidates.
+	// Every table is a candidate of every IP packet: table by table,
+	// so that a table's mask and filter stay in registers, and in
+	// best-rank order, so that packets meet their likely best entries
+	// first and prune more in stages 3 and 4.
+	var misc [stagedGroup]uint64
+	for i := range fs {
+		f := &fs[i]
+		misc[i] = uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
+		probes += len(tables) * int(cand[i]&1)
+	}
+	for ti := range tables {
+		ht := &tables[ti]
+		mk, shift, bloom := ht.mask, ht.shift, ht.bloom
 		for i := range fs {
 			f := &fs[i]
-			s0, s1, d0, d1 := f.Src.Hi, f.Src.Lo, f.Dst.Hi, f.Dst.Lo
-			misc := uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
-			c := cand[i]
-			probes += bits.OnesCount64(c)
-			for ; c != 0; c &= c - 1 {
-				ti := bits.TrailingZeros64(c)
-				ht := &tables[ti]
-				b := hash5(s0&ht.mask.srcHi, s1&ht.mask.srcLo, d0&ht.mask.dstHi, d1&ht.mask.dstLo, misc&ht.mask.misc) >> ht.shift
-				jobs[nj] = stagedProbe{uint16(i), uint16(ti), uint32(b >> bloomShift)}
-				nj += int(ht.bloom[b/64] >> (b % 64) & 1)
-			}
-		}
-	} else {
-		// Every table is a candidate of every IP packet: table by table,
-		// so that a table's mask and filter stay in registers, and in
-		// best-rank order, so that packets meet their likely best entries
-		// first and prune more in stages 3 and 4.
-		var misc [stagedGroup]uint64
-		for i := range fs {
-			f := &fs[i]
-			misc[i] = uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
-			probes += len(tables) * int(cand[i]&1)
-		}
-		for ti := range tables {
-			ht := &tables[ti]
-			mk, shift, bloom := ht.mask, ht.shift, ht.bloom
-			for i := range fs {
-				f := &fs[i]
-				b := hash5(f.Src.Hi&mk.srcHi, f.Src.Lo&mk.srcLo, f.Dst.Hi&mk.dstHi, f.Dst.Lo&mk.dstLo, misc[i]&mk.misc) >> shift
-				jobs[nj] = stagedProbe{uint16(i), uint16(ti), uint32(b >> bloomShift)}
-				nj += int(bloom[b/64] >> (b % 64) & cand[i] & 1)
-			}
+			b := hash5(f.Src.Hi&mk.srcHi, f.Src.Lo&mk.srcLo, f.Dst.Hi&mk.dstHi, f.Dst.Lo&mk.dstLo, misc[i]&mk.misc) >> shift
+			jobs[nj] = stagedProbe{uint16(i), uint16(ti), uint32(b >> bloomShift)}
+			nj += int(bloom[b/64] >> (b % 64) & cand[i] & 1)
 		}
 	}
 	// 3. Slot chains of the kept probes; a hit overwrites the records
