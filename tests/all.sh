@@ -63,7 +63,13 @@ GOARCH=arm64 go test -count=1 -short -timeout 30m -exec qemu-aarch64-static \
   ./agent/plan/... ./agent/placement/... ./agent/store/... ./agent/protect/... ./agent/config/... ./agent/metrics/...
 
 step bench "benchmarks compile and run once"
-go test -count=1 -run '^$' -bench . -benchtime 1x ./swpath/... ./offload/... >/dev/null
+# The figures are not kept; a failure or panic is shown.
+blog=$(mktemp)
+if ! go test -count=1 -run '^$' -bench . -benchtime 1x ./swpath/... ./offload/... >"$blog" 2>&1; then
+  grep -E -B3 -A30 '^(--- FAIL|FAIL|panic:)' "$blog" | head -150
+  exit 1
+fi
+rm -f "$blog"
 
 step build "release binaries: static amd64/arm64 and the mlx5 cgo builds (deploy/build.sh)"
 bash deploy/build.sh --require-mlx5 --out "$(mktemp -d)"
