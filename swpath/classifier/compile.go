@@ -49,7 +49,7 @@ func (k key) and(m key) key {
 
 func keyOf(f *rule.Fields) key {
 	return key{f.Src.Hi, f.Src.Lo, f.Dst.Hi, f.Dst.Lo,
-		uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)}
+		miscWord(f)}
 }
 
 // hash5 hashes a key given as its five words (values, so that the lookup
@@ -222,6 +222,12 @@ func (e *entry) check() echeck {
 func scanSD(f *rule.Fields) uint64 {
 	sh := 32 * (uint64(f.Family>>1) & 1) // IPv4 (4): 0, IPv6 (6): 32
 	return f.Src.Hi<<sh>>32<<32 | f.Dst.Hi<<sh>>32
+}
+
+// miscWord returns the key's misc word of a packet: family, protocol and
+// both ports, as tables mask and compare it.
+func miscWord(f *rule.Fields) uint64 {
+	return uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
 }
 
 // hiMask returns the mask of the top n (0..64) bits of a word.

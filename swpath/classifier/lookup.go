@@ -68,6 +68,31 @@ func (t *Table) holds(e *entry, f *rule.Fields, misc uint64) bool {
 	return true
 }
 
+// scanSlot returns the rank and rule of the first entry of slot s that
+// holds for f (entries are in rank order, so it is the slot's best), or
+// noRank and -1. sd and misc are scanSD(f) and miscWord(f).
+func (t *Table) scanSlot(s *slot, f *rule.Fields, sd, misc uint64) (uint64, int32) {
+	cs := t.chk[s.first : s.first+s.n]
+	for i := range cs {
+		c := &cs[i]
+		if sd&c.sdMask != c.sd || misc&c.miscMask != c.misc {
+			continue
+		}
+		e := &t.entries[s.first+uint32(i)]
+		if c.miscMask >= chkPortsBit {
+			if c.miscMask&chkFullBit != 0 {
+				if !t.holds(e, f, misc) {
+					continue
+				}
+			} else if !f.HasPorts() {
+				continue
+			}
+		}
+		return e.rank, e.rule
+	}
+	return noRank, -1
+}
+
 // lookup returns the rank and rule of the deciding entry (noRank, -1 when
 // none) and how many hash tables it probed. The key stays in five locals so
 // that the compiler keeps it in registers.
@@ -76,10 +101,9 @@ func (t *Table) lookup(f *rule.Fields) (uint64, int32, int) {
 		return noRank, -1, 0
 	}
 	s0, s1, d0, d1 := f.Src.Hi, f.Src.Lo, f.Dst.Hi, f.Dst.Lo
-	misc := uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
+	misc := miscWord(f)
 	best, bestRule := noRank, int32(-1)
 	probes := 0
-	entries, chk := t.entries, t.chk
 	sd := scanSD(f)
 	tables := t.tables
 	// Walk the candidate tables in order, by their bits; bit 63 stands for
@@ -121,27 +145,8 @@ func (t *Table) lookup(f *rule.Fields) (uint64, int32, int) {
 				best, bestRule = s.rank, s.rule
 				break
 			}
-			// The first entry that holds is the slot's best.
-			cs := chk[s.first : s.first+s.n]
-			for i := range cs {
-				c := &cs[i]
-				if sd&c.sdMask != c.sd || misc&c.miscMask != c.misc {
-					continue
-				}
-				e := &entries[s.first+uint32(i)]
-				if c.miscMask >= chkPortsBit {
-					if c.miscMask&chkFullBit != 0 {
-						if !t.holds(e, f, misc) {
-							continue
-						}
-					} else if !f.HasPorts() {
-						continue
-					}
-				}
-				if e.rank < best {
-					best, bestRule = e.rank, e.rule
-				}
-				break
+			if r, ru := t.scanSlot(s, f, sd, misc); r < best {
+				best, bestRule = r, ru
 			}
 			break
 		}
@@ -228,7 +233,7 @@ func (t *Table) decideChunk(fs []rule.Fields, out []int32) int {
 		if f.Family == 0 {
 			best[i] = 0 // not IP: no table may be probed
 		}
-		misc[i] = uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
+		misc[i] = miscWord(f)
 		cand[i] = t.pf.candidates(f.Src.Hi, f.Dst.Hi)
 	}
 	probes := 0
@@ -347,7 +352,7 @@ func (t *Table) decideSingle(fs []rule.Fields, out []int32) int {
 		r := int32(-1)
 		if f.Family != 0 {
 			probes++
-			misc := uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
+			misc := miscWord(f)
 			m0, m1, m2, m3, m4 := f.Src.Hi&mask.srcHi, f.Src.Lo&mask.srcLo, f.Dst.Hi&mask.dstHi, f.Dst.Lo&mask.dstLo, misc&mask.misc
 			b := hash5(m0, m1, m2, m3, m4) >> shift
 			if bloom[b/64]&(1<<(b%64)) != 0 {
@@ -398,7 +403,7 @@ func (t *Table) decideMiscOnly(fs []rule.Fields, out []int32) int {
 		r := int32(-1)
 		if f.Family != 0 {
 			probes++
-			misc := uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
+			misc := miscWord(f)
 			m4 := misc & mm
 			b := hash5(0, 0, 0, 0, m4) >> shift
 			if bloom[b/64]&(1<<(b%64)) != 0 {
@@ -443,7 +448,7 @@ func (t *Table) decideMiscPlain(fs []rule.Fields, out []int32) int {
 		r := int32(-1)
 		if f.Family != 0 {
 			probes++
-			m4 := (uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)) & mm
+			m4 := miscWord(f) & mm
 			b := hash5(0, 0, 0, 0, m4) >> shift
 			if bloom[b/64]&(1<<(b%64)) != 0 {
 				for h := b >> bloomShift; ; h = (h + 1) & nbits {

@@ -110,7 +110,7 @@ func (t *Table) stagedGroup(fs []rule.Fields, out []int32, jobs []stagedProbe) i
 	var misc [stagedGroup]uint64
 	for i := range fs {
 		f := &fs[i]
-		misc[i] = uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
+		misc[i] = miscWord(f)
 		probes += len(tables) * int(cand[i]&1)
 	}
 	for ti := range tables {
@@ -131,7 +131,7 @@ func (t *Table) stagedGroup(fs []rule.Fields, out []int32, jobs []stagedProbe) i
 		f := &fs[p.pkt]
 		ht := &tables[p.ti]
 		m0, m1, m2, m3 := f.Src.Hi&ht.mask.srcHi, f.Src.Lo&ht.mask.srcLo, f.Dst.Hi&ht.mask.dstHi, f.Dst.Lo&ht.mask.dstLo
-		m4 := (uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)) & ht.mask.misc
+		m4 := miscWord(f) & ht.mask.misc
 		slots := ht.slots
 		for h := p.h; ; h = (h + 1) & uint32(ht.bits) {
 			s := &slots[h]
@@ -154,7 +154,6 @@ func (t *Table) stagedGroup(fs []rule.Fields, out []int32, jobs []stagedProbe) i
 		}
 	}
 	// 4. Entries of the hit slots, best rank first within a slot.
-	entries, chk := t.entries, t.chk
 	for k := range jobs[:nh] {
 		p := &jobs[k]
 		i := p.pkt
@@ -164,27 +163,9 @@ func (t *Table) stagedGroup(fs []rule.Fields, out []int32, jobs []stagedProbe) i
 			continue
 		}
 		sd := scanSD(f)
-		misc := uint64(f.Family)<<40 | uint64(f.Proto)<<32 | uint64(f.SrcPort)<<16 | uint64(f.DstPort)
-		cs := chk[s.first : s.first+s.n]
-		for j := range cs {
-			c := &cs[j]
-			if sd&c.sdMask != c.sd || misc&c.miscMask != c.misc {
-				continue
-			}
-			e := &entries[s.first+uint32(j)]
-			if c.miscMask >= chkPortsBit {
-				if c.miscMask&chkFullBit != 0 {
-					if !t.holds(e, f, misc) {
-						continue
-					}
-				} else if !f.HasPorts() {
-					continue
-				}
-			}
-			if e.rank < best[i] {
-				best[i], out[i] = e.rank, e.rule
-			}
-			break
+		misc := miscWord(f)
+		if r, ru := t.scanSlot(s, f, sd, misc); r < best[i] {
+			best[i], out[i] = r, ru
 		}
 	}
 	return probes
