@@ -76,20 +76,17 @@ type receiver struct {
 	setup func(b *testing.B) (count func() uint64, teardown func())
 }
 
-// BenchmarkVethDrop runs every receiver on the same veth with the same
-// sender: the in-kernel live-frames generator on one CPU (CPU 0), so the
-// receive path (veth NAPI) runs on that core too and Mpps is per core.
-// Each iteration sends for one second (-benchtime=Nx: N seconds per
-// receiver). Metric "Mpps" is what the receiver counted (dropped, or for "none" what
-// reached UDP), per second of sending; x-nft and x-xdpfilter are ratios to
-// the same rule count measured earlier in the same run.
-func BenchmarkVethDrop(b *testing.B) {
+// newBenchLab sets up the veth pair of the drop benchmarks: addresses on
+// both ends, NAPI (GRO) on the receiving end (without an XDP program it
+// needs NAPI to take XDP frames), and the in-kernel live-frames sender. It
+// returns the lab, the receiving interface's name, the sending end's MAC
+// address and the sender.
+func newBenchLab(b *testing.B) (*lab, string, net.HardwareAddr, *liveGen) {
 	l := newLab(b)
 	id := strconv.Itoa(os.Getpid() % 100000)
 	vb := "sxvb" + id
 	sh(b, "ip", "-n", l.nsA, "addr", "add", "10.99.0.1/24", "dev", "sxva"+id)
 	sh(b, "ip", "-n", l.nsB, "addr", "add", "10.99.0.2/24", "dev", vb)
-	// Without an XDP program vb needs NAPI (GRO) to take XDP frames.
 	sh(b, "ip", "netns", "exec", l.nsB, "ethtool", "-K", vb, "gro", "on")
 	var vaMAC net.HardwareAddr
 	l.in(b, l.fdA, func() {
@@ -99,7 +96,18 @@ func BenchmarkVethDrop(b *testing.B) {
 		}
 		vaMAC = ifc.HardwareAddr
 	})
-	gen := newLiveGen(b)
+	return l, vb, vaMAC, newLiveGen(b)
+}
+
+// BenchmarkVethDrop runs every receiver on the same veth with the same
+// sender: the in-kernel live-frames generator on one CPU (CPU 0), so the
+// receive path (veth NAPI) runs on that core too and Mpps is per core.
+// Each iteration sends for one second (-benchtime=Nx: N seconds per
+// receiver). Metric "Mpps" is what the receiver counted (dropped, or for "none" what
+// reached UDP), per second of sending; x-nft and x-xdpfilter are ratios to
+// the same rule count measured earlier in the same run.
+func BenchmarkVethDrop(b *testing.B) {
+	l, vb, vaMAC, gen := newBenchLab(b)
 	results := map[string]float64{}
 	resultsCPU := map[string]float64{}
 	sizes := []int{5, 1000, 10000}

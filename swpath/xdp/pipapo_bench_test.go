@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"strconv"
 	"testing"
 
@@ -30,21 +29,7 @@ import (
 // x-pipapo and x-pipapo-cpu are the XDP engine's figures over nftables'
 // for the same set, measured right after it.
 func BenchmarkVethPipapo(b *testing.B) {
-	l := newLab(b)
-	id := strconv.Itoa(os.Getpid() % 100000)
-	vb := "sxvb" + id
-	sh(b, "ip", "-n", l.nsA, "addr", "add", "10.99.0.1/24", "dev", "sxva"+id)
-	sh(b, "ip", "-n", l.nsB, "addr", "add", "10.99.0.2/24", "dev", vb)
-	sh(b, "ip", "netns", "exec", l.nsB, "ethtool", "-K", vb, "gro", "on")
-	var vaMAC net.HardwareAddr
-	l.in(b, l.fdA, func() {
-		ifc, err := net.InterfaceByIndex(l.va)
-		if err != nil {
-			b.Fatal(err)
-		}
-		vaMAC = ifc.HardwareAddr
-	})
-	gen := newLiveGen(b)
+	l, vb, vaMAC, gen := newBenchLab(b)
 	for _, n := range []int{1000, 10000} {
 		set := traffic.ClassBenchRules(uint64(n), n)
 		frame := pipapoFrame(b, set, vaMAC, l.vbMAC)
