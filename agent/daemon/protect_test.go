@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -117,22 +118,10 @@ func TestBGPProtectDirections(t *testing.T) {
 				src = append(src, r.Lo)
 			}
 		}
-		if !equal(dst, tc.dst) || !equal(src, tc.src) {
+		if !slices.Equal(dst, tc.dst) || !slices.Equal(src, tc.src) {
 			t.Errorf("%s: dst ports %v src ports %v, want %v %v", tc.comment, dst, src, tc.dst, tc.src)
 		}
 	}
-}
-
-func equal(a, b []uint32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // The local address comes from flowspec.listen_address when it is of the

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,7 +61,7 @@ func TestDecisionOrder(t *testing.T) {
 	set := &rule.Set{Rules: []rule.Rule{{Priority: 20}, {Priority: 10}, {Priority: 20}, {Priority: 5}, {Priority: 10}}}
 	got := decisionOrder(set)
 	want := []int{3, 1, 4, 0, 2} // lowest priority number first, ties by position
-	if !slicesEqual(got, want) {
+	if !slices.Equal(got, want) {
 		t.Fatalf("decisionOrder = %v, want %v", got, want)
 	}
 }
@@ -76,18 +77,6 @@ func TestTraceLine(t *testing.T) {
 	if !traceable(&f, rule.IPv4) || traceable(&frag, rule.IPv4) || traceable(&f, rule.IPv6) {
 		t.Fatal("traceable: a UDP packet with ports is, a non-first fragment of one is not")
 	}
-}
-
-func slicesEqual(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestAgainstRteACL is the differential test against DPDK's rte_acl: a
