@@ -2,10 +2,10 @@ package guest
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -135,26 +135,7 @@ func TestPassEntriesCountExactly(t *testing.T) {
 		}
 		w := predict(&fl)
 		want[w]++
-		if err := unix.Sendto(fd, frame, 0, sa); err != nil {
-			t.Fatalf("frame %d: sendto: %v", i, err)
-		}
-		var after []uint64
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			after = counts()
-			var db, da uint64
-			for j := range after {
-				db += before[j]
-				da += after[j]
-			}
-			if da > db || time.Now().After(deadline) {
-				if da != db+1 {
-					t.Fatalf("frame %d: counters moved by %d, want 1", i, int64(da-db))
-				}
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
+		after := sendCounted(t, fd, sa, frame, before, counts, fmt.Sprintf("frame %d", i))
 		for j := range after {
 			if d := after[j] - before[j]; (j == w) != (d == 1) {
 				t.Fatalf("frame %d (%+v): %s moved by %d; expected %s", i, fr, names[j], d, names[w])

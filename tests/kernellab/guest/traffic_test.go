@@ -217,26 +217,7 @@ func TestFlowerCountsMatchRuleSemantics(t *testing.T) {
 		} else {
 			dropped++
 		}
-		if err := unix.Sendto(fd, frame, 0, sa); err != nil {
-			t.Fatalf("packet %d: sendto: %v", i, err)
-		}
-		var after []uint64
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			after = counts()
-			var db, da uint64
-			for j := range after {
-				db += before[j]
-				da += after[j]
-			}
-			if da > db || time.Now().After(deadline) {
-				if da != db+1 {
-					t.Fatalf("packet %d (%s, %d bytes): counters moved by %d, want 1", i, st, len(frame), int64(da-db))
-				}
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
+		after := sendCounted(t, fd, sa, frame, before, counts, fmt.Sprintf("packet %d (%s, %d bytes)", i, st, len(frame)))
 		for j := range after {
 			d := after[j] - before[j]
 			if (j == wantFlower) != (d == 1) {
@@ -256,5 +237,32 @@ func TestFlowerCountsMatchRuleSemantics(t *testing.T) {
 		if perRule[i] == 0 {
 			t.Errorf("rule %s never hit: the traffic does not exercise it", r.ID)
 		}
+	}
+}
+
+// sendCounted sends frame on the packet socket fd and waits, up to 3 s, for
+// the filter counters read by counts to move from before; their sum must
+// move by exactly one (the frame counted once, by one filter). It returns
+// the counters after. what names the frame in a failure.
+func sendCounted(t *testing.T, fd int, sa unix.Sockaddr, frame []byte, before []uint64, counts func() []uint64, what string) []uint64 {
+	t.Helper()
+	if err := unix.Sendto(fd, frame, 0, sa); err != nil {
+		t.Fatalf("%s: sendto: %v", what, err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		after := counts()
+		var db, da uint64
+		for j := range after {
+			db += before[j]
+			da += after[j]
+		}
+		if da > db || time.Now().After(deadline) {
+			if da != db+1 {
+				t.Fatalf("%s: counters moved by %d, want 1", what, int64(da-db))
+			}
+			return after
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
