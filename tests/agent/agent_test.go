@@ -106,6 +106,21 @@ func start(t testing.TB, cfg *config.Config, n *sim.NIC) *agent {
 	return a
 }
 
+// startOnSim starts an agent with cfg on a new simulated NIC with
+// hwEntries hardware entries. Both stop when the test ends, the agent
+// first.
+func startOnSim(t testing.TB, cfg *config.Config, hwEntries int) (*agent, *sim.NIC) {
+	t.Helper()
+	n, err := sim.New(sim.Options{HWEntries: hwEntries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	a := start(t, cfg, n)
+	t.Cleanup(func() { a.stop(t) })
+	return a, n
+}
+
 func (a *agent) stop(t testing.TB) {
 	a.cancel()
 	if err := <-a.done; err != nil {

@@ -13,7 +13,6 @@ import (
 
 	agentapi "github.com/scrubd/scrubd/agent/api"
 	"github.com/scrubd/scrubd/agent/config"
-	"github.com/scrubd/scrubd/agent/sim"
 )
 
 func apiCode(err error) int {
@@ -36,13 +35,7 @@ func TestAgentRefusesRulesThatWiden(t *testing.T) {
 		c.Software.CyclesPerPacket = 297
 	})
 	rules := cfg.Rules.Files[0]
-	n, err := sim.New(sim.Options{HWEntries: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	a := start(t, &cfg, n)
-	defer a.stop(t)
+	a, _ := startOnSim(t, &cfg, 50)
 	waitFor(t, "file rule in force", func() bool { p, _ := a.path("file-a"); return p != "" })
 
 	// The API.
@@ -130,14 +123,8 @@ func TestAgentFlowSpecRoutesGuarded(t *testing.T) {
 		fs.OnSessionDown, fs.HoldTime, fs.Priority = "hold", time.Hour, 500
 		fs.AllowedDestinations = []string{"203.0.113.0/24"}
 	})
-	n, err := sim.New(sim.Options{HWEntries: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
 	pr := startPeer(t, bgpPort)
-	a := start(t, &cfg, n)
-	defer a.stop(t)
+	a, _ := startOnSim(t, &cfg, 50)
 	waitFor(t, "BGP session", func() bool { return a.d.Speaker.Stats().Sessions["127.0.0.2"] })
 	udp := bgp.NewFlowSpecComponent(bgp.FLOW_SPEC_TYPE_IP_PROTO, []*bgp.FlowSpecComponentItem{bgp.NewFlowSpecComponentItem(bgp.DEC_NUM_OP_EQ|bgp.DEC_NUM_OP_END, 17)})
 	dst := func(bits uint8, p string) bgp.AddrPrefixInterface {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/agent/placement"
-	"github.com/scrubd/scrubd/agent/sim"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
@@ -35,14 +34,8 @@ func TestReflectorProtectedFlowSpecInHardware(t *testing.T) {
 		fs.Neighbors = []config.Neighbor{{Address: "127.0.0.2", ASN: 65000, Passive: true}}
 		fs.HoldTime, fs.AllowedDestinations = time.Hour, []string{"198.18.0.0/15"}
 	})
-	n, err := sim.New(sim.Options{HWEntries: 2000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
 	pr := startPeer(t, bgpPort)
-	a := start(t, &cfg, n)
-	defer a.stop(t)
+	a, n := startOnSim(t, &cfg, 2000)
 	waitFor(t, "BGP session", func() bool { return a.d.Speaker.Stats().Sessions["127.0.0.2"] })
 	victim := func(i int) string { return fmt.Sprintf("198.18.%d.%d", i/200, 1+i%200) }
 	for i := range routes {

@@ -44,14 +44,8 @@ func status(t *testing.T, url string) (int, string) {
 // lost, without waiting for anything else, and counts it.
 func TestQdiscDeleteRecovery(t *testing.T) {
 	cfg := simConfig(t, twoHWRules)
-	n, err := sim.New(sim.Options{HWEntries: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
 	cfg.Place.Interval = time.Hour // no placement round helps: only the flush notification
-	a := start(t, &cfg, n)
-	defer a.stop(t)
+	a, n := startOnSim(t, &cfg, 50)
 	inHW := func() bool {
 		p1, _ := a.path("r-dns")
 		p2, _ := a.path("r-gre")

@@ -102,13 +102,7 @@ func TestAPIConnectionFlood(t *testing.T) {
 	if err := cfg.Validate("test", true); err != nil {
 		t.Fatal(err)
 	}
-	n, err := sim.New(sim.Options{HWEntries: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	a := start(t, &cfg, n)
-	defer a.stop(t)
+	a, _ := startOnSim(t, &cfg, 50)
 	waitFor(t, "ready", func() bool { return a.d.Placer.View() != nil && a.d.Placer.View().Ready })
 
 	before := openFDs(t)
@@ -226,13 +220,7 @@ func TestAPIBodyLimit(t *testing.T) {
 	cfg := simConfig(t, twoHWRules)
 	cfg.API.MaxBodyBytes = 4096
 	cfg.API.MaxHeaderBytes = 1024
-	n, err := sim.New(sim.Options{HWEntries: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	a := start(t, &cfg, n)
-	defer a.stop(t)
+	a, _ := startOnSim(t, &cfg, 50)
 	var b strings.Builder
 	b.WriteString("rules:\n")
 	for i := 0; b.Len() <= 4096; i++ {
@@ -393,13 +381,7 @@ func TestAPITLS(t *testing.T) {
 	cfg := simConfig(t, twoHWRules)
 	cfg.API.TCP, cfg.API.TokenFile = addr, tok
 	cfg.API.TLSCertFile, cfg.API.TLSKeyFile, cfg.API.TLSClientCAFile = cert, key, ca
-	n, err := sim.New(sim.Options{HWEntries: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	a := start(t, &cfg, n)
-	defer a.stop(t)
+	startOnSim(t, &cfg, 50)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pool := x509.NewCertPool()
@@ -438,13 +420,7 @@ func isAPICode(err error, code int) bool {
 func TestRefusalsLeaveNothing(t *testing.T) {
 	cfg := simConfig(t, twoHWRules)
 	cfg.Protect = []config.Protect{{Prefix: "192.0.2.1/32", Note: "management"}}
-	n, err := sim.New(sim.Options{HWEntries: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	a := start(t, &cfg, n)
-	defer a.stop(t)
+	startOnSim(t, &cfg, 50)
 	c := agentapi.NewUnixClient(cfg.API.Socket)
 	ctx := context.Background()
 	listed := func() map[string]string {
