@@ -119,18 +119,7 @@ func parseWhole(name string, data []byte, now time.Time) (*Set, error) {
 			p.fail(v, "rules", "", "must be a list of rules")
 			continue
 		}
-		for _, rn := range v.Content {
-			r, ok := p.rule(rn)
-			if !ok {
-				continue
-			}
-			if line, dup := seen[r.ID]; dup {
-				p.fail(rn, "id", r.ID, "duplicate id (first defined on line %d)", line)
-				continue
-			}
-			seen[r.ID] = rn.Line
-			set.Rules = append(set.Rules, r)
-		}
+		p.rules(v.Content, set, seen)
 	}
 	if !haveRules && len(p.errs) == 0 {
 		p.fail(root, "rules", "", "missing (a file with no rules says rules: [])")
@@ -156,6 +145,23 @@ func ParseRule(name string, data []byte, now time.Time) (Rule, error) {
 		return Rule{}, p.err()
 	}
 	return r, nil
+}
+
+// rules parses the rule nodes items into set, refusing an id already in
+// seen (which maps each id to the line that defined it).
+func (p *parser) rules(items []*yaml.Node, set *Set, seen map[string]int) {
+	for _, rn := range items {
+		r, ok := p.rule(rn)
+		if !ok {
+			continue
+		}
+		if line, dup := seen[r.ID]; dup {
+			p.fail(rn, "id", r.ID, "duplicate id (first defined on line %d)", line)
+			continue
+		}
+		seen[r.ID] = rn.Line
+		set.Rules = append(set.Rules, r)
+	}
 }
 
 func (p *parser) rule(n *yaml.Node) (Rule, bool) {

@@ -78,18 +78,7 @@ func parseItems(name string, data []byte, now time.Time) (set *Set, ok bool, err
 			return nil, false, nil
 		}
 		shiftLines(doc.Content[0], from)
-		for _, rn := range doc.Content[0].Content {
-			r, ok := p.rule(rn)
-			if !ok {
-				continue
-			}
-			if line, dup := seen[r.ID]; dup {
-				p.fail(rn, "id", r.ID, "duplicate id (first defined on line %d)", line)
-				continue
-			}
-			seen[r.ID] = rn.Line
-			set.Rules = append(set.Rules, r)
-		}
+		p.rules(doc.Content[0].Content, set, seen)
 	}
 	if len(p.errs) > 0 {
 		return nil, true, p.err()
