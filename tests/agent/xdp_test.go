@@ -182,7 +182,13 @@ func TestAgentXDPOnVeth(t *testing.T) {
 	waitFor(t, "dns-flood placed in software", func() bool { _, path := swDrops(d); return path == placement.SW })
 	p.sendUDP(t, 53, 100) // matches: dropped by XDP
 	p.sendUDP(t, 54, 100) // does not: passed to the stack
-	waitFor(t, "100 drops counted for dns-flood", func() bool { n, _ := swDrops(d); return n >= 100 })
+	// The per-rule counts and the engine's totals are read on the placer's
+	// rounds: wait until both have seen all 200 frames.
+	waitFor(t, "100 drops counted for dns-flood and 200 frames in the engine's totals", func() bool {
+		n, _ := swDrops(d)
+		tot := d.Placer.View().SW.Totals()
+		return n >= 100 && tot.Dropped+tot.Passed >= 200
+	})
 	if n, _ := swDrops(d); n != 100 {
 		t.Fatalf("dns-flood: %d packets dropped in software, want 100", n)
 	}
