@@ -39,6 +39,10 @@ type WorkerConfig struct {
 	// buffer is dropped or forwarded (differential tests, dryrun). It must
 	// not keep the slice.
 	Tap func(frame []byte, r classifier.Result)
+	// Unforwarded, if set, sees every passed frame the worker could not
+	// send on because the peer's send queue was full (counted as TxFull),
+	// before its buffer is recycled. It must not keep the slice.
+	Unforwarded func(frame []byte)
 	// OutOfBuffer, if set, reads the device's out-of-buffer drop counter
 	// for this queue (mlx5 rx_out_of_buffer, or the emulator's).
 	OutOfBuffer func() uint64
@@ -159,6 +163,9 @@ func (w *Worker) Step() int {
 		}
 		if w.tx.Space() == 0 {
 			w.c.TxFull++
+			if w.cfg.Unforwarded != nil {
+				w.cfg.Unforwarded(w.arena.Frame(b.Buf[i], b.Len[i]))
+			}
 			w.recycle[nr] = b.Buf[i]
 			nr++
 			continue

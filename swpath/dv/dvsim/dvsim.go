@@ -60,6 +60,9 @@ type Config struct {
 	Sink func(frame []byte)
 	// Tap sees every received frame and its result (see dv.WorkerConfig).
 	Tap func(frame []byte, r classifier.Result)
+	// Unforwarded sees every passed frame a worker could not send on (see
+	// dv.WorkerConfig).
+	Unforwarded func(frame []byte)
 	// Pool overrides the pool configuration; BuffersPerNode defaults to
 	// what the rings need, hugepages and binding default to off.
 	Pool *pool.Config
@@ -198,7 +201,7 @@ func New(cfg Config) (s *Sim, err error) {
 		s.clsW = append(s.clsW, cw)
 		w, err := dv.NewWorker(dv.WorkerConfig{
 			Name: name, CPU: cpu, RX: rx, TX: tx, Arena: arena, Cache: cache,
-			Classifier: cw, Burst: cfg.Burst, Spin: cfg.Spin, Tap: cfg.Tap,
+			Classifier: cw, Burst: cfg.Burst, Spin: cfg.Spin, Tap: cfg.Tap, Unforwarded: cfg.Unforwarded,
 			OutOfBuffer: erx.C.OutOfBuffer.Load,
 		})
 		if err != nil {

@@ -366,3 +366,59 @@ func TestWorkerPinned(t *testing.T) {
 		t.Fatal("pinning to CPU 100000 was not reported")
 	}
 }
+
+// TestUnforwardedSeesEveryFullQueueFrame: a worker whose peer send queue
+// (16 WQEs) is never serviced while it decides a burst of 64 frames that
+// all pass can post 16; the other 48 are recycled. Unforwarded must see
+// exactly those 48, byte for byte: the frames delivered less the frames
+// the peer port transmitted once its queue is serviced.
+func TestUnforwardedSeesEveryFullQueueFrame(t *testing.T) {
+	var mu sync.Mutex
+	var lost [][]byte
+	var sk sunk
+	sim, err := dvsim.New(dvsim.Config{Workers: 1, RQLog2: 6, CQLog2: 7, SQLog2: 4, Sink: sk.sink,
+		Unforwarded: func(f []byte) {
+			mu.Lock()
+			lost = append(lost, slices.Clone(f))
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	w := sim.Workers[0]
+	w.Step() // post the receive buffers
+	gen := traffic.NewGenerator(traffic.Config{Seed: 3, Sizes: traffic.Fixed(64)})
+	frames := gen.Frames(64)
+	for i, f := range frames {
+		if got := sim.RX[0].Deliver(f); got != nicemu.Placed {
+			t.Fatalf("frame %d: %v", i, got)
+		}
+	}
+	if got := w.Step(); got != 64 {
+		t.Fatalf("received %d, want 64", got)
+	}
+	for sim.TX[0].Service() > 0 {
+	}
+	if len(sk.frames) != 16 || len(lost) != 48 {
+		t.Fatalf("peer sent %d and %d unforwarded; want 16 and 48", len(sk.frames), len(lost))
+	}
+	want := map[string]int{}
+	for _, f := range frames {
+		want[string(f)]++
+	}
+	for _, f := range sk.frames {
+		want[string(f)]--
+	}
+	for _, f := range lost {
+		want[string(f)]--
+	}
+	for f, n := range want {
+		if n != 0 {
+			t.Fatalf("frame %x: delivered minus sent minus unforwarded is %d", f[:20], n)
+		}
+	}
+	if c := sim.Snapshot().Total; c.TxFull != 48 {
+		t.Fatalf("TxFull %d, want 48", c.TxFull)
+	}
+}
