@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/agent/daemon"
 	"github.com/scrubd/scrubd/agent/sim"
+	"github.com/scrubd/scrubd/agent/view"
 )
 
 // Run is `scrubd run`: until SIGINT or SIGTERM.
@@ -53,6 +55,20 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logOut := stderr
 	var cfg *config.Config
 	opt := daemon.Options{}
+	var vlog *slog.Logger // the live view logs where the agent does
+	simTasks := func(n *sim.NIC, vc view.Config) []func(context.Context, *daemon.Daemon) error {
+		return []func(context.Context, *daemon.Daemon) error{
+			func(ctx context.Context, _ *daemon.Daemon) error { return n.Run(ctx, 10*time.Millisecond) },
+			func(ctx context.Context, d *daemon.Daemon) error {
+				vc.NIC, vc.Store, vc.Placer, vc.Log = n, d.Store, d.Placer, vlog
+				vc.APISocket = d.APIAddr
+				if d.HTTPAddr != "" {
+					vc.MetricsURL = "http://" + d.HTTPAddr + "/metrics"
+				}
+				return view.Run(ctx, vc)
+			},
+		}
+	}
 	if *simMode {
 		dir, err := os.MkdirTemp("", "scrubd-sim-")
 		if err != nil {
@@ -67,9 +83,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer n.Close()
-		opt.Sim = n
 		opt.Paths = daemon.SimPaths(n)
-		opt.Status, opt.TTY = stdout, tty
+		opt.Tasks = simTasks(n, view.Config{Out: stdout, TTY: tty})
 		if tty {
 			// The live view owns the terminal; logs go to a file.
 			lf, err := os.Create(dir + "/scrubd.log")
@@ -101,15 +116,15 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 			defer n.Close()
-			opt.Sim, opt.NoDemo = n, true
 			opt.Paths = daemon.SimPaths(n)
-			opt.Status = stdout
+			opt.Tasks = simTasks(n, view.Config{Out: stdout, NoDemo: true})
 		}
 	}
 	if *metricsAddr != "" {
 		cfg.Metrics.Listen = *metricsAddr
 	}
 	opt.Log = slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	vlog = opt.Log
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

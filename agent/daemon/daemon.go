@@ -16,7 +16,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -62,14 +61,10 @@ type Options struct {
 	Log *slog.Logger
 	// Paths builds the dataplane (nil: from the config; --sim sets it).
 	Paths func(ctx context.Context, cfg *config.Config) (Paths, error)
-	// Sim runs the simulated NIC's traffic and demo rules.
-	Sim *sim.NIC
-	// NoDemo leaves the demo rules out (a config file with offload.backend
-	// sim: the rules come from its files, the API and FlowSpec).
-	NoDemo bool
-	// Status, when set, receives the live status view (--sim).
-	Status io.Writer
-	TTY    bool
+	// Tasks run beside the agent once every source is up, each until ctx
+	// ends (--sim: the simulated NIC's traffic and the live view); an
+	// error from one stops the agent.
+	Tasks []func(ctx context.Context, d *Daemon) error
 	// Reload triggers a rule-file reload (SIGHUP).
 	Reload <-chan struct{}
 	// Now and Ticker are injected in tests; default time.Now and real
@@ -437,11 +432,9 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 		g.Go(func() error { return api.ServeLimited(gctx, lns.metrics, h, lim, nil) })
 	}
 
-	// The simulated NIC: traffic, demo rules, status view.
-	if opt.Sim != nil {
-		n := opt.Sim
-		g.Go(func() error { return n.Run(gctx, 10*time.Millisecond) })
-		g.Go(func() error { return runDemo(gctx, n, st, placer, log, opt, now, ticker) })
+	// The caller's tasks (--sim: the simulated NIC's traffic, the live view).
+	for _, t := range opt.Tasks {
+		g.Go(func() error { return t(gctx, d) })
 	}
 	if opt.Ready != nil {
 		opt.Ready(d)

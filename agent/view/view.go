@@ -1,4 +1,12 @@
-package daemon
+// Package view is the live view of `scrubd run --sim`: it feeds the demo
+// rules into the store as simulated time passes, keeps the simulated NIC's
+// reference rule set in step with the store, and draws the status view on
+// a terminal (or writes plain status lines when the output is not one).
+//
+// The agent (agent/daemon) knows nothing of it: the caller (`scrubd run`)
+// starts Run beside the agent once the agent is up, with the agent's store
+// and placer.
+package view
 
 import (
 	"context"
@@ -17,11 +25,55 @@ import (
 // DemoSource is the store source of the --sim demo rules.
 const DemoSource = "demo"
 
-// runDemo feeds the demo rules (unless opt.NoDemo) into the store as
-// simulated time passes,
-// keeps the simulator's reference set in step with the store, and draws the
-// status view.
-func runDemo(ctx context.Context, n *sim.NIC, st *store.Store, p *placement.Placer, log *slog.Logger, opt Options,
+// Config is what the live view is given.
+type Config struct {
+	NIC    *sim.NIC
+	Store  *store.Store
+	Placer *placement.Placer
+	Log    *slog.Logger
+	// NoDemo leaves the demo rules out (a config file with offload.backend
+	// sim: the rules come from its files, the API and FlowSpec).
+	NoDemo bool
+	// Out, when set, receives the status view; TTY says it is a terminal
+	// (the view is redrawn in place) rather than a log (plain lines).
+	Out io.Writer
+	TTY bool
+	// APISocket is the path of the agent's API socket ("" when none) and
+	// MetricsURL the URL of its metrics ("" when none), for the view to
+	// show where the agent can be reached.
+	APISocket  string
+	MetricsURL string
+	// Now and Ticker are injected in tests; default time.Now and real
+	// tickers.
+	Now    func() time.Time
+	Ticker func(d time.Duration) (<-chan time.Time, func())
+}
+
+func realTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+// Run feeds the demo rules (unless c.NoDemo) into the store as simulated
+// time passes, keeps the simulator's reference set in step with the store,
+// and draws the status view, until ctx ends.
+func Run(ctx context.Context, c Config) error {
+	now, ticker := c.Now, c.Ticker
+	if now == nil {
+		now = time.Now
+	}
+	if ticker == nil {
+		ticker = realTicker
+	}
+	log := c.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return runDemo(ctx, c.NIC, c.Store, c.Placer, log, c, now, ticker)
+}
+
+// runDemo is Run's loop.
+func runDemo(ctx context.Context, n *sim.NIC, st *store.Store, p *placement.Placer, log *slog.Logger, opt Config,
 	now func() time.Time, ticker func(time.Duration) (<-chan time.Time, func())) error {
 	var demo []sim.DemoRule
 	if !opt.NoDemo {
@@ -56,12 +108,12 @@ func runDemo(ctx context.Context, n *sim.NIC, st *store.Store, p *placement.Plac
 		snap := st.Snapshot()
 		n.SetReference(&snap.Set)
 		v := p.View()
-		if v == nil || opt.Status == nil {
+		if v == nil || opt.Out == nil {
 			continue
 		}
 		if opt.TTY {
 			if now().Sub(lastDraw) >= time.Second {
-				drawStatus(opt.Status, v, n, true)
+				drawStatus(opt.Out, v, n, true)
 				lastDraw = now()
 			}
 			continue
@@ -69,17 +121,17 @@ func runDemo(ctx context.Context, n *sim.NIC, st *store.Store, p *placement.Plac
 		// Plain lines: placement decisions as they happen, a summary every
 		// few seconds.
 		for _, d := range v.Decisions[min(lastDecision, len(v.Decisions)):] {
-			fmt.Fprintf(opt.Status, "placement %s: %s -> %s: %s\n", d.Rule, d.From, d.To, d.Reason)
+			fmt.Fprintf(opt.Out, "placement %s: %s -> %s: %s\n", d.Rule, d.From, d.To, d.Reason)
 		}
 		lastDecision = len(v.Decisions)
 		if now().Sub(lastDraw) >= 5*time.Second {
 			if lastDraw.IsZero() {
-				fmt.Fprintln(opt.Status, modelLine(v, n)+"; rates and counts below are modelled (1 packet in "+fmt.Sprint(n.Scale())+" runs through the real path)")
+				fmt.Fprintln(opt.Out, modelLine(v, n)+"; rates and counts below are modelled (1 packet in "+fmt.Sprint(n.Scale())+" runs through the real path)")
 			}
-			fmt.Fprintf(opt.Status, "status (modelled): hw %.1f Mpps dropped (%d/%d entries), sw %.1f Mpps dropped, sw load %.1f of %.1f Mpps (limit %s), out-of-buffer %d, protected drops %d; engine measured %.0f cycles/pkt\n",
+			fmt.Fprintf(opt.Out, "status (modelled): hw %.1f Mpps dropped (%d/%d entries), sw %.1f Mpps dropped, sw load %.1f of %.1f Mpps (limit %s), out-of-buffer %d, protected drops %d; engine measured %.0f cycles/pkt\n",
 				v.HWPPS/1e6, v.HWBudget.UsedEntries, v.HWBudget.MaxEntries, v.SWPPS/1e6, v.SWLoadPPS/1e6, v.SWCapacityPPS/1e6, v.Limit,
 				v.NIC["rx_out_of_buffer"], n.ProtectedDrops(), v.MeasuredCyclesPerPacket)
-			fmt.Fprintln(opt.Status, engineLine(n))
+			fmt.Fprintln(opt.Out, engineLine(n))
 			lastDraw = now()
 		}
 	}
