@@ -179,13 +179,15 @@ func (p *parser) rule(n *yaml.Node) (Rule, bool) {
 			idNode = n.Content[i+1]
 		}
 	}
-	if idNode == nil {
-		p.fail(n, "id", "", "required")
-	} else if idNode.Kind != yaml.ScalarNode || !ValidID(idNode.Value) {
-		p.fail(idNode, "id", idNode.Value, "must match [A-Za-z0-9._-]{1,64}")
-	} else {
-		r.ID = idNode.Value
-		p.id = r.ID
+	// A missing id is reported after the keys: a misspelt "id" is an
+	// unknown key first.
+	if idNode != nil {
+		if idNode.Kind != yaml.ScalarNode || !ValidID(idNode.Value) {
+			p.fail(idNode, "id", idNode.Value, "must match [A-Za-z0-9._-]{1,64}")
+		} else {
+			r.ID = idNode.Value
+			p.id = r.ID
+		}
 	}
 	var matchNode, actionNode *yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -219,6 +221,9 @@ func (p *parser) rule(n *yaml.Node) (Rule, bool) {
 		default:
 			p.fail(k, k.Value, "", "unknown key (a rule has id, priority, action, expires, match)")
 		}
+	}
+	if idNode == nil {
+		p.fail(n, "id", "", "required")
 	}
 	if actionNode == nil {
 		p.fail(n, "action", "", "required (drop or accept)")
