@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -71,6 +72,51 @@ func BenchmarkProcess(b *testing.B) {
 			b.ReportMetric(float64(len(es)), "entries")
 			b.ReportMetric(float64(masks), "masks")
 			b.ReportMetric(float64(hits)/float64(i), "hit-ratio")
+		})
+	}
+}
+
+// BenchmarkInstallOne measures one install and one removal of a single
+// entry on a table that holds n entries (one mask shape, UDP to distinct
+// /32s, as FlowSpec routes compile), the way the placer installs a rule at
+// a time during a burst: each iteration installs an entry with a new match
+// and removes the oldest one, and each call publishes a new lookup.
+func BenchmarkInstallOne(b *testing.B) {
+	for _, size := range []int{100, 1000, 3800} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			caps := offload.MLX5(4096)
+			caps.InsertRate = 0
+			n := New(Config{Caps: caps, Clock: NewFakeClock(t0)})
+			ctx := context.Background()
+			mk := func(i int) offload.Entry {
+				return entry(fmt.Sprintf("10.%d.%d.%d/32", i>>16&255, i>>8&255, i&255), rule.ProtoUDP, 53)
+			}
+			var q []offload.Entry
+			for i := range size {
+				q = append(q, mk(i))
+			}
+			res, err := n.Install(ctx, q)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range q {
+				q[i].Handle = res[i].Handle
+			}
+			next := size
+			for b.Loop() {
+				res, err := n.Install(ctx, []offload.Entry{mk(next)})
+				if err != nil || res[0].Err != nil {
+					b.Fatal(err, res[0].Err)
+				}
+				e := mk(next)
+				e.Handle = res[0].Handle
+				next++
+				q = append(q, e)
+				if res, err := n.Remove(ctx, q[:1]); err != nil || res[0].Err != nil {
+					b.Fatal(err, res[0].Err)
+				}
+				q = q[1:]
+			}
 		})
 	}
 }

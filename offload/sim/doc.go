@@ -34,7 +34,11 @@
 // immutable lookup structure (a tuple-space table: one hash map per mask
 // shape) through an atomic pointer that writers replace after each chunk,
 // so the NIC emulator's goroutines match packets while the agent installs
-// and removes entries.
+// and removes entries. A new snapshot shares every group a chunk did not
+// touch; a touched group gets a copy of its small delta map (changes since
+// the group's map was built, checked first), folded into a new map once it
+// holds more than about the square root of the group's entries, so
+// installing one entry at a time costs O(sqrt n) per entry, not a rebuild.
 //
 // What this does not model: firmware and steering-mode differences beyond
 // the insertion rate, the table-level fragmentation of flow-group slots,

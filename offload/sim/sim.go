@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -76,13 +77,46 @@ type ltable struct {
 type lgroup struct {
 	mask    offload.Mask
 	entries map[key]*lslot
+	// delta holds the changes since entries was last built: an entry
+	// added or replaced, or nil for one removed. It is checked before
+	// entries and folded into a new entries map once it outgrows
+	// deltaMax, so one install copies a small map, not the group.
+	delta map[key]*lslot
+	// size counts the group's entries with delta applied.
+	size int
 	// A packet whose family or masked protocol no entry of the group has
 	// cannot hit it: two bit tests spare the hash of a 48-byte key. Groups
 	// are ordered by their lowest handle, so once a hit beats the next
-	// group's lowest handle no later group can win.
+	// group's lowest handle no later group can win. Between folds of the
+	// delta these are bounds (a removal leaves its bits and a lower
+	// minHandle standing), which keeps both tests safe.
 	fams      uint64
 	protos    [4]uint64
 	minHandle uint32
+}
+
+// get returns the group's entry with key k.
+func (g *lgroup) get(k *key) (*lslot, bool) {
+	if len(g.delta) > 0 {
+		if s, ok := g.delta[*k]; ok {
+			return s, s != nil
+		}
+	}
+	s, ok := g.entries[*k]
+	return s, ok
+}
+
+// deltaMax is how many changes a group's delta holds before they are
+// folded into its entries: the square root of the group's size (at least
+// 16), so an install or removal costs O(sqrt n) map work amortized (a copy
+// of the delta each time, a copy of the group every sqrt n changes) and a
+// packet at most one extra lookup.
+func deltaMax(size int) int {
+	d := 16
+	for d*d < size {
+		d *= 2
+	}
+	return d
 }
 
 func (g *lgroup) admits(k *offload.PacketKey) bool {
@@ -123,6 +157,12 @@ type NIC struct {
 	tables    map[offload.Table]*table
 	entries   int // installed entries, device-wide (at most MaxEntries)
 	busyUntil time.Time
+	// pub holds the lookup groups of the last published snapshot, per
+	// chain-0 table and mask shape; they are immutable once published.
+	// pending lists the changes made since, per table and shape, so a
+	// publish copies only the groups it touches (see publishLocked).
+	pub     map[offload.Table]map[offload.Mask]*lgroup
+	pending map[tableMask][]change
 
 	statsMu     sync.Mutex
 	statsAt     time.Time
@@ -133,11 +173,26 @@ type NIC struct {
 	onFlush []func()
 }
 
+// tableMask names one lookup group: a chain-0 table and a mask shape.
+type tableMask struct {
+	t offload.Table
+	m offload.Mask
+}
+
+// change is one pending lookup change: s set adds (or replaces) the entry
+// with key k, s nil removes the entry with key k and handle h.
+type change struct {
+	k key
+	s *lslot
+	h uint32
+}
+
 var _ offload.Backend = (*NIC)(nil)
 
 // New returns an empty simulated NIC.
 func New(cfg Config) *NIC {
-	n := &NIC{caps: cfg.Caps, clock: cfg.Clock, dev: cfg.Dev, tables: map[offload.Table]*table{}}
+	n := &NIC{caps: cfg.Caps, clock: cfg.Clock, dev: cfg.Dev, tables: map[offload.Table]*table{},
+		pub: map[offload.Table]map[offload.Mask]*lgroup{}}
 	if n.caps.Keys == 0 {
 		n.caps = offload.MLX5(DefaultEntries)
 	}
@@ -179,7 +234,9 @@ func (n *NIC) Flush() {
 	n.mu.Lock()
 	n.tables = map[offload.Table]*table{}
 	n.entries = 0
-	n.publishLocked()
+	n.pub = map[offload.Table]map[offload.Mask]*lgroup{}
+	n.pending = nil
+	n.snap.Store(&lookup{})
 	n.mu.Unlock()
 	n.flushMu.Lock()
 	fs := slices.Clone(n.onFlush)
@@ -289,9 +346,14 @@ func (n *NIC) installLocked(e offload.Entry) (uint32, error) {
 	}
 	e.Handle = h
 	g.used++
-	t.slots[h] = &slot{entry: e, ctr: &counter{}, group: g}
+	s := &slot{entry: e, ctr: &counter{}, group: g}
+	t.slots[h] = s
 	t.byMatch[e.Match] = h
 	n.entries++
+	if t.id.Chain == 0 {
+		n.noteLocked(t.id, mask, change{k: pack(&s.entry.Match), h: h,
+			s: &lslot{handle: h, cookie: e.Cookie, ctr: s.ctr, pass: e.Pass}})
+	}
 	return h, nil
 }
 
@@ -316,6 +378,9 @@ func (n *NIC) removeLocked(e offload.Entry) error {
 	delete(t.slots, s.entry.Handle)
 	delete(t.byMatch, s.entry.Match)
 	n.entries--
+	if t.id.Chain == 0 {
+		n.noteLocked(t.id, s.group.mask, change{k: pack(&s.entry.Match), h: s.entry.Handle})
+	}
 	s.group.used--
 	if s.group.used == 0 {
 		t.groups = slices.DeleteFunc(t.groups, func(g *group) bool { return g == s.group })
@@ -329,41 +394,119 @@ func (n *NIC) removeLocked(e offload.Entry) error {
 	return nil
 }
 
-// publishLocked builds a new immutable lookup snapshot and stores it.
+// noteLocked records a change to the lookup group of table t and shape m
+// for the next publish; the caller holds n.mu.
+func (n *NIC) noteLocked(t offload.Table, m offload.Mask, c change) {
+	if n.pending == nil {
+		n.pending = map[tableMask][]change{}
+	}
+	tm := tableMask{t, m}
+	n.pending[tm] = append(n.pending[tm], c)
+}
+
+// publishLocked stores a new immutable lookup snapshot with the changes
+// made since the last one. Only the groups a change touched are new: their
+// delta copied with the changes added, or, once the delta outgrows
+// deltaMax, their entries rebuilt with it folded in (and the family and
+// protocol summary and lowest handle made exact again); every other group
+// is the previous snapshot's, shared. So publishing after one install
+// costs O(sqrt n) amortized for a group of n entries, not a rebuild of
+// every entry. The caller holds n.mu.
 func (n *NIC) publishLocked() {
-	l := &lookup{}
-	for _, t := range n.tables {
-		if t.id.Chain != 0 {
-			continue
+	if len(n.pending) == 0 {
+		return
+	}
+	for tm, cs := range n.pending {
+		gs := n.pub[tm.t]
+		if gs == nil {
+			gs = map[offload.Mask]*lgroup{}
+			n.pub[tm.t] = gs
 		}
-		lt := ltable{id: t.id}
-		idx := map[offload.Mask]int{}
-		for _, s := range t.slots {
-			m := s.entry.Match.Mask()
-			i, ok := idx[m]
-			if !ok {
-				i = len(lt.groups)
-				idx[m] = i
-				lt.groups = append(lt.groups, lgroup{mask: m, entries: map[key]*lslot{}})
+		g := &lgroup{mask: tm.m}
+		if old := gs[tm.m]; old != nil {
+			*g = *old
+			g.delta = make(map[key]*lslot, len(old.delta)+len(cs))
+			maps.Copy(g.delta, old.delta)
+		} else {
+			g.entries = map[key]*lslot{}
+			g.delta = make(map[key]*lslot, len(cs))
+		}
+		for _, c := range cs {
+			cur, ok := g.get(&c.k)
+			switch {
+			case c.s != nil:
+				if !ok {
+					g.size++
+				}
+				g.delta[c.k] = c.s
+				g.fams |= 1 << (c.k[4] >> 24 & 63) // the family, as pack places it
+				p := uint8(0)
+				if tm.m.Proto {
+					p = uint8(c.k[4] >> 16)
+				}
+				g.protos[p>>6] |= 1 << (p & 63)
+				if g.size == 1 || c.s.handle < g.minHandle {
+					g.minHandle = c.s.handle
+				}
+			case ok && cur.handle == c.h:
+				g.size--
+				g.delta[c.k] = nil
 			}
-			g := &lt.groups[i]
-			g.entries[pack(&s.entry.Match)] = &lslot{handle: s.entry.Handle, cookie: s.entry.Cookie, ctr: s.ctr, pass: s.entry.Pass}
-			mt := &s.entry.Match
-			g.fams |= 1 << (uint8(mt.Family) & 63)
-			p := uint8(0)
-			if m.Proto {
-				p = mt.Proto
+		}
+		switch {
+		case g.size == 0:
+			delete(gs, tm.m)
+			if len(gs) == 0 {
+				delete(n.pub, tm.t)
 			}
-			g.protos[p>>6] |= 1 << (p & 63)
-			if len(g.entries) == 1 || s.entry.Handle < g.minHandle {
-				g.minHandle = s.entry.Handle
-			}
+			continue
+		case len(g.delta) > deltaMax(g.size):
+			g.fold(tm.m.Proto)
+		}
+		gs[tm.m] = g
+	}
+	clear(n.pending)
+	l := &lookup{tables: make([]ltable, 0, len(n.pub))}
+	for id, gs := range n.pub {
+		lt := ltable{id: id, groups: make([]lgroup, 0, len(gs))}
+		for _, g := range gs {
+			lt.groups = append(lt.groups, *g)
 		}
 		slices.SortFunc(lt.groups, func(a, b lgroup) int { return cmp.Compare(a.minHandle, b.minHandle) })
 		l.tables = append(l.tables, lt)
 	}
 	slices.SortFunc(l.tables, func(a, b ltable) int { return cmp.Compare(a.id.Prio, b.id.Prio) })
 	n.snap.Store(l)
+}
+
+// fold builds a new entries map with the delta applied, empties the delta,
+// and recomputes the summary from the entries.
+func (g *lgroup) fold(proto bool) {
+	es := make(map[key]*lslot, g.size)
+	for k, s := range g.entries {
+		if _, changed := g.delta[k]; !changed {
+			es[k] = s
+		}
+	}
+	for k, s := range g.delta {
+		if s != nil {
+			es[k] = s
+		}
+	}
+	g.entries, g.delta = es, nil
+	g.fams, g.protos, g.minHandle = 0, [4]uint64{}, 0
+	first := true
+	for k, s := range es {
+		g.fams |= 1 << (k[4] >> 24 & 63)
+		p := uint8(0)
+		if proto {
+			p = uint8(k[4] >> 16)
+		}
+		g.protos[p>>6] |= 1 << (p & 63)
+		if first || s.handle < g.minHandle {
+			g.minHandle, first = s.handle, false
+		}
+	}
 }
 
 // batch runs op over es in paced chunks, publishing after each chunk.
@@ -537,7 +680,8 @@ func (n *NIC) Process(f *rule.Fields, length uint32) (Hit, bool) {
 			if !g.admits(&k) {
 				continue
 			}
-			if s, ok := g.entries[packKey(&k, &g.mask)]; ok && (best == nil || s.handle < best.handle) {
+			pk := packKey(&k, &g.mask)
+			if s, ok := g.get(&pk); ok && (best == nil || s.handle < best.handle) {
 				best = s
 			}
 		}

@@ -3,8 +3,10 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -474,5 +476,94 @@ func TestFlushNotifies(t *testing.T) {
 	n.SetGone(true)
 	if len(seen) != 2 || seen[0] != 0 {
 		t.Fatalf("notifications %v, want two, the first after the table emptied", seen)
+	}
+}
+
+// TestIncrementalPublishAgainstLinearScan installs and removes entries one
+// call at a time, in random order, so the lookup is published after every
+// change through the groups' deltas and their folds; after each call the
+// packets of a fixed sample must get what a linear scan over Dump gives
+// (lowest priority, then lowest handle, of the matching entries).
+func TestIncrementalPublishAgainstLinearScan(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	caps := offload.SoftwareFlower()
+	caps.MaxEntries = 100000
+	caps.InsertRate = 0
+	n := New(Config{Caps: caps, Clock: NewFakeClock(t0)})
+	cfg := &compile.Config{Caps: caps, PrioV4: 3, PrioV6: 4}
+	var set rule.Set
+	for i := range 400 {
+		set.Rules = append(set.Rules, randRule(r, i))
+	}
+	var pool []offload.Entry
+	for _, res := range compile.Set(cfg, &set) {
+		pool = append(pool, res.Entries...)
+	}
+	pkts := make([]rule.Fields, 400)
+	for i := range pkts {
+		pkts[i] = randFields(r)
+	}
+	// And one large group of a single shape (UDP to distinct /32s, port
+	// 53) whose delta fills and folds many times.
+	for i := range 1500 {
+		dst := fmt.Sprintf("198.18.%d.%d", i>>8, i&255)
+		pool = append(pool, entry(dst+"/32", rule.ProtoUDP, 53))
+		if i%5 == 0 {
+			pkts = append(pkts, pkt(dst, rule.ProtoUDP, 53))
+		}
+	}
+	check := func(step int) {
+		t.Helper()
+		dump, _ := n.Dump(context.Background())
+		for i := range pkts {
+			f := &pkts[i]
+			k, _ := offload.KeyOf(f)
+			var want *offload.Installed
+			for j := range dump {
+				d := &dump[j]
+				if d.Match.Matches(&k) && (want == nil || d.Prio < want.Prio || d.Prio == want.Prio && d.Handle < want.Handle) {
+					want = d
+				}
+			}
+			hit, ok := n.Process(f, 64)
+			if ok != (want != nil) || ok && (hit.Handle != want.Handle || hit.Table != want.Table()) {
+				t.Fatalf("step %d, packet %+v: Process %v %+v, linear %+v", step, *f, ok, hit, want)
+			}
+		}
+	}
+	var in []offload.Entry // installed, with handles
+	installs, removes := 0, 0
+	for step := range 6000 {
+		if len(in) > 0 && (r.IntN(3) == 0 || len(pool) == 0) {
+			i := r.IntN(len(in))
+			res, err := n.Remove(context.Background(), in[i:i+1])
+			if err != nil || res[0].Err != nil {
+				t.Fatalf("step %d: remove: %v %v", step, err, res[0].Err)
+			}
+			pool = append(pool, in[i])
+			pool[len(pool)-1].Handle = 0
+			in = slices.Delete(in, i, i+1)
+			removes++
+		} else if len(pool) > 0 {
+			i := r.IntN(len(pool))
+			e := pool[i]
+			res, err := n.Install(context.Background(), []offload.Entry{e})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res[0].Err == nil {
+				e.Handle = res[0].Handle
+				in = append(in, e)
+				installs++
+			}
+			pool = slices.Delete(pool, i, i+1)
+		}
+		if step%20 == 0 {
+			check(step)
+		}
+	}
+	check(6000)
+	if installs < 2000 || removes < 1000 {
+		t.Fatalf("only %d installs and %d removals", installs, removes)
 	}
 }
