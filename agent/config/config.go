@@ -460,7 +460,7 @@ func parse(name string, data []byte, checkRuleFiles bool, dir string) (*Config, 
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, yamlError(name, err)
+		return nil, yamlError(name, data, err)
 	}
 	if dir != "" {
 		c.resolve(dir)
@@ -486,39 +486,6 @@ func (c *Config) resolve(dir string) {
 	c.API.TLSCertFile = abs(c.API.TLSCertFile)
 	c.API.TLSKeyFile = abs(c.API.TLSKeyFile)
 	c.API.TLSClientCAFile = abs(c.API.TLSClientCAFile)
-}
-
-// yamlError turns yaml.v3's errors ("line 3: field foo not found in type
-// config.API") into *Errors.
-func yamlError(file string, err error) error {
-	var ce *Error
-	if errors.As(err, &ce) {
-		e := *ce
-		e.File = file
-		return &e
-	}
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		var errs []error
-		for _, m := range te.Errors {
-			e := &Error{File: file, Msg: m}
-			if rest, ok := strings.CutPrefix(m, "line "); ok {
-				if n, tail, ok := strings.Cut(rest, ": "); ok {
-					e.Line, _ = strconv.Atoi(n)
-					e.Msg = tail
-				}
-			}
-			if f, ok := strings.CutPrefix(e.Msg, "field "); ok {
-				if fld, _, ok := strings.Cut(f, " not found"); ok {
-					e.Field = fld
-					e.Msg = "unknown key"
-				}
-			}
-			errs = append(errs, e)
-		}
-		return errors.Join(errs...)
-	}
-	return &Error{File: file, Msg: "not valid YAML: " + err.Error()}
 }
 
 // Validate checks every field and returns all problems found. With

@@ -49,7 +49,7 @@ func TestEmptyFileIsDefaults(t *testing.T) {
 func TestRefused(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"bogus: 1\n", "x:1: bogus: unknown key"},
-		{"api:\n  sockit: /x\n", "x:2: sockit: unknown key"},
+		{"api:\n  sockit: /x\n", "x:2: api.sockit: unknown key"},
 		{"api: {tcp: 127.0.0.1:80}\n", `api.token_file: required`},
 		{"api: {tcp: localhost, token_file: t}\n", `api.tcp "localhost": must be ip:port`},
 		{"flowspec: {enabled: true, asn: 1, router_id: 1.2.3.4}\n", "flowspec.neighbors: at least one"},
