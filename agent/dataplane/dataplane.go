@@ -186,3 +186,27 @@ type SW interface {
 	// regime model.
 	Capacity() (workers int, hz float64)
 }
+
+// Causes of protected-traffic loss: the keys of ProtectedLoss's counts and
+// the values of scrubd_protected_lost_packets_total's cause label.
+const (
+	LostHWRule      = "hw_rule"       // a hardware flow-table entry dropped it
+	LostSWRule      = "sw_rule"       // the software engine's rules dropped it
+	LostOutOfBuffer = "out_of_buffer" // no receive buffer was posted for it (mlx5 rx_out_of_buffer)
+	LostUnforwarded = "unforwarded"   // passed, but the peer's send queue was full
+)
+
+// LostCauses lists every cause of protected-traffic loss, in display order.
+var LostCauses = []string{LostHWRule, LostSWRule, LostOutOfBuffer, LostUnforwarded}
+
+// ProtectedLoss is implemented by a data plane that can tell, packet by
+// packet, which of the packets it lost were protected traffic, whatever
+// lost them: the simulated NIC, which knows the flow of every frame it
+// sends. A real NIC drops for want of buffers before any software sees the
+// packet, so the real paths do not implement it; their loss that may hit
+// protected traffic is in the per-worker and NIC drop counters.
+type ProtectedLoss interface {
+	// ProtectedLost returns the protected packets lost so far by cause
+	// (a key of LostCauses for each), cumulative.
+	ProtectedLost() map[string]uint64
+}

@@ -43,12 +43,15 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"math/bits"
+	"math/rand/v2"
 	"net/netip"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,6 +99,11 @@ type FlowStats struct {
 	// UnderPass counts packets the rules drop that passed (a rule not yet
 	// in force on a path).
 	UnderPass uint64
+	// Unforwarded counts passed packets the engine could not send on (the
+	// peer port's send queue was full): lost, though no rule dropped them.
+	Unforwarded uint64
+	// Forwarded counts packets the peer port transmitted (forward mode).
+	Forwarded uint64
 }
 
 // Options size the simulated NIC.
@@ -134,6 +142,10 @@ type Options struct {
 	// nothing (default 1 ms), so twelve simulated cores do not keep a
 	// laptop's CPUs spinning.
 	IdleSleep time.Duration
+	// Sink, when set, sees every frame the peer port transmits, after the
+	// simulator counted it (tests count what came out against what was
+	// sent). It must not keep the slice.
+	Sink func(frame []byte)
 }
 
 // NIC is the simulated box: hardware table, emulated NIC rings and the
@@ -154,7 +166,6 @@ type NIC struct {
 	modelOOB []atomic.Uint64
 	ringOOB  []atomic.Uint64
 	drainAcc []float64
-	rxPhy    atomic.Uint64
 	untagged atomic.Uint64
 	unpinned atomic.Uint64 // workers Run could not pin
 
@@ -163,6 +174,8 @@ type NIC struct {
 	refSeen *rule.Set
 	refDrop [][]bool
 	acc     []float64
+	keepAcc float64    // the capacity model's fraction of a packet to keep, carried
+	rng     *rand.Rand // picks the packets the capacity model loses
 	steps   uint64
 	pend    [][]pending
 	running bool
@@ -175,11 +188,12 @@ type NIC struct {
 type pending struct {
 	flow  int
 	frame []byte
+	at    float64 // when in the round it arrives, as a fraction of the round
 }
 
 type flowCounters struct {
-	sent, hw, sw, passed, oob, modelOOB, over, under atomic.Uint64
-	_                                                [64]byte
+	sent, hw, sw, passed, oob, modelOOB, over, under, unfwd, fwd atomic.Uint64
+	_                                                            [64]byte
 }
 
 // New builds the simulated NIC: the flow table, the engine's pool, rings
@@ -234,7 +248,7 @@ func New(opt Options) (*NIC, error) {
 	}
 	clk := osim.NewFakeClock(opt.Start)
 	hwNIC := osim.New(osim.Config{Caps: caps, Clock: clk, Dev: "sim0"})
-	// The agent's table layout (daemon/real.go): drops at 10 and 11, the
+	// The agent's table layout (agent/hwpath/flower.go): drops at 10 and 11, the
 	// accept rules' pass entries before them at 8 and 9.
 	path := hwpath.New(hwpath.Config{Name: "sim-mlx5", Compile: compile.Config{Caps: caps, Chain: 0, PrioV4: 10, PrioV6: 11, PassPrioV4: 8, PassPrioV6: 9},
 		Owner: offload.Owner{Chain: 0, PrioLo: 8, PrioHi: 11}, MaxEntries: opt.HWEntries, MaxMasks: opt.HWMasks,
@@ -242,7 +256,7 @@ func New(opt Options) (*NIC, error) {
 	n := &NIC{opt: opt, clock: clk, hwNIC: hwNIC, ref: &rule.Set{},
 		stats: make([]flowCounters, len(opt.Flows)), modelOOB: make([]atomic.Uint64, opt.Queues),
 		ringOOB: make([]atomic.Uint64, opt.Queues), drainAcc: make([]float64, opt.Queues),
-		acc: make([]float64, len(opt.Flows)), pend: make([][]pending, opt.Queues)}
+		acc: make([]float64, len(opt.Flows)), pend: make([][]pending, opt.Queues), rng: rand.New(rand.NewPCG(1, 2))}
 	for i := range opt.Flows {
 		vs, err := buildVariants(i, &opt.Flows[i], reta)
 		if err != nil {
@@ -255,6 +269,7 @@ func New(opt Options) (*NIC, error) {
 	// fit in ~50 MB.
 	rq := uint(bits.TrailingZeros(uint(opt.RingEntries)))
 	d, err := dvsim.New(dvsim.Config{Workers: opt.Queues, Host: opt.Host, CQLog2: rq + 1, RQLog2: rq, SQLog2: 9, Tap: n.tap,
+		Sink: n.sink, Unforwarded: n.unforwarded,
 		Pool: &pool.Config{HugePages: pool.HugeOff, Bind: pool.BindOff, CacheSize: 128}})
 	if err != nil {
 		return nil, fmt.Errorf("sim: software path: %w", err)
@@ -320,10 +335,43 @@ func (n *NIC) nicCounters() map[string]uint64 {
 	for _, q := range n.dv.RX {
 		ring += q.C.OutOfBuffer.Load()
 	}
+	// Drop counters only, as mlx5 names them (the kernel's
+	// Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst):
+	// rx_out_of_buffer, packets lost for want of a posted receive buffer;
+	// rx_discards_phy, packets the port discarded (none here: the
+	// simulated port never runs out of its own buffer). rx_packets_phy
+	// counts every packet received, not a drop, and is not reported.
 	return map[string]uint64{
 		"rx_out_of_buffer": n.up(model + ring),
-		"rx_packets_phy":   n.up(n.rxPhy.Load()),
 		"rx_discards_phy":  0,
+	}
+}
+
+// flowOf returns the counters of the flow a frame's tag names (nil for a
+// frame the simulator did not send).
+func (n *NIC) flowOf(frame []byte) *flowCounters {
+	t := tagOf(frame)
+	if t < 0 || t>>tagFlowBits >= len(n.stats) {
+		n.untagged.Add(1)
+		return nil
+	}
+	return &n.stats[t>>tagFlowBits]
+}
+
+// sink sees every frame the peer port transmits (forward mode).
+func (n *NIC) sink(frame []byte) {
+	if fc := n.flowOf(frame); fc != nil {
+		fc.fwd.Add(1)
+	}
+	if n.opt.Sink != nil {
+		n.opt.Sink(frame)
+	}
+}
+
+// unforwarded sees every passed frame the engine could not send on.
+func (n *NIC) unforwarded(frame []byte) {
+	if fc := n.flowOf(frame); fc != nil {
+		fc.unfwd.Add(1)
 	}
 }
 
@@ -331,13 +379,11 @@ func (n *NIC) nicCounters() map[string]uint64 {
 // it attributes the verdict to the frame's flow and checks it against the
 // reference decision the frame carries.
 func (n *NIC) tap(frame []byte, r classifier.Result) {
-	t := tagOf(frame)
-	if t < 0 || t>>tagFlowBits >= len(n.stats) {
-		n.untagged.Add(1)
+	fc := n.flowOf(frame)
+	if fc == nil {
 		return
 	}
-	fc := &n.stats[t>>tagFlowBits]
-	refDrop := t&tagDrop != 0
+	refDrop := tagOf(frame)&tagDrop != 0
 	if r.Verdict == classifier.Drop {
 		fc.sw.Add(1)
 		if !refDrop {
@@ -396,7 +442,6 @@ func (n *NIC) round(secs float64, sync bool) {
 				fr = vs[v].frames[1]
 			}
 			fc.sent.Add(1)
-			n.rxPhy.Add(1)
 			if _, hit := n.hwNIC.ProcessFrame(fr); hit {
 				fc.hw.Add(1)
 				if !drop {
@@ -404,7 +449,9 @@ func (n *NIC) round(secs float64, sync bool) {
 				}
 				continue
 			}
-			n.pend[vs[v].queue] = append(n.pend[vs[v].queue], pending{flow: i, frame: fr})
+			// The flow's packets are spread evenly over the round.
+			at := (float64(k) + 0.5) / float64(cnt)
+			n.pend[vs[v].queue] = append(n.pend[vs[v].queue], pending{flow: i, frame: fr, at: at})
 			toSW++
 		}
 	}
@@ -416,8 +463,18 @@ func (n *NIC) round(secs float64, sync bool) {
 	if offered > capPPS {
 		keep = capPPS / offered
 	}
-	var kacc float64
+	// Which packets: toKeep of the toSW, drawn at random (selection
+	// sampling, Knuth's Algorithm S), so each is as likely as any other to
+	// be lost, whatever its flow or its place in the round.
+	n.keepAcc += keep * float64(toSW)
+	toKeep := int(n.keepAcc)
+	n.keepAcc -= float64(toKeep)
+	seen := 0
 	for q, list := range n.pend {
+		// The flows interleaved on the wire, in arrival order: what the
+		// capacity or a ring's drain rate loses falls on every flow in
+		// proportion to its rate, not on the flows listed last.
+		slices.SortStableFunc(list, func(a, b pending) int { return cmp.Compare(a.at, b.at) })
 		rq := n.dv.RX[q]
 		// The queue's ring drains at most QueueDrainPPS: this round's
 		// allowance in real packets.
@@ -429,14 +486,15 @@ func (n *NIC) round(secs float64, sync bool) {
 		}
 		for _, p := range list {
 			fc := &n.stats[p.flow]
-			kacc += keep
-			if kacc < 1 {
+			left := toSW - seen
+			seen++
+			if toKeep < left && n.rng.IntN(left) >= toKeep {
 				fc.oob.Add(1)
 				fc.modelOOB.Add(1)
 				n.modelOOB[q].Add(1)
 				continue
 			}
-			kacc--
+			toKeep--
 			if allowed == 0 {
 				fc.oob.Add(1)
 				fc.modelOOB.Add(1)
@@ -509,7 +567,8 @@ func (n *NIC) Stats() []FlowStats {
 		c := &n.stats[i]
 		out[i] = FlowStats{Name: n.opt.Flows[i].Name, Sent: n.up(c.sent.Load()), HWDropped: n.up(c.hw.Load()),
 			SWDropped: n.up(c.sw.Load()), Passed: n.up(c.passed.Load()), OOB: n.up(c.oob.Load()), ModelOOB: n.up(c.modelOOB.Load()),
-			OverDrop: n.up(c.over.Load()), UnderPass: n.up(c.under.Load())}
+			OverDrop: n.up(c.over.Load()), UnderPass: n.up(c.under.Load()), Unforwarded: n.up(c.unfwd.Load()),
+			Forwarded: n.up(c.fwd.Load())}
 	}
 	return out
 }
@@ -564,8 +623,9 @@ func (n *NIC) RingLost() []uint64 {
 // (always 0 unless something is wrong).
 func (n *NIC) Untagged() uint64 { return n.untagged.Load() }
 
-// ProtectedDrops returns how many packets of protected flows any path
-// dropped (modelled packets).
+// ProtectedDrops returns how many packets of protected flows a rule
+// dropped on either path (modelled packets); ProtectedLost adds the loss
+// no rule decided.
 func (n *NIC) ProtectedDrops() uint64 {
 	var d uint64
 	for i, s := range n.Stats() {
@@ -574,6 +634,29 @@ func (n *NIC) ProtectedDrops() uint64 {
 		}
 	}
 	return d
+}
+
+// ProtectedLost returns the packets of protected flows lost so far, by
+// cause (dataplane.LostCauses; modelled packets): dropped by a hardware
+// entry or by the engine's rules, lost for want of a receive buffer (the
+// capacity model's and the real rings' out-of-buffer), passed but not sent
+// on because the peer's send queue was full. Each frame's flow is read from
+// its tag wherever it is lost. It implements dataplane.ProtectedLoss.
+func (n *NIC) ProtectedLost() map[string]uint64 {
+	out := make(map[string]uint64, len(dataplane.LostCauses))
+	for _, c := range dataplane.LostCauses {
+		out[c] = 0
+	}
+	for i, s := range n.Stats() {
+		if !n.opt.Flows[i].Protected {
+			continue
+		}
+		out[dataplane.LostHWRule] += s.HWDropped
+		out[dataplane.LostSWRule] += s.SWDropped
+		out[dataplane.LostOutOfBuffer] += s.OOB
+		out[dataplane.LostUnforwarded] += s.Unforwarded
+	}
+	return out
 }
 
 // Run sends traffic in real time until ctx ends (the --sim mode): every

@@ -63,6 +63,9 @@ func (s *SW) MeasuredCyclesPerPacket() float64 {
 	return float64(s.n.cycles(t.Cycles)) / float64(t.Rx)
 }
 
+// ProtectedLost implements dataplane.ProtectedLoss (see NIC.ProtectedLost).
+func (s *SW) ProtectedLost() map[string]uint64 { return s.n.ProtectedLost() }
+
 // Stats implements dataplane.SW.
 func (s *SW) Stats() dataplane.SWStats {
 	s.mu.Lock()
@@ -92,7 +95,7 @@ func (s *SW) read() dataplane.SWStats {
 	for i, c := range ws {
 		w := dataplane.WorkerStats{Worker: i, RxPackets: n.up(c.Rx), RxBytes: n.up(c.RxBytes),
 			Dropped: n.up(c.Dropped), Passed: n.up(c.Passed), OutOfBuffer: n.up(c.OutOfBuffer + n.modelOOB[i].Load()),
-			Cycles: n.up(n.cycles(c.Cycles)), PoolNode: node, PoolAllocFail: c.NoBuf}
+			Unforwarded: n.up(c.TxFull), Cycles: n.up(n.cycles(c.Cycles)), PoolNode: node, PoolAllocFail: c.NoBuf}
 		// One pool node shared by every queue: its size and free buffers
 		// are split evenly, so the sums over workers are the pool's.
 		w.PoolSize = size / len(ws)
