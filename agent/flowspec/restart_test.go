@@ -25,13 +25,52 @@ var testAllowed = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.
 
 // grPeer is a GoBGP speaker announcing FlowSpec to the agent from local
 // (127.0.0.x), dialing to port, optionally with graceful restart
-// (restart seconds advertised). It is stoppable like the speaker: its
-// server loop ends through the same hook, so goroutine counts can be
-// compared.
+// (restart seconds advertised).
 type grPeer struct {
+	*testServer
+}
+
+// testServer is a GoBGP server for tests whose server loop ends through
+// the same hook as the speaker's, so goroutine counts can be compared. It
+// is stopped when the test ends, if the test did not stop it before.
+type testServer struct {
+	t      *testing.T
 	srv    *server.BgpServer
 	hook   *stopHook
 	served chan struct{}
+	once   sync.Once
+}
+
+func newTestServer(t *testing.T) *testServer {
+	p := &testServer{t: t, hook: &stopHook{}, served: make(chan struct{})}
+	p.srv = server.NewBgpServer(server.LoggerOption(&logAdapter{l: slog.New(slog.NewTextHandler(io.Discard, nil))}), server.TimingHookOption(p.hook))
+	go func() {
+		defer close(p.served)
+		p.srv.Serve()
+	}()
+	t.Cleanup(p.stop)
+	return p
+}
+
+// stop stops the server (its sessions end with a Cease NOTIFICATION) and
+// ends its server loop. Nothing else calls into the server meanwhile, so
+// the GetBgp after the hook is armed is the loop's last operation. A loop
+// that does not end fails the test with every goroutine's stack, instead
+// of hanging the test binary.
+func (p *testServer) stop() {
+	p.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = p.srv.StopBgp(ctx, &api.StopBgpRequest{})
+		p.hook.stop.Store(true)
+		_, _ = p.srv.GetBgp(ctx, &api.GetBgpRequest{})
+		select {
+		case <-p.served:
+		case <-time.After(30 * time.Second):
+			buf := make([]byte, 1<<20)
+			p.t.Errorf("a test BGP server's loop did not end in 30 s:\n%s", buf[:runtime.Stack(buf, true)])
+		}
+	})
 }
 
 func startGRPeer(t *testing.T, local string, port int, restart uint32) *grPeer {
@@ -42,12 +81,7 @@ func startGRPeer(t *testing.T, local string, port int, restart uint32) *grPeer {
 // restart with stale time llst seconds (0: not).
 func startLLGRPeer(t *testing.T, local string, port int, restart, llst uint32) *grPeer {
 	t.Helper()
-	p := &grPeer{hook: &stopHook{}, served: make(chan struct{})}
-	p.srv = server.NewBgpServer(server.LoggerOption(&logAdapter{l: slog.New(slog.NewTextHandler(io.Discard, nil))}), server.TimingHookOption(p.hook))
-	go func() {
-		defer close(p.served)
-		p.srv.Serve()
-	}()
+	p := &grPeer{newTestServer(t)}
 	ctx := context.Background()
 	if err := p.srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: 65010, RouterId: "192.0.2." + local[strings.LastIndexByte(local, '.')+1:], ListenPort: -1}}); err != nil {
 		t.Fatal(err)
@@ -78,27 +112,18 @@ func (p *grPeer) announce(t *testing.T, nlri bgp.AddrPrefixInterface, withdraw b
 	(&peer{srv: p.srv}).announce(t, nlri, withdraw, bgp.NewTrafficRateExtended(0, 0))
 }
 
-// stop stops the peer and ends its server loop.
-func (p *grPeer) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = p.srv.StopBgp(ctx, &api.StopBgpRequest{})
-	p.hook.stop.Store(true)
-	_, _ = p.srv.GetBgp(ctx, &api.GetBgpRequest{})
-	<-p.served
-}
-
 // proxy forwards TCP from a port to the agent's listener, dialing from
 // 127.0.0.2 so the agent sees its configured neighbour. cut closes every
 // connection without a BGP NOTIFICATION: what the agent sees when the peer
 // process is killed.
 type proxy struct {
-	t     *testing.T
-	l     net.Listener
-	to    string
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
+	t      *testing.T
+	l      net.Listener
+	to     string
+	mu     sync.Mutex
+	conns  []net.Conn
+	closed bool
+	wg     sync.WaitGroup
 }
 
 func startProxy(t *testing.T, addr, to string) *proxy {
@@ -122,6 +147,14 @@ func startProxy(t *testing.T, addr, to string) *proxy {
 				continue
 			}
 			p.mu.Lock()
+			if p.closed {
+				// cut ran while this connection was being dialed: it
+				// would wait for these copies forever.
+				p.mu.Unlock()
+				c.Close()
+				u.Close()
+				return
+			}
 			p.conns = append(p.conns, c, u)
 			p.mu.Unlock()
 			p.wg.Add(2)
@@ -135,6 +168,7 @@ func startProxy(t *testing.T, addr, to string) *proxy {
 func (p *proxy) cut() {
 	p.l.Close()
 	p.mu.Lock()
+	p.closed = true
 	for _, c := range p.conns {
 		c.Close()
 	}

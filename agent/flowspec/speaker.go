@@ -169,7 +169,20 @@ type Speaker struct {
 	// event handler calls into the BGP server any more.
 	evMu   sync.Mutex
 	closed bool
+
+	// GoBGP's watch hands events to event, which queues them for the
+	// handler goroutine (handleEvents); what queued up while it worked is
+	// taken at once, and the paths of consecutive table events are one
+	// store transaction (GoBGP sends, and delivers, one FlowSpec route per
+	// UPDATE, so a burst is otherwise one store version per route).
+	qMu   sync.Mutex
+	queue []*api.WatchEventResponse
+	qSig  chan struct{}
 }
+
+// maxBatch bounds the table events one store transaction takes, so the
+// store's lock is never held for long.
+const maxBatch = 1024
 
 // New returns a speaker feeding st.
 func New(cfg Config, st *store.Store, log *slog.Logger, now func() time.Time) *Speaker {
@@ -180,7 +193,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger, now func() time.Time) *S
 		cfg.ConnectRetry = DefaultConnectRetry
 	}
 	s := &Speaker{cfg: cfg, st: st, log: log, now: now, refused: map[string]uint64{}, up: map[string]bool{}, routes: map[string]*route{},
-		llgr: map[string]map[bgp.RouteFamily]time.Duration{}}
+		llgr: map[string]map[bgp.RouteFamily]time.Duration{}, qSig: make(chan struct{}, 1)}
 	// A rule the store removed at its deadline (the restart or hold time
 	// ran out) is forgotten, unless a peer announced it again meanwhile.
 	st.OnRemove(func(e store.Entry, _ string) {
@@ -225,6 +238,9 @@ var families = []*api.Family{
 // is set the next operation's hook ends that goroutine (runtime.Goexit runs
 // no further code of the loop, and the loop holds no lock there).
 type stopHook struct{ stop atomic.Bool }
+
+// shutdownWait bounds how long Run waits for GoBGP's server loop to end.
+const shutdownWait = 15 * time.Second
 
 func (h *stopHook) Observe(server.FSMOperation, time.Duration, time.Duration) {
 	if h.stop.Load() {
@@ -272,21 +288,51 @@ func (s *Speaker) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.srv = srv
 	s.mu.Unlock()
-	wctx, cancel := context.WithCancel(ctx)
+	// The event watch outlives ctx: it is cancelled only in the shutdown
+	// below, after the server loop is told to end. GoBGP's WatchEvent
+	// goroutine unregisters itself with one last management operation
+	// once its context ends (pkg/server/server.go, BgpServer.WatchEvent and
+	// watcher.Stop); had ctx ended it, that operation could reach the loop
+	// at any time, also after the loop ended, and whichever of it and a
+	// later call came second would wait for the loop forever.
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	watching := false
+	stopEvents, eventsDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(eventsDone)
+		s.handleEvents(stopEvents)
+	}()
 	defer func() {
-		// No event handler runs from here on (they call into the server).
-		cancel()
+		// The event handler goroutine ends first; events still queued
+		// are dropped with the session.
+		close(stopEvents)
+		<-eventsDone
+		// No event handler calls into the server from here on: they hold
+		// evMu while they do, and see closed once they get it.
 		s.evMu.Lock()
 		s.closed = true
 		s.evMu.Unlock()
-		// Stop with a fresh context: ctx is already done.
+		// Stop with a fresh context: ctx is already done. The peers are
+		// deleted and the listeners closed, so no session event reaches
+		// the loop after this.
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer scancel()
 		_ = srv.StopBgp(sctx, &api.StopBgpRequest{})
-		// Any operation now ends the loop through the hook.
+		// The next operation ends the loop through the hook. With a watch
+		// running, that is the watch's own last operation, started by
+		// cancel; without one, a GetBgp. Either way exactly one operation
+		// is left to the loop, and none waits after it.
 		hook.stop.Store(true)
-		_, _ = srv.GetBgp(sctx, &api.GetBgpRequest{})
-		<-served
+		cancel()
+		if !watching {
+			_, _ = srv.GetBgp(sctx, &api.GetBgpRequest{})
+		}
+		select {
+		case <-served:
+		case <-time.After(shutdownWait):
+			// Never keep the agent from exiting: say so and go on.
+			s.log.Error("flowspec: GoBGP's server loop did not end on shutdown; leaving it running", "waited", shutdownWait)
+		}
 	}()
 	g := &api.Global{Asn: s.cfg.ASN, RouterId: s.cfg.RouterID, ListenPort: s.cfg.ListenPort, ListenAddresses: s.cfg.ListenAddresses}
 	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: g}); err != nil {
@@ -302,6 +348,7 @@ func (s *Speaker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("flowspec: watching events: %w", err)
 	}
+	watching = true
 	for _, n := range s.cfg.Neighbors {
 		if err := srv.AddPeer(ctx, &api.AddPeerRequest{Peer: s.peerConf(n)}); err != nil {
 			return fmt.Errorf("flowspec: neighbor %s: %w", n.Address, err)
@@ -313,31 +360,79 @@ func (s *Speaker) Run(ctx context.Context) error {
 	return nil
 }
 
-func (s *Speaker) count(reason string) {
-	s.mu.Lock()
+// countLocked counts a refused route. s.mu is held.
+func (s *Speaker) countLocked(reason string) {
 	s.refused[reason]++
-	s.mu.Unlock()
 }
 
+// event is GoBGP's watch callback: it queues ev for handleEvents.
 func (s *Speaker) event(ev *api.WatchEventResponse) {
+	s.qMu.Lock()
+	s.queue = append(s.queue, ev)
+	s.qMu.Unlock()
+	select {
+	case s.qSig <- struct{}{}:
+	default:
+	}
+}
+
+// handleEvents handles the queued events, all that queued up at a time,
+// until stop is closed.
+func (s *Speaker) handleEvents(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-s.qSig:
+		}
+		s.qMu.Lock()
+		evs := s.queue
+		s.queue = nil
+		s.qMu.Unlock()
+		s.handle(evs)
+	}
+}
+
+// handle handles events in the order they came: a peer event on its own,
+// the paths of consecutive table events (at most maxBatch events) as one
+// store transaction.
+func (s *Speaker) handle(evs []*api.WatchEventResponse) {
 	s.evMu.Lock()
 	defer s.evMu.Unlock()
-	if s.closed {
-		return
-	}
-	if pe := ev.GetPeer(); pe != nil {
-		s.peerEvent(pe)
-		return
-	}
-	if t := ev.GetTable(); t != nil {
-		for _, p := range t.Paths {
-			if p.GetNlri() == nil {
-				s.endOfRIB(p.GetNeighborIp(), p.GetFamily())
-				continue
-			}
-			s.path(p)
+	for i := 0; i < len(evs); {
+		if s.closed {
+			return
 		}
+		if pe := evs[i].GetPeer(); pe != nil {
+			s.peerEvent(pe)
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(evs) && j-i < maxBatch && evs[j].GetPeer() == nil {
+			j++
+		}
+		s.tableEvents(evs[i:j])
+		i = j
 	}
+}
+
+// tableEvents applies the paths of table events (routes, withdrawals,
+// End-of-RIB markers) in one store transaction.
+func (s *Speaker) tableEvents(evs []*api.WatchEventResponse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.Update(func(tx *store.Tx) {
+		for _, ev := range evs {
+			for _, p := range ev.GetTable().GetPaths() {
+				if p.GetNlri() == nil {
+					s.endOfRIBLocked(tx, p.GetNeighborIp(), p.GetFamily())
+					continue
+				}
+				s.pathLocked(tx, p)
+			}
+		}
+	})
 }
 
 // allStale reports whether every peer announcing r is down.
@@ -352,11 +447,11 @@ func allStale(r *route) bool {
 
 // settleLocked brings rule id's store entry in line with its claims: gone
 // when no peer announces it, no deadline while one announces it live, else
-// the latest deadline of the peers holding it. s.mu is held.
-func (s *Speaker) settleLocked(id string, r *route) {
+// the latest deadline of the peers holding it, within tx. s.mu is held.
+func (s *Speaker) settleLocked(tx *store.Tx, id string, r *route) {
 	if len(r.peers) == 0 {
 		delete(s.routes, id)
-		if s.st.Delete(StoreSource, id) == nil {
+		if tx.Delete(StoreSource, id) == nil {
 			s.withdrawn++
 		}
 		return
@@ -371,7 +466,7 @@ func (s *Speaker) settleLocked(id string, r *route) {
 			until = c.until
 		}
 	}
-	s.st.SetStale(StoreSource, id, until)
+	tx.SetStale(StoreSource, id, until)
 }
 
 // grState asks GoBGP whether the peer went down gracefully (RFC 4724: the
@@ -453,24 +548,26 @@ func (s *Speaker) peerEvent(pe *api.WatchEventResponse_PeerEvent) {
 		s.mu.Lock()
 		ll := s.llgr[addr]
 		n := 0
-		for id, r := range s.routes {
-			c := r.peers[addr]
-			if c == nil {
-				continue
-			}
-			n++
-			if mode == "remove" {
-				delete(r.peers, addr)
-			} else {
-				c.stale, c.until = true, until
-				if mode == "graceful" {
-					// RFC 9494: the long-lived stale time both sides
-					// advertised for the family follows the restart time.
-					c.until = until.Add(ll[r.fam])
+		s.st.Update(func(tx *store.Tx) { // one store version for all the peer's rules
+			for id, r := range s.routes {
+				c := r.peers[addr]
+				if c == nil {
+					continue
 				}
+				n++
+				if mode == "remove" {
+					delete(r.peers, addr)
+				} else {
+					c.stale, c.until = true, until
+					if mode == "graceful" {
+						// RFC 9494: the long-lived stale time both sides
+						// advertised for the family follows the restart time.
+						c.until = until.Add(ll[r.fam])
+					}
+				}
+				s.settleLocked(tx, id, r)
 			}
-			s.settleLocked(id, r)
-		}
+		})
 		s.mu.Unlock()
 		switch mode {
 		case "graceful":
@@ -488,34 +585,33 @@ func (s *Speaker) peerEvent(pe *api.WatchEventResponse_PeerEvent) {
 
 // endOfRIB sweeps, after a peer's End-of-RIB for a family (RFC 4724 section
 // 4.2), the routes the peer announced before its session went down and has
-// not announced again.
-func (s *Speaker) endOfRIB(peer string, f *api.Family) {
+// not announced again, within tx. s.mu is held.
+func (s *Speaker) endOfRIBLocked(tx *store.Tx, peer string, f *api.Family) {
 	if peer == "" || f == nil {
 		return
 	}
 	fam := bgp.AfiSafiToRouteFamily(uint16(f.Afi), uint8(f.Safi))
-	s.mu.Lock()
 	n := 0
 	for id, r := range s.routes {
 		if c := r.peers[peer]; c != nil && c.stale && r.fam == fam {
 			delete(r.peers, peer)
 			n++
 			s.swept++
-			s.settleLocked(id, r)
+			s.settleLocked(tx, id, r)
 		}
 	}
-	s.mu.Unlock()
 	s.log.Info("flowspec End-of-RIB", "peer", peer, "family", fam.String(), "stale_routes_swept", n)
 }
 
-func (s *Speaker) path(p *api.Path) {
+// pathLocked applies one route or withdrawal within tx. s.mu is held.
+func (s *Speaker) pathLocked(tx *store.Tx, p *api.Path) {
 	peer := p.GetNeighborIp()
 	if peer == "" {
 		return // a local path
 	}
 	nlri, err := apiutil.GetNativeNlri(p)
 	if err != nil {
-		s.count(ReasonInvalid)
+		s.countLocked(ReasonInvalid)
 		s.log.Warn("flowspec route refused", "peer", peer, "reason", ReasonInvalid, "detail", err.Error())
 		return
 	}
@@ -531,7 +627,7 @@ func (s *Speaker) path(p *api.Path) {
 	}
 	raw, err := nlri.Serialize()
 	if err != nil {
-		s.count(ReasonInvalid)
+		s.countLocked(ReasonInvalid)
 		return
 	}
 	fam := bgp.AfiSafiToRouteFamily(nlri.AFI(), nlri.SAFI())
@@ -539,14 +635,12 @@ func (s *Speaker) path(p *api.Path) {
 	// drop ends this peer's claim on the route (a withdraw, or a route
 	// replaced by one that cannot be enforced).
 	drop := func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
 		r := s.routes[id]
 		if r == nil || r.peers[peer] == nil {
 			return false
 		}
 		delete(r.peers, peer)
-		s.settleLocked(id, r)
+		s.settleLocked(tx, id, r)
 		return true
 	}
 	if p.IsWithdraw {
@@ -557,12 +651,12 @@ func (s *Speaker) path(p *api.Path) {
 	}
 	attrs, err := apiutil.GetNativePathAttributes(p)
 	if err != nil {
-		s.count(ReasonInvalid)
+		s.countLocked(ReasonInvalid)
 		s.log.Warn("flowspec route refused", "peer", peer, "reason", ReasonInvalid, "detail", err.Error())
 		return
 	}
 	refuse := func(rf *Refusal) {
-		s.count(rf.Reason)
+		s.countLocked(rf.Reason)
 		s.log.Warn("flowspec route refused", "peer", peer, "nlri", nlri.String(), "reason", rf.Reason, "detail", rf.Detail)
 		drop()
 	}
@@ -575,17 +669,15 @@ func (s *Speaker) path(p *api.Path) {
 		refuse(rf)
 		return
 	}
-	s.mu.Lock()
-	e, err := s.st.Put(StoreSource, r)
+	e, err := tx.Put(StoreSource, r)
 	if err != nil && e.Rule.ID == "" {
-		s.mu.Unlock()
 		reason := ReasonInvalid
 		if errors.Is(err, store.ErrGuard) {
 			reason = ReasonTooBroad
 		} else if errors.Is(err, store.ErrTooMany) {
 			reason = ReasonTooMany
 		}
-		s.count(reason)
+		s.countLocked(reason)
 		s.log.Warn("flowspec route refused by the store", "peer", peer, "rule", id, "reason", reason, "err", err)
 		return
 	}
@@ -596,7 +688,6 @@ func (s *Speaker) path(p *api.Path) {
 	}
 	rt.peers[peer] = &claim{}
 	s.accepted++
-	s.mu.Unlock()
 	// Per route at debug level: a burst of 10k routes is not 10k lines
 	// (placement logs each round's counts).
 	s.log.Debug("flowspec route learned", "peer", peer, "rule", id, "match", r.Match.String(), "status", string(e.Status), "reason", e.Reason)

@@ -53,13 +53,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // peer is a second GoBGP speaker on 127.0.0.2 that announces FlowSpec.
+// It is stopped when the test ends.
 type peer struct {
 	srv *server.BgpServer
 }
 
 func startPeer(t *testing.T, agentPort int) *peer {
-	srv := server.NewBgpServer(server.LoggerOption(&logAdapter{l: slog.New(slog.NewTextHandler(io.Discard, nil))}))
-	go srv.Serve()
+	srv := newTestServer(t).srv
 	ctx := context.Background()
 	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: 65000, RouterId: "192.0.2.254", ListenPort: -1}}); err != nil {
 		t.Fatal(err)
