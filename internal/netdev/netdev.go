@@ -73,9 +73,24 @@ func ByIndex(index int) (Link, error) {
 
 // Name names an interface index for messages: the device's name, or
 // "ifindex N" when no device has that index (any more).
-func Name(index int) string {
-	if l, err := ByIndex(index); err == nil {
-		return l.Name
+func Name(index int) string { return NameIn(nil, index) }
+
+// NameIn is Name through h, a handle bound to a network namespace
+// (vishvananda/netlink's NewHandle or NewHandleAt), so that a client whose
+// sockets were opened in another namespace names its devices from there.
+// A nil h looks in the calling thread's namespace.
+func NameIn(h *vnl.Handle, index int) string {
+	if index > 0 {
+		var l vnl.Link
+		var err error
+		if h != nil {
+			l, err = h.LinkByIndex(index)
+		} else {
+			l, err = vnl.LinkByIndex(index)
+		}
+		if err == nil {
+			return l.Attrs().Name
+		}
 	}
 	return "ifindex " + strconv.Itoa(index)
 }

@@ -4,13 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"sync"
 
 	"github.com/mdlayher/netlink"
+	vnl "github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/scrubd/scrubd/internal/netdev"
 	"github.com/scrubd/scrubd/offload/nlerr"
 )
 
@@ -21,6 +22,13 @@ import (
 type Client struct {
 	mu   sync.Mutex
 	conn *netlink.Conn
+
+	// rt carries the qdisc requests (vishvananda/netlink, see qdisc.go).
+	// Dial opens it with conn, in the same network namespace; a Client
+	// from NewClient opens it on its first qdisc request, in the calling
+	// thread's namespace.
+	rtMu sync.Mutex
+	rt   *vnl.Handle
 }
 
 // readBuffer is the socket receive buffer asked for (SO_RCVBUFFORCE as
@@ -41,15 +49,42 @@ func Dial() (*Client, error) {
 	}
 	// Best effort: without it the default buffer still holds a smaller window.
 	_ = c.SetReadBuffer(readBuffer)
-	return &Client{conn: c}, nil
+	rt, err := vnl.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		c.Close()
+		return nil, nlerr.Wrap("dial", "", "", err)
+	}
+	return &Client{conn: c, rt: rt}, nil
 }
 
 // NewClient wraps an existing connection (tests pass an nltest or fake
 // socket). The connection should have extended ACK enabled.
 func NewClient(c *netlink.Conn) *Client { return &Client{conn: c} }
 
-// Close closes the socket.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close closes the sockets.
+func (c *Client) Close() error {
+	c.rtMu.Lock()
+	if c.rt != nil {
+		c.rt.Close()
+		c.rt = nil
+	}
+	c.rtMu.Unlock()
+	return c.conn.Close()
+}
+
+// route returns the handle for qdisc requests, opening it if needed.
+func (c *Client) route() (*vnl.Handle, error) {
+	c.rtMu.Lock()
+	defer c.rtMu.Unlock()
+	if c.rt == nil {
+		rt, err := vnl.NewHandle(unix.NETLINK_ROUTE)
+		if err != nil {
+			return nil, err
+		}
+		c.rt = rt
+	}
+	return c.rt, nil
+}
 
 // OpKind is what a batch operation does.
 type OpKind uint8
@@ -213,7 +248,7 @@ func (c *Client) exchange(ops []Op, res []Result, msgs []netlink.Message, idx []
 	sent, err := c.conn.SendMessages(msgs)
 	if err != nil {
 		for _, i := range idx {
-			res[i].Err = opErr(&ops[i], err)
+			res[i].Err = c.opErr(&ops[i], err)
 		}
 		return
 	}
@@ -234,14 +269,14 @@ func (c *Client) exchange(ops []Op, res []Result, msgs []netlink.Message, idx []
 			var oe *netlink.OpError
 			if errors.As(err, &oe) && oe.Sequence != 0 {
 				if i, ok := pending[oe.Sequence]; ok {
-					res[i].Err = opErr(&ops[i], err)
+					res[i].Err = c.opErr(&ops[i], err)
 					delete(pending, oe.Sequence)
 				}
 				continue
 			}
 			// Socket-level failure (e.g. ENOBUFS): the remaining ACKs are lost.
 			for _, i := range pending {
-				res[i].Err = opErr(&ops[i], err)
+				res[i].Err = c.opErr(&ops[i], err)
 			}
 			return
 		}
@@ -264,16 +299,18 @@ func (c *Client) exchange(ops []Op, res []Result, msgs []netlink.Message, idx []
 	}
 }
 
-func opErr(op *Op, err error) error {
-	return nlerr.Wrap(op.Kind.String(), devName(op.Filter.Ifindex), op.Filter.ID(), err)
+func (c *Client) opErr(op *Op, err error) error {
+	return nlerr.Wrap(op.Kind.String(), c.devName(op.Filter.Ifindex), op.Filter.ID(), err)
 }
 
-// devName names an ifindex for error messages.
-func devName(ifindex int) string {
-	if ifi, err := net.InterfaceByIndex(ifindex); err == nil {
-		return ifi.Name
+// devName names an ifindex for error messages, looked up in the Client's
+// network namespace.
+func (c *Client) devName(ifindex int) string {
+	rt, err := c.route()
+	if err != nil {
+		rt = nil // the calling thread's namespace
 	}
-	return "ifindex " + strconv.Itoa(ifindex)
+	return netdev.NameIn(rt, ifindex)
 }
 
 // ackWarning returns NLMSGERR_ATTR_MSG of a successful ACK, if any. A
@@ -362,7 +399,7 @@ func (c *Client) Dump(q DumpQuery) ([]Filter, error) {
 	replies, err := c.conn.Execute(m)
 	c.mu.Unlock()
 	if err != nil {
-		return nil, nlerr.Wrap("dump", devName(q.Ifindex), "", err)
+		return nil, nlerr.Wrap("dump", c.devName(q.Ifindex), "", err)
 	}
 	out := make([]Filter, 0, len(replies))
 	for _, r := range replies {
@@ -374,7 +411,7 @@ func (c *Client) Dump(q DumpQuery) ([]Filter, error) {
 			if errors.Is(err, ErrNotFlower) {
 				continue
 			}
-			return out, nlerr.Wrap("dump", devName(q.Ifindex), "", fmt.Errorf("decode: %w", err))
+			return out, nlerr.Wrap("dump", c.devName(q.Ifindex), "", fmt.Errorf("decode: %w", err))
 		}
 		if f.Handle == 0 {
 			// The chain-head entry of a priority carries no filter.
@@ -396,16 +433,16 @@ func (c *Client) Get(sel Filter) (Filter, error) {
 	replies, err := c.conn.Execute(m)
 	c.mu.Unlock()
 	if err != nil {
-		return Filter{}, nlerr.Wrap("get", devName(sel.Ifindex), sel.ID(), err)
+		return Filter{}, nlerr.Wrap("get", c.devName(sel.Ifindex), sel.ID(), err)
 	}
 	for _, r := range replies {
 		if r.Header.Type == rtmNewFilter {
 			var f Filter
 			if err := f.UnmarshalBinary(r.Data); err != nil {
-				return Filter{}, nlerr.Wrap("get", devName(sel.Ifindex), sel.ID(), fmt.Errorf("decode: %w", err))
+				return Filter{}, nlerr.Wrap("get", c.devName(sel.Ifindex), sel.ID(), fmt.Errorf("decode: %w", err))
 			}
 			return f, nil
 		}
 	}
-	return Filter{}, nlerr.Wrap("get", devName(sel.Ifindex), sel.ID(), unix.ENOENT)
+	return Filter{}, nlerr.Wrap("get", c.devName(sel.Ifindex), sel.ID(), unix.ENOENT)
 }

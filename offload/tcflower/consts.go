@@ -4,7 +4,6 @@ package tcflower
 const (
 	rtmNewQdisc  = 36
 	rtmDelQdisc  = 37
-	rtmGetQdisc  = 38
 	rtmNewFilter = 44
 	rtmDelFilter = 45
 	rtmGetFilter = 46

@@ -12,6 +12,16 @@
 // one it did not create. Errors are *nlerr.Error values carrying the
 // kernel's errno and extack text.
 //
+// # Which netlink library does what
+//
+// The clsact qdisc (Qdisc, EnsureQdisc, DeleteQdisc) goes through
+// vishvananda/netlink (QdiscList, QdiscAdd, QdiscDel), and device names in
+// errors come from its LinkByIndex (package internal/netdev). Both use a
+// vishvananda Handle opened by Dial beside the filter socket, so both
+// sockets live in the network namespace Dial was called in. A Handle's
+// socket has no extended ACK in vishvananda v1.3.1, so qdisc errors carry
+// the errno without the kernel's text.
+//
 // Attribute numbers and layouts follow include/uapi/linux/pkt_cls.h,
 // tc_act/tc_gact.h and gen_stats.h of Linux 6.1; byte orders are as
 // annotated there, except TCA_FLOWER_KEY_VLAN_ID and TCA_FLOWER_FLAGS which

@@ -1,7 +1,9 @@
 package tcflower
 
 import (
-	"github.com/mdlayher/netlink"
+	"errors"
+
+	vnl "github.com/vishvananda/netlink"
 
 	"github.com/scrubd/scrubd/offload/nlerr"
 )
@@ -14,72 +16,74 @@ type QdiscState struct {
 	Created bool
 }
 
+// The qdisc requests go through vishvananda/netlink (QdiscList, QdiscAdd,
+// QdiscDel on a Handle opened with the Client, in the same network
+// namespace as its filter socket). One difference from the filter
+// requests: vishvananda v1.3.1 turns NETLINK_EXT_ACK on only for the
+// one-off sockets of its package-level functions
+// (nl.EnableErrorMessageReporting), never for a Handle's, so a failed
+// qdisc request carries the kernel's errno without its extack text.
+
+// dumpRetries is how often a qdisc dump is repeated when the kernel marks
+// it interrupted (NLM_F_DUMP_INTR: the device list changed meanwhile).
+const dumpRetries = 3
+
 // Qdisc reports the clsact or ingress qdisc of a device ("" if none). OVS
 // uses "ingress"; flower filters on ParentIngress work on either.
 func (c *Client) Qdisc(ifindex int) (string, error) {
-	m := netlink.Message{
-		Header: netlink.Header{Type: rtmGetQdisc, Flags: netlink.Request | netlink.Dump},
-		Data:   tcmsg{Ifindex: int32(ifindex)}.append(nil),
-	}
-	c.mu.Lock()
-	replies, err := c.conn.Execute(m)
-	c.mu.Unlock()
+	rt, err := c.route()
 	if err != nil {
-		return "", nlerr.Wrap("qdisc-dump", devName(ifindex), "", err)
+		return "", nlerr.Wrap("qdisc-dump", c.devName(ifindex), "", err)
 	}
-	for _, r := range replies {
-		if r.Header.Type != rtmNewQdisc {
+	link := &vnl.Device{LinkAttrs: vnl.LinkAttrs{Index: ifindex}}
+	var qs []vnl.Qdisc
+	for try := 1; ; try++ {
+		qs, err = rt.QdiscList(link)
+		if !errors.Is(err, vnl.ErrDumpInterrupted) || try == dumpRetries {
+			break
+		}
+	}
+	if err != nil {
+		return "", nlerr.Wrap("qdisc-dump", c.devName(ifindex), "", err)
+	}
+	for _, q := range qs {
+		a := q.Attrs()
+		if a.LinkIndex != ifindex || a.Parent != HandleClsact {
 			continue
 		}
-		h, err := parseTcmsg(r.Data)
-		if err != nil || int(h.Ifindex) != ifindex || h.Parent != HandleClsact {
-			continue
-		}
-		ad, err := netlink.NewAttributeDecoder(r.Data[tcmsgLen:])
-		if err != nil {
-			continue
-		}
-		for ad.Next() {
-			if ad.Type() == tcaKind {
-				if k := ad.String(); k == "clsact" || k == "ingress" {
-					return k, nil
-				}
-			}
+		if k := q.Type(); k == "clsact" || k == "ingress" {
+			return k, nil
 		}
 	}
 	return "", nil
 }
 
+// clsact is the qdisc EnsureQdisc creates and DeleteQdisc removes.
+func clsact(ifindex int) *vnl.Clsact {
+	return &vnl.Clsact{QdiscAttrs: vnl.QdiscAttrs{LinkIndex: ifindex, Handle: qdiscHandle, Parent: HandleClsact}}
+}
+
 // EnsureQdisc makes sure the device has a qdisc on its ingress hook:
 // an existing clsact or ingress qdisc is kept as it is, otherwise clsact
-// is created. Call it at start and whenever filters vanish or an install
-// fails with nlerr.IsQdiscGone (OVS deletes the ingress qdisc when it
-// restarts). It never deletes anything.
+// is created (NLM_F_CREATE|NLM_F_EXCL). Call it at start and whenever
+// filters vanish or an install fails with nlerr.IsQdiscGone (OVS deletes
+// the ingress qdisc when it restarts). It never deletes anything.
 func (c *Client) EnsureQdisc(ifindex int) (QdiscState, error) {
 	kind, err := c.Qdisc(ifindex)
 	if err != nil || kind != "" {
 		return QdiscState{Kind: kind}, err
 	}
-	ae := netlink.NewAttributeEncoder()
-	ae.String(tcaKind, "clsact")
-	attrs, err := ae.Encode()
+	rt, err := c.route()
 	if err != nil {
-		return QdiscState{}, err
+		return QdiscState{}, nlerr.Wrap("qdisc-add clsact", c.devName(ifindex), "", err)
 	}
-	m := netlink.Message{
-		Header: netlink.Header{Type: rtmNewQdisc, Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Excl},
-		Data:   append(tcmsg{Ifindex: int32(ifindex), Handle: qdiscHandle, Parent: HandleClsact}.append(nil), attrs...),
-	}
-	c.mu.Lock()
-	_, err = c.conn.Execute(m)
-	c.mu.Unlock()
-	if err != nil {
+	if err := rt.QdiscAdd(clsact(ifindex)); err != nil {
 		if nlerr.IsExists(err) {
 			// Someone created one between our dump and our add.
 			kind, err := c.Qdisc(ifindex)
 			return QdiscState{Kind: kind}, err
 		}
-		return QdiscState{}, nlerr.Wrap("qdisc-add clsact", devName(ifindex), "", err)
+		return QdiscState{}, nlerr.Wrap("qdisc-add clsact", c.devName(ifindex), "", err)
 	}
 	return QdiscState{Kind: "clsact", Created: true}, nil
 }
@@ -88,12 +92,9 @@ func (c *Client) EnsureQdisc(ifindex int) (QdiscState, error) {
 // device's ingress and egress hooks. Only call it for a qdisc this process
 // created (QdiscState.Created), never for one that was there before.
 func (c *Client) DeleteQdisc(ifindex int) error {
-	m := netlink.Message{
-		Header: netlink.Header{Type: rtmDelQdisc, Flags: netlink.Request | netlink.Acknowledge},
-		Data:   tcmsg{Ifindex: int32(ifindex), Handle: qdiscHandle, Parent: HandleClsact}.append(nil),
+	rt, err := c.route()
+	if err == nil {
+		err = rt.QdiscDel(clsact(ifindex))
 	}
-	c.mu.Lock()
-	_, err := c.conn.Execute(m)
-	c.mu.Unlock()
-	return nlerr.Wrap("qdisc-del", devName(ifindex), "", err)
+	return nlerr.Wrap("qdisc-del", c.devName(ifindex), "", err)
 }
