@@ -13,7 +13,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/scrubd/scrubd/agent/api"
+	"github.com/scrubd/scrubd/agent/apisock"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
@@ -22,80 +25,119 @@ func Rules(args []string, stdout, stderr io.Writer) int {
 	return rulesCmd(args, os.Stdin, stdout, stderr)
 }
 
-const rulesUsage = `usage: scrubd rules [--socket PATH | --addr HOST:PORT --token-file F [--tls] [--ca-file F] [--cert-file F --key-file F]] [--json] COMMAND
+const rulesUsage = `usage: scrubd rules COMMAND [flags]
   list                 every rule with its source, placement, reason and hw/sw counters
                        (--limit N [--after ID]: one page; the next page's --after is printed on stderr)
   get ID               one rule
   add FILE|-           add the rules of a rule file, all or none (or one rule as YAML/JSON)
   delete ID            delete an API rule
-  replace FILE|-       replace every API rule with a rule file's rules`
+  replace FILE|-       replace every API rule with a rule file's rules
+Flags may come before or after COMMAND and its argument.
+
+The agent's socket is the first of: --socket; $SCRUBD_SOCKET; --config's
+api.socket; else the first that answers of the socket of 'scrubd run --sim'
+(%s for this user) and %s.
+Or, over TCP: --addr HOST:PORT --token-file F [--tls] [--ca-file F] [--cert-file F --key-file F].
+
+flags:`
 
 func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rules", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	sock := fs.String("socket", "/run/scrubd/api.sock", "API unix socket")
-	addr := fs.String("addr", "", "API TCP address (needs --token-file)")
-	tokenFile := fs.String("token-file", "", "file holding the API bearer token")
+	sock := fs.String("socket", "", "the agent's API unix `socket` (default: see above)")
+	cfgFile := fs.String("config", "", "the agent's config `file`: use the api.socket it names")
+	addr := fs.String("addr", "", "API TCP address `host:port` (needs --token-file)")
+	tokenFile := fs.String("token-file", "", "`file` holding the API bearer token")
 	asJSON := fs.Bool("json", false, "print JSON")
-	limit := fs.Int("limit", 0, "list: at most this many rules (0: all)")
-	after := fs.String("after", "", "list: the rules after this rule id (the previous page's last)")
+	limit := fs.Int("limit", 0, "list: at most `N` rules (0: all)")
+	after := fs.String("after", "", "list: the rules after this rule `id` (the previous page's last)")
 	useTLS := fs.Bool("tls", false, "--addr: TLS, verifying the agent with the system's CAs (implied by --ca-file and --cert-file)")
-	caFile := fs.String("ca-file", "", "--addr: TLS, verifying the agent's certificate with this CA (PEM)")
-	certFile := fs.String("cert-file", "", "--addr: client certificate (PEM) for mutual TLS")
-	keyFile := fs.String("key-file", "", "--addr: the client certificate's key (PEM)")
-	fs.Usage = func() { fmt.Fprintln(stderr, rulesUsage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
-		return 2
+	caFile := fs.String("ca-file", "", "--addr: TLS, verifying the agent's certificate with this CA `file` (PEM)")
+	certFile := fs.String("cert-file", "", "--addr: client certificate `file` (PEM) for mutual TLS")
+	keyFile := fs.String("key-file", "", "--addr: the client certificate's key `file` (PEM)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), rulesUsage+"\n", apisock.SimPath(), apisock.Default)
+		fs.PrintDefaults()
 	}
-	rest := fs.Args()
-	if len(rest) == 0 {
+	rest, code, ok := ParseArgs(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "scrubd rules: "+format+"\n", a...)
 		fs.Usage()
-		return 2
+		return ExitUsage
+	}
+	if len(rest) == 0 {
+		return usageErr("a command is required (list, get, add, delete, replace)")
+	}
+	want := map[string]int{"list": 1, "get": 2, "delete": 2, "add": 2, "replace": 2}
+	if n, known := want[rest[0]]; !known {
+		return usageErr("unknown command %q", rest[0])
+	} else if len(rest) != n {
+		return usageErr("%s takes %d argument(s), got %d: %q", rest[0], n-1, len(rest)-1, rest[1:])
+	}
+	if *limit < 0 {
+		return usageErr("--limit %d: must not be negative", *limit)
+	}
+	fail := func(err error) int { fmt.Fprintln(stderr, "scrubd rules:", err); return ExitFail }
+	// What the command sends is read and checked before the agent is
+	// looked for: a typo in the file is the first thing to hear about.
+	var body []byte
+	var isFile bool
+	switch rest[0] {
+	case "add", "replace":
+		var err error
+		if rest[1] == "-" {
+			body, err = io.ReadAll(stdin)
+		} else {
+			body, err = os.ReadFile(rest[1])
+		}
+		if err != nil {
+			return fail(err)
+		}
+		name := rest[1]
+		if name == "-" {
+			name = "stdin"
+		}
+		if isFile, err = checkRules(name, body, rest[0] == "replace"); err != nil {
+			return fail(err)
+		}
 	}
 	var c *api.Client
 	if *addr != "" {
 		if *tokenFile == "" {
-			fmt.Fprintln(stderr, "scrubd rules: --addr needs --token-file")
-			return 2
+			return usageErr("--addr needs --token-file")
 		}
 		tok, err := os.ReadFile(*tokenFile)
 		if err != nil {
-			fmt.Fprintln(stderr, "scrubd rules:", err)
-			return 2
+			return fail(fmt.Errorf("--token-file: %w", err))
 		}
 		token := strings.TrimSpace(string(tok))
 		if *useTLS || *caFile != "" || *certFile != "" || *keyFile != "" {
 			tc, err := clientTLS(*caFile, *certFile, *keyFile)
 			if err != nil {
-				fmt.Fprintln(stderr, "scrubd rules:", err)
-				return 2
+				return fail(err)
 			}
 			c = api.NewTLSClient(*addr, token, tc)
 		} else {
 			c = api.NewTCPClient(*addr, token)
 		}
 	} else {
-		c = api.NewUnixClient(*sock)
+		found, err := apisock.Find(apisock.Options{Socket: *sock, Config: *cfgFile})
+		if err != nil {
+			return fail(err)
+		}
+		c = api.NewUnixClient(found.Path)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	read := func(name string) ([]byte, error) {
-		if name == "-" {
-			return io.ReadAll(stdin)
-		}
-		return os.ReadFile(name)
-	}
-	fail := func(err error) int { fmt.Fprintln(stderr, "scrubd rules:", err); return 1 }
 	out := func(v any) {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(v)
 	}
-	switch cmd := rest[0]; {
-	case cmd == "list" && len(rest) == 1:
-		if *limit < 0 {
-			return fail(fmt.Errorf("--limit %d: must not be negative", *limit))
-		}
+	switch rest[0] {
+	case "list":
 		list, next, err := c.ListPage(ctx, *after, *limit)
 		if err != nil {
 			return fail(err)
@@ -105,7 +147,7 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		if *asJSON {
 			out(list)
-			return 0
+			return ExitOK
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tSOURCE\tSTATUS\tPATH\tHW PKTS\tSW PKTS\tPPS\tREASON")
@@ -117,61 +159,92 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.0f\t%s\n", r.Rule.ID, r.Source, r.Status, r.Path, r.HW.Packets, r.SW.Packets, r.PPS, why)
 		}
 		tw.Flush()
-		return 0
-	case cmd == "get" && len(rest) == 2:
+		return ExitOK
+	case "get":
 		r, err := c.Get(ctx, rest[1])
 		if err != nil {
 			return fail(err)
 		}
 		out(r)
-		return 0
-	case cmd == "delete" && len(rest) == 2:
+		return ExitOK
+	case "delete":
 		if err := c.Delete(ctx, rest[1]); err != nil {
 			return fail(err)
 		}
 		fmt.Fprintf(stdout, "deleted %s\n", rest[1])
-		return 0
-	case cmd == "add" && len(rest) == 2:
-		data, err := read(rest[1])
-		if err != nil {
-			return fail(err)
-		}
-		// A rule file is added whole or not at all; anything else is one rule.
-		set, perr := rule.Parse(rest[1], data, time.Now())
-		if perr != nil || len(set.Rules) == 0 {
-			r, err := c.Add(ctx, data)
+		return ExitOK
+	case "add":
+		if !isFile {
+			r, err := c.Add(ctx, body)
 			if err != nil {
-				if perr != nil {
-					return fail(fmt.Errorf("%v (as a rule file: %v)", err, perr))
-				}
 				return fail(err)
 			}
 			fmt.Fprintf(stdout, "added %s: %s %s\n", r.Rule.ID, r.Path, r.Placement)
-			return 0
+			return ExitOK
 		}
 		// All or none: the agent adds the file's rules in one step.
-		added, err := c.AddFile(ctx, data)
+		added, err := c.AddFile(ctx, body)
 		if err != nil {
 			return fail(err)
 		}
 		for _, ri := range added {
 			fmt.Fprintf(stdout, "added %s: %s %s\n", ri.Rule.ID, ri.Path, ri.Placement)
 		}
-		return 0
-	case cmd == "replace" && len(rest) == 2:
-		data, err := read(rest[1])
-		if err != nil {
-			return fail(err)
-		}
-		res, err := c.Replace(ctx, data)
+		return ExitOK
+	default: // replace
+		res, err := c.Replace(ctx, body)
 		if err != nil {
 			return fail(err)
 		}
 		out(res)
-		return 0
+		return ExitOK
 	}
-	fs.Usage()
-	return 2
+}
+
+// checkRules parses what `rules add` or `rules replace` sends, as the
+// agent will, so that an error names the file and the line and leads with
+// the real cause. A mapping with a top-level "rules" key is a rule file;
+// one with a rule's own keys (id, action, match, priority, expires) is one
+// rule (add only); anything else is neither, and the error lists the keys
+// found (a misspelt "rules:" lands here, not on "id: required").
+func checkRules(name string, data []byte, fileOnly bool) (isFile bool, err error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return false, fmt.Errorf("%s: not valid YAML or JSON: %v", name, err)
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return false, fmt.Errorf("%s: empty (a rule file has a top-level 'rules:' list)", name)
+	}
+	top := doc.Content[0]
+	if top.Kind != yaml.MappingNode {
+		return false, fmt.Errorf("%s:%d: a rule file is a mapping with a top-level 'rules:' list", name, top.Line)
+	}
+	var keys []string
+	hasRules, ruleKeys := false, false
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		k := top.Content[i].Value
+		keys = append(keys, k)
+		switch k {
+		case "rules":
+			hasRules = true
+		case "id", "action", "match", "priority", "expires":
+			ruleKeys = true
+		}
+	}
+	switch {
+	case hasRules || (fileOnly && !ruleKeys):
+		if _, err := rule.Parse(name, data, time.Now()); err != nil {
+			return true, err
+		}
+		return true, nil
+	case fileOnly:
+		return false, fmt.Errorf("%s: replace takes a rule file (a top-level 'rules:' list), not one rule", name)
+	case ruleKeys:
+		_, err := rule.ParseRule(name, data, time.Now())
+		return false, err
+	}
+	return false, fmt.Errorf("%s:%d: neither a rule file (a top-level 'rules:' list) nor one rule (id, action, match, priority, expires): its keys are %s",
+		name, top.Line, strings.Join(keys, ", "))
 }
 
 // clientTLS is the TLS configuration of `scrubd rules --addr`: the CA that

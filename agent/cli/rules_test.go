@@ -1,0 +1,180 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/api"
+	"github.com/scrubd/scrubd/agent/protect"
+	"github.com/scrubd/scrubd/agent/store"
+)
+
+// startAPI serves the agent's API (a real api.Server over a store) on a
+// unix socket until the test ends, and returns the socket's path.
+func startAPI(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	l, err := api.ListenUnix(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.New(&protect.List{}, time.Now)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- api.Serve(ctx, l, (&api.Server{Store: st, Now: time.Now}).Handler()) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return sock
+}
+
+func rules(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	rc := rulesCmd(args, strings.NewReader(""), &out, &errb)
+	return rc, out.String(), errb.String()
+}
+
+const oneRuleFile = "rules:\n  - {id: dns-amp, action: drop, match: {dst: 203.0.113.0/24, proto: udp, src_port: \"53\"}}\n"
+
+func writeTemp(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// listIDs is `rules list --json` through the given extra arguments.
+func listIDs(t *testing.T, args ...string) []string {
+	t.Helper()
+	rc, out, errs := rules(append([]string{"list", "--json"}, args...)...)
+	if rc != 0 {
+		t.Fatalf("rules list --json %v: rc %d: %s", args, rc, errs)
+	}
+	var list []api.RuleInfo
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("rules list --json: not JSON (%v): %q", err, out)
+	}
+	var ids []string
+	for _, r := range list {
+		ids = append(ids, r.Rule.ID)
+	}
+	return ids
+}
+
+// Flags may follow the command and its argument; the socket comes from
+// --socket, SCRUBD_SOCKET or --config's api.socket.
+func TestRulesFindsAgent(t *testing.T) {
+	sock := startAPI(t)
+	t.Setenv("SCRUBD_SOCKET", "")
+	file := writeTemp(t, "r.yaml", oneRuleFile)
+	if rc, out, errs := rules("add", file, "--socket", sock); rc != 0 || !strings.Contains(out, "added dns-amp") {
+		t.Fatalf("rules add FILE --socket S: rc %d out %q err %q", rc, out, errs)
+	}
+	if ids := listIDs(t, "--socket", sock); len(ids) != 1 || ids[0] != "dns-amp" {
+		t.Fatalf("rules list --json --socket S: %v", ids)
+	}
+	t.Setenv("SCRUBD_SOCKET", sock)
+	if ids := listIDs(t); len(ids) != 1 {
+		t.Fatalf("SCRUBD_SOCKET: %v", ids)
+	}
+	t.Setenv("SCRUBD_SOCKET", "")
+	cfg := writeTemp(t, "scrubd.yaml", "software:\n  engine: none\napi:\n  socket: "+sock+"\n")
+	if ids := listIDs(t, "--config", cfg); len(ids) != 1 {
+		t.Fatalf("--config: %v", ids)
+	}
+	// "--" ends the flags.
+	if rc, _, errs := rules("--socket", sock, "get", "--", "--json"); rc != 1 || !strings.Contains(errs, "404") {
+		t.Fatalf("rules get -- --json: rc %d err %q (want the agent's 404 for the id \"--json\")", rc, errs)
+	}
+}
+
+// With no agent there, the error names each path tried, where it came
+// from, and how to choose one.
+func TestRulesNoAgent(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none.sock")
+	t.Setenv("SCRUBD_SOCKET", missing)
+	rc, _, errs := rules("list")
+	if rc != ExitFail {
+		t.Fatalf("rc %d, want %d", rc, ExitFail)
+	}
+	for _, want := range []string{missing + " (SCRUBD_SOCKET): no such socket", "--socket", "SCRUBD_SOCKET=", "--config"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("error %q lacks %q", errs, want)
+		}
+	}
+}
+
+func TestRulesHelpAndUsage(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"list", "-h"}, {"add", "x.yaml", "--help"}} {
+		rc, out, errs := rules(args...)
+		if rc != ExitOK || !strings.Contains(out, "usage: scrubd rules") || errs != "" {
+			t.Errorf("rules %v: rc %d stdout %q stderr %q; want 0 and the usage on stdout", args, rc, out, errs)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "a command is required"},
+		{[]string{"frob"}, `unknown command "frob"`},
+		{[]string{"list", "extra"}, "list takes 0 argument(s)"},
+		{[]string{"add"}, "add takes 1 argument(s)"},
+		{[]string{"list", "--nope"}, "flag provided but not defined: -nope"},
+		{[]string{"list", "--limit", "-1", "--socket", "/nonexistent/s"}, "--limit -1: must not be negative"},
+	} {
+		rc, _, errs := rules(tc.args...)
+		if rc != ExitUsage || !strings.Contains(errs, tc.want) || !strings.Contains(errs, "usage: scrubd rules") {
+			t.Errorf("rules %v: rc %d stderr %q; want %d and %q", tc.args, rc, errs, ExitUsage, tc.want)
+		}
+	}
+}
+
+// `rules add` of a typo'd file leads with the typo, and adds nothing.
+func TestRulesAddTypoLeads(t *testing.T) {
+	sock := startAPI(t)
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, text, first string }{
+		{"", "", "open " + filepath.Join(dir, "missing.yaml") + ": no such file or directory"},
+		{"rulez.yaml", strings.Replace(oneRuleFile, "rules:", "rulez:", 1), "rulez.yaml:1: neither a rule file (a top-level 'rules:' list) nor one rule (id, action, match, priority, expires): its keys are rulez"},
+		{"acton.yaml", "rules:\n  - id: a\n    acton: drop\n    match: {dst: 203.0.113.0/24}\n", `acton.yaml:3: rule "a": acton: unknown key`},
+		{"one.yaml", "idd: a\naction: drop\nmatch: {dst: 203.0.113.0/24}\n", "one.yaml:1: idd: unknown key"},
+		{"list.yaml", "- id: a\n", "list.yaml:1: a rule file is a mapping"},
+	} {
+		path := filepath.Join(dir, "missing.yaml")
+		if tc.name != "" {
+			path = filepath.Join(dir, tc.name)
+			os.WriteFile(path, []byte(tc.text), 0o644)
+		}
+		rc, _, errs := rules("add", path, "--socket", sock)
+		first, _, _ := strings.Cut(errs, "\n")
+		if rc != ExitFail || !strings.HasPrefix(first, "scrubd rules: ") || !strings.Contains(first, tc.first) {
+			t.Errorf("rules add %s: rc %d, first line %q; want rc 1 and %q", tc.name, rc, first, tc.first)
+		}
+		if strings.Contains(first, "id: required") {
+			t.Errorf("rules add %s leads with id: required: %q", tc.name, errs)
+		}
+	}
+	if ids := listIDs(t, "--socket", sock); len(ids) != 0 {
+		t.Fatalf("typo'd files added %v", ids)
+	}
+	// One rule (not a file) still goes in.
+	one := writeTemp(t, "one.yaml", "{id: ntp, action: drop, match: {dst: 203.0.113.0/24, proto: udp, src_port: \"123\"}}\n")
+	if rc, out, errs := rules("add", one, "--socket", sock); rc != 0 || !strings.Contains(out, "added ntp") {
+		t.Fatalf("rules add of one rule: rc %d %q %q", rc, out, errs)
+	}
+	// replace takes a rule file only.
+	if rc, _, errs := rules("replace", one, "--socket", sock); rc != ExitFail || !strings.Contains(errs, "replace takes a rule file") {
+		t.Fatalf("rules replace of one rule: rc %d %q", rc, errs)
+	}
+}
