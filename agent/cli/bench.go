@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,29 +34,33 @@ const (
 	maxBenchFlows = 1 << 20
 )
 
+// numCPU is the CPUs this process may run on (tests change it).
+var numCPU = runtime.NumCPU
+
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the report as JSON (what the placement model reads)")
 	workers := fs.Int("workers", 1, "workers, one receive queue each, pinned to CPUs 0..N-1 when N > 1")
 	sizes := fs.String("frame-sizes", "64,128,256,512,1024,1500", "frame sizes in bytes on the wire, comma-separated")
-	rulesFile := fs.String("rules", "", "rule file to classify against (default: the source material's five UDP drop rules)")
+	rulesFile := fs.String("rules", "", "rule `file` to classify against (default: the source material's five UDP drop rules)")
 	packets := fs.Int("packets", 1<<20, "packets per worker per frame size")
 	flows := fs.Int("flows", 4096, "distinct frames cycled; above the classifier's flow cache (8192 decisions), e.g. 65536, every packet misses it as in a flood of new 5-tuples")
 	mix := fs.Float64("mix", 0, "share of frames (0..1) no rule drops: forwarded to the peer port (or counted with --host)")
 	host := fs.Bool("host", false, "host mode: passed frames are counted, not forwarded")
 	compress := fs.Bool("compress", false, "deliver completions as compressed CQE sessions")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: scrubd bench [--json] [--workers N] [--frame-sizes 64,128,...] [--rules FILE] [--packets N] [--flows N] [--mix F] [--host] [--compress]")
-		fmt.Fprintln(stderr, "Measures receive + classify + drop/forward of the Direct Verbs engine on emulated rings (no NIC: an upper bound for the software's own cost).")
+		fmt.Fprintln(fs.Output(), "usage: scrubd bench [--json] [--workers N] [--frame-sizes 64,128,...] [--rules FILE] [--packets N] [--flows N] [--mix F] [--host] [--compress]")
+		fmt.Fprintln(fs.Output(), "Measures receive + classify + drop/forward of the Direct Verbs engine on emulated rings (no NIC: an upper bound for the software's own cost).")
+		fmt.Fprintln(fs.Output(), "More workers than CPUs run, with a warning: they share CPUs, and the total Mpps is then no throughput of this machine.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	rest, code, ok := ParseArgs(fs, args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "scrubd bench: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "scrubd bench: unexpected argument %q\n", rest[0])
+		return ExitUsage
 	}
 	cfg := bench.Config{Workers: *workers, Packets: *packets, Flows: *flows, Mix: *mix, Host: *host, Compress: *compress}
 	var bad []string
@@ -74,8 +79,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < minBenchFrame || n > maxBenchFrame {
+			// One message for the flag, naming its first bad element.
 			bad = append(bad, fmt.Sprintf("--frame-sizes %q: %q is not a size from %d to %d bytes", *sizes, s, minBenchFrame, maxBenchFrame))
-			continue
+			break
 		}
 		cfg.FrameSizes = append(cfg.FrameSizes, n)
 	}
@@ -93,7 +99,15 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		for _, b := range bad {
 			fmt.Fprintln(stderr, "scrubd bench:", b)
 		}
-		return 2
+		return ExitUsage
+	}
+	// Workers beyond the CPUs time-share them: each worker's rate is
+	// measured over its own CPU time, so their sum is no throughput.
+	var warn string
+	if n := numCPU(); *workers > n {
+		warn = fmt.Sprintf("scrubd bench: WARNING: --workers %d exceeds the %d CPUs this process may use: workers share CPUs, so the total Mpps is not a throughput of this machine (use --workers %d or fewer)", *workers, n, n)
+		fmt.Fprintln(stderr, warn)
+		defer fmt.Fprintln(stderr, warn)
 	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
@@ -104,14 +118,14 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
-			return 1
+			return ExitFail
 		}
-		return 0
+		return ExitOK
 	}
 	if err := rep.WriteText(stdout); err != nil {
-		return 1
+		return ExitFail
 	}
 	fmt.Fprintln(stdout, "\nFeed a cycles/pkt figure to `scrubd plan --cycles-per-packet C`, or set software.cycles_per_packet (auto runs a short version of this at start).")
 	fmt.Fprintln(stdout, "drain/q is the per-queue drain rate (one worker emptying its own ring): give it to `scrubd plan --queue-drain-mpps D` or set software.queue_drain_mpps; `scrubd plan --bench FILE` reads it from this command's --json report.")
-	return 0
+	return ExitOK
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -22,16 +23,15 @@ var llcRoot = "/"
 
 func planCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var p plan.Params
 	fs.Float64Var(&p.LinkGbps, "link-gbps", 100, "link speed in Gb/s")
 	fs.IntVar(&p.Workers, "workers", 0, "software-path workers (cores); with --queues, one per queue")
 	fs.Float64Var(&p.GHz, "ghz", 0, "worker clock in GHz")
-	fs.Float64Var(&p.CyclesPerPacket, "cycles-per-packet", 0, "cycles one packet costs the software path (from `scrubd bench`)")
+	fs.Float64Var(&p.CyclesPerPacket, "cycles-per-packet", 0, "cycles one packet costs the software path (from 'scrubd bench')")
 	var q plan.QueueParams
 	fs.IntVar(&q.Queues, "queues", 0, "receive queues, one worker each: model RSS, per-queue drain and rings")
 	fs.Float64Var(&q.DrainMpps, "queue-drain-mpps", 0, "how fast one queue's ring drains, Mpps (default: the worker's CPU ceiling)")
-	benchFile := fs.String("bench", "", "take the drain rate from a `scrubd bench --json` report (its 64 B queue_drain_mpps)")
+	benchFile := fs.String("bench", "", "take the drain rate from the `file` of a 'scrubd bench --json' report (its 64 B queue_drain_mpps)")
 	fs.Float64Var(&q.OfferedMpps, "offered-mpps", 0, "offered flood in Mpps (default: line rate at --frame)")
 	flows := fs.String("flows", "random", "the flood's spread: random (a random source per packet) or a number of flows of equal rate")
 	fs.IntVar(&q.RingEntries, "ring-entries", 0, "receive ring entries per queue (default: the recommended size)")
@@ -43,16 +43,17 @@ func planCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&q.Seed, "seed", 1, "seed of the flow sources for --flows N")
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: scrubd plan --link-gbps G --workers N --ghz F --cycles-per-packet C [--json]")
-		fmt.Fprintln(stderr, "       scrubd plan --queues N --ghz F --cycles-per-packet C [--queue-drain-mpps D | --bench FILE] [--offered-mpps M] [--flows random|N] [--ring-entries E] [--json]")
+		fmt.Fprintln(fs.Output(), "usage: scrubd plan --link-gbps G --workers N --ghz F --cycles-per-packet C [--json]")
+		fmt.Fprintln(fs.Output(), "       scrubd plan --queues N --ghz F --cycles-per-packet C [--queue-drain-mpps D | --bench FILE] [--offered-mpps M] [--flows random|N] [--ring-entries E] [--json]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	rest, code, ok := ParseArgs(fs, args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "scrubd plan: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "scrubd plan: unexpected argument %q\n", rest[0])
+		return ExitUsage
 	}
 	queueMode := false
 	fs.Visit(func(f *flag.Flag) {
@@ -67,24 +68,38 @@ func planCmd(args []string, stdout, stderr io.Writer) int {
 	res, err := plan.Compute(p)
 	if err != nil {
 		fmt.Fprintln(stderr, "scrubd plan:", err)
-		return 2
+		return ExitUsage
+	}
+	js, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		// JSON has no infinity: a figure overflowed a float64.
+		fmt.Fprintln(stderr, "scrubd plan:", overflow(p))
+		return ExitUsage
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
-			return 1
-		}
-		return 0
+		stdout.Write(append(js, '\n'))
+		return ExitOK
 	}
 	writePlan(stdout, res)
-	return 0
+	return ExitOK
+}
+
+// overflow names the flag whose value makes the plan's figures overflow a
+// float64 (+Inf Mpps, which JSON cannot carry and no table should show).
+func overflow(p plan.Params) error {
+	if math.IsInf(plan.LineRatePPS(p.LinkGbps*1e9, 64), 0) {
+		return fmt.Errorf("--link-gbps %v: too large: the line rate overflows a float64; give the link's speed in Gb/s (e.g. 100)", p.LinkGbps)
+	}
+	if math.IsInf(plan.CapacityPPS(p.Workers, p.GHz*1e9, p.CyclesPerPacket), 0) {
+		return fmt.Errorf("--ghz %v, --cycles-per-packet %v: the software capacity overflows a float64; give a clock in GHz (e.g. 2.1) and cycles per packet from 'scrubd bench' (e.g. 300)", p.GHz, p.CyclesPerPacket)
+	}
+	return fmt.Errorf("--link-gbps %v, --ghz %v, --cycles-per-packet %v: the plan's figures overflow a float64", p.LinkGbps, p.GHz, p.CyclesPerPacket)
 }
 
 func planQueues(p plan.Params, q plan.QueueParams, flows, benchFile string, llc float64, asJSON bool, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "scrubd plan: "+format+"\n", a...)
-		return 2
+		return ExitUsage
 	}
 	if q.Queues == 0 {
 		return fail("--queues: the queue model needs the number of receive queues")
@@ -120,16 +135,17 @@ func planQueues(p plan.Params, q plan.QueueParams, flows, benchFile string, llc 
 	if err != nil {
 		return fail("%v", err)
 	}
+	js, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		// JSON has no infinity: a figure overflowed a float64.
+		return fail("%v", overflow(p))
+	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
-			return 1
-		}
-		return 0
+		stdout.Write(append(js, '\n'))
+		return ExitOK
 	}
 	writeQueues(stdout, res)
-	return 0
+	return ExitOK
 }
 
 // drainFromBench reads a `scrubd bench --json` report and returns its
