@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scrubd/scrubd/agent/cli"
 	"github.com/scrubd/scrubd/swpath/dryrun"
 	"github.com/scrubd/scrubd/swpath/rule"
 	"github.com/scrubd/scrubd/swpath/traffic"
@@ -20,34 +21,31 @@ func init() {
 }
 
 func runDryrun(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("scrubd dryrun", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	rulesPath := fs.String("rules", "", "rule file (YAML)")
-	pcapPath := fs.String("pcap", "", "capture to replay (pcap or pcapng, Ethernet)")
+	fs := flag.NewFlagSet("dryrun", flag.ContinueOnError)
+	rulesPath := fs.String("rules", "", "rule `file` (YAML)")
+	pcapPath := fs.String("pcap", "", "capture `file` to replay (pcap or pcapng, Ethernet)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	engine := fs.String("engine", "go", "engine that decides packets: "+strings.Join(dryrun.Engines(), ", "))
+	engine := fs.String("engine", "go", "`engine` that decides packets: "+strings.Join(dryrun.Engines(), ", "))
 	guard := rule.DefaultGuard
 	fs.IntVar(&guard.MinPrefixV4, "min-prefix-v4", guard.MinPrefixV4, "the rule guard's rules.guard.min_prefix_v4 (0-32)")
 	fs.IntVar(&guard.MinPrefixV6, "min-prefix-v6", guard.MinPrefixV6, "the rule guard's rules.guard.min_prefix_v6 (0-128)")
 	fs.BoolVar(&guard.AllowMatchAll, "allow-match-all", guard.AllowMatchAll, "the rule guard's rules.guard.allow_match_all")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: scrubd dryrun --rules FILE --pcap FILE [--json] [--engine NAME]")
-		fmt.Fprintln(stderr, "\nPer rule: matched = packets its match matches on its own; hits = packets it")
-		fmt.Fprintln(stderr, "decides (lowest priority number, then file order); bytes = wire bytes of its hits.")
-		fmt.Fprintln(stderr, "passed = packets not dropped (accepted_by_rule of them by an accept rule).")
-		fmt.Fprintln(stderr, "Rules already expired are left out, with a note on stderr. The rule file must")
-		fmt.Fprintln(stderr, "pass the agent's rule guard (rules.guard in the config; the flags below).")
+		fmt.Fprintln(fs.Output(), "usage: scrubd dryrun --rules FILE --pcap FILE [--json] [--engine NAME]")
+		fmt.Fprintln(fs.Output(), "\nPer rule: matched = packets its match matches on its own; hits = packets it")
+		fmt.Fprintln(fs.Output(), "decides (lowest priority number, then file order); bytes = wire bytes of its hits.")
+		fmt.Fprintln(fs.Output(), "passed = packets not dropped (accepted_by_rule of them by an accept rule).")
+		fmt.Fprintln(fs.Output(), "Rules already expired are left out, with a note on stderr. The rule file must")
+		fmt.Fprintln(fs.Output(), "pass the agent's rule guard (rules.guard in the config; the flags below).")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	rest, code, ok := cli.ParseArgs(fs, args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if *rulesPath == "" || *pcapPath == "" || fs.NArg() != 0 {
+	if *rulesPath == "" || *pcapPath == "" || len(rest) != 0 {
 		fs.Usage()
-		return 2
+		return cli.ExitUsage
 	}
 	if guard.MinPrefixV4 < 0 || guard.MinPrefixV4 > 32 || guard.MinPrefixV6 < 0 || guard.MinPrefixV6 > 128 {
 		fmt.Fprintf(stderr, "scrubd dryrun: --min-prefix-v4 %d / --min-prefix-v6 %d: must be 0-32 and 0-128\n", guard.MinPrefixV4, guard.MinPrefixV6)

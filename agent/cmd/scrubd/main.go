@@ -13,7 +13,7 @@ import (
 )
 
 // command is one subcommand. run gets the arguments after the subcommand's
-// name and returns the exit status (2 for a usage error).
+// name and returns the exit status (see exitCodes).
 type command struct {
 	summary string
 	run     func(args []string, stdout, stderr io.Writer) int
@@ -30,8 +30,12 @@ func register(name, summary string, run func(args []string, stdout, stderr io.Wr
 
 func init() {
 	register("version", "print the build version", func(args []string, stdout, stderr io.Writer) int {
+		if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+			fmt.Fprintln(stdout, "usage: scrubd version (or scrubd --version)")
+			return 0
+		}
 		if len(args) != 0 {
-			fmt.Fprintln(stderr, "usage: scrubd version")
+			fmt.Fprintln(stderr, "usage: scrubd version (or scrubd --version)")
 			return 2
 		}
 		fmt.Fprintln(stdout, version.String())
@@ -49,8 +53,18 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "\nRun 'scrubd <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'scrubd <command> -h' for a command's flags; flags may follow its arguments.")
+	fmt.Fprintln(w, "'scrubd --version' prints the version.")
+	fmt.Fprint(w, exitCodes)
 }
+
+// exitCodes documents every command's exit status (docs/cli.md has the same).
+const exitCodes = `
+exit codes:
+  0  success (and -h/--help)
+  1  the command failed: an agent that does not answer, a config or rule file refused, a failed run
+  2  bad usage: unknown command or flag, a bad flag value, a missing or extra argument
+`
 
 // run dispatches args (without the program name) and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
@@ -62,6 +76,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
+	case "-version", "--version":
+		args = []string{"version"}
 	}
 	c, ok := commands[args[0]]
 	if !ok {
