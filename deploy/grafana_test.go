@@ -211,7 +211,7 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	for _, m := range []string{"scrubd_rule_dropped_packets_total", "scrubd_placement_moves_total", "scrubd_rule_placement",
 		"scrubd_sw_capacity_packets_per_second", "scrubd_sw_load_packets_per_second", "scrubd_sw_headroom_ratio",
 		"scrubd_hw_entries_used", "scrubd_hw_entries_max", "scrubd_hw_masks_used", "scrubd_nic_dropped_packets_total",
-		"scrubd_hw_install_failures_total"} {
+		"scrubd_hw_install_failures_total", "scrubd_protected_lost_packets_total", "scrubd_path_dropped_frame_size_bytes"} {
 		if !used[m] {
 			t.Errorf("the dashboard never queries %s", m)
 		}

@@ -39,7 +39,7 @@ var madeRe = regexp.MustCompile(`,\s*"(\w+)",\s*"[^"]*",\s*"[^"]*",\s*"[^"]*"\s*
 
 // The fleet's alerts: the ones an operator of many agents needs.
 var wantAlerts = []string{"ScrubdAgentDown", "ScrubdFlowSpecSessionDown", "ScrubdSoftwareHeadroomLow",
-	"ScrubdHardwareTableFull", "ScrubdResyncStorm", "ScrubdProtectedTrafficDropped"}
+	"ScrubdHardwareTableFull", "ScrubdResyncStorm", "ScrubdProtectedTrafficDropped", "ScrubdProtectedTrafficLost"}
 
 // Every metric the recording and alerting rules read is one the agent
 // exports (or a series Prometheus itself makes, or one the recording rules

@@ -23,8 +23,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/scrubd/scrubd/agent/dataplane"
 	"github.com/scrubd/scrubd/agent/placement"
 	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/agent/version"
 )
 
 // OtherRule is the rule label of the aggregated series.
@@ -44,6 +46,11 @@ type Sources struct {
 	// RuleFileRefusals, when set, returns how many times a rule file was
 	// refused (at start or on a reload; its rules in force stayed).
 	RuleFileRefusals func() uint64
+	// ProtectedLost, when set, returns the protected packets lost so far by
+	// cause (dataplane.LostCauses): a data plane that implements
+	// dataplane.ProtectedLoss (the simulated NIC). Keys outside
+	// dataplane.LostCauses are not exported.
+	ProtectedLost func() map[string]uint64
 }
 
 // Collector is a prometheus.Collector over the agent's state.
@@ -66,6 +73,8 @@ type Collector struct {
 	fsRefused, fsUp                                     *prometheus.Desc
 	stateCorrupt                                        *prometheus.Desc
 	ruleFileRefusals                                    *prometheus.Desc
+	protectedLost                                       *prometheus.Desc
+	version                                             string
 }
 
 // New returns a collector with at most maxRuleSeries per-rule series.
@@ -76,7 +85,7 @@ func New(src Sources, maxRuleSeries int) *Collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("scrubd_"+name, help, labels, nil)
 	}
-	return &Collector{src: src, max: maxRuleSeries, slots: map[string]bool{},
+	return &Collector{src: src, max: maxRuleSeries, slots: map[string]bool{}, version: version.Get().Version,
 		ruleDroppedPkts:  d("rule_dropped_packets_total", "Packets dropped by a drop rule, per path (hw: NIC flow table, sw: software engine).", "rule", "path"),
 		ruleDroppedBytes: d("rule_dropped_bytes_total", "Bytes dropped by a drop rule, per path.", "rule", "path"),
 		ruleAcceptedPkts: d("rule_accepted_packets_total", "Packets an accept (allow-list or protect) rule decided in software.", "rule"),
@@ -84,7 +93,7 @@ func New(src Sources, maxRuleSeries int) *Collector {
 		ruleMoves:        d("rule_moves_total", "Times placement moved a rule between paths.", "rule"),
 		ruleRate:         d("rule_packets_per_second", "Packet rate a rule decided over the last placement round, per path.", "rule", "path"),
 		pathRate:         d("path_dropped_packets_per_second", "Packet rate dropped by rules on each path over the last placement round.", "path"),
-		pathFrame:        d("path_dropped_frame_bytes_avg", "Mean frame size of the traffic rules dropped on each path over the last round.", "path"),
+		pathFrame:        d("path_dropped_frame_size_bytes", "Mean size in bytes of the frames rules dropped on each path over the last placement round.", "path"),
 		swCPP:            d("sw_cycles_per_packet", "Cycles per packet the capacity model uses (calibrated or configured; the live figure with cycles_per_packet auto)."),
 		swMeasured:       d("sw_measured_cycles_per_packet", "Cycles per received packet the software engine measured over the last round (0: none measured)."),
 		hwResyncs:        d("hw_resyncs_total", "Times the hardware table was found to have lost scrubd's rules (qdisc deleted, e.g. OVS restarting) and they were reinstalled."),
@@ -111,11 +120,12 @@ func New(src Sources, maxRuleSeries int) *Collector {
 		nic:              d("nic_dropped_packets_total", "The NIC's own drop and discard counters, by ethtool statistic name.", "stat"),
 		moves:            d("placement_moves_total", "Placement moves between paths.", "from", "to"),
 		rules:            d("rules", "Rules in the store by source kind and status.", "source", "status"),
-		info:             d("info", "Agent information.", "node"),
+		info:             d("info", "Agent information: the node name and the release (agent/version) it runs; always 1.", "node", "version"),
 		fsRefused:        d("flowspec_refused_routes_total", "FlowSpec routes refused (not turned into rules), by reason.", "reason"),
 		fsUp:             d("flowspec_session_up", "1 while the BGP session with a FlowSpec neighbour is established.", "peer"),
 		stateCorrupt:     d("state_file_corrupt_total", "Times the state file could not be read as state and was moved aside (the agent started from its sources)."),
 		ruleFileRefusals: d("rule_file_refusals_total", "Times a rule file was refused at start or on a reload (not valid, a rule refused by the guard, over rules.max_rules_per_source); the rules in force stayed."),
+		protectedLost:    d("protected_lost_packets_total", "Packets of protected traffic lost, by cause: hw_rule, sw_rule (a drop rule on that path), out_of_buffer (no receive buffer posted), unforwarded (passed, the send queue full). Only where the data plane can tell protected packets among the lost ones (the simulated NIC).", "cause"),
 	}
 }
 
@@ -124,7 +134,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ruleDroppedPkts, c.ruleDroppedBytes, c.ruleAcceptedPkts, c.rulePlacement,
 		c.ruleMoves, c.ruleRate, c.pathRate, c.pathFrame, c.swCPP, c.swCap, c.swLoad, c.swHeadroom, c.wRx, c.wRxBytes,
 		c.wDrop, c.wPass, c.wOOB, c.wUnfwd, c.wCycles, c.poolFree, c.poolSize, c.poolFail, c.hwUsed, c.hwFree, c.hwMax,
-		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.swMeasured, c.hwResyncs, c.stateCorrupt, c.ruleFileRefusals} {
+		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.swMeasured, c.hwResyncs, c.stateCorrupt, c.ruleFileRefusals, c.protectedLost} {
 		ch <- d
 	}
 }
@@ -160,7 +170,7 @@ type agg struct{ hwP, hwB, swP, swB, acc, moves, hwR, swR float64 }
 
 // Collect reads the sources and sends every metric.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, c.src.Node)
+	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, c.src.Node, c.version)
 	if c.src.Store != nil {
 		snap := c.src.Store()
 		type key struct{ src, st string }
@@ -177,6 +187,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.src.RuleFileRefusals != nil {
 		ch <- prometheus.MustNewConstMetric(c.ruleFileRefusals, prometheus.CounterValue, float64(c.src.RuleFileRefusals()))
+	}
+	if c.src.ProtectedLost != nil {
+		lost := c.src.ProtectedLost()
+		for _, cause := range dataplane.LostCauses {
+			ch <- prometheus.MustNewConstMetric(c.protectedLost, prometheus.CounterValue, float64(lost[cause]), cause)
+		}
 	}
 	if c.src.FlowSpec != nil {
 		refused, sessions := c.src.FlowSpec()

@@ -14,6 +14,7 @@ import (
 	"github.com/scrubd/scrubd/agent/dataplane"
 	"github.com/scrubd/scrubd/agent/placement"
 	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/agent/version"
 )
 
 func view(n int) *placement.View {
@@ -80,6 +81,8 @@ func TestBoundedRuleSeries(t *testing.T) {
 	has(t, out, `scrubd_sw_headroom_ratio 0.5`)
 	has(t, out, `scrubd_hw_install_failures_total{reason="table_full"} 2`)
 	has(t, out, `scrubd_nic_dropped_packets_total{stat="rx_discards_phy"} 9`)
+	has(t, out, `scrubd_path_dropped_frame_size_bytes{path="hw"} 64`)
+	has(t, out, `scrubd_path_dropped_frame_size_bytes{path="sw"} 1500`)
 	has(t, out, `scrubd_placement_moves_total{from="sw",to="hw"} 5`)
 	has(t, out, `scrubd_rules{source="bgp",status="active"} 1`)
 	has(t, out, `scrubd_flowspec_refused_routes_total{reason="unsupported_action"} 2`)
@@ -163,5 +166,35 @@ func TestReadyz(t *testing.T) {
 	ready.Store(true)
 	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, "3 rules placed") {
 		t.Errorf("after: %d %q", code, body)
+	}
+}
+
+// scrubd_info carries the release the agent runs (agent/version's Version,
+// set at link time by deploy/build.sh) beside the node name.
+func TestInfoVersion(t *testing.T) {
+	old := version.Version
+	version.Version = "v9.8.7-3-gabcdef0"
+	defer func() { version.Version = old }()
+	out := scrape(t, New(Sources{Node: "edge-1"}, 1))
+	has(t, out, `scrubd_info{node="edge-1",version="v9.8.7-3-gabcdef0"} 1`)
+	promtool(t, out)
+}
+
+// Protected packets lost are exported per cause, every cause of
+// dataplane.LostCauses present (0 where none was lost), nothing else.
+func TestProtectedLost(t *testing.T) {
+	lost := map[string]uint64{dataplane.LostOutOfBuffer: 24000, dataplane.LostSWRule: 3, "made_up": 7}
+	out := scrape(t, New(Sources{ProtectedLost: func() map[string]uint64 { return lost }}, 1))
+	has(t, out, `scrubd_protected_lost_packets_total{cause="out_of_buffer"} 24000`)
+	has(t, out, `scrubd_protected_lost_packets_total{cause="sw_rule"} 3`)
+	has(t, out, `scrubd_protected_lost_packets_total{cause="hw_rule"} 0`)
+	has(t, out, `scrubd_protected_lost_packets_total{cause="unforwarded"} 0`)
+	if n := strings.Count(out, "scrubd_protected_lost_packets_total{"); n != 4 {
+		t.Errorf("%d protected-loss series, want the 4 causes", n)
+	}
+	promtool(t, out)
+	// No source (a real NIC): no series at all.
+	if out := scrape(t, New(Sources{}, 1)); strings.Contains(out, "scrubd_protected_lost_packets_total") {
+		t.Error("protected-loss series without a source")
 	}
 }
