@@ -7,35 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/scrubd/scrubd/agent/daemon"
 )
-
-// --sim and offload.backend sim size the emulated rings from
-// software.rx_ring_entries, or from the capacity model when it is 0.
-func TestSimRingFromConfig(t *testing.T) {
-	cfg := daemon.SimConfig(t.TempDir())
-	cfg.Software.RxRingEntries = 1024
-	n, err := newSim(cfg, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rq, cq := n.Rings()
-	n.Close()
-	if rq != 1024 || cq != 2048 {
-		t.Fatalf("configured 1024: rings %d, CQ %d", rq, cq)
-	}
-	cfg.Software.RxRingEntries = 0
-	want, why := daemon.RxRing(cfg, "/")
-	n, err = newSim(cfg, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	if rq, _ := n.Rings(); rq != want {
-		t.Fatalf("auto: rings %d, want the model's %d (%s)", rq, want, why)
-	}
-}
 
 // Through the daemon on the simulated NIC (`scrubd run --config` with
 // offload.backend sim): 16 workers of 3.26 GHz at 346 cycles per packet (a

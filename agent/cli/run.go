@@ -9,8 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
+	"github.com/scrubd/scrubd/agent/backend"
 	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/agent/daemon"
 	"github.com/scrubd/scrubd/agent/sim"
@@ -55,20 +55,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logOut := stderr
 	var cfg *config.Config
 	opt := daemon.Options{}
-	var vlog *slog.Logger // the live view logs where the agent does
-	simTasks := func(n *sim.NIC, vc view.Config) []func(context.Context, *daemon.Daemon) error {
-		return []func(context.Context, *daemon.Daemon) error{
-			func(ctx context.Context, _ *daemon.Daemon) error { return n.Run(ctx, 10*time.Millisecond) },
-			func(ctx context.Context, d *daemon.Daemon) error {
-				vc.NIC, vc.Store, vc.Placer, vc.Log = n, d.Store, d.Placer, vlog
-				vc.APISocket = d.APIAddr
-				if d.HTTPAddr != "" {
-					vc.MetricsURL = "http://" + d.HTTPAddr + "/metrics"
-				}
-				return view.Run(ctx, vc)
-			},
-		}
-	}
+	// The dataplane comes from the config, real or simulated alike; --sim
+	// is a preset config (config.Sim) with the demo rules and the live
+	// view on top.
+	build := backend.Builder{SimScale: *simScale}
+	vc := view.Config{Out: stdout}
 	if *simMode {
 		dir, err := os.MkdirTemp("", "scrubd-sim-")
 		if err != nil {
@@ -76,15 +67,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		cfg = daemon.SimConfig(dir)
-		n, err := newSim(cfg, *simScale)
-		if err != nil {
-			fmt.Fprintln(stderr, "scrubd run:", err)
-			return 1
-		}
-		defer n.Close()
-		opt.Paths = daemon.SimPaths(n)
-		opt.Tasks = simTasks(n, view.Config{Out: stdout, TTY: tty})
+		c := config.Sim(dir)
+		cfg = &c
+		vc.TTY = tty
 		if tty {
 			// The live view owns the terminal; logs go to a file.
 			lf, err := os.Create(dir + "/scrubd.log")
@@ -104,27 +89,27 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if cfg.Software.Engine == "none" {
 			fmt.Fprintln(stderr, "scrubd run: WARNING: software.engine none: rules the hardware cannot hold are not enforced")
 		}
-		if cfg.Offload.Backend == "sim" {
-			// The simulated NIC with the operator's rules (files, API,
-			// FlowSpec) instead of the demo's.
-			if cfg.Software.CyclesPerPacket.Auto() {
-				cfg.Software.CyclesPerPacket = 297 // the model is a BlueField-3 with Direct Verbs
-			}
-			n, err := newSim(cfg, *simScale)
-			if err != nil {
-				fmt.Fprintln(stderr, "scrubd run:", err)
-				return 1
-			}
-			defer n.Close()
-			opt.Paths = daemon.SimPaths(n)
-			opt.Tasks = simTasks(n, view.Config{Out: stdout, NoDemo: true})
-		}
+		// A config with offload.backend sim: the simulated NIC with the
+		// operator's rules (files, API, FlowSpec) instead of the demo's.
+		vc.NoDemo = true
 	}
+	if cfg.Offload.Backend == "sim" {
+		var nic *sim.NIC
+		build.OnSim = func(n *sim.NIC) { nic = n }
+		opt.Tasks = append(opt.Tasks, func(ctx context.Context, d *daemon.Daemon) error {
+			vc.NIC, vc.Store, vc.Placer, vc.Log = nic, d.Store, d.Placer, opt.Log
+			vc.APISocket = d.APIAddr
+			if d.HTTPAddr != "" {
+				vc.MetricsURL = "http://" + d.HTTPAddr + "/metrics"
+			}
+			return view.Run(ctx, vc)
+		})
+	}
+	opt.Paths = build.Paths
 	if *metricsAddr != "" {
 		cfg.Metrics.Listen = *metricsAddr
 	}
 	opt.Log = slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
-	vlog = opt.Log
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -151,18 +136,6 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// newSim builds the simulated NIC a config describes: the modelled software
-// path (workers, clock, cycles per packet, the queues' drain rate), the
-// receive rings (software.rx_ring_entries or the capacity model's size),
-// the table budget, host or forward mode.
-func newSim(cfg *config.Config, scale float64) (*sim.NIC, error) {
-	ring, _ := daemon.RxRing(cfg, "/")
-	return sim.New(sim.Options{Scale: scale, Workers: cfg.Software.Workers, Hz: cfg.Software.GHz * 1e9,
-		CPP: float64(cfg.Software.CyclesPerPacket), HWEntries: cfg.Offload.MaxEntries, HWMasks: cfg.Offload.MaxMasks,
-		HWEntriesPerRule: cfg.Offload.MaxEntriesPerRule,
-		Host:             cfg.Software.ForwardTo == "", RingEntries: ring, QueueDrainPPS: cfg.Software.QueueDrainMpps * 1e6})
 }
 
 func isTTY(w io.Writer) bool {

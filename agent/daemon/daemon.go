@@ -20,7 +20,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -35,7 +34,6 @@ import (
 	"github.com/scrubd/scrubd/agent/metrics"
 	"github.com/scrubd/scrubd/agent/placement"
 	"github.com/scrubd/scrubd/agent/protect"
-	"github.com/scrubd/scrubd/agent/sim"
 	"github.com/scrubd/scrubd/agent/store"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
@@ -52,14 +50,20 @@ type Paths struct {
 	// reinstalls what is missing.
 	Watch func(ctx context.Context, lost func(reason string)) error
 	// Run, if set, runs until ctx ends: the dataplane's own background
-	// work (the XDP engine's cost sampling).
+	// work (the XDP engine's cost sampling, the simulated NIC's traffic).
 	Run func(ctx context.Context, log *slog.Logger) error
+	// Log, if set, logs how the dataplane was sized (once, at start).
+	Log func(log *slog.Logger)
+	// Calibrate, if set, measures the software engine's cycles per packet
+	// for software.cycles_per_packet auto.
+	Calibrate func(ctx context.Context) (float64, error)
 }
 
 // Options are what the caller provides besides the config.
 type Options struct {
 	Log *slog.Logger
-	// Paths builds the dataplane (nil: from the config; --sim sets it).
+	// Paths builds the dataplane from the config (agent/backend.Paths;
+	// tests give their own).
 	Paths func(ctx context.Context, cfg *config.Config) (Paths, error)
 	// Tasks run beside the agent once every source is up, each until ctx
 	// ends (--sim: the simulated NIC's traffic and the live view); an
@@ -72,7 +76,8 @@ type Options struct {
 	Now    func() time.Time
 	Ticker func(d time.Duration) (<-chan time.Time, func())
 	// Calibrate measures cycles per packet for software.cycles_per_packet
-	// auto (default Calibrate; tests inject a figure).
+	// auto (default: the dataplane's Paths.Calibrate; tests inject a
+	// figure).
 	Calibrate func(ctx context.Context) (float64, error)
 	// Ready, if set, is called with the daemon once every source is up.
 	Ready func(d *Daemon)
@@ -227,11 +232,10 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	st.OnRemove(func(e store.Entry, why string) {
 		log.Info("rule removed", "rule", e.Rule.ID, "source", e.Source, "reason", why)
 	})
-	mk := opt.Paths
-	if mk == nil {
-		mk = RealPaths
+	if opt.Paths == nil {
+		return errors.New("no dataplane: Options.Paths is not set (agent/backend.Paths builds it from the config)")
 	}
-	paths, err := mk(ctx, cfg)
+	paths, err := opt.Paths(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
 	}
@@ -281,18 +285,19 @@ func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	case live && cfg.Software.Engine != "none":
 		cal := opt.Calibrate
 		if cal == nil {
-			cal = func(ctx context.Context) (float64, error) { return Calibrate(ctx, cfg.Software.GHz) }
+			cal = paths.Calibrate
 		}
-		if c, err := cal(ctx); err != nil {
+		if cal == nil {
+			log.Warn("software.cycles_per_packet auto: the " + cfg.Software.Engine + " engine has no calibration; capacity is unknown until the engine reports cycles")
+		} else if c, err := cal(ctx); err != nil {
 			log.Warn("software.cycles_per_packet auto: calibration failed; capacity is unknown until the engine reports cycles", "err", err)
 		} else {
 			cpp = c
 			log.Info("software.cycles_per_packet auto: calibrated (scrubd bench, 64 B, one worker, emulated rings)", "cycles_per_packet", c)
 		}
 	}
-	if cfg.Software.Engine == "dv" {
-		n, why := RxRing(cfg, "/")
-		log.Info("software receive rings", "entries", n, "cq_entries", 2*n, "why", why)
+	if paths.Log != nil {
+		paths.Log(log)
 	}
 	pcfg := placement.Config{HighWater: cfg.Place.HighWater, LowWater: cfg.Place.LowWater, MinDwell: cfg.Place.MinDwell,
 		MaxMoves: cfg.Place.MaxMovesPerRound, CyclesPerPacket: cpp, LiveCycles: live, LinkBps: cfg.LinkGbps * 1e9,
@@ -486,38 +491,6 @@ func (d *Daemon) Readiness() (bool, string) {
 		hwState = "down (every rule in software)"
 	}
 	return true, fmt.Sprintf("ready: %d drop rules in hardware, %d in software; hardware path %s", hw, sw, hwState)
-}
-
-// SimPaths returns the dataplane of a simulated NIC. A flush of its table
-// (the model of OVS deleting the qdisc) is reported to Watch as the qdisc
-// monitor reports a deleted qdisc.
-func SimPaths(n *sim.NIC) func(context.Context, *config.Config) (Paths, error) {
-	return func(context.Context, *config.Config) (Paths, error) {
-		return Paths{HW: n.HW(), SW: n.SW(), Watch: func(ctx context.Context, lost func(string)) error {
-			flushed := make(chan struct{}, 1)
-			n.Device().OnFlush(func() {
-				select {
-				case flushed <- struct{}{}:
-				default:
-				}
-			})
-			for {
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-flushed:
-					lost("simulated flow table flushed (qdisc deleted)")
-				}
-			}
-		}}, nil
-	}
-}
-
-// SimConfig returns the --sim configuration with its state in dir.
-func SimConfig(dir string) *config.Config {
-	c := config.Sim(dir)
-	c.API.Socket = filepath.Join(dir, "api.sock")
-	return &c
 }
 
 // listeners are the agent's sockets, opened before anything else starts.

@@ -21,6 +21,7 @@ import (
 	"github.com/osrg/gobgp/v3/pkg/server"
 
 	agentapi "github.com/scrubd/scrubd/agent/api"
+	"github.com/scrubd/scrubd/agent/backend"
 	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/agent/daemon"
 	"github.com/scrubd/scrubd/agent/placement"
@@ -93,7 +94,7 @@ func start(t testing.TB, cfg *config.Config, n *sim.NIC) *agent {
 	go func() {
 		a.done <- daemon.Run(ctx, cfg, daemon.Options{
 			Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Paths:  daemon.SimPaths(n),
+			Paths:  backend.Sim(n),
 			Reload: a.reload,
 			Ready:  func(d *daemon.Daemon) { ready <- d },
 		})

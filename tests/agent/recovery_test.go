@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scrubd/scrubd/agent/backend"
 	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/agent/daemon"
 	"github.com/scrubd/scrubd/agent/dataplane"
@@ -162,7 +163,7 @@ func TestCalibrationAtStart(t *testing.T) {
 	go func() {
 		done <- daemon.Run(ctx, &cfg, daemon.Options{
 			Log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Paths:     daemon.SimPaths(n),
+			Paths:     backend.Sim(n),
 			Calibrate: func(context.Context) (float64, error) { calls++; return 123, nil },
 			Ready:     func(d *daemon.Daemon) { ready <- d },
 		})

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	agentapi "github.com/scrubd/scrubd/agent/api"
+	"github.com/scrubd/scrubd/agent/backend"
 	"github.com/scrubd/scrubd/agent/cli"
 	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/agent/daemon"
@@ -612,7 +613,7 @@ func TestCorruptStateFile(t *testing.T) {
 	done := make(chan error, 1)
 	ready := make(chan *daemon.Daemon, 1)
 	go func() {
-		done <- daemon.Run(ctx, &cfg, daemon.Options{Log: slog.New(slog.NewTextHandler(&logs, nil)), Paths: daemon.SimPaths(n),
+		done <- daemon.Run(ctx, &cfg, daemon.Options{Log: slog.New(slog.NewTextHandler(&logs, nil)), Paths: backend.Sim(n),
 			Ready: func(d *daemon.Daemon) { ready <- d }})
 	}()
 	var d *daemon.Daemon

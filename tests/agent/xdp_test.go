@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/scrubd/scrubd/agent/backend"
 	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/agent/daemon"
 	"github.com/scrubd/scrubd/agent/placement"
@@ -349,7 +350,7 @@ func startRealAgent(t *testing.T, cfg *config.Config, p *netnsPair) (*daemon.Dae
 			// The real dataplane, built in namespace B, where the
 			// interfaces are (attaching resolves their indexes there).
 			Paths: func(ctx context.Context, c *config.Config) (ps daemon.Paths, err error) {
-				inNetns(t, p.fdB, func() { ps, err = daemon.RealPaths(ctx, c) })
+				inNetns(t, p.fdB, func() { ps, err = backend.Paths(ctx, c) })
 				return ps, err
 			},
 			Ready: func(d *daemon.Daemon) { ready <- d },

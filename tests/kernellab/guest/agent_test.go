@@ -27,7 +27,7 @@ import (
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
-// The agent's production table layout (agent/daemon): chain 0, IPv4
+// The agent's production table layout (agent/hwpath/flower.go): chain 0, IPv4
 // entries at priority 10, IPv6 at 11.
 const (
 	agentChain  = 0

@@ -1,6 +1,6 @@
 //go:build mlx5 && cgo
 
-package daemon
+package swengine
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package daemon
+package swengine
 
 // splitWorkers shares total workers among n receive directions, each a
 // power of 2 (an RSS indirection table spreads over a power of 2 of

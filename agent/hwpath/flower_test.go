@@ -1,4 +1,4 @@
-package daemon
+package hwpath
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/scrubd/scrubd/internal/testenv"
 	"github.com/scrubd/scrubd/offload/tcflower"
-	"github.com/scrubd/scrubd/swpath/xdp"
 )
 
 // The qdisc watch in a fresh network namespace: deleting the clsact qdisc
@@ -106,17 +105,5 @@ func TestFollowQdiscDelete(t *testing.T) {
 	}
 	if len(lost) != 0 {
 		t.Fatalf("extra reports: %q", <-lost)
-	}
-}
-
-func TestXDPWorkerStatsCountsDrops(t *testing.T) {
-	v := make([]xdp.Counter, int(xdp.Accepted)+1)
-	v[xdp.NotIP] = xdp.Counter{Packets: 1, Bytes: 60}
-	v[xdp.Passed] = xdp.Counter{Packets: 2, Bytes: 200}
-	v[xdp.Dropped] = xdp.Counter{Packets: 5, Bytes: 500}
-	v[xdp.Accepted] = xdp.Counter{Packets: 3, Bytes: 300}
-	w := xdpWorkerStats(v)
-	if w.RxPackets != 11 || w.RxBytes != 1060 || w.Dropped != 5 || w.Passed != 6 {
-		t.Fatalf("got rx %d/%dB dropped %d passed %d, want 11/1060B, 5, 6", w.RxPackets, w.RxBytes, w.Dropped, w.Passed)
 	}
 }

@@ -1,0 +1,111 @@
+package hwpath
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/config"
+	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/offload"
+	"github.com/scrubd/scrubd/offload/compile"
+	"github.com/scrubd/scrubd/offload/flowerbackend"
+	"github.com/scrubd/scrubd/offload/tcflower"
+)
+
+// Table placement of scrubd's hardware entries: chain 0, priorities 10
+// (IPv4) and 11 (IPv6), after OVS's reserved 1-4 on a BlueField uplink;
+// the pass entries that except accept rules (protect entries) from the
+// drops at 8 and 9, before them.
+const (
+	hwChain        = 0
+	hwPassPrioV4   = 8
+	hwPassPrioV6   = 9
+	hwPrioV4       = 10
+	hwPrioV6       = 11
+	defaultEntries = 0 // unknown: the device's ENOSPC decides
+)
+
+// Flower is the tc flower hardware path on the devices of a config.
+type Flower struct {
+	HW dataplane.HW
+	// Watch runs until ctx ends and calls lost whenever an offload
+	// device's clsact qdisc is deleted (every filter goes with it).
+	Watch func(ctx context.Context, lost func(reason string)) error
+	// Close closes the netlink socket.
+	Close func() error
+}
+
+// NewFlower opens tc flower (skip_sw) on every device of
+// offload.devices: one backend per device, every rule in each device's
+// table (Multi) when there are several (p0 and p1), scrubd's chain and
+// priorities (the constants above), the config's entry and mask budget.
+func NewFlower(cfg *config.Config) (Flower, error) {
+	cl, err := tcflower.Dial()
+	if err != nil {
+		return Flower{}, fmt.Errorf("offload: netlink: %w", err)
+	}
+	caps := offload.MLX5(defaultEntries)
+	var bs []offload.Backend
+	devs := map[int]string{}
+	for i, dev := range cfg.Offload.Devices {
+		ifi, err := net.InterfaceByName(dev)
+		if err != nil {
+			cl.Close()
+			return Flower{}, fmt.Errorf("offload.devices[%d] %q: %w", i, dev, err)
+		}
+		devs[ifi.Index] = dev
+		bs = append(bs, flowerbackend.New(flowerbackend.Config{Client: cl, Ifindex: ifi.Index, Dev: dev, Caps: caps, Flags: tcflower.SkipSW}))
+	}
+	var b offload.Backend = bs[0]
+	if len(bs) > 1 {
+		b = NewMulti(cfg.Offload.Devices, bs)
+	}
+	dev := strings.Join(cfg.Offload.Devices, "+")
+	hw := New(Config{Name: "tcflower:" + dev, Compile: compile.Config{Caps: caps, Chain: hwChain, PrioV4: hwPrioV4, PrioV6: hwPrioV6,
+		PassPrioV4: hwPassPrioV4, PassPrioV6: hwPassPrioV6},
+		Owner: offload.Owner{Chain: hwChain, PrioLo: hwPassPrioV4, PrioHi: hwPrioV6}, MaxEntries: cfg.Offload.MaxEntries, MaxMasks: cfg.Offload.MaxMasks,
+		MaxEntriesPerRule: cfg.Offload.MaxEntriesPerRule}, b)
+	return Flower{HW: hw, Close: cl.Close,
+		Watch: func(ctx context.Context, lost func(string)) error { return watchQdisc(ctx, devs, lost) }}, nil
+}
+
+// watchQdisc follows the rtnetlink TC group: when the clsact (or ingress)
+// qdisc of an offload device (devs: by ifindex) is deleted (OVS deletes it when it
+// restarts, and every filter goes with it) it calls lost at once. Lost
+// notifications (ENOBUFS) count as a possible deletion too. A monitor that
+// cannot be opened is logged by the caller's lack of resyncs only: the
+// agent runs on without it.
+func watchQdisc(ctx context.Context, devs map[int]string, lost func(string)) error {
+	m, err := tcflower.NewMonitor()
+	if err != nil {
+		lost("qdisc monitor unavailable (" + err.Error() + "): checking once")
+		return nil
+	}
+	defer m.Close()
+	return followQdisc(ctx, m, devs, lost)
+}
+
+// followQdisc is watchQdisc's loop over an open monitor.
+func followQdisc(ctx context.Context, m *tcflower.Monitor, devs map[int]string, lost func(string)) error {
+	for {
+		ev, err := m.Next(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			lost("qdisc monitor lost events (" + err.Error() + ")")
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		if dev, ok := devs[ev.Ifindex]; ok && ev.Deleted {
+			lost(ev.Kind + " qdisc on " + dev + " deleted")
+		}
+	}
+}
