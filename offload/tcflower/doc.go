@@ -22,6 +22,41 @@
 // socket has no extended ACK in vishvananda v1.3.1, so qdisc errors carry
 // the errno without the kernel's text.
 //
+// The Monitor stays on mdlayher/netlink: vishvananda v1.3.1's rtnetlink
+// subscriptions are for links, addresses, routes and neighbours
+// (LinkSubscribe, AddrSubscribe, RouteSubscribe, NeighSubscribe), none for
+// RTNLGRP_TC, which carries RTM_NEWQDISC/RTM_DELQDISC, and it exports no
+// decoder of qdisc messages (as LinkDeserialize is for links); a mdlayher
+// socket also lets Next end at a context's cancellation through its read
+// deadline.
+//
+// The flower codec and the filter requests stay our own, because
+// vishvananda v1.3.1's Flower (filter_linux.go, Flower.encode and
+// Flower.decode) cannot carry what scrubd installs and reads:
+//   - skip flags: encode writes TCA_FLOWER_FLAGS in network byte order
+//     (htonl) while cls_flower reads it in host order (nla_get_u32); on a
+//     little-endian host SkipSw arrives as 0x02000000, which fl_change
+//     refuses (tc_flags_valid, EINVAL), so skip_sw hardware entries cannot
+//     be installed. decode reads the u32 as an nla_bitfield32 and swaps the
+//     two bits (TCA_CLS_FLAGS_SKIP_HW sets SkipSw, TCA_CLS_FLAGS_SKIP_SW
+//     sets SkipHw), and reads neither TCA_CLS_FLAGS_IN_HW/NOT_IN_HW nor
+//     TCA_FLOWER_IN_HW_COUNT, which tell whether the NIC holds an entry.
+//     The kernel lab's TestVishvanandaFlowerFlags shows both on cls_flower:
+//     EINVAL for a SkipHw filter that goes in without the flag, and our
+//     skip_hw filter read back as SkipSw.
+//   - missing keys: Flower has no field for port masks
+//     (TCA_FLOWER_KEY_{TCP,UDP}_{SRC,DST}_MASK; ports are exact or a
+//     range), TCA_FLOWER_KEY_TCP_FLAGS, the fragment flags
+//     (TCA_FLOWER_KEY_FLAGS), TCA_FLOWER_KEY_IP_TOS, ICMP and ICMPv6 type
+//     and code (TCA_FLOWER_KEY_ICMPV4_* / ICMPV6_*), VLAN priority and the
+//     inner ethertype of a VLAN match (TCA_FLOWER_KEY_VLAN_PRIO,
+//     TCA_FLOWER_KEY_VLAN_ETH_TYPE); decode of a VLAN key overwrites
+//     EthType with 802.1Q.
+//   - actions: no TCA_ACT_COOKIE on encode or decode, which is how scrubd
+//     tells its entries from OVS's or an operator's.
+//   - requests: one request per call, waiting for its ACK, and no terse
+//     dump (TCA_DUMP_FLAGS); Batch sends a window of requests per sendmsg.
+//
 // Attribute numbers and layouts follow include/uapi/linux/pkt_cls.h,
 // tc_act/tc_gact.h and gen_stats.h of Linux 6.1; byte orders are as
 // annotated there, except TCA_FLOWER_KEY_VLAN_ID and TCA_FLOWER_FLAGS which
