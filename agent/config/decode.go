@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -67,6 +68,9 @@ func decodeError(file string, doc *yaml.Node, m string) *Error {
 		e.Field, e.Msg = um[1], "unknown key"
 		if path := findKey(doc, e.Line, um[1]); path != "" {
 			e.Field = path
+		}
+		if k := nearestKey(e.Field); k != "" {
+			e.Msg += "; did you mean " + k + "?"
 		}
 		return e
 	}
@@ -185,4 +189,75 @@ func got(n *yaml.Node) string {
 		return "a list"
 	}
 	return strconv.Quote(n.Value)
+}
+
+// nearestKey is the key of the config that path's last element most likely
+// misspells (at most two edits away, in the same mapping), or "".
+func nearestKey(path string) string {
+	t := reflect.TypeOf(Config{})
+	parts := strings.Split(path, ".")
+	for _, p := range parts[:len(parts)-1] {
+		p, _, _ = strings.Cut(p, "[")
+		f, ok := fieldByKey(t, p)
+		if !ok {
+			return ""
+		}
+		t = f.Type
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return ""
+		}
+	}
+	typo := parts[len(parts)-1]
+	best, bestD := "", 3
+	for i := 0; i < t.NumField(); i++ {
+		k := yamlKey(t.Field(i))
+		if k == "" {
+			continue
+		}
+		if d := editDistance(typo, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+func yamlKey(f reflect.StructField) string {
+	k, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if k == "-" {
+		return ""
+	}
+	return k
+}
+
+func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		if yamlKey(t.Field(i)) == key {
+			return t.Field(i), true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

@@ -20,7 +20,10 @@ func TestDecodeErrorsNameTheKey(t *testing.T) {
 		// In a list, and in a flow mapping with two values on the line.
 		{"flowspec:\n  neighbors:\n    - {address: 192.0.2.2, asn: 65001}\n    - {address: 192.0.2.3, asn: sixty}\n", `type-str.yaml:4: flowspec.neighbors[1].asn: want a whole number, got "sixty"`},
 		{"software:\n  ghz: 2.1\n  sockit: 1\n", `type-str.yaml:3: software.sockit: unknown key`},
-		{"flowspec:\n  neighbors:\n    - {address: 192.0.2.2, asm: 65001}\n", `type-str.yaml:3: flowspec.neighbors[0].asm: unknown key`},
+		{"api:\n  sockit: /x\n", `type-str.yaml:2: api.sockit: unknown key; did you mean socket?`},
+		{"offload:\n  keep_on_shutdwn: true\n", `type-str.yaml:2: offload.keep_on_shutdwn: unknown key; did you mean keep_on_shutdown?`},
+		{"flowspec:\n  neighbors:\n    - {address: 192.0.2.2, asm: 65001}\n", `type-str.yaml:3: flowspec.neighbors[0].asm: unknown key; did you mean asn?`},
+		{"metrcs:\n  listen: a\n", `type-str.yaml:1: metrcs: unknown key; did you mean metrics?`},
 		{"metrics:\n  listen: a\n  listen: b\n", `type-str.yaml:3: metrics.listen: repeated key (first on line 2)`},
 	} {
 		_, err := Parse("type-str.yaml", []byte(tc.yaml), false)
