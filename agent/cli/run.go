@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
+	"time"
 
+	"github.com/scrubd/scrubd/agent/apisock"
 	"github.com/scrubd/scrubd/agent/backend"
 	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/agent/daemon"
@@ -69,15 +73,25 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer os.RemoveAll(dir)
 		c := config.Sim(dir)
 		cfg = &c
+		// The API listens on the per-user socket that client commands
+		// try when none is named (agent/apisock).
+		cfg.API.Socket = simSocket()
+		if err := simSocketFree(cfg.API.Socket); err != nil {
+			fmt.Fprintln(stderr, "scrubd run:", err)
+			return 1
+		}
 		vc.TTY = tty
 		if tty {
-			// The live view owns the terminal; logs go to a file.
-			lf, err := os.Create(dir + "/scrubd.log")
-			if err == nil {
-				defer lf.Close()
-				logOut = lf
-				fmt.Fprintf(stderr, "scrubd --sim: logs in %s (removed on exit)\n", lf.Name())
+			// The live view owns the terminal; logs go to a file beside
+			// the socket, kept after exit.
+			lf, err := simLog(cfg.API.Socket)
+			if err != nil {
+				fmt.Fprintln(stderr, "scrubd run:", err)
+				return 1
 			}
+			defer lf.Close()
+			logOut = lf
+			fmt.Fprintf(stderr, "scrubd --sim: logs in %s (kept after exit)\n", lf.Name())
 		}
 	} else {
 		c, err := config.Load(*cfgPath)
@@ -129,13 +143,42 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}()
 	opt.Reload = reload
 	if *simMode && !tty {
-		fmt.Fprintf(stdout, "scrubd --sim: metrics on http://%s/metrics, API socket %s\n", cfg.Metrics.Listen, cfg.API.Socket)
+		opt.Ready = func(d *daemon.Daemon) {
+			fmt.Fprintf(stdout, "scrubd --sim: metrics on http://%s/metrics, API socket %s\n", d.HTTPAddr, d.APIAddr)
+		}
 	}
 	if err := daemon.Run(ctx, cfg, opt); err != nil {
 		fmt.Fprintln(stderr, "scrubd run:", err)
 		return 1
 	}
 	return 0
+}
+
+// simSocket is the socket run --sim listens on (a variable for tests).
+var simSocket = apisock.SimPath
+
+// simSocketFree makes the socket's directory (refusing one another user
+// owns or can write to) and refuses a socket another agent answers on,
+// before the log beside it is truncated.
+func simSocketFree(sock string) error {
+	if err := apisock.PrepareDir(sock); err != nil {
+		return err
+	}
+	if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("api socket %s: another scrubd is listening (stop it, or give this one its own config with run --config)", sock)
+	}
+	return nil
+}
+
+// SimLogName is the log file of run --sim on a terminal, in the
+// directory of its socket; each run starts it afresh and it stays after
+// exit.
+const SimLogName = "sim.log"
+
+// simLog creates the log file of run --sim beside its socket sock.
+func simLog(sock string) (*os.File, error) {
+	return os.OpenFile(filepath.Join(filepath.Dir(sock), SimLogName), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 }
 
 func isTTY(w io.Writer) bool {

@@ -5,10 +5,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/scrubd/scrubd/agent/api"
 )
 
 // syncBuffer is a bytes.Buffer safe for the daemon's writer and the test's
@@ -80,5 +83,89 @@ func TestRunConfigSim(t *testing.T) {
 	}
 	if o := out.String(); strings.Contains(o, "syn-flood") && strings.Contains(o, "placement syn-flood") {
 		t.Fatalf("demo rules ran with a config file:\n%s", o)
+	}
+}
+
+// `scrubd run --sim` listens on the per-user socket client commands try
+// when none is named: the demo's rules are listed through it, the plain
+// status line names it and the real metrics port, a second --sim on the
+// same socket is refused before it touches anything, and the socket goes
+// at exit.
+func TestRunSimListensOnUserSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "run", "scrubd", "sim.sock")
+	old := simSocket
+	simSocket = func() string { return sock }
+	defer func() { simSocket = old }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- runCmd(ctx, []string{"--sim", "--metrics", "127.0.0.1:0", "--sim-scale", "20000"}, &out, &errb)
+	}()
+	line := regexp.MustCompile(`scrubd --sim: metrics on http://127\.0\.0\.1:([0-9]+)/metrics, API socket (\S+)\n`)
+	deadline := time.Now().Add(30 * time.Second)
+	var m []string
+	for m = line.FindStringSubmatch(out.String()); m == nil; m = line.FindStringSubmatch(out.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no status line naming the socket and metrics:\n%s\nstderr:\n%s", out.String(), errb.String())
+		}
+		select {
+		case rc := <-done:
+			t.Fatalf("run ended early: rc %d\n%s\n%s", rc, out.String(), errb.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if m[1] == "0" || m[2] != sock {
+		t.Fatalf("status line names metrics port %s and socket %s; want the bound port and %s", m[1], m[2], sock)
+	}
+	c := api.NewUnixClient(sock)
+	for {
+		rs, err := c.List(ctx)
+		if err == nil && len(rs) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no demo rule listed through %s: %v %v", sock, rs, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var out2, errb2 syncBuffer
+	if rc := runCmd(ctx, []string{"--sim", "--metrics", "127.0.0.1:0"}, &out2, &errb2); rc != 1 || !strings.Contains(errb2.String(), "another scrubd is listening") {
+		t.Fatalf("second --sim on %s: rc %d, stderr %q", sock, rc, errb2.String())
+	}
+	cancel()
+	if rc := <-done; rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
+		t.Fatalf("socket still there after exit: %v", err)
+	}
+}
+
+// The --sim log file lies beside the socket, starts afresh on each run and
+// stays after the file is closed.
+func TestSimLogBesideSocket(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "sim.sock")
+	want := filepath.Join(dir, "sim.log")
+	for _, text := range []string{"first run, longer line\n", "second\n"} {
+		f, err := simLog(sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Name() != want {
+			t.Fatalf("log at %s, want %s", f.Name(), want)
+		}
+		if _, err := f.WriteString(text); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(want)
+		if err != nil || string(b) != text {
+			t.Fatalf("after close: %q, %v; want %q", b, err, text)
+		}
 	}
 }
