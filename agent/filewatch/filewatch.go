@@ -4,6 +4,12 @@
 // is refused whole: the rules already in force from it stay, and the error
 // is logged and counted. So is a file with a rule the store's guard refuses,
 // an empty file and one cut off after "rules:" (rule.Parse).
+//
+// A file that cannot be read (missing) is logged and counted once when it
+// becomes unreadable, not on every poll, and once when it is readable
+// again; it is then parsed afresh. A file the caller already read and
+// parsed (the agent's start-up check) is given to Preload and not parsed
+// again.
 package filewatch
 
 import (
@@ -41,12 +47,17 @@ type Watcher struct {
 	mu     sync.Mutex
 	hashes map[string][32]byte
 	status map[string]*Status
-	reload chan struct{}
+	// unreadable holds, per file that could not be read, the error last
+	// logged: the same error on the next poll is not logged again.
+	unreadable map[string]string
+	checked    bool // every file read once (Check or Preload): Run does not start with a read
+	reload     chan struct{}
 }
 
 // New returns a watcher for files.
 func New(files []string, st *store.Store, log *slog.Logger, now func() time.Time) *Watcher {
-	w := &Watcher{files: files, st: st, log: log, now: now, hashes: map[string][32]byte{}, status: map[string]*Status{}, reload: make(chan struct{}, 1)}
+	w := &Watcher{files: files, st: st, log: log, now: now, hashes: map[string][32]byte{}, status: map[string]*Status{},
+		unreadable: map[string]string{}, reload: make(chan struct{}, 1)}
 	for _, f := range files {
 		w.status[f] = &Status{Path: f}
 	}
@@ -81,6 +92,36 @@ func (w *Watcher) Check(force bool) int {
 			bad++
 		}
 	}
+	w.mu.Lock()
+	w.checked = true
+	w.mu.Unlock()
+	return bad
+}
+
+// Preload loads the rules of files the caller already read and parsed
+// (data and set by path; the set passed the store's guard), as Check
+// would, without reading or parsing them again; the other files are read
+// as by Check(true). It returns the number of files refused.
+func (w *Watcher) Preload(data map[string][]byte, sets map[string]*rule.Set) int {
+	bad := 0
+	for _, f := range w.files {
+		set, ok := sets[f]
+		if !ok {
+			if !w.load(f, true) {
+				bad++
+			}
+			continue
+		}
+		w.mu.Lock()
+		w.hashes[f] = sha256.Sum256(data[f])
+		if !w.apply(f, w.status[f], set) {
+			bad++
+		}
+		w.mu.Unlock()
+	}
+	w.mu.Lock()
+	w.checked = true
+	w.mu.Unlock()
 	return bad
 }
 
@@ -90,7 +131,16 @@ func (w *Watcher) load(path string, force bool) bool {
 	defer w.mu.Unlock()
 	s := w.status[path]
 	if err != nil {
+		if w.unreadable[path] == err.Error() {
+			return false // logged and counted when it became unreadable
+		}
+		w.unreadable[path] = err.Error()
 		return w.refuse(s, err)
+	}
+	if _, was := w.unreadable[path]; was {
+		delete(w.unreadable, path)
+		w.log.Info("rule file readable again", "file", path)
+		force = true // its state is the content's again, whatever it was
 	}
 	h := sha256.Sum256(data)
 	if old, ok := w.hashes[path]; ok && old == h && !force {
@@ -106,6 +156,12 @@ func (w *Watcher) load(path string, force bool) bool {
 	if err != nil {
 		return w.refuse(s, err)
 	}
+	return w.apply(path, s, set)
+}
+
+// apply puts a parsed file's rules in force as the file's source (w.mu
+// held).
+func (w *Watcher) apply(path string, s *Status, set *rule.Set) bool {
 	entries, err := w.st.Replace(Source(path), set.Rules)
 	if err != nil {
 		if !errors.Is(err, store.ErrTooMany) { // too many: the content, like too broad
@@ -135,10 +191,15 @@ func (w *Watcher) refuse(s *Status, err error) bool {
 // Run loads every file, then checks on every tick and every Reload until ctx
 // ends. ticks is injected (a time.Ticker's channel in production).
 func (w *Watcher) Run(ctx context.Context, ticks <-chan time.Time) error {
-	// A file Check already read (the daemon loads the files before
-	// placement starts) is not parsed again unless it changed: at 100k
-	// rules a parse is seconds of the start.
-	w.Check(false)
+	// Files Check or Preload already read (the daemon loads the files
+	// before placement starts) are not read again before the first tick:
+	// at 100k rules a parse is seconds of the start.
+	w.mu.Lock()
+	checked := w.checked
+	w.mu.Unlock()
+	if !checked {
+		w.Check(false)
+	}
 	for {
 		select {
 		case <-ctx.Done():

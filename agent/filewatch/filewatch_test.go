@@ -1,10 +1,12 @@
 package filewatch
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +92,60 @@ func TestEmptyAndBroadFilesRefused(t *testing.T) {
 	write("rules: []\n")
 	if n := w.Check(false); n != 0 || st.Len() != 0 {
 		t.Fatalf("rules: [] refused (%d) or rules left (%d)", n, st.Len())
+	}
+}
+
+// A missing rule file is logged (at ERROR) and counted once when it goes
+// missing, not on every poll; when it is back its rules are read afresh
+// and that is logged once; missing again is logged again.
+func TestMissingFileLoggedOncePerChange(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rules.yaml")
+	good := "rules:\n  - {id: a, action: drop, match: {dst: 203.0.113.0/24, proto: udp}}\n"
+	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	now := func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
+	st := store.New(nil, now)
+	var logs bytes.Buffer
+	w := New([]string{path}, st, slog.New(slog.NewTextHandler(&logs, nil)), now)
+	if bad := w.Check(true); bad != 0 {
+		t.Fatalf("bad %d", bad)
+	}
+	count := func(s string) int { return strings.Count(logs.String(), s) }
+	poll := func(n, wantBad int) {
+		t.Helper()
+		for range n {
+			if bad := w.Check(false); bad != wantBad {
+				t.Fatalf("poll: %d files refused, want %d\n%s", bad, wantBad, logs.String())
+			}
+		}
+	}
+	steps := []struct {
+		what         string
+		change       func()
+		bad          int
+		errors, back int // after the step's five polls
+		refusals     uint64
+	}{
+		{"missing", func() { os.Remove(path) }, 1, 1, 0, 1},
+		{"back, same content", func() { os.WriteFile(path, []byte(good), 0o644) }, 0, 1, 1, 1},
+		{"missing again", func() { os.Remove(path) }, 1, 2, 1, 2},
+		{"back, other content", func() {
+			os.WriteFile(path, []byte("rules:\n  - {id: b, action: drop, match: {dst: 203.0.113.0/24, proto: gre}}\n"), 0o644)
+		}, 0, 2, 2, 2},
+	}
+	for _, s := range steps {
+		s.change()
+		poll(5, s.bad)
+		if e, b, r := count("level=ERROR"), count("rule file readable again"), w.Status()[0].Refusals; e != s.errors || b != s.back || r != s.refusals {
+			t.Fatalf("%s: %d ERROR lines, %d 'readable again', %d refusals; want %d, %d, %d\n%s", s.what, e, b, r, s.errors, s.back, s.refusals, logs.String())
+		}
+		if st.Len() != 1 {
+			t.Fatalf("%s: %d rules in force, want 1 (a missing file keeps its rules)", s.what, st.Len())
+		}
+	}
+	if _, ok := st.Get("b"); !ok || w.Status()[0].Err != "" {
+		t.Fatalf("the file back with new content was not loaded: %+v", w.Status()[0])
 	}
 }
