@@ -20,6 +20,10 @@ import (
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
+// sockEnv is the process as apisock sees it when it looks for the agent
+// (the zero value: this process; tests give a user and an environment).
+var sockEnv apisock.Env
+
 // Rules is `scrubd rules list|get|add|delete|replace`.
 func Rules(args []string, stdout, stderr io.Writer) int {
 	return rulesCmd(args, os.Stdin, stdout, stderr)
@@ -123,7 +127,7 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			c = api.NewTCPClient(*addr, token)
 		}
 	} else {
-		found, err := apisock.Find(apisock.Options{Socket: *sock, Config: *cfgFile})
+		found, err := apisock.Find(apisock.Options{Socket: *sock, Config: *cfgFile, Env: sockEnv})
 		if err != nil {
 			return fail(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/scrubd/scrubd/agent/api"
+	"github.com/scrubd/scrubd/agent/apisock"
 	"github.com/scrubd/scrubd/agent/protect"
 	"github.com/scrubd/scrubd/agent/store"
 )
@@ -176,5 +177,59 @@ func TestRulesAddTypoLeads(t *testing.T) {
 	// replace takes a rule file only.
 	if rc, _, errs := rules("replace", one, "--socket", sock); rc != ExitFail || !strings.Contains(errs, "replace takes a rule file") {
 		t.Fatalf("rules replace of one rule: rc %d %q", rc, errs)
+	}
+}
+
+// The new user's session: `scrubd run --sim` in one terminal, `scrubd rules
+// list` and `scrubd rules add` in another, with no flags. Both sides take
+// the socket from apisock for the same (test) user: uid 1000 with
+// XDG_RUNTIME_DIR in a temporary directory, no SCRUBD_SOCKET.
+func TestRulesFindRunSimWithNoFlags(t *testing.T) {
+	xdg := t.TempDir()
+	user := apisock.Env{
+		UID:    func() int { return 1000 },
+		Getenv: func(k string) string { return map[string]string{"XDG_RUNTIME_DIR": xdg}[k] },
+	}
+	oldSim, oldEnv := simSocket, sockEnv
+	simSocket, sockEnv = user.SimPath, user
+	defer func() { simSocket, sockEnv = oldSim, oldEnv }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- runCmd(ctx, []string{"--sim", "--metrics", "127.0.0.1:0", "--sim-scale", "20000"}, &out, &errb)
+	}()
+	want := filepath.Join(xdg, "scrubd", "sim.sock")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rc, list, errs := rules("list")
+		if rc == ExitOK && strings.Contains(list, "ID") && strings.Count(list, "\n") > 1 {
+			break
+		}
+		select {
+		case rc := <-done:
+			t.Fatalf("run --sim ended: rc %d\n%s\n%s", rc, out.String(), errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rules list with no flags never listed the sim's rules (want its socket %s): rc %d %q %q", want, rc, list, errs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	file := writeTemp(t, "r.yaml", oneRuleFile)
+	if rc, o, errs := rules("add", file); rc != ExitOK || !strings.Contains(o, "added dns-amp") {
+		t.Fatalf("rules add with no flags: rc %d %q %q", rc, o, errs)
+	}
+	if rc, o, _ := rules("list"); rc != ExitOK || !strings.Contains(o, "dns-amp") {
+		t.Fatalf("rules list after add: rc %d %q", rc, o)
+	}
+	cancel()
+	if rc := <-done; rc != 0 {
+		t.Fatalf("run --sim: rc %d: %s", rc, errb.String())
+	}
+	// The agent is gone: the error names the socket it tried.
+	if rc, _, errs := rules("list"); rc != ExitFail || !strings.Contains(errs, want+" (run --sim)") {
+		t.Fatalf("rules list after the agent stopped: rc %d %q", rc, errs)
 	}
 }
