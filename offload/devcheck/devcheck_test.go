@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
+	"maps"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/mdlayher/genetlink"
@@ -15,6 +17,7 @@ import (
 
 	vnl "github.com/vishvananda/netlink"
 
+	"github.com/scrubd/scrubd/internal/netdev"
 	"github.com/scrubd/scrubd/internal/testenv"
 )
 
@@ -38,13 +41,23 @@ func TestDropCounters(t *testing.T) {
 }
 
 // fakeDriver answers ethtool ioctls like a driver with the given stats and
-// features, writing the kernel's structure layouts.
+// features, writing the kernel's structure layouts. Like Linux 6.1
+// (net/ethtool/ioctl.c ethtool_get_strings, ethtool_get_stats) it writes
+// as many strings or values as it counts now, whatever count the request
+// names, and returns that count; a buffer too small for them is EFAULT
+// here (the kernel would write past it). With zeroOnMismatch it answers
+// like newer kernels (6.18): a request whose count is not the driver's
+// gets no entries and a count of 0.
 type fakeDriver struct {
-	stats    []string
-	values   []uint64
-	features []string
-	avail    uint64 // bit per feature index (up to 64 here)
-	active   uint64
+	zeroOnMismatch bool
+	stats          []string
+	values         []uint64
+	features       []string
+	avail          uint64 // bit per feature index (up to 64 here)
+	active         uint64
+	// before, when set, runs before each ioctl with its command: a test
+	// changes the counts between calls with it.
+	before func(cmd uint32)
 }
 
 func (d *fakeDriver) ioctl(ifname string, b []byte) error {
@@ -52,6 +65,9 @@ func (d *fakeDriver) ioctl(ifname string, b []byte) error {
 		return unix.ENODEV
 	}
 	ne := binary.NativeEndian
+	if d.before != nil {
+		d.before(ne.Uint32(b))
+	}
 	set := func(ss uint32) []string {
 		if ss == ethSSStats {
 			return d.stats
@@ -68,16 +84,26 @@ func (d *fakeDriver) ioctl(ifname string, b []byte) error {
 		ne.PutUint32(b[16:], uint32(len(set(ss))))
 	case unix.ETHTOOL_GSTRINGS:
 		names := set(ne.Uint32(b[4:]))
-		if int(ne.Uint32(b[8:])) != len(names) || len(b) != 12+32*len(names) {
-			return unix.EINVAL
+		if d.zeroOnMismatch && int(ne.Uint32(b[8:])) != len(names) {
+			ne.PutUint32(b[8:], 0)
+			return nil
 		}
+		if len(b) < 12+32*len(names) {
+			return unix.EFAULT
+		}
+		ne.PutUint32(b[8:], uint32(len(names)))
 		for i, n := range names {
-			copy(b[12+32*i:], n)
+			copy(b[12+32*i:12+32*(i+1)], append([]byte(n), make([]byte, 32)...))
 		}
 	case unix.ETHTOOL_GSTATS:
-		if int(ne.Uint32(b[4:])) != len(d.values) {
-			return unix.EINVAL
+		if d.zeroOnMismatch && int(ne.Uint32(b[4:])) != len(d.values) {
+			ne.PutUint32(b[4:], 0)
+			return nil
 		}
+		if len(b) < 8+8*len(d.values) {
+			return unix.EFAULT
+		}
+		ne.PutUint32(b[4:], uint32(len(d.values)))
 		for i, v := range d.values {
 			ne.PutUint64(b[8+8*i:], v)
 		}
@@ -141,28 +167,88 @@ func TestEthtoolFake(t *testing.T) {
 	}
 }
 
+// The driver's statistics count changes while Stats reads (mlx5 does when
+// channels are added), on a kernel that writes its own count (6.1) and on
+// one that answers a stale count with nothing (6.18): names and values
+// stay paired, nothing is written past a buffer, and a count that never
+// settles is an error.
+func TestEthtoolStatsCountChanges(t *testing.T) {
+	base := []string{"rx_packets", "rx_dropped", "tx_packets"}
+	more := append(append([]string(nil), base...), "rx0_xdp_drop", "rx1_xdp_drop")
+	grow := func(d *fakeDriver) { d.stats, d.values = more, []uint64{10, 1, 20, 4, 5} }
+	want := map[string]uint64{"rx_packets": 10, "rx_dropped": 1, "tx_packets": 20, "rx0_xdp_drop": 4, "rx1_xdp_drop": 5}
+	for _, zero := range []bool{false, true} {
+		kernel := map[bool]string{false: "6.1", true: "6.18"}[zero]
+		// Grows between ETHTOOL_GSSET_INFO and ETHTOOL_GSTRINGS, once.
+		d := &fakeDriver{zeroOnMismatch: zero, stats: base, values: []uint64{10, 1, 20}}
+		grown := false
+		d.before = func(cmd uint32) {
+			if cmd == unix.ETHTOOL_GSTRINGS && !grown {
+				grow(d)
+				grown = true
+			}
+		}
+		st, err := (&Ethtool{ioctl: d.ioctl}).Stats("fake0")
+		if err != nil || !maps.Equal(st, want) {
+			t.Fatalf("%s: count grown before the names: %v, %v; want %v", kernel, st, err, want)
+		}
+
+		// Grows between the names and the values, once.
+		d = &fakeDriver{zeroOnMismatch: zero, stats: base, values: []uint64{10, 1, 20}}
+		calls := 0
+		d.before = func(cmd uint32) {
+			if cmd == unix.ETHTOOL_GSTATS {
+				if calls++; calls == 1 {
+					grow(d)
+				}
+			}
+		}
+		if st, err = (&Ethtool{ioctl: d.ioctl}).Stats("fake0"); err != nil || !maps.Equal(st, want) || calls != 2 {
+			t.Fatalf("%s: count grown before the values: %v, %v after %d GSTATS; want %v after 2", kernel, st, err, calls, want)
+		}
+
+		// Changes before every read of the values.
+		d = &fakeDriver{zeroOnMismatch: zero, stats: base, values: []uint64{10, 1, 20}}
+		d.before = func(cmd uint32) {
+			if cmd == unix.ETHTOOL_GSTATS {
+				d.stats = append(d.stats, fmt.Sprintf("rx%d_drops", len(d.stats)))
+				d.values = append(d.values, 0)
+			}
+		}
+		if st, err = (&Ethtool{ioctl: d.ioctl}).Stats("fake0"); err == nil || !strings.Contains(err.Error(), "count changed") {
+			t.Fatalf("%s: a count that never settles: %v, %v", kernel, st, err)
+		}
+	}
+}
+
 // TestEthtoolRealVeth reads a real driver (veth, built into this host's
-// kernel and Debian's) through the ioctls: its peer_ifindex statistic must
-// name the peer, and its features must include hw-tc-offload.
+// kernel and Debian's) through the ioctls, in a network namespace of its
+// own: its peer_ifindex statistic must name the peer, its driver
+// information must be what ethtool -i prints, and its features must
+// include hw-tc-offload.
 func TestEthtoolRealVeth(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.Missing(t, "needs root to create a veth pair")
 	}
-	// Unique names: several test runs may share this host.
-	a, b := fmt.Sprintf("dca%d", os.Getpid()%100000), fmt.Sprintf("dcb%d", os.Getpid()%100000)
-	la := &vnl.Veth{LinkAttrs: vnl.LinkAttrs{Name: a}, PeerName: b}
-	if err := vnl.LinkAdd(la); err != nil {
-		if errors.Is(err, unix.EOPNOTSUPP) && os.Getenv("CI") != "true" {
-			t.Skipf("kernel has no veth: %v", err)
+	ns := testenv.NewNetNS(t)
+	const a, b = "dca0", "dcb0"
+	var peer netdev.Link
+	var e *Ethtool
+	err := ns.Do(func() error {
+		if err := vnl.LinkAdd(&vnl.Veth{LinkAttrs: vnl.LinkAttrs{Name: a}, PeerName: b}); err != nil {
+			return fmt.Errorf("veth add: %w", err)
 		}
-		t.Fatal(err)
+		var err error
+		if peer, err = netdev.ByName(b); err != nil {
+			return err
+		}
+		// The socket, and so every ioctl on it, stays in the namespace.
+		e, err = OpenEthtool()
+		return err
+	})
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		testenv.Missing(t, "kernel has no veth: %v", err)
 	}
-	defer vnl.LinkDel(la)
-	peer, err := net.InterfaceByName(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := OpenEthtool()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +263,29 @@ func TestEthtoolRealVeth(t *testing.T) {
 	}
 	if got, ok := st["peer_ifindex"]; !ok || got != uint64(peer.Index) {
 		t.Fatalf("veth peer_ifindex = %d (present %v), want %d; stats %v", got, ok, peer.Index, st)
+	}
+	di, err := e.DriverInfo(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if di.NStats != len(st) {
+		t.Fatalf("driver info n_stats %d, Stats returned %d", di.NStats, len(st))
+	}
+	if _, err := exec.LookPath("ethtool"); err != nil {
+		testenv.Missing(t, "ethtool not installed: %v", err)
+	}
+	out, err := exec.Command("ip", "netns", "exec", ns.Name, "ethtool", "-i", a).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ethtool -i %s: %v\n%s", a, err, out)
+	}
+	want := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok {
+			want[k] = strings.TrimSpace(v)
+		}
+	}
+	if di.Driver != "veth" || di.Driver != want["driver"] || di.Version != want["version"] || di.FwVersion != want["firmware-version"] || di.BusInfo != want["bus-info"] {
+		t.Fatalf("driver info %+v; ethtool -i says %q", di, out)
 	}
 	fs, err := e.Features(a)
 	if err != nil {

@@ -1,9 +1,11 @@
 package devcheck
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"regexp"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -70,59 +72,120 @@ func (e *Ethtool) setCount(ifname string, ss uint32) (int, error) {
 	return n, nil
 }
 
-// stringsOf returns the n names of string set ss (ETHTOOL_GSTRINGS).
+// ETHTOOL_GSTRINGS and ETHTOOL_GSTATS name a count, and the kernel returns
+// the count it used. Older kernels (6.1: net/ethtool/ioctl.c,
+// ethtool_get_strings and ethtool_get_stats) write as many entries as the
+// driver counts at that moment whatever the request says, so a count that
+// grows after ETHTOOL_GSSET_INFO (mlx5 adds per-channel counters when
+// channels are added) would be written past a buffer sized by the first
+// count; newer ones (6.18 here) answer a count that differs from the
+// driver's with no entries. So both buffers hold maxGstrings entries (1 MiB
+// of names, 256 KiB of values; pooled), the request carries the count of
+// ETHTOOL_GSSET_INFO, and a reply with another count means "read again".
+var (
+	gstringsBufs = sync.Pool{New: func() any { return new([12 + maxGstrings*gstringLen]byte) }}
+	gstatsBufs   = sync.Pool{New: func() any { return new([8 + maxGstrings*8]byte) }}
+)
+
+// stringsOf asks for the n names of string set ss (ETHTOOL_GSTRINGS) and
+// returns as many as the kernel sent.
 func (e *Ethtool) stringsOf(ifname string, ss uint32, n int) ([]string, error) {
 	// struct ethtool_gstrings { u32 cmd; u32 string_set; u32 len; u8 data[]; }
-	buf := make([]byte, 12+n*gstringLen)
+	b := gstringsBufs.Get().(*[12 + maxGstrings*gstringLen]byte)
+	defer gstringsBufs.Put(b)
+	buf := b[:]
 	binary.NativeEndian.PutUint32(buf[0:], unix.ETHTOOL_GSTRINGS)
 	binary.NativeEndian.PutUint32(buf[4:], ss)
 	binary.NativeEndian.PutUint32(buf[8:], uint32(n))
 	if err := e.ioctl(ifname, buf); err != nil {
 		return nil, ne("GSTRINGS", ifname, err)
 	}
-	if got := int(binary.NativeEndian.Uint32(buf[8:])); got < n {
-		n = got
+	got := int(binary.NativeEndian.Uint32(buf[8:]))
+	if got > maxGstrings {
+		return nil, ne("GSTRINGS", ifname, fmt.Errorf("driver sent %d strings, more than %d", got, maxGstrings))
 	}
-	out := make([]string, n)
+	out := make([]string, got)
 	for i := range out {
-		s := buf[12+i*gstringLen : 12+(i+1)*gstringLen]
-		l := 0
-		for l < len(s) && s[l] != 0 {
-			l++
-		}
-		out[i] = string(s[:l])
+		out[i] = cstring(buf[12+i*gstringLen : 12+(i+1)*gstringLen])
 	}
 	return out, nil
 }
 
+// cstring is the NUL-terminated string at the start of b (all of b when
+// it has no NUL).
+func cstring(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+// statsReads is how often Stats reads count, names and values again when
+// the driver's count changed between them.
+const statsReads = 3
+
 // Stats returns the driver's statistics by name, as ethtool -S shows them
-// (ETHTOOL_GSTRINGS of ETH_SS_STATS, then ETHTOOL_GSTATS). A device
-// without statistics returns an empty map.
+// (ETHTOOL_GSSET_INFO, ETHTOOL_GSTRINGS of ETH_SS_STATS, then
+// ETHTOOL_GSTATS). A device without statistics returns an empty map. When
+// the driver's count changes between the calls, all three are made again.
 func (e *Ethtool) Stats(ifname string) (map[string]uint64, error) {
-	n, err := e.setCount(ifname, ethSSStats)
-	if err != nil || n == 0 {
-		return map[string]uint64{}, err
-	}
-	names, err := e.stringsOf(ifname, ethSSStats, n)
-	if err != nil {
-		return nil, err
-	}
-	// struct ethtool_stats { u32 cmd; u32 n_stats; u64 data[]; }
-	buf := make([]byte, 8+8*len(names))
-	binary.NativeEndian.PutUint32(buf[0:], unix.ETHTOOL_GSTATS)
-	binary.NativeEndian.PutUint32(buf[4:], uint32(len(names)))
-	if err := e.ioctl(ifname, buf); err != nil {
-		return nil, ne("GSTATS", ifname, err)
-	}
-	got := int(binary.NativeEndian.Uint32(buf[4:]))
-	out := make(map[string]uint64, len(names))
-	for i, name := range names {
-		if i >= got {
-			break
+	b := gstatsBufs.Get().(*[8 + maxGstrings*8]byte)
+	defer gstatsBufs.Put(b)
+	buf := b[:]
+	for range statsReads {
+		n, err := e.setCount(ifname, ethSSStats)
+		if err != nil || n == 0 {
+			return map[string]uint64{}, err
 		}
-		out[name] = binary.NativeEndian.Uint64(buf[8+8*i:])
+		names, err := e.stringsOf(ifname, ethSSStats, n)
+		if err != nil {
+			return nil, err
+		}
+		if len(names) != n {
+			continue
+		}
+		// struct ethtool_stats { u32 cmd; u32 n_stats; u64 data[]; }
+		binary.NativeEndian.PutUint32(buf[0:], unix.ETHTOOL_GSTATS)
+		binary.NativeEndian.PutUint32(buf[4:], uint32(n))
+		if err := e.ioctl(ifname, buf); err != nil {
+			return nil, ne("GSTATS", ifname, err)
+		}
+		if got := int(binary.NativeEndian.Uint32(buf[4:])); got != n {
+			continue
+		}
+		out := make(map[string]uint64, n)
+		for i, name := range names {
+			out[name] = binary.NativeEndian.Uint64(buf[8+8*i:])
+		}
+		return out, nil
 	}
-	return out, nil
+	return nil, ne("GSTATS", ifname, fmt.Errorf("the driver's statistics count changed during each of %d reads", statsReads))
+}
+
+// DriverInfo is what ETHTOOL_GDRVINFO reports of a device's driver
+// (ethtool -i).
+type DriverInfo struct {
+	Driver    string // "mlx5_core", "veth", ...
+	Version   string
+	FwVersion string // firmware version, "" where the driver has none
+	BusInfo   string // PCI address of the function, "" for virtual devices
+	NStats    int    // ETH_SS_STATS count (ethtool -S lines)
+}
+
+// DriverInfo reads the device's driver information (ETHTOOL_GDRVINFO).
+func (e *Ethtool) DriverInfo(ifname string) (DriverInfo, error) {
+	// struct ethtool_drvinfo { u32 cmd; char driver[32], version[32],
+	// fw_version[32], bus_info[32], erom_version[32], reserved2[12];
+	// u32 n_priv_flags, n_stats, testinfo_len, eedump_len, regdump_len; }
+	const strLen, nStatsOff, size = 32, 4 + 5*32 + 12 + 4, 4 + 5*32 + 12 + 5*4
+	buf := make([]byte, size)
+	binary.NativeEndian.PutUint32(buf[0:], unix.ETHTOOL_GDRVINFO)
+	if err := e.ioctl(ifname, buf); err != nil {
+		return DriverInfo{}, ne("GDRVINFO", ifname, err)
+	}
+	str := func(i int) string { return cstring(buf[4+i*strLen : 4+(i+1)*strLen]) }
+	return DriverInfo{Driver: str(0), Version: str(1), FwVersion: str(2), BusInfo: str(3),
+		NStats: int(binary.NativeEndian.Uint32(buf[nStatsOff:]))}, nil
 }
 
 // dropCounter matches the NIC counters that count packets the NIC or
@@ -151,13 +214,18 @@ type Feature struct {
 	NeverChanged bool
 }
 
-// Features returns every netdev feature of the device by name (ethtool -k).
-func (e *Ethtool) Features(ifname string) (map[string]Feature, error) {
+// featureNames returns the names of the netdev features (ETH_SS_FEATURES).
+func (e *Ethtool) featureNames(ifname string) ([]string, error) {
 	n, err := e.setCount(ifname, ethSSFeatures)
-	if err != nil {
+	if err != nil || n == 0 {
 		return nil, err
 	}
-	names, err := e.stringsOf(ifname, ethSSFeatures, n)
+	return e.stringsOf(ifname, ethSSFeatures, n)
+}
+
+// Features returns every netdev feature of the device by name (ethtool -k).
+func (e *Ethtool) Features(ifname string) (map[string]Feature, error) {
+	names, err := e.featureNames(ifname)
 	if err != nil {
 		return nil, err
 	}
@@ -203,11 +271,7 @@ func (e *Ethtool) HWTCOffload(ifname string) (Feature, error) {
 // SetFeature turns one feature on or off (ETHTOOL_SFEATURES) and reads it
 // back; it fails when the feature is fixed or the driver did not apply it.
 func (e *Ethtool) SetFeature(ifname, name string, on bool) (Feature, error) {
-	n, err := e.setCount(ifname, ethSSFeatures)
-	if err != nil {
-		return Feature{}, err
-	}
-	names, err := e.stringsOf(ifname, ethSSFeatures, n)
+	names, err := e.featureNames(ifname)
 	if err != nil {
 		return Feature{}, err
 	}
