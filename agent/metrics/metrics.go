@@ -117,7 +117,7 @@ func New(src Sources, maxRuleSeries int) *Collector {
 		maskFree:         d("hw_masks_free", "Mask shapes (flow groups) left (0 when unbounded)."),
 		hwUp:             d("hw_up", "1 while the hardware path works, 0 after the backend reported the device gone."),
 		hwFail:           d("hw_install_failures_total", "Hardware operations that failed, by reason.", "reason"),
-		nic:              d("nic_dropped_packets_total", "The NIC's own drop and discard counters, by ethtool statistic name.", "stat"),
+		nic:              d("nic_dropped_packets_total", "The NIC's own drop counters by ethtool name (rx_discards_phy, rx_out_of_buffer, ... as mlx5's counters.rst names them); never packet totals such as rx_packets_phy.", "stat"),
 		moves:            d("placement_moves_total", "Placement moves between paths.", "from", "to"),
 		rules:            d("rules", "Rules in the store by source kind and status.", "source", "status"),
 		info:             d("info", "Agent information: the node name and the release (agent/version) it runs; always 1.", "node", "version"),
