@@ -3,12 +3,12 @@ package hwpath
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
 	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/internal/netdev"
 	"github.com/scrubd/scrubd/offload"
 	"github.com/scrubd/scrubd/offload/compile"
 	"github.com/scrubd/scrubd/offload/flowerbackend"
@@ -51,7 +51,7 @@ func NewFlower(cfg *config.Config) (Flower, error) {
 	var bs []offload.Backend
 	devs := map[int]string{}
 	for i, dev := range cfg.Offload.Devices {
-		ifi, err := net.InterfaceByName(dev)
+		ifi, err := netdev.ByName(dev)
 		if err != nil {
 			cl.Close()
 			return Flower{}, fmt.Errorf("offload.devices[%d] %q: %w", i, dev, err)

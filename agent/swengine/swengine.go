@@ -22,12 +22,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 	"time"
 
 	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/internal/netdev"
 	"github.com/scrubd/scrubd/swpath/barrier"
 	"github.com/scrubd/scrubd/swpath/rule"
 	"github.com/scrubd/scrubd/swpath/xdp"
@@ -67,7 +67,7 @@ func New(ctx context.Context, cfg *config.Config) (Engine, error) {
 func newXDP(cfg *config.Config) (Engine, error) {
 	opts := xdp.Options{Mode: xdp.Host, PinPath: cfg.Software.XDPPinPath}
 	if to := cfg.Software.ForwardTo; to != "" {
-		ifi, err := net.InterfaceByName(to)
+		ifi, err := netdev.ByName(to)
 		if err != nil {
 			return Engine{}, fmt.Errorf("software.forward_to %q: %w", to, err)
 		}
@@ -78,7 +78,7 @@ func newXDP(cfg *config.Config) (Engine, error) {
 		return Engine{}, fmt.Errorf("software.engine xdp: %w", err)
 	}
 	for _, name := range cfg.Software.Interfaces {
-		ifi, err := net.InterfaceByName(name)
+		ifi, err := netdev.ByName(name)
 		if err != nil {
 			e.Close()
 			return Engine{}, fmt.Errorf("software.interfaces %q: %w", name, err)
