@@ -86,6 +86,7 @@ type Flow struct {
 // times Scale).
 type FlowStats struct {
 	Name      string
+	Protected bool // the flow is traffic the protect list covers
 	Sent      uint64
 	HWDropped uint64
 	SWDropped uint64
@@ -565,7 +566,7 @@ func (n *NIC) Stats() []FlowStats {
 	out := make([]FlowStats, len(n.stats))
 	for i := range n.stats {
 		c := &n.stats[i]
-		out[i] = FlowStats{Name: n.opt.Flows[i].Name, Sent: n.up(c.sent.Load()), HWDropped: n.up(c.hw.Load()),
+		out[i] = FlowStats{Name: n.opt.Flows[i].Name, Protected: n.opt.Flows[i].Protected, Sent: n.up(c.sent.Load()), HWDropped: n.up(c.hw.Load()),
 			SWDropped: n.up(c.sw.Load()), Passed: n.up(c.passed.Load()), OOB: n.up(c.oob.Load()), ModelOOB: n.up(c.modelOOB.Load()),
 			OverDrop: n.up(c.over.Load()), UnderPass: n.up(c.under.Load()), Unforwarded: n.up(c.unfwd.Load()),
 			Forwarded: n.up(c.fwd.Load())}
@@ -647,8 +648,8 @@ func (n *NIC) ProtectedLost() map[string]uint64 {
 	for _, c := range dataplane.LostCauses {
 		out[c] = 0
 	}
-	for i, s := range n.Stats() {
-		if !n.opt.Flows[i].Protected {
+	for _, s := range n.Stats() {
+		if !s.Protected {
 			continue
 		}
 		out[dataplane.LostHWRule] += s.HWDropped
