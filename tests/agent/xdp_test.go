@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/scrubd/scrubd/agent/backend"
@@ -70,19 +71,19 @@ func newNetnsPair(t *testing.T) *netnsPair {
 	run(t, "ip", "link", "add", p.ifA, "netns", p.a, "type", "veth", "peer", "name", p.ifB, "netns", p.b)
 	run(t, "ip", "-n", p.a, "link", "set", p.ifA, "up")
 	run(t, "ip", "-n", p.b, "link", "set", p.ifB, "up")
-	var err error
 	for _, x := range []struct {
 		ns  string
 		fd  *int
 		ifc string
 		mac *net.HardwareAddr
 	}{{p.a, &p.fdA, p.ifA, &p.macA}, {p.b, &p.fdB, p.ifB, &p.macB}} {
-		if *x.fd, err = unix.Open("/run/netns/"+x.ns, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		h, err := netns.GetFromName(x.ns)
+		if err != nil {
 			t.Fatal(err)
 		}
-		fd := *x.fd
-		t.Cleanup(func() { unix.Close(fd) })
-		inNetns(t, fd, func() {
+		t.Cleanup(func() { h.Close() })
+		*x.fd = int(h)
+		inNetns(t, *x.fd, func() {
 			ifc, err := net.InterfaceByName(x.ifc)
 			if err != nil {
 				t.Fatal(err)
@@ -93,21 +94,22 @@ func newNetnsPair(t *testing.T) *netnsPair {
 	return p
 }
 
-// inNetns runs f on a locked thread inside the namespace fd.
+// inNetns runs f on a locked thread inside the namespace fd
+// (vishvananda/netns) and brings the thread back.
 func inNetns(t *testing.T, fd int, f func()) {
 	t.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	orig, err := netns.Get()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(orig)
-	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+	defer orig.Close()
+	if err := netns.Set(netns.NsHandle(fd)); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
+		if err := netns.Set(orig); err != nil {
 			panic(err) // a locked thread left in the wrong namespace would poison others
 		}
 	}()

@@ -34,7 +34,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/vishvananda/netns"
 
 	agentapi "github.com/scrubd/scrubd/agent/api"
 )
@@ -224,13 +224,13 @@ func nsClient(ns string) *http.Client {
 		ch := make(chan res, 1)
 		go func() {
 			runtime.LockOSThread() // not unlocked: the thread exits with this goroutine
-			fd, err := unix.Open("/var/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			h, err := netns.GetFromName(ns)
 			if err != nil {
 				ch <- res{nil, err}
 				return
 			}
-			defer unix.Close(fd)
-			if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			defer h.Close()
+			if err := netns.Set(h); err != nil {
 				ch <- res{nil, err}
 				return
 			}
