@@ -258,7 +258,7 @@ func drawStatus(w io.Writer, s *screen, clear bool) {
 	pRows := min(len(protected), 3)
 	rRows := room - pRows
 	lines = append(lines, "")
-	lines = append(lines, fmt.Sprintf("%-14s %-4s %6s %5s %8s %8s  %s", "RULE", "PATH", "Mpps*", "FRAME", "HW DROP*", "SW DROP*", "REASON"))
+	lines = append(lines, fmt.Sprintf("%-14s %-4s %6s %5s %8s %9s  %s", "RULE", "PATH", "Mpps*", "FRAME", "HW DROP*", "SW DROP*", "REASON"))
 	for i, r := range rules {
 		if i == rRows-1 && len(rules) > rRows {
 			lines = append(lines, fmt.Sprintf("... %d more rules: scrubd rules list", len(rules)-i))
@@ -268,7 +268,7 @@ func drawStatus(w io.Writer, s *screen, clear bool) {
 		if r.Action == "accept" {
 			sw = "acc " + sw
 		}
-		row := fmt.Sprintf("%-14s %-4s %6.2f %5.0f %8s %8s  ", fit(r.ID, 14), r.Path, r.PPS/1e6, r.AvgFrame, human(r.HW.Packets), fit(sw, 8))
+		row := fmt.Sprintf("%-14s %-4s %6.2f %5.0f %8s %9s  ", fit(r.ID, 14), r.Path, r.PPS/1e6, r.AvgFrame, human(r.HW.Packets), fit(sw, 9))
 		lines = append(lines, row+fit(r.Reason, screenCols-utf8.RuneCountInString(row)))
 	}
 	lines = append(lines, "")
