@@ -115,7 +115,7 @@ func TestViewFits80x24(t *testing.T) {
 	has(t, lines, "mgmt ssh (protected)")
 	has(t, lines, "mgmt snmp (protected)")
 	// Counts are not cut: the accept rule's, the widest, whole.
-	has(t, lines, "resolver-allow none   12.34  1500   123.5G  acc 9.9G  accept rule: ")
+	has(t, lines, "resolver-allow none  12.34  1500   123.5G  acc 9.9G  accept rule: ")
 	// 48000 of the two flows' 2 x 259000 lost, 9.3 %.
 	has(t, lines, "NIC       out-of-buffer 9.9G*   protected lost 48.0k* of 518.0k* (9.3%)")
 	// By cause, per flow: 24000 each, all for want of buffers.
