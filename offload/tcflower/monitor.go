@@ -19,7 +19,14 @@ type QdiscEvent struct {
 
 // Monitor reports qdisc changes from the rtnetlink TC multicast group, so
 // a backend learns at once that something (OVS restarting) deleted the
-// qdisc holding its filters. It starts no goroutine.
+// qdisc holding its filters. It starts no goroutine. It stays on
+// mdlayher/netlink: vishvananda/netlink v1.3.1 has no subscription to this
+// group (see the package doc).
+//
+// Deleting the device itself takes its qdisc and filters with it without
+// an RTM_DELQDISC (seen with tc monitor on Linux 6.18): that shows only as
+// the link's RTM_DELLINK, which vishvananda's LinkSubscribe reports, and
+// not here.
 type Monitor struct {
 	conn *netlink.Conn
 	buf  []QdiscEvent

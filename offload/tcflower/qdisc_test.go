@@ -168,4 +168,17 @@ func TestMonitorReadsKernelEvents(t *testing.T) {
 	next("tc qdisc del clsact", QdiscEvent{Ifindex: l.ia, Kind: "clsact", Deleted: true})
 	l.run(t, "tc", "qdisc", "del", "dev", "q1", "ingress")
 	next("tc qdisc del ingress", QdiscEvent{Ifindex: l.ib, Kind: "ingress", Deleted: true})
+
+	// Deleting a device with its clsact sends no RTM_DELQDISC (what the
+	// Monitor's doc says): the next event is the one that follows.
+	l.run(t, "tc", "qdisc", "add", "dev", "q0", "clsact")
+	next("tc qdisc add clsact again", QdiscEvent{Ifindex: l.ia, Kind: "clsact"})
+	l.run(t, "ip", "link", "add", "r0", "type", "veth", "peer", "name", "r1")
+	var r0 netdev.Link
+	if err := l.ns.Do(func() (err error) { r0, err = netdev.ByName("r0"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	l.run(t, "ip", "link", "del", "q0")
+	l.run(t, "tc", "qdisc", "add", "dev", "r0", "clsact")
+	next("after ip link del q0", QdiscEvent{Ifindex: r0.Index, Kind: "clsact"})
 }
