@@ -33,8 +33,11 @@
 // on this machine, are reported beside the model. Every frame carries its
 // flow and the reference decision ((*rule.Set).Decide on the rule set in
 // force when it was sent), so the simulator counts any packet a path
-// dropped that the rules pass (over-drop) and any drop of protected
-// traffic.
+// dropped that the rules pass (over-drop), and every packet of a protected
+// flow lost, whatever lost it: a rule on either path, a missing receive
+// buffer, a full send queue (ProtectedLost). The packets the capacity
+// model loses are drawn at random among the round's, the flows interleaved
+// by arrival, so each flow loses in proportion to its rate.
 //
 // Two ways to drive it: Step runs a slice of traffic synchronously (the
 // workers are stepped on the caller's goroutine until the rings are empty:
