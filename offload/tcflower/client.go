@@ -35,8 +35,10 @@ type Client struct {
 // root): a window of acks, echoes and dump parts must fit.
 const readBuffer = 8 << 20
 
-// Dial opens an rtnetlink socket with Strict options (extended ACK and
-// strict checking of dump requests).
+// Dial opens an rtnetlink socket for the filters with Strict options
+// (extended ACK and strict checking of dump requests), and a
+// vishvananda/netlink Handle for the qdisc and device-name requests, both
+// in the calling thread's network namespace.
 //
 // NETLINK_CAP_ACK is deliberately left off: mdlayher/netlink v1.11.2
 // locates the extack TLVs after the echoed request using the request's
