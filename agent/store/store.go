@@ -8,6 +8,7 @@
 package store
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -83,6 +84,34 @@ type Store struct {
 	// bound).
 	perSource    map[string]int
 	maxPerSource int
+	// byStatus counts entries by source and status, for Counts.
+	byStatus map[sourceStatus]int
+}
+
+type sourceStatus struct {
+	src string
+	st  Status
+}
+
+// Count is how many stored rules one source holds with one status.
+type Count struct {
+	Source string
+	Status Status
+	N      int
+}
+
+// Counts returns the stored rules counted by source and status, sorted,
+// from counts kept as rules come and go: no copy of the rules, so a
+// metrics scrape costs the number of sources, not of rules.
+func (s *Store) Counts() []Count {
+	s.mu.Lock()
+	out := make([]Count, 0, len(s.byStatus))
+	for k, n := range s.byStatus {
+		out = append(out, Count{Source: k.src, Status: k.st, N: n})
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b Count) int { return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Status, b.Status)) })
+	return out
 }
 
 // SetMaxPerSource bounds the rules one source holds (0: no bound): a Put,
@@ -107,9 +136,18 @@ func (s *Store) tooManyLocked(src string, n int) error {
 func (s *Store) setLocked(e *Entry) {
 	if old, ok := s.entries[e.Rule.ID]; ok {
 		s.perSource[old.Source]--
+		s.uncountLocked(old)
 	}
 	s.entries[e.Rule.ID] = e
 	s.perSource[e.Source]++
+	s.byStatus[sourceStatus{e.Source, e.Status}]++
+}
+
+func (s *Store) uncountLocked(e *Entry) {
+	k := sourceStatus{e.Source, e.Status}
+	if s.byStatus[k]--; s.byStatus[k] <= 0 {
+		delete(s.byStatus, k)
+	}
 }
 
 // delLocked removes rule id, keeping the per-source counts.
@@ -118,6 +156,7 @@ func (s *Store) delLocked(id string) {
 		if s.perSource[old.Source]--; s.perSource[old.Source] <= 0 {
 			delete(s.perSource, old.Source)
 		}
+		s.uncountLocked(old)
 		delete(s.entries, id)
 	}
 }
@@ -128,7 +167,7 @@ func New(protected *protect.List, now func() time.Time) *Store {
 		protected = &protect.List{}
 	}
 	return &Store{now: now, protect: protected, guard: rule.DefaultGuard, entries: map[string]*Entry{}, changed: make(chan struct{}, 1),
-		perSource: map[string]int{}}
+		perSource: map[string]int{}, byStatus: map[sourceStatus]int{}}
 }
 
 // SetGuard sets the guard every rule put into the store must pass (from
@@ -195,6 +234,16 @@ func (s *Store) makeEntry(src string, r rule.Rule, now time.Time) *Entry {
 func (s *Store) Put(src string, r rule.Rule) (Entry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	e, err := s.putLocked(src, r)
+	if e.Rule.ID != "" {
+		s.bumpLocked()
+	}
+	return e, err
+}
+
+// putLocked is Put without the version bump; a stored rule (refused by
+// protection too) comes back with its id set. The caller holds s.mu.
+func (s *Store) putLocked(src string, r rule.Rule) (Entry, error) {
 	if err := s.guardLocked(&r); err != nil {
 		return Entry{}, err
 	}
@@ -212,7 +261,6 @@ func (s *Store) Put(src string, r rule.Rule) (Entry, error) {
 		e.Added = old.Added
 	}
 	s.setLocked(e)
-	s.bumpLocked()
 	return *e, entryErr(e)
 }
 
@@ -230,12 +278,19 @@ func entryErr(e *Entry) error {
 func (s *Store) Delete(src, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	err := s.deleteLocked(src, id)
+	if err == nil {
+		s.bumpLocked()
+	}
+	return err
+}
+
+func (s *Store) deleteLocked(src, id string) error {
 	e, ok := s.entries[id]
 	if !ok || e.Source != src {
 		return fmt.Errorf("%w: %q (source %s)", ErrNotFound, id, src)
 	}
 	s.delLocked(id)
-	s.bumpLocked()
 	return nil
 }
 
@@ -311,15 +366,73 @@ func (s *Store) MarkStale(src string, at time.Time) int {
 func (s *Store) SetStale(src, id string, at time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	found, changed := s.setStaleLocked(src, id, at)
+	if changed {
+		s.bumpLocked()
+	}
+	return found
+}
+
+func (s *Store) setStaleLocked(src, id string, at time.Time) (found, changed bool) {
 	e, ok := s.entries[id]
 	if !ok || e.Source != src {
-		return false
+		return false, false
 	}
 	if !e.StaleAt.Equal(at) {
 		e.StaleAt = at
+		return true, true
+	}
+	return true, false
+}
+
+// Tx is one store transaction: the changes made through it are one
+// version of the store (one Changed signal, one snapshot for placement,
+// one state save), made under the store's lock when the Update that opened
+// it returns. Its methods are those of Store, with the same checks and
+// results. A Tx is valid only inside its Update's function.
+type Tx struct {
+	s       *Store
+	changed bool
+}
+
+// Update runs fn with a transaction holding the store's lock: readers and
+// placement see the store before fn or after all of it, never a part. fn
+// must not call the Store's own methods (the lock is held), only tx's.
+// A batch of FlowSpec routes received together is one Update.
+func (s *Store) Update(fn func(tx *Tx)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tx := &Tx{s: s}
+	fn(tx)
+	tx.s = nil
+	if tx.changed {
 		s.bumpLocked()
 	}
-	return true
+}
+
+// Put is Store.Put within the transaction.
+func (tx *Tx) Put(src string, r rule.Rule) (Entry, error) {
+	e, err := tx.s.putLocked(src, r)
+	if e.Rule.ID != "" {
+		tx.changed = true
+	}
+	return e, err
+}
+
+// Delete is Store.Delete within the transaction.
+func (tx *Tx) Delete(src, id string) error {
+	err := tx.s.deleteLocked(src, id)
+	if err == nil {
+		tx.changed = true
+	}
+	return err
+}
+
+// SetStale is Store.SetStale within the transaction.
+func (tx *Tx) SetStale(src, id string, at time.Time) bool {
+	found, changed := tx.s.setStaleLocked(src, id, at)
+	tx.changed = tx.changed || changed
+	return found
 }
 
 // Get returns one rule.
