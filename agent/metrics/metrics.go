@@ -34,7 +34,12 @@ const OtherRule = "_other"
 
 // Sources are what the collector reads at scrape time.
 type Sources struct {
-	View  func() *placement.View
+	View func() *placement.View
+	// RuleCounts returns the store's rules counted by source and status
+	// (store.Store.Counts: kept as rules come and go, no copy of them).
+	RuleCounts func() []store.Count
+	// Store is read for the same counts when RuleCounts is nil; it copies
+	// every rule, once per scrape.
 	Store func() store.Snapshot
 	Node  string
 	// FlowSpec, when set, returns routes refused by reason and each
@@ -171,16 +176,20 @@ type agg struct{ hwP, hwB, swP, swB, acc, moves, hwR, swR float64 }
 // Collect reads the sources and sends every metric.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, c.src.Node, c.version)
-	if c.src.Store != nil {
-		snap := c.src.Store()
-		type key struct{ src, st string }
-		n := map[key]float64{}
-		for _, e := range snap.Entries {
+	type key struct{ src, st string }
+	n := map[key]float64{}
+	switch {
+	case c.src.RuleCounts != nil:
+		for _, rc := range c.src.RuleCounts() {
+			n[key{sourceKind(rc.Source), string(rc.Status)}] += float64(rc.N)
+		}
+	case c.src.Store != nil:
+		for _, e := range c.src.Store().Entries {
 			n[key{sourceKind(e.Source), string(e.Status)}]++
 		}
-		for k, v := range n {
-			ch <- prometheus.MustNewConstMetric(c.rules, prometheus.GaugeValue, v, k.src, k.st)
-		}
+	}
+	for k, v := range n {
+		ch <- prometheus.MustNewConstMetric(c.rules, prometheus.GaugeValue, v, k.src, k.st)
 	}
 	if c.src.StateCorrupt != nil {
 		ch <- prometheus.MustNewConstMetric(c.stateCorrupt, prometheus.CounterValue, float64(c.src.StateCorrupt()))
