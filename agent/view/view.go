@@ -129,9 +129,7 @@ func runDemo(ctx context.Context, n *sim.NIC, st *store.Store, p *placement.Plac
 			s := readScreen(v, n, &opt)
 			if lastDraw.IsZero() {
 				_, _, cpp := n.Model()
-				api, metrics := s.reach()
 				fmt.Fprintln(opt.Out, modelLine(s, cpp))
-				fmt.Fprintf(opt.Out, "API socket %s, metrics %s\n", api, metrics)
 			}
 			io.WriteString(opt.Out, statusLines(s))
 			lastDraw = now()
