@@ -11,6 +11,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -86,6 +87,27 @@ type Store struct {
 	maxPerSource int
 	// byStatus counts entries by source and status, for Counts.
 	byStatus map[sourceStatus]int
+	// srcVer is, per source holding rules, a number that changes whenever
+	// one of its rules is added, replaced or removed (SourceVersions).
+	srcVer  map[string]uint64
+	lastVer uint64
+}
+
+// touchLocked records a change to source src's rules.
+func (s *Store) touchLocked(src string) {
+	s.lastVer++
+	s.srcVer[src] = s.lastVer
+}
+
+// SourceVersions returns, for every source holding rules, a number that
+// changes whenever one of the source's rules is added, replaced or
+// removed (not when a stale deadline is set): the state saver rewrites
+// only the sources whose number moved. A source that holds no rules any
+// more is absent.
+func (s *Store) SourceVersions() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.srcVer)
 }
 
 type sourceStatus struct {
@@ -137,10 +159,25 @@ func (s *Store) setLocked(e *Entry) {
 	if old, ok := s.entries[e.Rule.ID]; ok {
 		s.perSource[old.Source]--
 		s.uncountLocked(old)
+		if old.Source != e.Source {
+			s.untouchLocked(old.Source)
+		}
 	}
 	s.entries[e.Rule.ID] = e
 	s.perSource[e.Source]++
 	s.byStatus[sourceStatus{e.Source, e.Status}]++
+	s.touchLocked(e.Source)
+}
+
+// untouchLocked records a removal from source src: a change, or, once it
+// holds no rules, its end.
+func (s *Store) untouchLocked(src string) {
+	if s.perSource[src] <= 0 {
+		delete(s.perSource, src)
+		delete(s.srcVer, src)
+		return
+	}
+	s.touchLocked(src)
 }
 
 func (s *Store) uncountLocked(e *Entry) {
@@ -153,9 +190,8 @@ func (s *Store) uncountLocked(e *Entry) {
 // delLocked removes rule id, keeping the per-source counts.
 func (s *Store) delLocked(id string) {
 	if old, ok := s.entries[id]; ok {
-		if s.perSource[old.Source]--; s.perSource[old.Source] <= 0 {
-			delete(s.perSource, old.Source)
-		}
+		s.perSource[old.Source]--
+		s.untouchLocked(old.Source)
 		s.uncountLocked(old)
 		delete(s.entries, id)
 	}
@@ -167,7 +203,7 @@ func New(protected *protect.List, now func() time.Time) *Store {
 		protected = &protect.List{}
 	}
 	return &Store{now: now, protect: protected, guard: rule.DefaultGuard, entries: map[string]*Entry{}, changed: make(chan struct{}, 1),
-		perSource: map[string]int{}, byStatus: map[sourceStatus]int{}}
+		perSource: map[string]int{}, byStatus: map[sourceStatus]int{}, srcVer: map[string]uint64{}}
 }
 
 // SetGuard sets the guard every rule put into the store must pass (from
@@ -446,15 +482,18 @@ func (s *Store) Get(id string) (Entry, bool) {
 	return *e, true
 }
 
-// Source returns the rules of one source in order.
+// Source returns the rules of one source in order. It copies that
+// source's rules only, not the store's.
 func (s *Store) Source(src string) []Entry {
-	snap := s.Snapshot()
-	var out []Entry
-	for _, e := range snap.Entries {
+	s.mu.Lock()
+	out := make([]Entry, 0, s.perSource[src])
+	for _, e := range s.entries {
 		if e.Source == src {
-			out = append(out, e)
+			out = append(out, *e)
 		}
 	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b Entry) int { return cmp.Compare(a.seq, b.seq) })
 	return out
 }
 

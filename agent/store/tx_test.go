@@ -137,3 +137,53 @@ func TestCountsMatchSnapshot(t *testing.T) {
 		}
 	}
 }
+
+// SourceVersions moves for the source a change touches and no other, not
+// for a stale mark, and drops a source that holds no rules; Source lists
+// one source's rules in store order.
+func TestSourceVersions(t *testing.T) {
+	s, c := newStore()
+	put := func(src, id, dst string) {
+		t.Helper()
+		if _, err := s.Put(src, r(t, `{id: `+id+`, action: drop, match: {dst: `+dst+`}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("api", "a1", "203.0.113.1/32")
+	put("bgp:x", "b1", "203.0.113.2/32")
+	put("api", "a2", "203.0.113.3/32")
+	v0 := s.SourceVersions()
+	if len(v0) != 2 || v0["api"] == 0 || v0["bgp:x"] == 0 {
+		t.Fatalf("versions %v", v0)
+	}
+	put("bgp:x", "b2", "203.0.113.4/32")
+	v1 := s.SourceVersions()
+	if v1["api"] != v0["api"] || v1["bgp:x"] == v0["bgp:x"] {
+		t.Fatalf("a bgp put: versions %v -> %v", v0, v1)
+	}
+	s.SetStale("api", "a1", c.t.Add(time.Hour))
+	if v2 := s.SourceVersions(); v2["api"] != v1["api"] {
+		t.Fatalf("a stale mark moved api's version: %v -> %v", v1, v2)
+	}
+	if err := s.Delete("api", "a1"); err != nil {
+		t.Fatal(err)
+	}
+	v3 := s.SourceVersions()
+	if v3["api"] == v1["api"] || v3["bgp:x"] != v1["bgp:x"] {
+		t.Fatalf("an api delete: versions %v -> %v", v1, v3)
+	}
+	if _, err := s.Replace("bgp:x", nil); err != nil {
+		t.Fatal(err)
+	}
+	if v4 := s.SourceVersions(); len(v4) != 1 || v4["api"] != v3["api"] {
+		t.Fatalf("bgp:x emptied: versions %v", v4)
+	}
+	put("api", "a3", "203.0.113.5/32")
+	var ids []string
+	for _, e := range s.Source("api") {
+		ids = append(ids, e.Rule.ID)
+	}
+	if fmt.Sprint(ids) != "[a2 a3]" {
+		t.Fatalf("Source(api) = %v, want [a2 a3]", ids)
+	}
+}
