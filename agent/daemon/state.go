@@ -1,11 +1,16 @@
 package daemon
 
 import (
+	"bufio"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/scrubd/scrubd/agent/store"
@@ -31,37 +36,187 @@ func persisted(src string) bool {
 	return src == "api" || src == "bgp" || strings.HasPrefix(src, "bgp:") || strings.HasPrefix(src, "file:")
 }
 
-// SaveState writes the persisted sources atomically (temp file + rename).
-func SaveState(dir string, snap store.Snapshot, now time.Time) error {
-	st := State{Version: 1, Saved: now.UTC(), Sources: map[string][]rule.Spec{}}
-	for _, e := range snap.Entries {
-		if persisted(e.Source) && e.InForce() {
-			st.Sources[e.Source] = append(st.Sources[e.Source], e.Rule.Spec())
+// SourcesDir is the folder, inside state_dir, of the state: one file per
+// persisted source, each a rule file (the plain shape rule.Parse reads a
+// chunk at a time) whose first line names its source. A change rewrites
+// its own source's file only: an API add at 100k file rules writes the API
+// rules, not 100k. StateFile, the whole state in one JSON file, is the
+// older layout: it is still read, and removed once the sources are saved.
+const SourcesDir = "sources"
+
+// sourceHeader starts every source file: the source, quoted (Go syntax).
+const sourceHeader = "# scrubd state of source "
+
+// sourceFile is the file name of source src: its safe characters, then a
+// hash of the whole name (two sources never share a file).
+func sourceFile(src string) string {
+	safe := []byte(src)
+	for i, c := range safe {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-') {
+			safe[i] = '_'
 		}
 	}
-	data, err := json.MarshalIndent(st, "", "  ")
+	if len(safe) > 64 {
+		safe = safe[len(safe)-64:]
+	}
+	h := sha256.Sum256([]byte(src))
+	return fmt.Sprintf("%s-%x.yaml", safe, h[:6])
+}
+
+// writeSource writes one source's rules in force to its file atomically
+// (temp file, fsync, rename), one rule per line as it goes.
+func writeSource(dir, src string, es []store.Entry, now time.Time) error {
+	tmp, err := os.CreateTemp(dir, ".source-*.yaml")
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, ".state-*.json")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
+	fail := func(err error) error {
 		tmp.Close()
 		os.Remove(tmp.Name())
 		return err
+	}
+	w := bufio.NewWriterSize(tmp, 64<<10)
+	fmt.Fprintf(w, "%s%s\n# saved %s\nrules:\n", sourceHeader, strconv.Quote(src), now.UTC().Format(time.RFC3339Nano))
+	n := 0
+	for i := range es {
+		if !es[i].InForce() {
+			continue
+		}
+		js, err := json.Marshal(es[i].Rule.Spec())
+		if err != nil {
+			return fail(err)
+		}
+		w.WriteString("  - ")
+		w.Write(js)
+		w.WriteString("\n")
+		n++
+	}
+	if n == 0 { // nothing in force: no file
+		if err := fail(nil); err != nil {
+			return err
+		}
+		if err := os.Remove(filepath.Join(dir, sourceFile(src))); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		return nil
+	}
+	if err := w.Flush(); err != nil {
+		return fail(err)
 	}
 	if err := tmp.Sync(); err != nil {
-		tmp.Close()
+		return fail(err)
+	}
+	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())
 		return err
 	}
-	tmp.Close()
-	return os.Rename(tmp.Name(), filepath.Join(dir, StateFile))
+	return os.Rename(tmp.Name(), filepath.Join(dir, sourceFile(src)))
+}
+
+// StateSaver saves the persisted sources of a store, each in its own file,
+// rewriting only the sources changed since its last save
+// (store.SourceVersions) and removing the files of sources gone. Its
+// first save writes every persisted source, removes files of sources the
+// store no longer holds and the older whole-state file. It is safe for
+// concurrent use (the API persists on its handlers, the saver on a tick).
+type StateSaver struct {
+	dir string
+	st  *store.Store
+	now func() time.Time
+
+	mu    sync.Mutex
+	saved map[string]uint64 // source -> its version in the files; nil before the first save
+}
+
+// NewStateSaver returns a saver of st's persisted sources into dir.
+func NewStateSaver(dir string, st *store.Store, now func() time.Time) *StateSaver {
+	return &StateSaver{dir: dir, st: st, now: now}
+}
+
+// Save writes what changed since the last Save.
+func (s *StateSaver) Save() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sdir := filepath.Join(s.dir, SourcesDir)
+	if err := os.MkdirAll(sdir, 0o750); err != nil {
+		return err
+	}
+	first := s.saved == nil
+	if first {
+		s.saved = map[string]uint64{}
+	}
+	now := s.now()
+	vers := s.st.SourceVersions()
+	keep := map[string]bool{}
+	for src, v := range vers {
+		if !persisted(src) {
+			continue
+		}
+		keep[sourceFile(src)] = true
+		if old, ok := s.saved[src]; ok && old == v {
+			continue
+		}
+		if err := writeSource(sdir, src, s.st.Source(src), now); err != nil {
+			return fmt.Errorf("state: source %s: %w", src, err)
+		}
+		s.saved[src] = v
+	}
+	for src := range s.saved {
+		if _, ok := vers[src]; !ok {
+			delete(s.saved, src)
+			if err := os.Remove(filepath.Join(sdir, sourceFile(src))); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+	}
+	if first {
+		return cleanState(s.dir, keep)
+	}
+	return nil
+}
+
+// cleanState removes the source files not in keep and the older
+// whole-state file, once every source in keep is saved.
+func cleanState(dir string, keep map[string]bool) error {
+	sdir := filepath.Join(dir, SourcesDir)
+	names, err := os.ReadDir(sdir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if strings.HasSuffix(n.Name(), ".yaml") && !keep[n.Name()] {
+			if err := os.Remove(filepath.Join(sdir, n.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, StateFile)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
+}
+
+// SaveState writes every persisted source of snap, each to its file, and
+// removes the files of sources snap lacks and the older whole-state file.
+func SaveState(dir string, snap store.Snapshot, now time.Time) error {
+	sdir := filepath.Join(dir, SourcesDir)
+	if err := os.MkdirAll(sdir, 0o750); err != nil {
+		return err
+	}
+	bySrc := map[string][]store.Entry{}
+	for _, e := range snap.Entries {
+		if persisted(e.Source) {
+			bySrc[e.Source] = append(bySrc[e.Source], e)
+		}
+	}
+	keep := map[string]bool{}
+	for src, es := range bySrc {
+		keep[sourceFile(src)] = true
+		if err := writeSource(sdir, src, es, now); err != nil {
+			return fmt.Errorf("state: source %s: %w", src, err)
+		}
+	}
+	return cleanState(dir, keep)
 }
 
 // CorruptStateError says the state file was not state (not JSON, or cut
@@ -79,38 +234,92 @@ func (e *CorruptStateError) Error() string {
 
 func (e *CorruptStateError) Unwrap() error { return e.Err }
 
-// LoadState reads the state file; a missing file is an empty state. A file
-// that is not JSON is renamed to state.json.corrupt-TIME and a
-// *CorruptStateError returned with no state (the caller starts from its
-// sources). Each source's rules are parsed with the rule parser (a damaged
-// entry refuses that source, reported, and the others load).
+// LoadState reads the state: the older whole-state file if there is one,
+// then each source's file (which wins over the older file's copy). A
+// missing state is an empty one. A file that is not state (the whole-state
+// file not JSON, a source file without its header or a rules list the
+// rule parser cannot read as one) is renamed to NAME.corrupt-TIME and a
+// *CorruptStateError returned for the first such file, with the sources
+// read from the others (the caller starts the lost sources from scratch).
+// A source whose rules the rule parser refuses is reported in the list of
+// errors, and the others load.
 func LoadState(dir string, now time.Time) (map[string][]rule.Rule, []error, error) {
-	data, err := os.ReadFile(filepath.Join(dir, StateFile))
-	if os.IsNotExist(err) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	var st State
-	if err := json.Unmarshal(data, &st); err != nil {
-		path := filepath.Join(dir, StateFile)
-		aside := path + ".corrupt-" + now.UTC().Format("20060102T150405.000000000Z")
-		if rerr := os.Rename(path, aside); rerr != nil {
-			return nil, nil, fmt.Errorf("state file %s is corrupt (%v) and could not be moved aside: %w", path, err, rerr)
-		}
-		return nil, nil, &CorruptStateError{Path: path, MovedTo: aside, Err: err}
-	}
 	out := map[string][]rule.Rule{}
 	var errs []error
-	for src, specs := range st.Sources {
-		body, _ := json.Marshal(map[string]any{"rules": specs})
-		set, err := rule.Parse(filepath.Join(dir, StateFile)+" ("+src+")", body, now)
+	var corrupt error
+	aside := func(path string, err error) error {
+		to := path + ".corrupt-" + now.UTC().Format("20060102T150405.000000000Z")
+		if rerr := os.Rename(path, to); rerr != nil {
+			return fmt.Errorf("state file %s is corrupt (%v) and could not be moved aside: %w", path, err, rerr)
+		}
+		if corrupt == nil {
+			corrupt = &CorruptStateError{Path: path, MovedTo: to, Err: err}
+		}
+		return nil
+	}
+	path := filepath.Join(dir, StateFile)
+	data, err := os.ReadFile(path)
+	switch {
+	case os.IsNotExist(err):
+	case err != nil:
+		return nil, nil, err
+	default:
+		var st State
+		if err := json.Unmarshal(data, &st); err != nil {
+			if ferr := aside(path, err); ferr != nil {
+				return nil, nil, ferr
+			}
+			break
+		}
+		for src, specs := range st.Sources {
+			body, _ := json.Marshal(map[string]any{"rules": specs})
+			set, err := rule.Parse(path+" ("+src+")", body, now)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			out[src] = set.Rules
+		}
+	}
+	sdir := filepath.Join(dir, SourcesDir)
+	names, err := os.ReadDir(sdir)
+	if err != nil && !os.IsNotExist(err) {
+		return nil, nil, err
+	}
+	for _, n := range names {
+		if !strings.HasSuffix(n.Name(), ".yaml") || strings.HasPrefix(n.Name(), ".") {
+			continue
+		}
+		p := filepath.Join(sdir, n.Name())
+		data, err := os.ReadFile(p)
 		if err != nil {
-			errs = append(errs, err)
+			return nil, nil, err
+		}
+		first, _, _ := strings.Cut(string(data), "\n")
+		q, ok := strings.CutPrefix(first, sourceHeader)
+		src, uerr := strconv.Unquote(q)
+		if !ok || uerr != nil || sourceFile(src) != n.Name() {
+			if ferr := aside(p, fmt.Errorf("first line %q does not name the source of %s", first, n.Name())); ferr != nil {
+				return nil, nil, ferr
+			}
+			continue
+		}
+		set, err := rule.Parse(p, data, now)
+		if err != nil {
+			var re *rule.Error
+			if errors.As(err, &re) && re.Line == 0 { // not rules at all (cut short, not YAML)
+				if ferr := aside(p, err); ferr != nil {
+					return nil, nil, ferr
+				}
+				continue
+			}
+			errs = append(errs, fmt.Errorf("source %s: %w", src, err))
 			continue
 		}
 		out[src] = set.Rules
 	}
-	return out, errs, nil
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, errs, corrupt
 }

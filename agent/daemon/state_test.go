@@ -1,0 +1,178 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+var stateT0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func dropRule(id string, i int) rule.Rule {
+	return rule.Rule{ID: id, Action: rule.Drop, Priority: 100,
+		Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32), Proto: []uint8{rule.ProtoUDP}}}
+}
+
+// modTimes returns each state file's modification time (nanoseconds) by
+// name.
+func modTimes(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	names, _ := filepath.Glob(filepath.Join(dir, SourcesDir, "*.yaml"))
+	for _, n := range names {
+		fi, err := os.Stat(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(n)] = fi.ModTime().UnixNano()
+	}
+	return out
+}
+
+// The saver rewrites only the source a change touched: after an API add
+// the rule file's state file (5000 rules) is the same file, untouched, and
+// the API's holds the new rule; a source emptied loses its file; what it
+// wrote loads back rule for rule (Spec for Spec); a source that is not
+// persisted (protect) has no file.
+func TestStateSaverWritesChangedSourcesOnly(t *testing.T) {
+	dir := t.TempDir()
+	now := func() time.Time { return stateT0 }
+	st := store.New(nil, now)
+	var file []rule.Rule
+	for i := range 5000 {
+		file = append(file, dropRule(fmt.Sprintf("f%d", i), i))
+	}
+	if _, err := st.Replace("file:/etc/scrubd/rules.yaml", file); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put("api", dropRule("a1", 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put("bgp:192.0.2.1", dropRule("b1", 1<<21)); err != nil {
+		t.Fatal(err)
+	}
+	s := NewStateSaver(dir, st, now)
+	if err := s.Save(); err != nil {
+		t.Fatal(err)
+	}
+	m0 := modTimes(t, dir)
+	if len(m0) != 3 {
+		t.Fatalf("state files %v, want one per source (3)", m0)
+	}
+	fileName := sourceFile("file:/etc/scrubd/rules.yaml")
+	time.Sleep(20 * time.Millisecond) // modification times apart
+	if _, err := st.Put("api", dropRule("a2", 1<<20+1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete("bgp:192.0.2.1", "b1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(); err != nil {
+		t.Fatal(err)
+	}
+	m1 := modTimes(t, dir)
+	if m1[fileName] != m0[fileName] {
+		t.Errorf("an API add rewrote the rule file's state (%s)", fileName)
+	}
+	if m1[sourceFile("api")] == m0[sourceFile("api")] {
+		t.Errorf("the API's state file was not rewritten after an API add")
+	}
+	if _, ok := m1[sourceFile("bgp:192.0.2.1")]; ok || len(m1) != 2 {
+		t.Errorf("state files after the peer's last rule went: %v", m1)
+	}
+	got, errs, err := LoadState(dir, stateT0)
+	if err != nil || len(errs) > 0 {
+		t.Fatal(err, errs)
+	}
+	for src, want := range map[string][]rule.Rule{"file:/etc/scrubd/rules.yaml": file, "api": {dropRule("a1", 1<<20), dropRule("a2", 1<<20+1)}} {
+		if len(got[src]) != len(want) {
+			t.Fatalf("%s: %d rules loaded, want %d", src, len(got[src]), len(want))
+		}
+		for i := range want {
+			a, _ := json.Marshal(got[src][i].Spec())
+			b, _ := json.Marshal(want[i].Spec())
+			if string(a) != string(b) {
+				t.Fatalf("%s rule %d: loaded %s, saved %s", src, i, a, b)
+			}
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("sources loaded: %d, want 2", len(got))
+	}
+}
+
+// The older whole-state file is read, a source file wins over its copy
+// there, and the first save removes it; a damaged source file is moved
+// aside (a *CorruptStateError) while the other sources load.
+func TestStateOlderFileAndCorruptSource(t *testing.T) {
+	dir := t.TempDir()
+	old := State{Version: 1, Saved: stateT0, Sources: map[string][]rule.Spec{}}
+	for _, r := range []rule.Rule{dropRule("o1", 1), dropRule("o2", 2)} {
+		old.Sources["api"] = append(old.Sources["api"], r.Spec())
+	}
+	r3 := dropRule("o3", 3)
+	old.Sources["bgp:x"] = []rule.Spec{r3.Spec()}
+	data, _ := json.Marshal(old)
+	if err := os.WriteFile(filepath.Join(dir, StateFile), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, errs, err := LoadState(dir, stateT0)
+	if err != nil || len(errs) > 0 || len(got["api"]) != 2 || len(got["bgp:x"]) != 1 {
+		t.Fatalf("older file: %v %v %v", got, errs, err)
+	}
+	// A newer API source file wins over the older file's copy.
+	st := store.New(nil, func() time.Time { return stateT0 })
+	if _, err := st.Put("api", dropRule("n1", 9)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, SourcesDir), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSource(filepath.Join(dir, SourcesDir), "api", st.Source("api"), stateT0); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ = LoadState(dir, stateT0)
+	if len(got["api"]) != 1 || got["api"][0].ID != "n1" || len(got["bgp:x"]) != 1 {
+		t.Fatalf("source file over the older file: %v", got)
+	}
+	if err := NewStateSaver(dir, st, func() time.Time { return stateT0 }).Save(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, StateFile)); !os.IsNotExist(err) {
+		t.Fatalf("the older whole-state file is still there after a save: %v", err)
+	}
+	// A source file cut off mid-rule, and one without its header.
+	p := filepath.Join(dir, SourcesDir, sourceFile("api"))
+	body, _ := os.ReadFile(p)
+	if err := os.WriteFile(p, body[:len(body)-20], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, SourcesDir, sourceFile("bgp:y")), []byte("rules:\n  - {id: y, action: drop, match: {dst: 10.9.9.9/32}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSource(filepath.Join(dir, SourcesDir), "bgp:z", []store.Entry{{Rule: dropRule("z1", 5), Status: store.Active}}, stateT0); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err = LoadState(dir, stateT0)
+	var ce *CorruptStateError
+	if !errors.As(err, &ce) {
+		t.Fatalf("damaged source files: error %v, want a CorruptStateError", err)
+	}
+	if len(got) != 1 || len(got["bgp:z"]) != 1 {
+		t.Fatalf("damaged source files: loaded %v, want bgp:z alone", got)
+	}
+	aside, _ := filepath.Glob(filepath.Join(dir, SourcesDir, "*.corrupt-*"))
+	if len(aside) != 2 || !slices.ContainsFunc(aside, func(s string) bool { return strings.Contains(s, sourceFile("api")) }) {
+		t.Fatalf("moved aside: %v", aside)
+	}
+}
