@@ -209,8 +209,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	snap := s.Store.Snapshot()
-	es := snap.Entries
+	es := s.Store.List()
 	if after := q.Get("after"); after != "" {
 		i := slices.IndexFunc(es, func(e store.Entry) bool { return e.Rule.ID == after })
 		if i < 0 {

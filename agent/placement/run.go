@@ -16,7 +16,7 @@ func (p *Placer) Run(ctx context.Context, st *store.Store, ticks <-chan time.Tim
 	if err := p.Reconcile(ctx); err != nil {
 		p.log.Error("reconcile failed; continuing with software enforcement", "err", err)
 	}
-	p.Apply(ctx, st.Snapshot())
+	p.Apply(ctx, st.Effective())
 	if ctx.Err() != nil {
 		return nil // stopped mid-placement
 	}
@@ -35,11 +35,11 @@ func (p *Placer) Run(ctx context.Context, st *store.Store, ticks <-chan time.Tim
 			// The signal of a change the last Apply already saw (the
 			// rule files load before Run starts) costs nothing.
 			if st.Version() != p.version {
-				p.Apply(ctx, st.Snapshot())
+				p.Apply(ctx, st.Effective())
 			}
 		case <-ticks:
 			if len(st.Sweep()) > 0 {
-				p.Apply(ctx, st.Snapshot())
+				p.Apply(ctx, st.Effective())
 			}
 			p.Tick(ctx)
 		}

@@ -545,30 +545,38 @@ func (s *Store) NextDeadline() time.Time {
 }
 
 // Snapshot returns the effective set and every entry.
-func (s *Store) Snapshot() Snapshot {
+func (s *Store) Snapshot() Snapshot { return s.snapshot(true, true) }
+
+// Effective returns a Snapshot's Version and Set, Entries left nil: what
+// placement reads, without a second copy of every rule.
+func (s *Store) Effective() Snapshot { return s.snapshot(true, false) }
+
+// List returns a Snapshot's Entries (every stored rule, refused ones too,
+// in order) without the effective set.
+func (s *Store) List() []Entry { return s.snapshot(false, true).Entries }
+
+func (s *Store) snapshot(set, entries bool) Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := Snapshot{Version: s.version}
-	pr := s.protect.Rules()
-	snap.Set.Rules = make([]rule.Rule, 0, len(pr)+len(s.entries))
-	snap.Set.Rules = append(snap.Set.Rules, pr...)
-	snap.Entries = make([]Entry, 0, len(s.entries))
+	if set {
+		pr := s.protect.Rules()
+		snap.Set.Rules = make([]rule.Rule, 0, len(pr)+len(s.entries))
+		snap.Set.Rules = append(snap.Set.Rules, pr...)
+	}
+	if entries {
+		snap.Entries = make([]Entry, 0, len(s.entries))
+	}
 	es := make([]*Entry, 0, len(s.entries))
 	for _, e := range s.entries {
 		es = append(es, e)
 	}
-	slices.SortFunc(es, func(a, b *Entry) int {
-		switch {
-		case a.seq < b.seq:
-			return -1
-		case a.seq > b.seq:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(es, func(a, b *Entry) int { return cmp.Compare(a.seq, b.seq) })
 	for _, e := range es {
-		snap.Entries = append(snap.Entries, *e)
-		if e.InForce() {
+		if entries {
+			snap.Entries = append(snap.Entries, *e)
+		}
+		if set && e.InForce() {
 			snap.Set.Rules = append(snap.Set.Rules, e.Rule)
 		}
 	}

@@ -187,3 +187,24 @@ func TestSourceVersions(t *testing.T) {
 		t.Fatalf("Source(api) = %v, want [a2 a3]", ids)
 	}
 }
+
+// Effective is Snapshot's Version and Set, List its Entries.
+func TestEffectiveAndListAreSnapshotParts(t *testing.T) {
+	s, _ := newStore()
+	if _, err := s.Replace("file:a", []rule.Rule{r(t, `{id: a1, action: drop, match: {dst: 203.0.113.0/24}}`), r(t, `{id: a2, action: drop, match: {dst: 192.0.2.10/32}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put("api", r(t, `{id: b1, action: drop, match: {dst: 198.51.100.0/24}}`)); err != nil {
+		t.Fatal(err)
+	}
+	snap, eff, list := s.Snapshot(), s.Effective(), s.List()
+	if eff.Version != snap.Version || eff.Entries != nil || fmt.Sprint(eff.Set) != fmt.Sprint(snap.Set) {
+		t.Fatalf("Effective %+v, Snapshot %+v", eff, snap)
+	}
+	if fmt.Sprint(list) != fmt.Sprint(snap.Entries) || len(list) != 3 {
+		t.Fatalf("List %v, Snapshot's entries %v", list, snap.Entries)
+	}
+	if len(snap.Set.Rules) != 3 { // the protect rule, a1, b1 (a2 refused)
+		t.Fatalf("set %v", snap.Set.Rules)
+	}
+}
