@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The agent with a 100k-rule file on the simulated NIC, measured as a user
+# would: tests/scale/agent100k.sh SCRUBD_BINARY [RULES] [WORKDIR]
+#   start `scrubd run --config` (offload.backend sim, 4096 entries,
+#   software.engine dv with 2 workers), poll /readyz every 200 ms, read the
+#   peak RSS (VmHWM) at ready, time `scrubd rules list` (table and --json)
+#   and `--limit 1000`, then SIGTERM and time the exit.
+# Prints one line of key=value figures. RULES defaults to 100000.
+set -euo pipefail
+bin=$(realpath "$1")
+n=${2:-100000}
+dir=${3:-$(mktemp -d /tmp/agent100k.XXXXXX)}
+mkdir -p "$dir/state"
+here=$(cd "$(dirname "$0")/../.." && pwd)
+if [[ ! -s $dir/rules-$n.yaml ]]; then
+	(cd "$here" && go run ./tests/scale/genrules -n "$n") >"$dir/rules-$n.yaml"
+fi
+port=$((20000 + RANDOM % 20000))
+cat >"$dir/scrubd.yaml" <<CFG
+node: scale
+link_gbps: 100
+state_dir: $dir/state
+rules:
+  files: [$dir/rules-$n.yaml]
+  poll: 1s
+api:
+  socket: $dir/api.sock
+metrics:
+  listen: 127.0.0.1:$port
+protect:
+  - prefix: 192.0.2.1/32
+    note: management
+  - prefix: 192.0.2.2/32
+    note: management
+offload:
+  backend: sim
+  max_entries: 4096
+software:
+  engine: dv
+  workers: 2
+placement:
+  interval: 1s
+CFG
+rm -rf "$dir/state"/* "$dir/api.sock"
+now() { date +%s.%N; }
+t0=$(now)
+"$bin" run --config "$dir/scrubd.yaml" >"$dir/run.log" 2>&1 &
+pid=$!
+trap 'kill -9 $pid 2>/dev/null || true' EXIT
+ready=""
+while kill -0 $pid 2>/dev/null; do
+	if [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz" || true) == 200 ]]; then
+		ready=$(now)
+		break
+	fi
+	sleep 0.2
+done
+[[ -n $ready ]] || { echo "agent exited before ready"; tail "$dir/run.log"; exit 1; }
+hwm_ready=$(awk '/VmHWM/{print $2}' /proc/$pid/status)
+rss_ready=$(awk '/VmRSS/{print $2}' /proc/$pid/status)
+sleep 2 # placement's first round is done; the list reads a quiet agent
+l0=$(now); "$bin" rules --socket "$dir/api.sock" list >"$dir/list.txt"; l1=$(now)
+j0=$(now); "$bin" rules --socket "$dir/api.sock" --json list >"$dir/list.json"; j1=$(now)
+p0=$(now); "$bin" rules --socket "$dir/api.sock" --limit 1000 list >/dev/null 2>&1; p1=$(now)
+hwm_list=$(awk '/VmHWM/{print $2}' /proc/$pid/status)
+rss_steady=$(awk '/VmRSS/{print $2}' /proc/$pid/status)
+s0=$(now); kill -TERM $pid; wait $pid || true; s1=$(now)
+trap - EXIT
+f() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
+echo "rules=$n ready_s=$(f "$t0" "$ready") vmhwm_ready_mb=$((hwm_ready / 1024)) vmrss_ready_mb=$((rss_ready / 1024))" \
+	"list_s=$(f "$l0" "$l1") list_lines=$(wc -l <"$dir/list.txt") list_json_s=$(f "$j0" "$j1") list_json_mb=$(($(stat -c %s "$dir/list.json") / 1048576))" \
+	"page1000_s=$(f "$p0" "$p1") vmhwm_after_list_mb=$((hwm_list / 1024)) vmrss_after_list_mb=$((rss_steady / 1024)) sigterm_exit_s=$(f "$s0" "$s1")" \
+	"load=\"$(cut -d' ' -f1-3 /proc/loadavg)\""
