@@ -242,6 +242,11 @@ type Placer struct {
 	log *slog.Logger
 	now func() time.Time
 
+	// texts holds one copy of each reason text (intern): at 100k rules
+	// refused by hardware for the same reason, one string instead of
+	// 100k equal ones (about 25 MB).
+	texts map[string]string
+
 	rules     map[string]*ruleState
 	order     []string
 	set       rule.Set // effective set as last applied
@@ -435,6 +440,7 @@ func (p *Placer) inputs(rs *ruleState) Inputs {
 }
 
 func (p *Placer) record(rs *ruleState, from, to Path, reason string, in Inputs) {
+	reason = p.intern(reason)
 	now := p.now()
 	d := Decision{Time: now, Rule: rs.r.ID, From: from, To: to, Reason: reason, Inputs: in}
 	p.decisions = append(p.decisions, d)
@@ -733,6 +739,21 @@ type acceptSyncer interface {
 	PruneAccepts(ctx context.Context, set *rule.Set) error
 }
 
+// intern returns the placer's copy of s. The table is bounded: past
+// maxTexts distinct texts it starts over.
+func (p *Placer) intern(s string) string {
+	if t, ok := p.texts[s]; ok {
+		return t
+	}
+	if p.texts == nil || len(p.texts) >= maxTexts {
+		p.texts = map[string]string{}
+	}
+	p.texts[s] = s
+	return s
+}
+
+const maxTexts = 4096
+
 func (p *Placer) compile(rs *ruleState) {
 	if p.hw == nil {
 		rs.hwOK, rs.hwReason, rs.hwKind = false, "no hardware offload configured", dataplane.KindUnsupported
@@ -746,6 +767,7 @@ func (p *Placer) compile(rs *ruleState) {
 		if asHW(err, &he) {
 			rs.hwReason = he.Kind.String() + ": " + he.Detail
 		}
+		rs.hwReason = p.intern(rs.hwReason)
 		return
 	}
 	rs.hwOK, rs.hwReason, rs.hwKind, rs.cost, rs.compiled = true, "", 0, c, true
@@ -786,7 +808,7 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 		return false
 	}
 	if !p.hasRoom(rs) {
-		rs.reason = fmt.Sprintf("software: hardware table full (%d/%d entries, rule needs %d)", p.budget.UsedEntries, p.budget.MaxEntries, rs.cost.Entries)
+		rs.reason = p.intern(fmt.Sprintf("software: hardware table full (%d/%d entries, rule needs %d)", p.budget.UsedEntries, p.budget.MaxEntries, rs.cost.Entries))
 		return false
 	}
 	if !rs.hwRetryAt.IsZero() && now.Before(rs.hwRetryAt) {
@@ -796,7 +818,7 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 		// Known to fail without asking the device: the table has no mask
 		// shape left and the rule needs one it does not have.
 		p.failures[dataplane.KindMaskBudget]++
-		rs.reason = "software: hardware refused: " + why
+		rs.reason = p.intern("software: hardware refused: " + why)
 		rs.hwRetryAt = now.Add(p.cfg.MinDwell)
 		p.countRefused(dataplane.KindMaskBudget)
 		p.log.Debug("hardware install not tried; rule stays in software", "rule", rs.r.ID, "table", t, "why", why)
@@ -808,9 +830,9 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 		if k == dataplane.KindMaskBudget {
 			p.shapesFull(err)
 		}
-		rs.reason = "software: hardware refused: " + err.Error()
+		rs.reason = p.intern("software: hardware refused: " + err.Error())
 		if k == dataplane.KindUnsupported || k == dataplane.KindAcceptOverlap {
-			rs.hwOK, rs.hwKind, rs.hwReason = false, k, err.Error()
+			rs.hwOK, rs.hwKind, rs.hwReason = false, k, p.intern(err.Error())
 			rs.compiled = false // the next Apply asks Compile again
 		}
 		rs.hwRetryAt = now.Add(p.cfg.MinDwell)
