@@ -101,6 +101,26 @@ func (c *Client) List(ctx context.Context) ([]RuleInfo, error) {
 // after ("" : from the first), and the id to pass as after for the next
 // page ("" when this page is the last).
 func (c *Client) ListPage(ctx context.Context, after string, limit int) ([]RuleInfo, string, error) {
+	var out []RuleInfo
+	next, err := c.ListEach(ctx, after, limit, func(raw json.RawMessage) error {
+		var ri RuleInfo
+		if err := json.Unmarshal(raw, &ri); err != nil {
+			return err
+		}
+		out = append(out, ri)
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return out, next, nil
+}
+
+// ListEach is ListPage one rule at a time: fn gets each rule of the page as
+// the agent sent it (a RuleInfo in JSON, valid until fn returns) as it
+// arrives, so a caller that prints can do so without holding the list or
+// decoding what it does not print. An error from fn stops the listing.
+func (c *Client) ListEach(ctx context.Context, after string, limit int, fn func(json.RawMessage) error) (next string, err error) {
 	q := url.Values{}
 	if after != "" {
 		q.Set("after", after)
@@ -114,14 +134,14 @@ func (c *Client) ListPage(ctx context.Context, after string, limit int) ([]RuleI
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+path, nil)
 	if err != nil {
-		return nil, "", err
+		return "", err
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return nil, "", err
+		return "", err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
@@ -130,24 +150,28 @@ func (c *Client) ListPage(ctx context.Context, after string, limit int) ([]RuleI
 		if json.Unmarshal(data, &e) != nil || e.Error == "" {
 			e.Error = strings.TrimSpace(string(data))
 		}
-		return nil, "", &APIError{Code: resp.StatusCode, Msg: e.Error}
+		return "", &APIError{Code: resp.StatusCode, Msg: e.Error}
 	}
 	dec := json.NewDecoder(resp.Body)
 	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
-		return nil, "", fmt.Errorf("scrubd API: GET %s: reply is not a JSON array (%v)", path, err)
+		return "", fmt.Errorf("scrubd API: GET %s: reply is not a JSON array (%v)", path, err)
 	}
-	var out []RuleInfo
+	var raw json.RawMessage
+	n := 0
 	for dec.More() {
-		var ri RuleInfo
-		if err := dec.Decode(&ri); err != nil {
-			return nil, "", fmt.Errorf("scrubd API: GET %s: rule %d of the reply: %w", path, len(out), err)
+		raw = raw[:0]
+		if err := dec.Decode(&raw); err != nil {
+			return "", fmt.Errorf("scrubd API: GET %s: rule %d of the reply: %w", path, n, err)
 		}
-		out = append(out, ri)
+		if err := fn(raw); err != nil {
+			return "", fmt.Errorf("scrubd API: GET %s: rule %d of the reply: %w", path, n, err)
+		}
+		n++
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, "", fmt.Errorf("scrubd API: GET %s: reply cut off after %d rules: %w", path, len(out), err)
+		return "", fmt.Errorf("scrubd API: GET %s: reply cut off after %d rules: %w", path, n, err)
 	}
-	return out, resp.Header.Get(NextAfterHeader), nil
+	return resp.Header.Get(NextAfterHeader), nil
 }
 
 // Get returns one rule.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -142,27 +143,13 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	switch rest[0] {
 	case "list":
-		list, next, err := c.ListPage(ctx, *after, *limit)
+		next, err := listRules(ctx, c, *after, *limit, *asJSON, stdout)
 		if err != nil {
 			return fail(err)
 		}
 		if next != "" {
-			defer fmt.Fprintf(stderr, "scrubd rules: more rules follow: next page with --after %s\n", next)
+			fmt.Fprintf(stderr, "scrubd rules: more rules follow: next page with --after %s\n", next)
 		}
-		if *asJSON {
-			out(list)
-			return ExitOK
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tSOURCE\tSTATUS\tPATH\tHW PKTS\tSW PKTS\tPPS\tREASON")
-		for _, r := range list {
-			why := r.Placement
-			if r.Status != "active" {
-				why = r.Reason
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.0f\t%s\n", r.Rule.ID, r.Source, r.Status, r.Path, r.HW.Packets, r.SW.Packets, r.PPS, why)
-		}
-		tw.Flush()
 		return ExitOK
 	case "get":
 		r, err := c.Get(ctx, rest[1])
@@ -203,6 +190,69 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		out(res)
 		return ExitOK
 	}
+}
+
+// listRow is what the table shows of a rule: the rule itself is skipped
+// but for its id, so a large list is not decoded into match specs.
+type listRow struct {
+	Rule struct {
+		ID string `json:"id"`
+	} `json:"rule"`
+	Source    string      `json:"source"`
+	Status    string      `json:"status"`
+	Reason    string      `json:"reason"`
+	Path      string      `json:"path"`
+	Placement string      `json:"placement_reason"`
+	HW        api.Counter `json:"hw"`
+	SW        api.Counter `json:"sw"`
+	PPS       float64     `json:"pps"`
+}
+
+// listRules writes one page of rules as a table or, with asJSON, as the
+// agent's JSON array indented, each rule copied from the reply as it
+// arrives (not decoded and encoded again). Nothing is written when the
+// listing fails part way.
+func listRules(ctx context.Context, c *api.Client, after string, limit int, asJSON bool, w io.Writer) (next string, err error) {
+	if asJSON {
+		var b bytes.Buffer
+		b.WriteString("[")
+		n := 0
+		next, err = c.ListEach(ctx, after, limit, func(raw json.RawMessage) error {
+			if n > 0 {
+				b.WriteString(",")
+			}
+			n++
+			b.WriteString("\n  ")
+			return json.Indent(&b, raw, "  ", "  ")
+		})
+		if err != nil {
+			return "", err
+		}
+		if n > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString("]\n")
+		_, err = w.Write(b.Bytes())
+		return next, err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSOURCE\tSTATUS\tPATH\tHW PKTS\tSW PKTS\tPPS\tREASON")
+	next, err = c.ListEach(ctx, after, limit, func(raw json.RawMessage) error {
+		var r listRow
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return err
+		}
+		why := r.Placement
+		if r.Status != "active" {
+			why = r.Reason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.0f\t%s\n", r.Rule.ID, r.Source, r.Status, r.Path, r.HW.Packets, r.SW.Packets, r.PPS, why)
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return next, tw.Flush()
 }
 
 // checkRules parses what `rules add` or `rules replace` sends, as the

@@ -18,7 +18,7 @@ import (
 
 // startAPI serves the agent's API (a real api.Server over a store) on a
 // unix socket until the test ends, and returns the socket's path.
-func startAPI(t *testing.T) string {
+func startAPI(t testing.TB) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "api.sock")
 	l, err := api.ListenUnix(sock)
