@@ -494,41 +494,91 @@ func (c *Config) resolve(dir string) {
 // `scrubd config check` runs and what `scrubd run` runs before it touches
 // anything.
 func (c *Config) Validate(file string, checkRuleFiles bool) error {
-	var errs []error
-	bad := func(field, value, format string, args ...any) {
-		errs = append(errs, &Error{File: file, Field: field, Value: value, Msg: fmt.Sprintf(format, args...)})
-	}
+	return c.validate(file, checkRuleFiles, nil)
+}
+
+// LoadedRules is what ValidateRun read and parsed of the rule files, by
+// path: the agent loads them from here rather than read and parse them a
+// second time.
+type LoadedRules struct {
+	Data map[string][]byte
+	Sets map[string]*rule.Set
+}
+
+// ValidateRun is Validate(file, true) for `scrubd run`: it also returns
+// every rule file it read and parsed without a problem.
+func (c *Config) ValidateRun(file string) (LoadedRules, error) {
+	keep := LoadedRules{Data: map[string][]byte{}, Sets: map[string]*rule.Set{}}
+	err := c.validate(file, true, &keep)
+	return keep, err
+}
+
+// validate runs the checks in the order of the config reference, each a
+// step over one part of the config, and returns every problem found.
+func (c *Config) validate(file string, readFiles bool, keep *LoadedRules) error {
+	p := &problems{file: file}
+	c.checkBasics(p)
+	c.checkRules(p, readFiles, keep)
+	c.checkAPI(p, readFiles)
+	c.checkMetrics(p)
+	c.checkProtect(p)
+	c.checkFlowSpec(p)
+	c.checkOffload(p)
+	c.checkSoftware(p)
+	c.checkPlacement(p)
+	c.checkShutdown(p)
+	return errors.Join(p.errs...)
+}
+
+// problems collects the refused items of one config file.
+type problems struct {
+	file string
+	errs []error
+}
+
+// bad records that field (with value) is refused, and why.
+func (p *problems) bad(field, value, format string, args ...any) {
+	p.errs = append(p.errs, &Error{File: p.file, Field: field, Value: value, Msg: fmt.Sprintf(format, args...)})
+}
+
+// checkBasics checks the top-level keys (link_gbps, state_dir).
+func (c *Config) checkBasics(p *problems) {
 	if !(c.LinkGbps > 0) {
-		bad("link_gbps", fmt.Sprint(c.LinkGbps), "must be a positive number")
+		p.bad("link_gbps", fmt.Sprint(c.LinkGbps), "must be a positive number")
 	}
 	if c.StateDir == "" {
-		bad("state_dir", "", "required")
+		p.bad("state_dir", "", "required")
 	}
+}
+
+// checkRules checks rules.* and, with readFiles, reads and parses every
+// rule file as the agent will (keeping what it read in keep, when set).
+func (c *Config) checkRules(p *problems, readFiles bool, keep *LoadedRules) {
 	if c.Rules.Poll <= 0 {
-		bad("rules.poll", c.Rules.Poll.String(), "must be positive")
+		p.bad("rules.poll", c.Rules.Poll.String(), "must be positive")
 	}
 	if g := c.Rules.Guard; g.MinPrefixV4 < 0 || g.MinPrefixV4 > 32 {
-		bad("rules.guard.min_prefix_v4", strconv.Itoa(g.MinPrefixV4), "must be 0-32")
+		p.bad("rules.guard.min_prefix_v4", strconv.Itoa(g.MinPrefixV4), "must be 0-32")
 	}
 	if g := c.Rules.Guard; g.MinPrefixV6 < 0 || g.MinPrefixV6 > 128 {
-		bad("rules.guard.min_prefix_v6", strconv.Itoa(g.MinPrefixV6), "must be 0-128")
+		p.bad("rules.guard.min_prefix_v6", strconv.Itoa(g.MinPrefixV6), "must be 0-128")
 	}
 	if n := c.Rules.Guard.MaxListEntries; n < 1 {
-		bad("rules.guard.max_list_entries", strconv.Itoa(n), "must be at least 1")
+		p.bad("rules.guard.max_list_entries", strconv.Itoa(n), "must be at least 1")
 	}
 	if n := c.Rules.MaxRulesPerSource; n < 1 {
-		bad("rules.max_rules_per_source", strconv.Itoa(n), "must be at least 1")
+		p.bad("rules.max_rules_per_source", strconv.Itoa(n), "must be at least 1")
 	}
 	for i, f := range c.Rules.Files {
 		fld := fmt.Sprintf("rules.files[%d]", i)
 		if f == "" {
-			bad(fld, "", "empty path")
+			p.bad(fld, "", "empty path")
 			continue
 		}
-		if checkRuleFiles {
+		if readFiles {
 			data, err := os.ReadFile(f)
 			if err != nil {
-				bad(fld, f, "%v", err)
+				p.bad(fld, f, "%v", err)
 				continue
 			}
 			set, err := rule.Parse(f, data, time.Now())
@@ -536,42 +586,49 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 				err = c.Rules.Guard.Rule().CheckSet(f, set)
 			}
 			if err != nil {
-				bad(fld, f, "rule file refused: %v", err)
+				p.bad(fld, f, "rule file refused: %v", err)
+			} else if keep != nil {
+				keep.Data[f], keep.Sets[f] = data, set
 			}
 		}
 	}
+}
+
+// checkAPI checks api.*; with readFiles it reads the token and loads the
+// TLS files.
+func (c *Config) checkAPI(p *problems, readFiles bool) {
 	// What run does with these (read the token, load the certificates)
 	// goes through the same functions, so check and run agree.
 	ap := &c.API
 	if ap.TCP != "" {
 		if a, err := netip.ParseAddrPort(ap.TCP); err != nil {
-			bad("api.tcp", ap.TCP, "must be ip:port (port 1-65535)")
+			p.bad("api.tcp", ap.TCP, "must be ip:port (port 1-65535)")
 		} else if !a.Addr().Unmap().IsLoopback() && !ap.TLS() {
-			bad("api.tcp", ap.TCP, "not a loopback address, and the bearer token would cross the network in clear text: set api.tls_cert_file and api.tls_key_file, or listen on 127.0.0.1 or [::1]")
+			p.bad("api.tcp", ap.TCP, "not a loopback address, and the bearer token would cross the network in clear text: set api.tls_cert_file and api.tls_key_file, or listen on 127.0.0.1 or [::1]")
 		}
 		if ap.TokenFile == "" {
-			bad("api.token_file", "", "required when api.tcp is set (TCP needs a token)")
-		} else if checkRuleFiles {
+			p.bad("api.token_file", "", "required when api.tcp is set (TCP needs a token)")
+		} else if readFiles {
 			if _, err := ap.Token(); err != nil {
-				bad("api.token_file", ap.TokenFile, "%v", err)
+				p.bad("api.token_file", ap.TokenFile, "%v", err)
 			}
 		}
 	}
 	if ap.TLS() || ap.TLSClientCAFile != "" {
 		switch {
 		case ap.TCP == "":
-			bad("api.tls_cert_file", ap.TLSCertFile, "TLS is for the TCP listener: set api.tcp")
+			p.bad("api.tls_cert_file", ap.TLSCertFile, "TLS is for the TCP listener: set api.tcp")
 		case ap.TLSCertFile == "":
-			bad("api.tls_cert_file", "", "required with api.tls_key_file and api.tls_client_ca_file")
+			p.bad("api.tls_cert_file", "", "required with api.tls_key_file and api.tls_client_ca_file")
 		case ap.TLSKeyFile == "":
-			bad("api.tls_key_file", "", "required with api.tls_cert_file")
-		case checkRuleFiles:
+			p.bad("api.tls_key_file", "", "required with api.tls_cert_file")
+		case readFiles:
 			if _, err := ap.TLSConfig(); err != nil {
 				var ce *Error
 				if errors.As(err, &ce) {
-					bad(ce.Field, ce.Value, "%s", ce.Msg)
+					p.bad(ce.Field, ce.Value, "%s", ce.Msg)
 				} else {
-					bad("api.tls_cert_file", ap.TLSCertFile, "%v", err)
+					p.bad("api.tls_cert_file", ap.TLSCertFile, "%v", err)
 				}
 			}
 		}
@@ -582,207 +639,237 @@ func (c *Config) Validate(file string, checkRuleFiles bool) error {
 	}{{"api.read_header_timeout", ap.ReadHeaderTimeout}, {"api.read_timeout", ap.ReadTimeout},
 		{"api.write_timeout", ap.WriteTimeout}, {"api.idle_timeout", ap.IdleTimeout}} {
 		if d.v <= 0 {
-			bad(d.key, d.v.String(), "must be positive")
+			p.bad(d.key, d.v.String(), "must be positive")
 		}
 	}
 	if ap.MaxConnections < 1 {
-		bad("api.max_connections", strconv.Itoa(ap.MaxConnections), "must be at least 1")
+		p.bad("api.max_connections", strconv.Itoa(ap.MaxConnections), "must be at least 1")
 	}
 	if ap.MaxHeaderBytes < 1024 {
-		bad("api.max_header_bytes", strconv.Itoa(ap.MaxHeaderBytes), "must be at least 1024")
+		p.bad("api.max_header_bytes", strconv.Itoa(ap.MaxHeaderBytes), "must be at least 1024")
 	}
 	if ap.MaxBodyBytes < 1024 {
-		bad("api.max_body_bytes", strconv.FormatInt(ap.MaxBodyBytes, 10), "must be at least 1024")
+		p.bad("api.max_body_bytes", strconv.FormatInt(ap.MaxBodyBytes, 10), "must be at least 1024")
 	}
+}
+
+// checkMetrics checks metrics.*.
+func (c *Config) checkMetrics(p *problems) {
 	if c.Metrics.Listen != "" {
 		if _, port, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
-			bad("metrics.listen", c.Metrics.Listen, "must be host:port")
+			p.bad("metrics.listen", c.Metrics.Listen, "must be host:port")
 		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-			bad("metrics.listen", c.Metrics.Listen, "port %q: must be a number 0-65535", port)
+			p.bad("metrics.listen", c.Metrics.Listen, "port %q: must be a number 0-65535", port)
 		}
 	}
 	if c.Metrics.MaxRuleSeries < 1 {
-		bad("metrics.max_rule_series", strconv.Itoa(c.Metrics.MaxRuleSeries), "must be at least 1")
+		p.bad("metrics.max_rule_series", strconv.Itoa(c.Metrics.MaxRuleSeries), "must be at least 1")
 	}
-	for i, p := range c.Protect {
-		if _, err := p.Rules(fmt.Sprintf("protect-%d", i)); err != nil {
-			bad(fmt.Sprintf("protect[%d]", i), p.Prefix, "%v", err)
+}
+
+// checkProtect checks every protect entry.
+func (c *Config) checkProtect(p *problems) {
+	for i, pr := range c.Protect {
+		if _, err := pr.Rules(fmt.Sprintf("protect-%d", i)); err != nil {
+			p.bad(fmt.Sprintf("protect[%d]", i), pr.Prefix, "%v", err)
 		}
 	}
+}
+
+// checkFlowSpec checks flowspec.* when FlowSpec is enabled.
+func (c *Config) checkFlowSpec(p *problems) {
 	fs := &c.FlowSpec
 	if fs.Enabled {
 		if fs.ASN == 0 {
-			bad("flowspec.asn", "0", "required")
+			p.bad("flowspec.asn", "0", "required")
 		}
 		if a, err := netip.ParseAddr(fs.RouterID); fs.RouterID != "auto" && (err != nil || !a.Is4()) {
-			bad("flowspec.router_id", fs.RouterID, "must be an IPv4 address or auto")
+			p.bad("flowspec.router_id", fs.RouterID, "must be an IPv4 address or auto")
 		}
 		if fs.RouterID == "auto" && !slices.ContainsFunc(fs.Neighbors, func(n Neighbor) bool {
 			a, err := netip.ParseAddr(n.Address)
 			return err == nil && a.Unmap().Is4()
 		}) {
-			bad("flowspec.router_id", fs.RouterID, "auto takes the local IPv4 address toward an IPv4 neighbor, and none is configured")
+			p.bad("flowspec.router_id", fs.RouterID, "auto takes the local IPv4 address toward an IPv4 neighbor, and none is configured")
 		}
 		if fs.ListenPort != -1 && (fs.ListenPort < 1 || fs.ListenPort > 65535) {
-			bad("flowspec.listen_port", strconv.Itoa(int(fs.ListenPort)), "must be 1-65535, or -1 for no listener")
+			p.bad("flowspec.listen_port", strconv.Itoa(int(fs.ListenPort)), "must be 1-65535, or -1 for no listener")
 		}
 		if fs.ListenAddress != "" {
 			if _, err := netip.ParseAddr(fs.ListenAddress); err != nil {
-				bad("flowspec.listen_address", fs.ListenAddress, "not an IP address")
+				p.bad("flowspec.listen_address", fs.ListenAddress, "not an IP address")
 			}
 		}
 		if len(fs.Neighbors) == 0 {
-			bad("flowspec.neighbors", "", "at least one neighbor is required when flowspec is enabled")
+			p.bad("flowspec.neighbors", "", "at least one neighbor is required when flowspec is enabled")
 		}
 		for i, n := range fs.Neighbors {
 			fld := fmt.Sprintf("flowspec.neighbors[%d]", i)
 			if _, err := netip.ParseAddr(n.Address); err != nil {
-				bad(fld+".address", n.Address, "not an IP address")
+				p.bad(fld+".address", n.Address, "not an IP address")
 			}
 			if n.ASN == 0 {
-				bad(fld+".asn", "0", "required")
+				p.bad(fld+".asn", "0", "required")
 			}
 			if n.Port > 65535 {
-				bad(fld+".port", strconv.Itoa(int(n.Port)), "must be 0-65535")
+				p.bad(fld+".port", strconv.Itoa(int(n.Port)), "must be 0-65535")
 			}
 			if n.LocalAddress != "" {
 				if la, err := netip.ParseAddr(n.LocalAddress); err != nil {
-					bad(fld+".local_address", n.LocalAddress, "not an IP address")
+					p.bad(fld+".local_address", n.LocalAddress, "not an IP address")
 				} else if a, err := netip.ParseAddr(n.Address); err == nil && la.Unmap().Is4() != a.Unmap().Is4() {
-					bad(fld+".local_address", n.LocalAddress, "not of the neighbor address's family (%s)", n.Address)
+					p.bad(fld+".local_address", n.LocalAddress, "not of the neighbor address's family (%s)", n.Address)
 				}
 			}
 		}
 		switch fs.OnSessionDown {
 		case "hold", "remove", "keep":
 		default:
-			bad("flowspec.on_session_down", fs.OnSessionDown, "must be hold, remove or keep")
+			p.bad("flowspec.on_session_down", fs.OnSessionDown, "must be hold, remove or keep")
 		}
 		if fs.ConnectRetry < time.Second || fs.ConnectRetry > time.Hour {
-			bad("flowspec.connect_retry", fs.ConnectRetry.String(), "must be 1s-1h")
+			p.bad("flowspec.connect_retry", fs.ConnectRetry.String(), "must be 1s-1h")
 		}
 		if gr := fs.GracefulRestart; gr.GR() {
 			if gr.RestartTime < time.Second || gr.RestartTime > 4095*time.Second {
-				bad("flowspec.graceful_restart.restart_time", gr.RestartTime.String(), "must be 1s-4095s (a 12-bit field of seconds, RFC 4724)")
+				p.bad("flowspec.graceful_restart.restart_time", gr.RestartTime.String(), "must be 1s-4095s (a 12-bit field of seconds, RFC 4724)")
 			}
 			if gr.LongLivedStaleTime < 0 || gr.LongLivedStaleTime > (1<<24-1)*time.Second {
-				bad("flowspec.graceful_restart.long_lived_stale_time", gr.LongLivedStaleTime.String(), "must be 0 (off) to 16777215s (a 24-bit field of seconds, RFC 9494)")
+				p.bad("flowspec.graceful_restart.long_lived_stale_time", gr.LongLivedStaleTime.String(), "must be 0 (off) to 16777215s (a 24-bit field of seconds, RFC 9494)")
 			}
 		}
 		if fs.OnSessionDown == "hold" && fs.HoldTime <= 0 {
-			bad("flowspec.hold_time", fs.HoldTime.String(), "must be positive with on_session_down: hold")
+			p.bad("flowspec.hold_time", fs.HoldTime.String(), "must be positive with on_session_down: hold")
 		}
 		if len(fs.AllowedDestinations) == 0 {
-			bad("flowspec.allowed_destinations", "", "required when flowspec is enabled: the destination prefixes this network owns (RFC 8955 section 6); routes for other destinations are refused")
+			p.bad("flowspec.allowed_destinations", "", "required when flowspec is enabled: the destination prefixes this network owns (RFC 8955 section 6); routes for other destinations are refused")
 		}
 		for i, d := range fs.AllowedDestinations {
 			if _, err := netip.ParsePrefix(d); err != nil {
-				bad(fmt.Sprintf("flowspec.allowed_destinations[%d]", i), d, "not a CIDR prefix")
+				p.bad(fmt.Sprintf("flowspec.allowed_destinations[%d]", i), d, "not a CIDR prefix")
 			}
 		}
 	}
+}
+
+// checkOffload checks offload.*.
+func (c *Config) checkOffload(p *problems) {
 	switch c.Offload.Backend {
 	case "tcflower":
 		if len(c.Offload.Devices) == 0 {
-			bad("offload.devices", "", "tcflower needs at least one device")
+			p.bad("offload.devices", "", "tcflower needs at least one device")
 		}
 	case "sim", "none":
 	default:
-		bad("offload.backend", c.Offload.Backend, "must be tcflower, sim or none")
+		p.bad("offload.backend", c.Offload.Backend, "must be tcflower, sim or none")
 	}
 	if c.Offload.MaxEntriesPerRule < 1 {
-		bad("offload.max_entries_per_rule", strconv.Itoa(c.Offload.MaxEntriesPerRule), "must be at least 1")
+		p.bad("offload.max_entries_per_rule", strconv.Itoa(c.Offload.MaxEntriesPerRule), "must be at least 1")
 	}
 	if c.Offload.MaxEntries < 0 {
-		bad("offload.max_entries", strconv.Itoa(c.Offload.MaxEntries), "must not be negative")
+		p.bad("offload.max_entries", strconv.Itoa(c.Offload.MaxEntries), "must not be negative")
 	}
 	if c.Offload.MaxMasks < 0 {
-		bad("offload.max_masks", strconv.Itoa(c.Offload.MaxMasks), "must not be negative")
+		p.bad("offload.max_masks", strconv.Itoa(c.Offload.MaxMasks), "must not be negative")
 	}
+}
+
+// checkSoftware checks software.* and how it fits offload.backend.
+func (c *Config) checkSoftware(p *problems) {
 	sw := &c.Software
 	switch sw.Engine {
 	case "dv", "xdp":
 		if len(sw.Interfaces) == 0 && c.Offload.Backend != "sim" {
-			bad("software.interfaces", "", "engine %s needs at least one interface", sw.Engine)
+			p.bad("software.interfaces", "", "engine %s needs at least one interface", sw.Engine)
 		}
 	case "none":
 	case "go":
-		bad("software.engine", sw.Engine, "the Go classifier has no packet input in scrubd run (scrubd dryrun uses it): use xdp, dv or none")
+		p.bad("software.engine", sw.Engine, "the Go classifier has no packet input in scrubd run (scrubd dryrun uses it): use xdp, dv or none")
 	default:
-		bad("software.engine", sw.Engine, "must be xdp, dv or none")
+		p.bad("software.engine", sw.Engine, "must be xdp, dv or none")
 	}
 	if sw.Engine == "dv" && c.Offload.Backend != "sim" && len(sw.Interfaces) > 0 && sw.Workers < len(sw.Interfaces) {
-		bad("software.workers", strconv.Itoa(sw.Workers), "the dv engine needs at least one worker per interface (%d)", len(sw.Interfaces))
+		p.bad("software.workers", strconv.Itoa(sw.Workers), "the dv engine needs at least one worker per interface (%d)", len(sw.Interfaces))
 	}
 	if c.Offload.Backend == "sim" && sw.Engine != "dv" {
-		bad("software.engine", sw.Engine, "offload.backend sim runs the dv engine over the NIC emulator: set engine dv")
+		p.bad("software.engine", sw.Engine, "offload.backend sim runs the dv engine over the NIC emulator: set engine dv")
 	}
 	if sw.Workers < 1 {
-		bad("software.workers", strconv.Itoa(sw.Workers), "must be at least 1")
+		p.bad("software.workers", strconv.Itoa(sw.Workers), "must be at least 1")
 	}
 	if sw.GHz < 0 {
-		bad("software.ghz", fmt.Sprint(sw.GHz), "must not be negative")
+		p.bad("software.ghz", fmt.Sprint(sw.GHz), "must not be negative")
 	}
 	if !(sw.CyclesPerPacket >= 0) || math.IsInf(float64(sw.CyclesPerPacket), 0) {
-		bad("software.cycles_per_packet", fmt.Sprint(float64(sw.CyclesPerPacket)), "must be auto or a positive number")
+		p.bad("software.cycles_per_packet", fmt.Sprint(float64(sw.CyclesPerPacket)), "must be auto or a positive number")
 	}
 	if sw.ForwardTo != "" {
 		if sw.Engine != "dv" && sw.Engine != "xdp" {
-			bad("software.forward_to", sw.ForwardTo, "only the dv and xdp engines forward (engine is %s)", sw.Engine)
+			p.bad("software.forward_to", sw.ForwardTo, "only the dv and xdp engines forward (engine is %s)", sw.Engine)
 		}
 		if msg := ifaceNameProblem(sw.ForwardTo); msg != "" {
-			bad("software.forward_to", sw.ForwardTo, "not an interface name: %s", msg)
+			p.bad("software.forward_to", sw.ForwardTo, "not an interface name: %s", msg)
 		}
 		for _, i := range sw.Interfaces {
 			if i == sw.ForwardTo {
-				bad("software.forward_to", sw.ForwardTo, "is also in software.interfaces: frames would be sent back where they came from")
+				p.bad("software.forward_to", sw.ForwardTo, "is also in software.interfaces: frames would be sent back where they came from")
 			}
 		}
 	}
 	switch sw.BufferNode {
 	case "", "worker", "device":
 	default:
-		bad("software.buffer_node", sw.BufferNode, "must be worker or device")
+		p.bad("software.buffer_node", sw.BufferNode, "must be worker or device")
 	}
 	if n := sw.RxRingEntries; n != 0 && (n < 256 || n > 32768 || n&(n-1) != 0) {
-		bad("software.rx_ring_entries", strconv.Itoa(n), "must be auto (0) or a power of 2 from 256 to 32768")
+		p.bad("software.rx_ring_entries", strconv.Itoa(n), "must be auto (0) or a power of 2 from 256 to 32768")
 	}
 	if !(sw.QueueDrainMpps >= 0) || math.IsInf(sw.QueueDrainMpps, 0) {
-		bad("software.queue_drain_mpps", fmt.Sprint(sw.QueueDrainMpps), "must be 0 (unknown) or a positive number of Mpps")
+		p.bad("software.queue_drain_mpps", fmt.Sprint(sw.QueueDrainMpps), "must be 0 (unknown) or a positive number of Mpps")
 	}
 	if sw.Engine == "xdp" {
 		switch {
 		case !filepath.IsAbs(sw.XDPPinPath) || filepath.Clean(sw.XDPPinPath) != sw.XDPPinPath:
-			bad("software.xdp_pin_path", sw.XDPPinPath, "must be a clean absolute path (a directory on a bpffs)")
+			p.bad("software.xdp_pin_path", sw.XDPPinPath, "must be a clean absolute path (a directory on a bpffs)")
 		case strings.Contains(filepath.Base(sw.XDPPinPath), "."):
-			bad("software.xdp_pin_path", sw.XDPPinPath, "the directory's name must not contain a dot: bpffs refuses such names")
+			p.bad("software.xdp_pin_path", sw.XDPPinPath, "the directory's name must not contain a dot: bpffs refuses such names")
 		}
 	}
 	for i, name := range sw.Interfaces {
 		if msg := ifaceNameProblem(name); msg != "" {
-			bad(fmt.Sprintf("software.interfaces[%d]", i), name, "not an interface name: %s", msg)
+			p.bad(fmt.Sprintf("software.interfaces[%d]", i), name, "not an interface name: %s", msg)
 		}
 	}
+}
+
+// checkPlacement checks placement.*.
+func (c *Config) checkPlacement(p *problems) {
 	pl := &c.Place
 	if pl.Interval <= 0 {
-		bad("placement.interval", pl.Interval.String(), "must be positive")
+		p.bad("placement.interval", pl.Interval.String(), "must be positive")
 	}
 	if !(pl.HighWater > 0 && pl.HighWater <= 1) {
-		bad("placement.high_water", fmt.Sprint(pl.HighWater), "must be in (0, 1]")
+		p.bad("placement.high_water", fmt.Sprint(pl.HighWater), "must be in (0, 1]")
 	}
 	if !(pl.LowWater >= 0 && pl.LowWater < pl.HighWater) {
-		bad("placement.low_water", fmt.Sprint(pl.LowWater), "must be in [0, high_water)")
+		p.bad("placement.low_water", fmt.Sprint(pl.LowWater), "must be in [0, high_water)")
 	}
 	if pl.MinDwell < 0 {
-		bad("placement.min_dwell", pl.MinDwell.String(), "must not be negative")
+		p.bad("placement.min_dwell", pl.MinDwell.String(), "must not be negative")
 	}
 	if pl.MaxMovesPerRound < 1 {
-		bad("placement.max_moves_per_round", strconv.Itoa(pl.MaxMovesPerRound), "must be at least 1")
+		p.bad("placement.max_moves_per_round", strconv.Itoa(pl.MaxMovesPerRound), "must be at least 1")
+	}
+}
+
+// checkShutdown checks shutdown.*.
+func (c *Config) checkShutdown(p *problems) {
+	if c.Shutdown.Timeout <= 0 {
+		p.bad("shutdown.timeout", c.Shutdown.Timeout.String(), "must be positive")
 	}
 	if c.Shutdown.Timeout <= 0 {
-		bad("shutdown.timeout", c.Shutdown.Timeout.String(), "must be positive")
+		p.bad("shutdown.timeout", c.Shutdown.Timeout.String(), "must be positive")
 	}
-	return errors.Join(errs...)
 }
 
 // ifaceNameProblem says why s cannot be a Linux interface name ("" if it

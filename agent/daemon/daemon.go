@@ -1,7 +1,40 @@
 // Package daemon wires scrubd together and runs it: the rule store and its
 // sources (rule files, the API, FlowSpec), the placement loop over a
-// hardware and a software path, metrics, persisted state, and in --sim mode
-// the simulated NIC with its traffic and demo rules.
+// hardware and a software path, metrics and persisted state. The paths are
+// the caller's (Options.Paths; agent/backend builds them from the config,
+// for real devices and the simulated NIC alike): the daemon knows no
+// device, engine or simulator.
+//
+// A rule's way through the agent, from its source to the path that
+// enforces it:
+//
+//	rule file ---filewatch--+
+//	API (socket, TCP) ------+--> store ---------> placement ---> hardware path
+//	BGP FlowSpec --flowspec-+    guard, protect    capacity      agent/hwpath: compile to flower
+//	saved state ------------+    list, one         model, moves  entries, tc flower on the devices
+//	                             source each                     (or the simulated NIC's table)
+//	                                                         +-> software path
+//	                                                             agent/swengine: the dv or XDP
+//	                                                             engine's classifier (or the dv
+//	                                                             engine over the NIC emulator)
+//
+// Placement puts each drop rule on one path, hardware first while it fits,
+// and moves rules as the paths' counters (read back every round) show the
+// load. Accept rules (the protect list among them) are in the software
+// engine's set and, where one overlaps a drop rule in hardware, in front
+// of it as pass entries (agent/hwpath), so neither path drops protected
+// traffic by a rule. The metrics and the API read the store and the
+// placement's view.
+//
+// A packet's way, where those rules act on it:
+//
+//	wire --> NIC flow table (tc flower, skip_sw) --> a hardware rule drops it
+//	           | passed (no entry, or a protect pass entry)
+//	           v
+//	         receive queues (RSS) --> software engine --> a software rule drops it
+//	           | no buffer posted:      | passed
+//	           v                        v
+//	         out-of-buffer drop       host stack, or software.forward_to
 //
 // Run owns one root context and an errgroup; every goroutine it starts ends
 // when that context ends. On shutdown hardware rules stay installed unless
@@ -14,17 +47,11 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
-	"slices"
-	"strings"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/scrubd/scrubd/agent/api"
 	"github.com/scrubd/scrubd/agent/config"
@@ -187,285 +214,6 @@ func counterMemory(cfg *config.Config) time.Duration {
 		d = max(d, gr.RestartTime)
 	}
 	return d
-}
-
-// Run runs the agent until ctx ends.
-func Run(ctx context.Context, cfg *config.Config, opt Options) error {
-	log := opt.Log
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	now := opt.Now
-	if now == nil {
-		now = time.Now
-	}
-	ticker := opt.Ticker
-	if ticker == nil {
-		ticker = realTicker
-	}
-	// Nothing is touched before the whole config is checked: the checks of
-	// `scrubd config check` (token file, TLS files, addresses, rule
-	// files), then router-id auto, then the listeners, so that a port in
-	// use fails the start before a rule is loaded or a device touched. On
-	// a failure below every listener is closed (the socket file removed).
-	if err := cfg.Validate("config", true); err != nil {
-		return err
-	}
-	fsCfg := cfg.FlowSpec
-	if fsCfg.Enabled {
-		if err := resolveRouterID(&fsCfg); err != nil {
-			return err
-		}
-	}
-	lns, err := openListeners(cfg)
-	if err != nil {
-		return err
-	}
-	defer lns.close()
-	pl, err := ProtectList(cfg)
-	if err != nil {
-		return err
-	}
-	st := store.New(pl, now)
-	st.SetGuard(cfg.Rules.Guard.Rule()) // every source: files, API, FlowSpec, restored state
-	st.SetMaxPerSource(cfg.Rules.MaxRulesPerSource)
-	st.OnRemove(func(e store.Entry, why string) {
-		log.Info("rule removed", "rule", e.Rule.ID, "source", e.Source, "reason", why)
-	})
-	if opt.Paths == nil {
-		return errors.New("no dataplane: Options.Paths is not set (agent/backend.Paths builds it from the config)")
-	}
-	paths, err := opt.Paths(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("dataplane: %w", err)
-	}
-	if paths.Close != nil {
-		defer paths.Close()
-	}
-	// Restore persisted rules: API rules as they were, FlowSpec rules held
-	// for the hold time unless their peer sends them again. A corrupt state
-	// file is moved aside and the agent starts from its sources: a bad file
-	// must not keep the scrubber down.
-	var stateCorrupt uint64
-	restored, serrs, err := LoadState(cfg.StateDir, now())
-	var corrupt *CorruptStateError
-	switch {
-	case errors.As(err, &corrupt):
-		stateCorrupt++
-		log.Error("STATE FILE CORRUPT: moved aside; starting from the rule files and FlowSpec peers only. Rules added through the API "+
-			"and the last good rule-file contents are not restored: re-add them, or recover them from the moved file",
-			"file", corrupt.Path, "moved_to", corrupt.MovedTo, "err", corrupt.Err)
-	case err != nil:
-		return err
-	}
-	for _, e := range serrs {
-		log.Error("state: a persisted source was refused", "err", e)
-	}
-	for src, rs := range restored {
-		if f, ok := strings.CutPrefix(src, "file:"); ok && !slices.Contains(cfg.Rules.Files, f) {
-			log.Info("state: rule file no longer configured; its rules are dropped", "file", f)
-			continue
-		}
-		if _, err := st.Replace(src, rs); err != nil {
-			log.Error("state: restoring source failed", "source", src, "err", err)
-			continue
-		}
-		if src == flowspec.StoreSource || strings.HasPrefix(src, "bgp:") {
-			st.MarkStale(src, now().Add(cfg.FlowSpec.HoldTime))
-		}
-		log.Info("state: restored rules", "source", src, "rules", len(rs))
-	}
-
-	// The capacity model's cycles per packet: a fixed figure, or ("auto") a
-	// short calibration now and the engine's live counters later.
-	cpp, live := float64(cfg.Software.CyclesPerPacket), cfg.Software.CyclesPerPacket.Auto()
-	switch {
-	case live && cfg.Software.Engine == "xdp":
-		log.Info("software.cycles_per_packet auto: the XDP engine's cost is sampled from the program's run time on live traffic; the capacity model has no figure until traffic flows")
-	case live && cfg.Software.Engine != "none":
-		cal := opt.Calibrate
-		if cal == nil {
-			cal = paths.Calibrate
-		}
-		if cal == nil {
-			log.Warn("software.cycles_per_packet auto: the " + cfg.Software.Engine + " engine has no calibration; capacity is unknown until the engine reports cycles")
-		} else if c, err := cal(ctx); err != nil {
-			log.Warn("software.cycles_per_packet auto: calibration failed; capacity is unknown until the engine reports cycles", "err", err)
-		} else {
-			cpp = c
-			log.Info("software.cycles_per_packet auto: calibrated (scrubd bench, 64 B, one worker, emulated rings)", "cycles_per_packet", c)
-		}
-	}
-	if paths.Log != nil {
-		paths.Log(log)
-	}
-	pcfg := placement.Config{HighWater: cfg.Place.HighWater, LowWater: cfg.Place.LowWater, MinDwell: cfg.Place.MinDwell,
-		MaxMoves: cfg.Place.MaxMovesPerRound, CyclesPerPacket: cpp, LiveCycles: live, LinkBps: cfg.LinkGbps * 1e9,
-		QueueDrainPPS: cfg.Software.QueueDrainMpps * 1e6,
-		// A FlowSpec route withdrawn and announced again within the hold
-		// or restart time keeps its rule's counters (its rule id is the
-		// route's).
-		CounterMemory: counterMemory(cfg)}
-	placer := placement.New(pcfg, paths.HW, paths.SW, log.With("component", "placement"), now)
-	d := &Daemon{Cfg: cfg, Store: st, Placer: placer}
-
-	// Rule files load before placement starts, so its first pass (which
-	// reconciles the hardware) sees every wanted rule.
-	if len(cfg.Rules.Files) > 0 {
-		d.Files = filewatch.New(cfg.Rules.Files, st, log.With("component", "files"), now)
-		if bad := d.Files.Check(true); bad > 0 {
-			log.Error("rule files refused at start; their rules are not in force", "files", bad)
-		}
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	if paths.Watch != nil && paths.HW != nil {
-		g.Go(func() error {
-			return paths.Watch(gctx, func(reason string) {
-				log.Warn("hardware table may have lost rules; resync requested", "reason", reason)
-				placer.RequestResync(reason)
-			})
-		})
-	}
-	// Placement: the one owner of placement state.
-	ptick, pstop := ticker(cfg.Place.Interval)
-	defer pstop()
-	g.Go(func() error { return placer.Run(gctx, st, ptick) })
-	if paths.Run != nil {
-		g.Go(func() error { return paths.Run(gctx, log.With("component", "dataplane")) })
-	}
-
-	// Rule files.
-	if d.Files != nil {
-		ftick, fstop := ticker(cfg.Rules.Poll)
-		defer fstop()
-		g.Go(func() error { return d.Files.Run(gctx, ftick) })
-		if opt.Reload != nil {
-			g.Go(func() error {
-				for {
-					select {
-					case <-gctx.Done():
-						return nil
-					case <-opt.Reload:
-						d.Files.Reload()
-					}
-				}
-			})
-		}
-	}
-
-	// State saver: persists API and FlowSpec rules when the store changes.
-	save := func() error { return SaveState(cfg.StateDir, st.Snapshot(), now()) }
-	stick, sstop := ticker(2 * time.Second)
-	defer sstop()
-	g.Go(func() error {
-		var saved uint64
-		for {
-			select {
-			case <-gctx.Done():
-				return nil
-			case <-stick:
-				if v := st.Version(); v != saved {
-					if err := save(); err != nil {
-						log.Error("state: save failed", "err", err)
-						continue
-					}
-					saved = v
-				}
-			}
-		}
-	})
-
-	// FlowSpec.
-	if cfg.FlowSpec.Enabled {
-		fs := fsCfg // router_id auto resolved before anything started
-		if cfg.FlowSpec.RouterID == "auto" {
-			log.Info("flowspec.router_id auto", "router_id", fs.RouterID)
-		}
-		fc := flowspec.Config{ASN: fs.ASN, RouterID: fs.RouterID, ListenPort: fs.ListenPort, OnSessionDown: fs.OnSessionDown,
-			HoldTime: fs.HoldTime, Priority: fs.Priority, ConnectRetry: fs.ConnectRetry,
-			GracefulRestart: flowspec.GracefulRestart{Enabled: fs.GracefulRestart.GR(), RestartTime: fs.GracefulRestart.RestartTime,
-				LongLivedStaleTime: fs.GracefulRestart.LongLivedStaleTime}}
-		if fs.ListenAddress != "" {
-			fc.ListenAddresses = []string{fs.ListenAddress}
-		}
-		for _, n := range fs.Neighbors {
-			fc.Neighbors = append(fc.Neighbors, flowspec.Neighbor{Address: n.Address, ASN: n.ASN, Port: n.Port, Passive: n.Passive, LocalAddress: n.LocalAddress})
-		}
-		for _, a := range fs.AllowedDestinations {
-			fc.Allowed = append(fc.Allowed, netip.MustParsePrefix(a))
-		}
-		d.Speaker = flowspec.New(fc, st, log.With("component", "flowspec"), now)
-		g.Go(func() error { return d.Speaker.Run(gctx) })
-	}
-
-	// API: every listener within the configured limits, the TCP one over
-	// TLS when configured.
-	lim := api.Limits{ReadHeaderTimeout: cfg.API.ReadHeaderTimeout, ReadTimeout: cfg.API.ReadTimeout, WriteTimeout: cfg.API.WriteTimeout,
-		IdleTimeout: cfg.API.IdleTimeout, MaxConns: cfg.API.MaxConnections, MaxHeaderBytes: cfg.API.MaxHeaderBytes,
-		ErrorLog: slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn)}
-	apiSrv := &api.Server{Store: st, View: placer.View, Persist: save, Now: now, MaxBody: cfg.API.MaxBodyBytes}
-	if lns.unix != nil {
-		d.APIAddr = cfg.API.Socket
-		g.Go(func() error { return api.ServeLimited(gctx, lns.unix, apiSrv.Handler(), lim, nil) })
-	}
-	if lns.tcp != nil {
-		tcpSrv := *apiSrv
-		tcpSrv.Token = lns.token
-		g.Go(func() error { return api.ServeLimited(gctx, lns.tcp, tcpSrv.Handler(), lim, lns.tls) })
-	}
-
-	// Metrics.
-	src := metrics.Sources{View: placer.View, Store: st.Snapshot, Node: cfg.Node}
-	if d.Speaker != nil {
-		sp := d.Speaker
-		src.FlowSpec = func() (map[string]uint64, map[string]bool) { s := sp.Stats(); return s.Refused, s.Sessions }
-	}
-	src.StateCorrupt = func() uint64 { return stateCorrupt }
-	if d.Files != nil {
-		src.RuleFileRefusals = func() uint64 {
-			var n uint64
-			for _, f := range d.Files.Status() {
-				n += f.Refusals
-			}
-			return n
-		}
-	}
-	d.Metrics = metrics.New(src, cfg.Metrics.MaxRuleSeries)
-	if lns.metrics != nil {
-		d.HTTPAddr = lns.metrics.Addr().String()
-		h := metrics.HandlerWithReadiness(metrics.NewRegistry(d.Metrics), d.Readiness)
-		g.Go(func() error { return api.ServeLimited(gctx, lns.metrics, h, lim, nil) })
-	}
-
-	// The caller's tasks (--sim: the simulated NIC's traffic, the live view).
-	for _, t := range opt.Tasks {
-		g.Go(func() error { return t(gctx, d) })
-	}
-	if opt.Ready != nil {
-		opt.Ready(d)
-	}
-	log.Info("scrubd running", "node", cfg.Node, "api", d.APIAddr, "metrics", d.HTTPAddr,
-		"offload", cfg.Offload.Backend, "software", cfg.Software.Engine, "rule_files", len(cfg.Rules.Files))
-	err = g.Wait()
-	// Shutdown: every goroutine is done; placement state is ours now.
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.Timeout)
-	defer cancel()
-	if !cfg.KeepHW() {
-		n := placer.RemoveAllHW(sctx)
-		log.Info("shutdown: hardware rules removed (offload.keep_on_shutdown: false)", "rules", n)
-	} else {
-		log.Info("shutdown: hardware rules stay installed; the next start reconciles")
-	}
-	if serr := save(); serr != nil {
-		log.Error("state: final save failed", "err", serr)
-	}
-	if cfg.API.Socket != "" {
-		os.Remove(cfg.API.Socket)
-	}
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
 }
 
 // Readiness is /readyz: ready once the first placement round is done

@@ -1,0 +1,172 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/scrubd/scrubd/agent/config"
+	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// countSW is a software path that holds rules and counts nothing.
+type countSW struct {
+	mu  sync.Mutex
+	set *rule.Set
+}
+
+func (s *countSW) Name() string { return "test" }
+func (s *countSW) SetRules(set *rule.Set) error {
+	s.mu.Lock()
+	s.set = set
+	s.mu.Unlock()
+	return nil
+}
+func (s *countSW) Stats() dataplane.SWStats { return dataplane.SWStats{At: time.Now()} }
+func (s *countSW) Capacity() (int, float64) { return 1, 1e9 }
+
+// logBuffer is a bytes.Buffer safe for the agent's logger and the test.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// testConfig is an agent with no devices, its socket and state in dir.
+func testConfig(dir string) *config.Config {
+	c := config.Defaults()
+	c.StateDir = filepath.Join(dir, "state")
+	c.API.Socket = filepath.Join(dir, "api.sock")
+	c.Metrics.Listen = ""
+	c.Offload.Backend, c.Software.Engine = "none", "none"
+	return &c
+}
+
+// never is a ticker that does not tick: nothing polls on its own.
+func never(time.Duration) (<-chan time.Time, func()) { return nil, func() {} }
+
+// runAgent runs the agent on cfg until stop or the end of the test, and
+// returns once every source is up.
+func runAgent(t *testing.T, cfg *config.Config, opt Options) (stop func() error) {
+	t.Helper()
+	r := make(chan struct{})
+	opt.Paths = func(context.Context, *config.Config) (Paths, error) { return Paths{SW: &countSW{}}, nil }
+	opt.Ticker = never
+	opt.Ready = func(*Daemon) { close(r) }
+	ctx, cancel := context.WithCancel(context.Background())
+	finished := make(chan struct{})
+	var runErr error
+	go func() { runErr = Run(ctx, cfg, opt); close(finished) }()
+	stop = func() error { cancel(); <-finished; return runErr }
+	t.Cleanup(func() { stop() })
+	select {
+	case <-r:
+	case <-finished:
+		t.Fatalf("agent ended before it was ready: %v", runErr)
+	case <-time.After(20 * time.Second):
+		t.Fatal("agent not ready after 20 s")
+	}
+	return stop
+}
+
+// SIGHUP with no rule files says there is nothing to reload (it logged
+// nothing at all).
+func TestReloadWithoutRuleFilesIsLogged(t *testing.T) {
+	var logs logBuffer
+	reload := make(chan struct{}, 1)
+	stop := runAgent(t, testConfig(t.TempDir()), Options{Log: slog.New(slog.NewTextHandler(&logs, nil)), Reload: reload})
+	reload <- struct{}{}
+	want := "no rule files configured (rules.files is empty); nothing to reload"
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q after a reload:\n%s", want, logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The rule file is read (and so parsed) once at start: the config check
+// and the load share the one reading (it was read by both, and once more
+// when the poller started). The kernel counts the opens (inotify
+// IN_OPEN). No ticker ticks and no reload is asked for, so every open is
+// the start's. Closes are watched too: the kernel merges an event with an
+// identical one queued just before it, and open, close, open, close has
+// none.
+func TestRuleFileReadOnceAtStart(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(path, []byte("rules:\n  - {id: a, action: drop, match: {dst: 203.0.113.0/24, proto: udp}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, path, unix.IN_OPEN|unix.IN_CLOSE_NOWRITE); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(dir)
+	cfg.Rules.Files = []string{path}
+	var logs logBuffer
+	var d *Daemon
+	opt := Options{Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	got := make(chan struct{})
+	opt.Tasks = []func(context.Context, *Daemon) error{func(_ context.Context, dd *Daemon) error { d = dd; close(got); return nil }}
+	stop := runAgent(t, cfg, opt)
+	<-got
+	if _, ok := d.Store.Get("a"); !ok {
+		t.Fatalf("the rule file's rule is not in the store:\n%s", logs.String())
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	opens := 0
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EAGAIN || n <= 0 {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			// struct inotify_event: wd, mask, cookie, len (each 32
+			// bits), then len bytes of name.
+			mask, nameLen := binary.NativeEndian.Uint32(buf[off+4:]), binary.NativeEndian.Uint32(buf[off+12:])
+			if mask&unix.IN_OPEN != 0 {
+				opens++
+			}
+			off += unix.SizeofInotifyEvent + int(nameLen)
+		}
+	}
+	if opens != 1 {
+		t.Fatalf("the rule file was opened %d times at start, want 1\n%s", opens, logs.String())
+	}
+}
