@@ -531,6 +531,10 @@ func TestIncrementalPublishAgainstLinearScan(t *testing.T) {
 			}
 		}
 	}
+	every := 20 // steps between checks; -short (the race run) checks less often
+	if testing.Short() {
+		every = 250
+	}
 	var in []offload.Entry // installed, with handles
 	installs, removes := 0, 0
 	for step := range 6000 {
@@ -558,7 +562,7 @@ func TestIncrementalPublishAgainstLinearScan(t *testing.T) {
 			}
 			pool = slices.Delete(pool, i, i+1)
 		}
-		if step%20 == 0 {
+		if step%every == 0 {
 			check(step)
 		}
 	}
