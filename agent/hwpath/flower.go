@@ -11,7 +11,6 @@ import (
 	"github.com/scrubd/scrubd/internal/netdev"
 	"github.com/scrubd/scrubd/offload"
 	"github.com/scrubd/scrubd/offload/compile"
-	"github.com/scrubd/scrubd/offload/flowerbackend"
 	"github.com/scrubd/scrubd/offload/tcflower"
 )
 
@@ -57,7 +56,7 @@ func NewFlower(cfg *config.Config) (Flower, error) {
 			return Flower{}, fmt.Errorf("offload.devices[%d] %q: %w", i, dev, err)
 		}
 		devs[ifi.Index] = dev
-		bs = append(bs, flowerbackend.New(flowerbackend.Config{Client: cl, Ifindex: ifi.Index, Dev: dev, Caps: caps, Flags: tcflower.SkipSW}))
+		bs = append(bs, NewFlowerBackend(FlowerConfig{Client: cl, Ifindex: ifi.Index, Dev: dev, Caps: caps, Flags: tcflower.SkipSW}))
 	}
 	var b offload.Backend = bs[0]
 	if len(bs) > 1 {

@@ -1,4 +1,19 @@
-// Package hwpath adapts an offload.Backend (tc flower on a device, or the
+// Package hwpath holds the hardware path's adapters, from the agent's
+// rules down to a device's flow table:
+//
+//   - Path: an offload.Backend as the agent's rule-level
+//     dataplane.HW (below);
+//   - FlowerBackend: offload.Backend over tc flower (offload/tcflower, the
+//     netlink codec) on one device; Multi: every entry in each of several
+//     devices' tables;
+//   - NewFlower: the tc flower path the config names (offload.devices,
+//     scrubd's chain and priorities, the entry budget) and the watch of
+//     the devices' clsact qdisc.
+//
+// The simulated NIC (agent/sim) puts a Path over the simulated mlx5 table
+// (offload/sim).
+//
+// Path adapts an offload.Backend (tc flower on a device, or the
 // simulated mlx5 table) to the agent's rule-level dataplane.HW: it compiles
 // rules with offload/compile, keeps hardware from dropping what an accept
 // rule that decides first lets through, budgets entries and mask shapes,

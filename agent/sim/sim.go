@@ -283,7 +283,7 @@ func New(opt Options) (*NIC, error) {
 		w.Step() // post the first receive buffers
 	}
 	n.sw = &SW{n: n}
-	n.hw = &scaledHW{HW: path, scale: opt.Scale, nic: n.nicCounters}
+	n.hw = &hwpath.Scaled{HW: path, Scale: opt.Scale, NIC: n.nicCounters}
 	return n, nil
 }
 

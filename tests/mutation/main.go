@@ -151,7 +151,7 @@ var mutations = []mutation{
 		name: "skip_sw and skip_hw swapped",
 		edits: []edit{{"offload/tcflower/filter.go",
 			"\tSkipHW  Flags = 1 << 0\n\tSkipSW  Flags = 1 << 1\n", "\tSkipHW  Flags = 1 << 1\n\tSkipSW  Flags = 1 << 0\n", 1}},
-		pkgs: []string{"./offload/tcflower/", "./offload/flowerbackend/"},
+		pkgs: []string{"./offload/tcflower/", "./agent/hwpath/"},
 	},
 	{
 		name: "placement: a rule whose match changed under its id forgets the engine's last reading (double count)",

@@ -21,7 +21,6 @@ import (
 	"github.com/scrubd/scrubd/agent/store"
 	"github.com/scrubd/scrubd/offload"
 	"github.com/scrubd/scrubd/offload/compile"
-	"github.com/scrubd/scrubd/offload/flowerbackend"
 	"github.com/scrubd/scrubd/offload/nlerr"
 	"github.com/scrubd/scrubd/offload/tcflower"
 	"github.com/scrubd/scrubd/swpath/rule"
@@ -81,7 +80,7 @@ func repString(r offload.ReconcileReport) string {
 // ourFilters returns the filters with scrubd's 16-byte cookie and the rest.
 func ourFilters(fs []tcflower.Filter) (ours, others []tcflower.Filter) {
 	for _, f := range fs {
-		e, _ := flowerbackend.FromFilter(&f)
+		e, _ := hwpath.FromFilter(&f)
 		if e.Cookie.Ours() {
 			ours = append(ours, f)
 		} else {
@@ -92,7 +91,7 @@ func ourFilters(fs []tcflower.Filter) (ours, others []tcflower.Filter) {
 }
 
 // TestAgentNetdevsimFallsBackToSoftware drives the production stack
-// (flowerbackend with skip_sw, hwpath, placement) against netdevsim, whose
+// (hwpath's flower backend with skip_sw, hwpath, placement) against netdevsim, whose
 // driver refuses every flower filter in hardware: the drop rule must end up
 // in the software path with the driver's extack as the reason, and nothing
 // of scrubd's may stay on the device.
@@ -121,7 +120,7 @@ func TestAgentNetdevsimFallsBackToSoftware(t *testing.T) {
 	}
 
 	caps := offload.MLX5(0)
-	be := flowerbackend.New(flowerbackend.Config{Client: c, Ifindex: pfIdx, Dev: pf, Caps: caps, Flags: tcflower.SkipSW})
+	be := hwpath.NewFlowerBackend(hwpath.FlowerConfig{Client: c, Ifindex: pfIdx, Dev: pf, Caps: caps, Flags: tcflower.SkipSW})
 	hw := hwpath.New(hwpath.Config{Name: "tcflower:" + pf, Compile: agentCompile(caps),
 		Owner: offload.Owner{Chain: agentChain, PrioLo: agentPrioV4, PrioHi: agentPrioV6}}, be)
 	r := dropRule("dns-amp", 100, "198.51.100.0/24", rule.ProtoUDP, 53)
@@ -211,7 +210,7 @@ func TestAgentNetdevsimFallsBackToSoftware(t *testing.T) {
 }
 
 // TestAgentReconcileSoftwareFlower runs offload.Reconcile through
-// flowerbackend (skip_hw, Owner.Software) on a veth: a fresh install, a
+// hwpath's flower backend (skip_hw, Owner.Software) on a veth: a fresh install, a
 // restart with the same wanted set that changes nothing, and a restart
 // with one rule fewer that removes only that rule's entries. Foreign
 // filters (another cookie in our priority, our cookie in another
@@ -251,7 +250,7 @@ func TestAgentReconcileSoftwareFlower(t *testing.T) {
 	if _, err := c.EnsureQdisc(ia); err != nil {
 		t.Fatal(err)
 	}
-	be0 := flowerbackend.New(flowerbackend.Config{Client: c, Ifindex: ia, Dev: "scra0", Caps: caps, Flags: tcflower.SkipHW})
+	be0 := hwpath.NewFlowerBackend(hwpath.FlowerConfig{Client: c, Ifindex: ia, Dev: "scra0", Caps: caps, Flags: tcflower.SkipHW})
 	f1 := labFilters(ia)[1]
 	f1.Prio, f1.Handle = agentPrioV4, 900
 	f1.Actions = []tcflower.Action{tcflower.Drop([]byte("ovs-ufid-000003"))}
@@ -272,7 +271,7 @@ func TestAgentReconcileSoftwareFlower(t *testing.T) {
 
 	// readBack dumps through the backend: our entries by cookie, and the
 	// raw foreign filters.
-	readBack := func(b *flowerbackend.Backend) (map[offload.Cookie]offload.Installed, []tcflower.Filter) {
+	readBack := func(b *hwpath.FlowerBackend) (map[offload.Cookie]offload.Installed, []tcflower.Filter) {
 		t.Helper()
 		d, err := b.Dump(ctx)
 		if err != nil {
@@ -293,7 +292,7 @@ func TestAgentReconcileSoftwareFlower(t *testing.T) {
 		}
 		var others []tcflower.Filter
 		for _, f := range fs {
-			e, _ := flowerbackend.FromFilter(&f)
+			e, _ := hwpath.FromFilter(&f)
 			if !owner.Owns(&e) {
 				others = append(others, f)
 			}
@@ -340,7 +339,7 @@ func TestAgentReconcileSoftwareFlower(t *testing.T) {
 	// Restart (new client, new backend) with the same wanted set: nothing
 	// changes, handles included.
 	c2 := dial(t)
-	be1 := flowerbackend.New(flowerbackend.Config{Client: c2, Ifindex: ia, Dev: "scra0", Caps: caps, Flags: tcflower.SkipHW})
+	be1 := hwpath.NewFlowerBackend(hwpath.FlowerConfig{Client: c2, Ifindex: ia, Dev: "scra0", Caps: caps, Flags: tcflower.SkipHW})
 	rep, err = offload.Reconcile(ctx, be1, owner, wanted)
 	if err != nil || len(rep.Failed) > 0 || rep.Added != 0 || rep.Kept != 10 || rep.Removed != 0 {
 		t.Fatalf("restart reconcile %s, %v; want 10 kept, nothing else", repString(rep), err)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/scrubd/scrubd/agent/hwpath"
 	"github.com/scrubd/scrubd/offload"
-	"github.com/scrubd/scrubd/offload/flowerbackend"
 	"github.com/scrubd/scrubd/offload/tcflower"
 	"github.com/scrubd/scrubd/swpath/packet"
 	"github.com/scrubd/scrubd/swpath/rule"
@@ -19,7 +18,7 @@ import (
 )
 
 // TestPassEntriesCountExactly drives the agent's hardware path (hwpath over
-// flowerbackend, skip_hw on a veth: the kernel's software flower stands in
+// hwpath's flower backend, skip_hw on a veth: the kernel's software flower stands in
 // for the NIC) with a SYN-flood drop on a /24 that overlaps two accept
 // rules: the BGP session's listen-port rule and a route reflector's source
 // rule. The drop goes in whole at priority 10, the accept rules' pass
@@ -39,7 +38,7 @@ func TestPassEntriesCountExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	caps := offload.SoftwareFlower()
-	be := flowerbackend.New(flowerbackend.Config{Client: c, Ifindex: ia, Dev: "pss0", Caps: caps, Flags: tcflower.SkipHW})
+	be := hwpath.NewFlowerBackend(hwpath.FlowerConfig{Client: c, Ifindex: ia, Dev: "pss0", Caps: caps, Flags: tcflower.SkipHW})
 	cc := agentCompile(caps)
 	cc.PassPrioV4, cc.PassPrioV6 = 8, 9
 	hp := hwpath.New(hwpath.Config{Name: "lab", Compile: cc, Owner: offload.Owner{Chain: agentChain, PrioLo: 8, PrioHi: agentPrioV6, Software: true}}, be)

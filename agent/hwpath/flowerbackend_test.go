@@ -1,4 +1,4 @@
-package flowerbackend
+package hwpath
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func swCaps() offload.Capabilities {
 // tcflower validates, encodes and decodes, and that the decoded filter
 // converts back to the same entry (match, table, cookie).
 func TestEntriesSurviveTheCodec(t *testing.T) {
-	b := New(Config{Ifindex: 7, Flags: tcflower.SkipSW})
+	b := NewFlowerBackend(FlowerConfig{Ifindex: 7, Flags: tcflower.SkipSW})
 	n := 0
 	for seed := range uint64(30) {
 		s := traffic.RandomRules(seed, 60)
@@ -101,7 +101,7 @@ func TestReconcileOverFlower(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b := New(Config{Client: k, Ifindex: 7, Dev: "eth0", Caps: swCaps(), Flags: tcflower.SkipHW})
+	b := NewFlowerBackend(FlowerConfig{Client: k, Ifindex: 7, Dev: "eth0", Caps: swCaps(), Flags: tcflower.SkipHW})
 	owner := offload.Owner{PrioLo: 10, PrioHi: 12, Software: true}
 	a, c, x := dropRule("a", "203.0.113.0/24", 53), dropRule("c", "198.51.100.0/24", 123), dropRule("x", "2001:db8::/32", 19)
 	rep, err := offload.Reconcile(ctx, b, owner, entries(t, a, c))
@@ -136,7 +136,7 @@ func TestErrorsKeepExtack(t *testing.T) {
 		}
 		return nlerr.New("install", "eth0", f.ID(), unix.ENOSPC, "", 0)
 	}}
-	b := New(Config{Client: k, Ifindex: 7, Dev: "eth0", Caps: offload.MLX5(4096), Flags: tcflower.SkipSW})
+	b := NewFlowerBackend(FlowerConfig{Client: k, Ifindex: 7, Dev: "eth0", Caps: offload.MLX5(4096), Flags: tcflower.SkipSW})
 	res, err := b.Install(ctx, entries(t, dropRule("a", "203.0.113.0/24", 53), dropRule("b", "203.0.113.0/24", 54)))
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +167,7 @@ func (s *statsClient) Dump(q tcflower.DumpQuery) ([]tcflower.Filter, error) { re
 func TestStatsHardwareOrSoftware(t *testing.T) {
 	now := time.Unix(1000, 0)
 	e := entries(t, dropRule("a", "203.0.113.0/24", 53))[0]
-	f, _ := New(Config{Ifindex: 7}).ToFilter(&e)
+	f, _ := NewFlowerBackend(FlowerConfig{Ifindex: 7}).ToFilter(&e)
 	f.Handle = 9
 	f.Actions[0].Stats = tcflower.Stats{Packets: 10, Bytes: 1000, HWPackets: 7, HWBytes: 700, Present: true}
 	f.Actions[0].Times.LastUse = 250 // 2.5 s ago
@@ -176,7 +176,7 @@ func TestStatsHardwareOrSoftware(t *testing.T) {
 		flags tcflower.Flags
 		pkts  uint64
 	}{{tcflower.SkipSW, 7}, {tcflower.SkipHW, 10}} {
-		b := New(Config{Client: c, Ifindex: 7, Flags: tt.flags, Now: func() time.Time { return now }})
+		b := NewFlowerBackend(FlowerConfig{Client: c, Ifindex: 7, Flags: tt.flags, Now: func() time.Time { return now }})
 		st, err := b.Stats(context.Background())
 		if err != nil || len(st) != 1 || st[0].Packets != tt.pkts || st[0].Cookie != e.Cookie || st[0].Handle != 9 ||
 			!st[0].LastUsed.Equal(now.Add(-2500*time.Millisecond)) {
@@ -187,7 +187,7 @@ func TestStatsHardwareOrSoftware(t *testing.T) {
 
 func TestProtocolAllSharesOnePriority(t *testing.T) {
 	k := &fakeKernel{}
-	b := New(Config{Client: k, Ifindex: 7, Caps: swCaps(), Flags: tcflower.SkipHW, ProtocolAll: true})
+	b := NewFlowerBackend(FlowerConfig{Client: k, Ifindex: 7, Caps: swCaps(), Flags: tcflower.SkipHW, ProtocolAll: true})
 	rs := []rule.Rule{dropRule("a", "203.0.113.0/24", 53), dropRule("x", "2001:db8::/32", 19)}
 	var es []offload.Entry
 	for i := range rs {
@@ -200,7 +200,7 @@ func TestProtocolAllSharesOnePriority(t *testing.T) {
 	}
 	// without ProtocolAll the second family at the same priority is refused
 	k2 := &fakeKernel{}
-	b2 := New(Config{Client: k2, Ifindex: 7, Caps: swCaps(), Flags: tcflower.SkipHW})
+	b2 := NewFlowerBackend(FlowerConfig{Client: k2, Ifindex: 7, Caps: swCaps(), Flags: tcflower.SkipHW})
 	res, _ = b2.Install(context.Background(), es)
 	if res[0].Err != nil || res[1].Err == nil {
 		t.Fatalf("%+v", res)

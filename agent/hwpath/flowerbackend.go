@@ -1,4 +1,44 @@
-// Package flowerbackend implements offload.Backend over tc flower
+package hwpath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/scrubd/scrubd/offload"
+	"github.com/scrubd/scrubd/offload/nlerr"
+	"github.com/scrubd/scrubd/offload/tcflower"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// FlowerClient is the part of *tcflower.Client the backend uses.
+type FlowerClient interface {
+	Batch(ops []tcflower.Op, o tcflower.BatchOptions) []tcflower.Result
+	Dump(q tcflower.DumpQuery) ([]tcflower.Filter, error)
+	EnsureQdisc(ifindex int) (tcflower.QdiscState, error)
+}
+
+var _ FlowerClient = (*tcflower.Client)(nil)
+
+// FlowerConfig configures a FlowerBackend.
+type FlowerConfig struct {
+	Client  FlowerClient
+	Ifindex int
+	Dev     string // device name for errors
+	// Caps are the device's capabilities (probed by the caller); KeySCTPPorts
+	// is removed since tcflower does not encode SCTP ports.
+	Caps offload.Capabilities
+	// Flags: tcflower.SkipSW for hardware, tcflower.SkipHW for software
+	// flower (lab, tests). tcflower.Verbose may be added.
+	Flags tcflower.Flags
+	// ProtocolAll installs every filter with protocol ETH_P_ALL.
+	ProtocolAll bool
+	// Now is the clock for LastUsed; time.Now when nil.
+	Now func() time.Time
+}
+
+// FlowerBackend implements offload.Backend over tc flower
 // (offload/tcflower): each offload.Entry becomes one flower filter on the
 // ingress hook of a device with a gact drop action carrying the entry's
 // 16-byte cookie, in the entry's chain and priority.
@@ -15,59 +55,20 @@
 // action's lastuse age (USER_HZ ticks, 100 per second).
 //
 // The filter protocol is ETH_P_IP or ETH_P_IPV6 by the entry's family, or
-// ETH_P_ALL when Config.ProtocolAll is set (one priority for both
+// ETH_P_ALL when FlowerConfig.ProtocolAll is set (one priority for both
 // families; the EtherType key is always set). Entries need ip_proto != 0
 // when they match a protocol (flower cannot match ip_proto 0), and SCTP
 // ports are not encoded by tcflower: Capabilities never includes them.
-package flowerbackend
-
-import (
-	"context"
-	"errors"
-	"fmt"
-	"time"
-
-	"github.com/scrubd/scrubd/offload"
-	"github.com/scrubd/scrubd/offload/nlerr"
-	"github.com/scrubd/scrubd/offload/tcflower"
-	"github.com/scrubd/scrubd/swpath/rule"
-)
-
-// Client is the part of *tcflower.Client the backend uses.
-type Client interface {
-	Batch(ops []tcflower.Op, o tcflower.BatchOptions) []tcflower.Result
-	Dump(q tcflower.DumpQuery) ([]tcflower.Filter, error)
-	EnsureQdisc(ifindex int) (tcflower.QdiscState, error)
+//
+// It is safe for concurrent use.
+type FlowerBackend struct {
+	cfg FlowerConfig
 }
 
-var _ Client = (*tcflower.Client)(nil)
+var _ offload.Backend = (*FlowerBackend)(nil)
 
-// Config configures a Backend.
-type Config struct {
-	Client  Client
-	Ifindex int
-	Dev     string // device name for errors
-	// Caps are the device's capabilities (probed by the caller); KeySCTPPorts
-	// is removed since tcflower does not encode SCTP ports.
-	Caps offload.Capabilities
-	// Flags: tcflower.SkipSW for hardware, tcflower.SkipHW for software
-	// flower (lab, tests). tcflower.Verbose may be added.
-	Flags tcflower.Flags
-	// ProtocolAll installs every filter with protocol ETH_P_ALL.
-	ProtocolAll bool
-	// Now is the clock for LastUsed; time.Now when nil.
-	Now func() time.Time
-}
-
-// Backend is a tc flower offload.Backend. It is safe for concurrent use.
-type Backend struct {
-	cfg Config
-}
-
-var _ offload.Backend = (*Backend)(nil)
-
-// New returns a Backend.
-func New(cfg Config) *Backend {
+// NewFlowerBackend returns a FlowerBackend.
+func NewFlowerBackend(cfg FlowerConfig) *FlowerBackend {
 	cfg.Caps.Keys &^= offload.KeySCTPPorts
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -75,11 +76,11 @@ func New(cfg Config) *Backend {
 	if cfg.Dev == "" {
 		cfg.Dev = fmt.Sprintf("ifindex %d", cfg.Ifindex)
 	}
-	return &Backend{cfg: cfg}
+	return &FlowerBackend{cfg: cfg}
 }
 
 // Capabilities returns the configured capabilities.
-func (b *Backend) Capabilities(ctx context.Context) (offload.Capabilities, error) {
+func (b *FlowerBackend) Capabilities(ctx context.Context) (offload.Capabilities, error) {
 	return b.cfg.Caps, ctx.Err()
 }
 
@@ -98,7 +99,7 @@ func addrMask(fam rule.Family, a, m rule.Addr) tcflower.AddrMask {
 }
 
 // ToFilter converts an entry to the flower filter the backend installs.
-func (b *Backend) ToFilter(e *offload.Entry) (tcflower.Filter, error) {
+func (b *FlowerBackend) ToFilter(e *offload.Entry) (tcflower.Filter, error) {
 	m := e.Match
 	m.Normalize()
 	if m.Family != rule.IPv4 && m.Family != rule.IPv6 {
@@ -191,7 +192,7 @@ func FromFilter(f *tcflower.Filter) (e offload.Entry, ok bool) {
 
 // mapErr turns a tcflower result error into an *offload.EntryError that
 // keeps the errno and extack.
-func (b *Backend) mapErr(op string, e *offload.Entry, err error) error {
+func (b *FlowerBackend) mapErr(op string, e *offload.Entry, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -221,7 +222,7 @@ func (b *Backend) mapErr(op string, e *offload.Entry, err error) error {
 
 // Install adds entries in one batch (many requests per sendmsg), after
 // making sure the ingress qdisc exists.
-func (b *Backend) Install(ctx context.Context, es []offload.Entry) ([]offload.Result, error) {
+func (b *FlowerBackend) Install(ctx context.Context, es []offload.Entry) ([]offload.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -251,7 +252,7 @@ func (b *Backend) Install(ctx context.Context, es []offload.Entry) ([]offload.Re
 
 // Remove deletes entries by chain, priority and handle; an entry without a
 // handle is looked up by cookie in a dump first.
-func (b *Backend) Remove(ctx context.Context, es []offload.Entry) ([]offload.Result, error) {
+func (b *FlowerBackend) Remove(ctx context.Context, es []offload.Entry) ([]offload.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -301,7 +302,7 @@ func (b *Backend) Remove(ctx context.Context, es []offload.Entry) ([]offload.Res
 	return res, nil
 }
 
-func (b *Backend) dump(ctx context.Context, terse bool) ([]tcflower.Filter, error) {
+func (b *FlowerBackend) dump(ctx context.Context, terse bool) ([]tcflower.Filter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -313,7 +314,7 @@ func (b *Backend) dump(ctx context.Context, terse bool) ([]tcflower.Filter, erro
 }
 
 // Dump reads back every flower filter on the device's ingress hook.
-func (b *Backend) Dump(ctx context.Context) ([]offload.Installed, error) {
+func (b *FlowerBackend) Dump(ctx context.Context) ([]offload.Installed, error) {
 	fs, err := b.dump(ctx, false)
 	if err != nil {
 		return nil, err
@@ -331,7 +332,7 @@ func (b *Backend) Dump(ctx context.Context) ([]offload.Installed, error) {
 const userHZ = 100
 
 // Stats reads every filter's counters with a terse dump.
-func (b *Backend) Stats(ctx context.Context) ([]offload.Stats, error) {
+func (b *FlowerBackend) Stats(ctx context.Context) ([]offload.Stats, error) {
 	fs, err := b.dump(ctx, true)
 	if err != nil {
 		return nil, err

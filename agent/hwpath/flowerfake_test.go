@@ -1,4 +1,4 @@
-package flowerbackend
+package hwpath
 
 import (
 	"cmp"
