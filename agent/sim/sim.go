@@ -62,6 +62,7 @@ import (
 	"github.com/scrubd/scrubd/agent/dataplane"
 	"github.com/scrubd/scrubd/agent/hwpath"
 	"github.com/scrubd/scrubd/agent/plan"
+	"github.com/scrubd/scrubd/agent/swengine"
 	"github.com/scrubd/scrubd/offload"
 	"github.com/scrubd/scrubd/offload/compile"
 	osim "github.com/scrubd/scrubd/offload/sim"
@@ -159,7 +160,7 @@ type NIC struct {
 	clock *osim.FakeClock
 	hwNIC *osim.NIC
 	hw    dataplane.HW
-	sw    *SW
+	sw    *swengine.Emulated
 	dv    *dvsim.Sim
 
 	flows [][]variant
@@ -282,7 +283,8 @@ func New(opt Options) (*NIC, error) {
 	for _, w := range d.Workers {
 		w.Step() // post the first receive buffers
 	}
-	n.sw = &SW{n: n}
+	n.sw = swengine.NewEmulated(swengine.EmulatedConfig{DV: d, Scale: opt.Scale, Workers: opt.Workers, Hz: opt.Hz,
+		ModelLost: func(q int) uint64 { return n.modelOOB[q].Load() }, ProtectedLost: n.ProtectedLost})
 	n.hw = &hwpath.Scaled{HW: path, Scale: opt.Scale, NIC: n.nicCounters}
 	return n, nil
 }
@@ -319,7 +321,7 @@ func (n *NIC) Close() error {
 	n.closeOnce.Do(func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		n.sw.freeze()
+		n.sw.Freeze()
 		n.closed.Store(true)
 		n.closeErr = n.dv.Close()
 		if n.closeErr == nil && n.dv.Leaked != 0 {
@@ -595,7 +597,7 @@ type EngineStats struct {
 
 // Engine returns the engine's counters (zero after Close).
 func (n *NIC) Engine() EngineStats {
-	es := EngineStats{Workers: len(n.dv.Workers), Forward: !n.opt.Host, CyclesPerTick: float64(n.cycles(1<<20)) / (1 << 20)}
+	es := EngineStats{Workers: len(n.dv.Workers), Forward: !n.opt.Host, CyclesPerTick: float64(swengine.EmulatedCycles(1<<20, n.opt.Hz)) / (1 << 20)}
 	if n.closed.Load() {
 		return es
 	}

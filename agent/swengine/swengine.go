@@ -9,13 +9,13 @@
 //     (xdpSW), with its cost per packet sampled from the kernel's BPF
 //     run-time statistics (xdpCost);
 //   - none: nothing enforces what hardware cannot hold (noSW);
+//   - dv over the NIC emulator: the simulated NIC's software path
+//     (Emulated, which agent/sim builds for offload.backend sim), its
+//     counters scaled with the simulation's traffic;
 //   - the start-up calibration of software.cycles_per_packet auto
 //     (Calibrate: a short swpath/bench run).
 //
-// The Direct Verbs engine over the NIC emulator (offload.backend sim) is
-// part of the simulated NIC (agent/sim.SW): its counters are scaled with
-// the simulation's traffic. agent/backend chooses between them from the
-// config.
+// agent/backend chooses among them from the config.
 package swengine
 
 import (
