@@ -60,7 +60,7 @@ rm -rf "$gc"
 step arm64 "arm64 under qemu-user"
 GOARCH=arm64 go test -count=1 -short -timeout 30m -exec qemu-aarch64-static \
   ./arm/... ./x86/... ./swpath/... ./offload/... ./deploy/... \
-  ./agent/plan/... ./agent/placement/... ./agent/store/... ./agent/protect/... ./agent/config/... ./agent/metrics/...
+  ./agent/plan/... ./agent/placement/... ./agent/store/... ./agent/protect/... ./agent/config/... ./agent/metrics/... ./agent/hwpath/...
 
 step bench "benchmarks compile and run once"
 # The figures are not kept; a failure or panic is shown.
