@@ -93,8 +93,7 @@ type Options struct {
 	// tests give their own).
 	Paths func(ctx context.Context, cfg *config.Config) (Paths, error)
 	// Tasks run beside the agent once every source is up, each until ctx
-	// ends (--sim: the simulated NIC's traffic and the live view); an
-	// error from one stops the agent.
+	// ends (run --sim: the live view); an error from one stops the agent.
 	Tasks []func(ctx context.Context, d *Daemon) error
 	// Reload triggers a rule-file reload (SIGHUP).
 	Reload <-chan struct{}
