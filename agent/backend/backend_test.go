@@ -1,9 +1,12 @@
 package backend
 
 import (
+	"context"
+	"strings"
 	"testing"
 
 	"github.com/scrubd/scrubd/agent/config"
+	"github.com/scrubd/scrubd/agent/sim"
 	"github.com/scrubd/scrubd/agent/swengine"
 )
 
@@ -30,5 +33,51 @@ func TestSimRingFromConfig(t *testing.T) {
 	defer n.Close()
 	if rq, _ := n.Rings(); rq != want {
 		t.Fatalf("auto: rings %d, want the model's %d (%s)", rq, want, why)
+	}
+}
+
+// The config chooses the paths, the simulated NIC like any other backend:
+// offload.backend sim gives the simulated table and the dv engine over the
+// emulator (with its traffic as the dataplane's work), none and none give
+// no hardware path and the engine that enforces nothing, and a backend or
+// engine the build cannot wire is refused naming the key and the value.
+func TestPathsFromConfig(t *testing.T) {
+	ctx := context.Background()
+	c := config.Sim(t.TempDir())
+	var got *sim.NIC
+	p, err := Builder{SimScale: 5000, OnSim: func(n *sim.NIC) { got = n }}.Paths(ctx, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || p.HW == nil || p.SW == nil || p.Run == nil || p.Close == nil || p.Watch == nil {
+		t.Fatalf("sim: nic %v, paths %+v", got, p)
+	}
+	if p.HW.Name() != "sim-mlx5" || p.SW.Name() != "dv (emulated NIC)" || got.Scale() != 5000 {
+		t.Fatalf("sim: hw %q, sw %q, scale %v", p.HW.Name(), p.SW.Name(), got.Scale())
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	n := config.Defaults()
+	n.Offload.Backend, n.Software.Engine = "none", "none"
+	p, err = Paths(ctx, &n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.HW != nil || p.SW == nil || p.SW.Name() != "none" || p.Run != nil {
+		t.Fatalf("none/none: %+v", p)
+	}
+
+	for _, bad := range []struct{ backend, engine, want string }{
+		{"sim", "xdp", `software.engine "xdp"`},
+		{"flowtable", "none", `offload.backend "flowtable"`},
+		{"none", "go", `software.engine "go"`},
+	} {
+		b := config.Defaults()
+		b.Offload.Backend, b.Software.Engine = bad.backend, bad.engine
+		if _, err := Paths(ctx, &b); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s/%s: err %v, want one naming %s", bad.backend, bad.engine, err, bad.want)
+		}
 	}
 }
