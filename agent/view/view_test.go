@@ -250,3 +250,58 @@ func TestStatusLines(t *testing.T) {
 		t.Errorf("%d cycles/pkt figures, want one:\n%s", n, out)
 	}
 }
+
+// Run draws the terminal view with what its Config carries: the socket
+// and the metrics URL the caller passes, redrawn in place once a second
+// (by the injected clock), each frame fitting 80x24.
+func TestRunDrawsTerminalView(t *testing.T) {
+	n, err := sim.New(sim.Options{Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Scale: 1000, HWEntries: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	st := store.New(&protect.List{}, n.Now)
+	p := placement.New(placement.Config{CyclesPerPacket: 297}, n.HW(), n.SW(), slog.New(slog.NewTextHandler(io.Discard, nil)), n.Now)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	snap := st.Snapshot()
+	p.Apply(ctx, snap)
+	for range 10 {
+		n.Step(100 * time.Millisecond)
+	}
+	p.Tick(ctx)
+	ticks := make(chan time.Time)
+	var clock atomic.Int64
+	var out strings.Builder
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{NIC: n, Store: st, Placer: p, NoDemo: true, Out: &out, TTY: true,
+			APISocket: "/run/user/1000/scrubd/sim.sock", MetricsURL: "http://127.0.0.1:9477/metrics",
+			Now:    func() time.Time { return time.Unix(clock.Add(1), 0) }, // a second later at every call
+			Ticker: func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }})
+	}()
+	for range 3 {
+		ticks <- time.Time{}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	frames := strings.Split(out.String(), clearScreen)
+	if len(frames) != 4 || frames[0] != "" {
+		t.Fatalf("%d frames (want 3, each after a clear):\n%q", len(frames)-1, out.String())
+	}
+	last := frames[3]
+	lines := strings.Split(last, "\n")
+	if len(lines) > 24 {
+		t.Errorf("%d lines", len(lines))
+	}
+	for _, l := range lines {
+		if utf8.RuneCountInString(l) > 80 {
+			t.Errorf("%d columns: %q", utf8.RuneCountInString(l), l)
+		}
+	}
+	has(t, lines, "API socket  /run/user/1000/scrubd/sim.sock")
+	has(t, lines, "metrics     http://127.0.0.1:9477/metrics")
+	has(t, lines, "protected lost ")
+}
