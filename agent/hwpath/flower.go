@@ -11,6 +11,7 @@ import (
 	"github.com/scrubd/scrubd/internal/netdev"
 	"github.com/scrubd/scrubd/offload"
 	"github.com/scrubd/scrubd/offload/compile"
+	"github.com/scrubd/scrubd/offload/devcheck"
 	"github.com/scrubd/scrubd/offload/tcflower"
 )
 
@@ -47,16 +48,29 @@ func NewFlower(cfg *config.Config) (Flower, error) {
 		return Flower{}, fmt.Errorf("offload: netlink: %w", err)
 	}
 	caps := offload.MLX5(defaultEntries)
+	// The devices' drop counters (ethtool -S) for scrubd_nic_dropped_packets_total;
+	// the agent runs on without them when the ioctl socket cannot be opened.
+	et, etErr := devcheck.OpenEthtool()
+	closeAll := func() error {
+		if et != nil {
+			et.Close()
+		}
+		return cl.Close()
+	}
 	var bs []offload.Backend
 	devs := map[int]string{}
 	for i, dev := range cfg.Offload.Devices {
 		ifi, err := netdev.ByName(dev)
 		if err != nil {
-			cl.Close()
+			closeAll()
 			return Flower{}, fmt.Errorf("offload.devices[%d] %q: %w", i, dev, err)
 		}
 		devs[ifi.Index] = dev
-		bs = append(bs, NewFlowerBackend(FlowerConfig{Client: cl, Ifindex: ifi.Index, Dev: dev, Caps: caps, Flags: tcflower.SkipSW}))
+		fc := FlowerConfig{Client: cl, Ifindex: ifi.Index, Dev: dev, Caps: caps, Flags: tcflower.SkipSW}
+		if etErr == nil {
+			fc.Counters = dropCounters(et, dev)
+		}
+		bs = append(bs, NewFlowerBackend(fc))
 	}
 	var b offload.Backend = bs[0]
 	if len(bs) > 1 {
@@ -67,8 +81,21 @@ func NewFlower(cfg *config.Config) (Flower, error) {
 		PassPrioV4: hwPassPrioV4, PassPrioV6: hwPassPrioV6},
 		Owner: offload.Owner{Chain: hwChain, PrioLo: hwPassPrioV4, PrioHi: hwPrioV6}, MaxEntries: cfg.Offload.MaxEntries, MaxMasks: cfg.Offload.MaxMasks,
 		MaxEntriesPerRule: cfg.Offload.MaxEntriesPerRule}, b)
-	return Flower{HW: hw, Close: cl.Close,
+	return Flower{HW: hw, Close: closeAll,
 		Watch: func(ctx context.Context, lost func(string)) error { return watchQdisc(ctx, devs, lost) }}, nil
+}
+
+// dropCounters reads dev's ethtool statistics and keeps the drop counters
+// (devcheck.DropCounters: mlx5's rx_discards_phy, rx_out_of_buffer and the
+// like, as the kernel's mlx5 counters.rst names them).
+func dropCounters(et *devcheck.Ethtool, dev string) func(context.Context) (map[string]uint64, error) {
+	return func(context.Context) (map[string]uint64, error) {
+		st, err := et.Stats(dev)
+		if err != nil {
+			return nil, err
+		}
+		return devcheck.DropCounters(st), nil
+	}
 }
 
 // watchQdisc follows the rtnetlink TC group: when the clsact (or ingress)

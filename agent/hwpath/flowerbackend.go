@@ -36,6 +36,9 @@ type FlowerConfig struct {
 	ProtocolAll bool
 	// Now is the clock for LastUsed; time.Now when nil.
 	Now func() time.Time
+	// Counters reads the device's own drop counters by name (ethtool -S's
+	// names; NICCounters). Nil: the backend reports none.
+	Counters func(ctx context.Context) (map[string]uint64, error)
 }
 
 // FlowerBackend implements offload.Backend over tc flower
@@ -77,6 +80,15 @@ func NewFlowerBackend(cfg FlowerConfig) *FlowerBackend {
 		cfg.Dev = fmt.Sprintf("ifindex %d", cfg.Ifindex)
 	}
 	return &FlowerBackend{cfg: cfg}
+}
+
+// NICCounters returns the device's drop counters (FlowerConfig.Counters),
+// or none when no reader is configured.
+func (b *FlowerBackend) NICCounters(ctx context.Context) (map[string]uint64, error) {
+	if b.cfg.Counters == nil {
+		return nil, nil
+	}
+	return b.cfg.Counters(ctx)
 }
 
 // Capabilities returns the configured capabilities.
