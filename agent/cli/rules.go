@@ -60,7 +60,7 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	certFile := fs.String("cert-file", "", "--addr: client certificate `file` (PEM) for mutual TLS")
 	keyFile := fs.String("key-file", "", "--addr: the client certificate's key `file` (PEM)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), rulesUsage+"\n", apisock.SimPath(), apisock.Default)
+		fmt.Fprintf(fs.Output(), rulesUsage+"\n", sockEnv.SimPath(), apisock.Default)
 		fs.PrintDefaults()
 	}
 	rest, code, ok := ParseArgs(fs, args, stdout, stderr)
