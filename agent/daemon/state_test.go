@@ -176,3 +176,44 @@ func TestStateOlderFileAndCorruptSource(t *testing.T) {
 		t.Fatalf("moved aside: %v", aside)
 	}
 }
+
+// BenchmarkStateSaveAt100k: one API rule put into a store that holds a
+// 100k-rule file, then the state saved, as an API add does before it
+// answers. "changed" is the saver (only the API's file is written),
+// "whole" every persisted source written from a snapshot (SaveState).
+func BenchmarkStateSaveAt100k(b *testing.B) {
+	now := func() time.Time { return stateT0 }
+	st := store.New(nil, now)
+	file := make([]rule.Rule, 100000)
+	for i := range file {
+		file[i] = dropRule(fmt.Sprintf("f%d", i), i)
+	}
+	if _, err := st.Replace("file:/etc/scrubd/rules.yaml", file); err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []string{"changed", "whole"} {
+		b.Run(mode, func(b *testing.B) {
+			dir := b.TempDir()
+			s := NewStateSaver(dir, st, now)
+			if err := s.Save(); err != nil {
+				b.Fatal(err)
+			}
+			i := 0
+			for b.Loop() {
+				if _, err := st.Put("api", dropRule(fmt.Sprintf("a%d", i), 1<<22+i)); err != nil {
+					b.Fatal(err)
+				}
+				i++
+				var err error
+				if mode == "changed" {
+					err = s.Save()
+				} else {
+					err = SaveState(dir, st.Snapshot(), now())
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
