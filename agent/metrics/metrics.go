@@ -38,10 +38,7 @@ type Sources struct {
 	// RuleCounts returns the store's rules counted by source and status
 	// (store.Store.Counts: kept as rules come and go, no copy of them).
 	RuleCounts func() []store.Count
-	// Store is read for the same counts when RuleCounts is nil; it copies
-	// every rule, once per scrape.
-	Store func() store.Snapshot
-	Node  string
+	Node       string
 	// FlowSpec, when set, returns routes refused by reason and each
 	// neighbour's session state.
 	FlowSpec func() (refused map[string]uint64, sessions map[string]bool)
@@ -178,14 +175,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, c.src.Node, c.version)
 	type key struct{ src, st string }
 	n := map[key]float64{}
-	switch {
-	case c.src.RuleCounts != nil:
+	if c.src.RuleCounts != nil {
 		for _, rc := range c.src.RuleCounts() {
 			n[key{sourceKind(rc.Source), string(rc.Status)}] += float64(rc.N)
-		}
-	case c.src.Store != nil:
-		for _, e := range c.src.Store().Entries {
-			n[key{sourceKind(e.Source), string(e.Status)}]++
 		}
 	}
 	for k, v := range n {

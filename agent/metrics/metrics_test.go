@@ -62,8 +62,8 @@ func has(t *testing.T, text, line string) {
 
 func TestBoundedRuleSeries(t *testing.T) {
 	v := view(10)
-	c := New(Sources{View: func() *placement.View { return v }, Store: func() store.Snapshot {
-		return store.Snapshot{Entries: []store.Entry{{Source: "bgp:192.0.2.1", Status: store.Active}, {Source: "file:/x", Status: store.Refused}}}
+	c := New(Sources{View: func() *placement.View { return v }, RuleCounts: func() []store.Count {
+		return []store.Count{{Source: "bgp:192.0.2.1", Status: store.Active, N: 1}, {Source: "file:/x", Status: store.Refused, N: 1}}
 	}, Node: "t", FlowSpec: func() (map[string]uint64, map[string]bool) {
 		return map[string]uint64{"unsupported_action": 2}, map[string]bool{"192.0.2.1": true}
 	}}, 3)
