@@ -4,7 +4,7 @@
 #   start `scrubd run --config` (offload.backend sim, 4096 entries,
 #   software.engine dv with 2 workers), poll /readyz every 200 ms, read the
 #   peak RSS (VmHWM) at ready, time `scrubd rules list` (table and --json)
-#   and `--limit 1000`, time `scrubd rules add` of one rule (the agent
+#   and `--limit 1000`, one /metrics scrape, time `scrubd rules add` of one rule (the agent
 #   saves its state before it answers), then SIGTERM and time the exit.
 # Prints one line of key=value figures. RULES defaults to 100000.
 set -euo pipefail
@@ -63,6 +63,7 @@ sleep 2 # placement's first round is done; the list reads a quiet agent
 l0=$(now); "$bin" rules --socket "$dir/api.sock" list >"$dir/list.txt"; l1=$(now)
 j0=$(now); "$bin" rules --socket "$dir/api.sock" --json list >"$dir/list.json"; j1=$(now)
 p0=$(now); "$bin" rules --socket "$dir/api.sock" --limit 1000 list >/dev/null 2>&1; p1=$(now)
+m0=$(now); curl -s -o /dev/null "http://127.0.0.1:$port/metrics"; m1=$(now)
 echo '{id: scale-add, action: drop, match: {dst: 198.51.100.7/32, proto: udp}}' >"$dir/one.yaml"
 a0=$(now); "$bin" rules --socket "$dir/api.sock" add "$dir/one.yaml" >/dev/null; a1=$(now)
 hwm_list=$(awk '/VmHWM/{print $2}' /proc/$pid/status)
@@ -72,5 +73,5 @@ trap - EXIT
 f() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
 echo "rules=$n ready_s=$(f "$t0" "$ready") vmhwm_ready_mb=$((hwm_ready / 1024)) vmrss_ready_mb=$((rss_ready / 1024))" \
 	"list_s=$(f "$l0" "$l1") list_lines=$(wc -l <"$dir/list.txt") list_json_s=$(f "$j0" "$j1") list_json_mb=$(($(stat -c %s "$dir/list.json") / 1048576))" \
-	"page1000_s=$(f "$p0" "$p1") api_add_s=$(f "$a0" "$a1") vmhwm_after_list_mb=$((hwm_list / 1024)) vmrss_after_list_mb=$((rss_steady / 1024)) sigterm_exit_s=$(f "$s0" "$s1")" \
+	"page1000_s=$(f "$p0" "$p1") api_add_s=$(f "$a0" "$a1") metrics_s=$(f "$m0" "$m1") vmhwm_after_list_mb=$((hwm_list / 1024)) vmrss_after_list_mb=$((rss_steady / 1024)) sigterm_exit_s=$(f "$s0" "$s1")" \
 	"load=\"$(cut -d' ' -f1-3 /proc/loadavg)\""
