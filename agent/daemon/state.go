@@ -65,7 +65,7 @@ func sourceFile(src string) string {
 
 // writeSource writes one source's rules in force to its file atomically
 // (temp file, fsync, rename), one rule per line as it goes.
-func writeSource(dir, src string, es []store.Entry, now time.Time) error {
+func writeSource(dir, src string, rs []*rule.Rule, now time.Time) error {
 	tmp, err := os.CreateTemp(dir, ".source-*.yaml")
 	if err != nil {
 		return err
@@ -77,21 +77,16 @@ func writeSource(dir, src string, es []store.Entry, now time.Time) error {
 	}
 	w := bufio.NewWriterSize(tmp, 64<<10)
 	fmt.Fprintf(w, "%s%s\n# saved %s\nrules:\n", sourceHeader, strconv.Quote(src), now.UTC().Format(time.RFC3339Nano))
-	n := 0
-	for i := range es {
-		if !es[i].InForce() {
-			continue
-		}
-		js, err := json.Marshal(es[i].Rule.Spec())
+	for _, r := range rs {
+		js, err := json.Marshal(r.Spec())
 		if err != nil {
 			return fail(err)
 		}
 		w.WriteString("  - ")
 		w.Write(js)
 		w.WriteString("\n")
-		n++
 	}
-	if n == 0 { // nothing in force: no file
+	if len(rs) == 0 { // nothing in force: no file
 		if err := fail(nil); err != nil {
 			return err
 		}
@@ -156,7 +151,7 @@ func (s *StateSaver) Save() error {
 		if old, ok := s.saved[src]; ok && old == v {
 			continue
 		}
-		if err := writeSource(sdir, src, s.st.Source(src), now); err != nil {
+		if err := writeSource(sdir, src, s.st.SourceRules(src), now); err != nil {
 			return fmt.Errorf("state: source %s: %w", src, err)
 		}
 		s.saved[src] = v
@@ -203,16 +198,22 @@ func SaveState(dir string, snap store.Snapshot, now time.Time) error {
 	if err := os.MkdirAll(sdir, 0o750); err != nil {
 		return err
 	}
-	bySrc := map[string][]store.Entry{}
-	for _, e := range snap.Entries {
+	bySrc := map[string][]*rule.Rule{}
+	for i := range snap.Entries {
+		e := &snap.Entries[i]
 		if persisted(e.Source) {
-			bySrc[e.Source] = append(bySrc[e.Source], e)
+			if _, ok := bySrc[e.Source]; !ok {
+				bySrc[e.Source] = nil // a source with nothing in force: no file
+			}
+			if e.InForce() {
+				bySrc[e.Source] = append(bySrc[e.Source], &e.Rule)
+			}
 		}
 	}
 	keep := map[string]bool{}
-	for src, es := range bySrc {
+	for src, rs := range bySrc {
 		keep[sourceFile(src)] = true
-		if err := writeSource(sdir, src, es, now); err != nil {
+		if err := writeSource(sdir, src, rs, now); err != nil {
 			return fmt.Errorf("state: source %s: %w", src, err)
 		}
 	}

@@ -18,6 +18,8 @@ import (
 
 var stateT0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+func ptr[T any](v T) *T { return &v }
+
 func dropRule(id string, i int) rule.Rule {
 	return rule.Rule{ID: id, Action: rule.Drop, Priority: 100,
 		Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32), Proto: []uint8{rule.ProtoUDP}}}
@@ -138,7 +140,7 @@ func TestStateOlderFileAndCorruptSource(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, SourcesDir), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeSource(filepath.Join(dir, SourcesDir), "api", st.Source("api"), stateT0); err != nil {
+	if err := writeSource(filepath.Join(dir, SourcesDir), "api", st.SourceRules("api"), stateT0); err != nil {
 		t.Fatal(err)
 	}
 	got, _, _ = LoadState(dir, stateT0)
@@ -160,7 +162,7 @@ func TestStateOlderFileAndCorruptSource(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, SourcesDir, sourceFile("bgp:y")), []byte("rules:\n  - {id: y, action: drop, match: {dst: 10.9.9.9/32}}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeSource(filepath.Join(dir, SourcesDir), "bgp:z", []store.Entry{{Rule: dropRule("z1", 5), Status: store.Active}}, stateT0); err != nil {
+	if err := writeSource(filepath.Join(dir, SourcesDir), "bgp:z", []*rule.Rule{ptr(dropRule("z1", 5))}, stateT0); err != nil {
 		t.Fatal(err)
 	}
 	got, _, err = LoadState(dir, stateT0)

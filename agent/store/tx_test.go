@@ -208,3 +208,24 @@ func TestEffectiveAndListAreSnapshotParts(t *testing.T) {
 		t.Fatalf("set %v", snap.Set.Rules)
 	}
 }
+
+// SourceRules lists a source's rules in force, in store order, and no
+// refused one.
+func TestSourceRules(t *testing.T) {
+	s, _ := newStore()
+	for _, y := range []string{
+		`{id: s1, action: drop, match: {dst: 203.0.113.1/32}}`,
+		`{id: s2, action: drop, match: {dst: 192.0.2.10/32}}`, // the protected address: refused
+		`{id: s3, action: drop, match: {dst: 203.0.113.3/32}}`,
+	} {
+		_, _ = s.Put("api", r(t, y))
+	}
+	_, _ = s.Put("bgp:x", r(t, `{id: x1, action: drop, match: {dst: 203.0.113.9/32}}`))
+	var ids []string
+	for _, x := range s.SourceRules("api") {
+		ids = append(ids, x.ID)
+	}
+	if fmt.Sprint(ids) != "[s1 s3]" {
+		t.Fatalf("SourceRules(api) = %v, want [s1 s3]", ids)
+	}
+}
