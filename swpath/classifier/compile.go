@@ -53,11 +53,18 @@ func keyOf(f *rule.Fields) key {
 }
 
 // hash5 hashes a key given as its five words (values, so that the lookup
-// keeps them in registers); callers take the top bits.
+// keeps them in registers); callers take the top bits, and only those are
+// mixed well. The destination words are rotated by 32 bits and xored
+// into the source words, so an IPv4 key's two addresses (each in the top
+// half of its high word) fill one word without overlapping, and the hash
+// takes two multiplications: the top bits of a product depend on every
+// bit of its input. The lookup hashes every packet into every table of a
+// staged set (12 tables at 10k ClassBench-style rules), which made the
+// four multiplications of the previous mix a visible share of a lookup.
 func hash5(srcHi, srcLo, dstHi, dstLo, misc uint64) uint64 {
-	h := (srcHi^dstLo)*0x9E3779B97F4A7C15 ^ (dstHi^srcLo)*0xC2B2AE3D27D4EB4F ^ misc*0xFF51AFD7ED558CCD
-	h ^= h >> 32
-	return h * 0xBF58476D1CE4E5B9
+	a := srcHi ^ bits.RotateLeft64(dstHi, 32)
+	b := misc ^ srcLo ^ bits.RotateLeft64(dstLo, 32)
+	return a*0x9E3779B97F4A7C15 ^ b*0xC2B2AE3D27D4EB4F
 }
 
 // tuple is the shape of a mask: which fields it keys and how many bits.
