@@ -529,13 +529,18 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	p.mkeys = make([]string, len(snap.Set.Rules))
 	var sig strings.Builder
 	for i, r := range snap.Set.Rules {
-		mk := r.Match.String()
+		rs, ok := old[r.ID]
+		var mk string
+		if ok && sameMatch(&r.Match, &rs.r.Match) {
+			mk = rs.mkey // unchanged: rs.r is still the last set's copy
+		} else {
+			mk = r.Match.String()
+		}
 		p.mkeys[i] = mk
 		if r.Action == rule.Accept {
 			fmt.Fprintf(&sig, "%d %s %d %s\n", i, r.ID, r.Priority, mk)
 		}
 		p.order = append(p.order, r.ID)
-		rs, ok := old[r.ID]
 		if ok && rs.mkey == mk && rs.r.Action == r.Action {
 			if rs.r.Priority != r.Priority {
 				rs.compiled = false
