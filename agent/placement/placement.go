@@ -242,6 +242,10 @@ type Placer struct {
 	log *slog.Logger
 	now func() time.Time
 
+	// swBackstop: the last set pushed to software held the hardware
+	// rules too (the backstop).
+	swBackstop bool
+
 	// texts holds one copy of each reason text (intern): at 100k rules
 	// refused by hardware for the same reason, one string instead of
 	// 100k equal ones (about 25 MB).
@@ -498,9 +502,11 @@ func (p *Placer) swSet(extra map[string]bool, backstop bool) *rule.Set {
 }
 
 func (p *Placer) pushSW(extra map[string]bool) error {
+	p.swBackstop = false
 	if !p.cfg.NoBackstop {
 		err := p.sw.SetRules(p.swSet(extra, true))
 		if err == nil {
+			p.swBackstop = true
 			return nil
 		}
 		p.log.Warn("software path refused the backstop set; enforcing software-placed rules only", "err", err)
@@ -649,7 +655,7 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	}
 	// Software now holds every new, changed and demoted rule (and still
 	// nothing was removed from hardware): no gap.
-	_ = p.pushSW(pending)
+	backstopped := p.pushSW(pending) == nil && p.swBackstop
 	for _, rs := range demote {
 		p.hwRemove(ctx, rs.key)
 	}
@@ -684,7 +690,13 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 		}
 		p.record(rs, None, SW, why, p.inputs(rs))
 	}
-	_ = p.pushSW(nil)
+	// With the backstop, the set pushed above already holds every rule
+	// the hardware pass placed, in hardware (backstop) or in software
+	// (pending) alike: the same set again would only make the software
+	// engine compile it twice (at 100k rules, twice per round).
+	if !backstopped {
+		_ = p.pushSW(nil)
+	}
 	if p.hw != nil && !p.hwUp {
 		p.evacuate(ctx)
 	}
