@@ -9,8 +9,9 @@ import (
 	"github.com/scrubd/scrubd/agent/version"
 )
 
-// helpOK lists the commands whose -h is checked; run's flag parsing is in
-// agent/cli/run.go.
+// helpChecked lists the commands whose -h, flag names and exit codes are
+// checked. run is not among them yet: agent/cli/run.go still parses with
+// flag.Parse, so its -h exits 2 and a config that does not load exits 2.
 var helpChecked = []string{"bench", "config", "dryrun", "plan", "rules", "version"}
 
 // -h and --help exit 0 with the usage on stdout and nothing on stderr, for
