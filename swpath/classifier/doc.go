@@ -55,7 +55,7 @@
 // lookup (no counters). For small sets (prefilter hash at most 64 KiB, as
 // about 1k ClassBench-style rules) DecideBurst is the single-packet walk in
 // a loop, which was the faster there. For bigger ones it is staged over
-// groups of up to 32 packets: the hash and Bloom bit of every table for
+// groups of up to 64 packets: the hash and Bloom bit of every table for
 // every packet (kept without a branch when the bit is set), then the slots
 // of the kept probes, then the entries of the slots hit. The loads
 // of one stage do not depend on each other, so their cache misses overlap,
