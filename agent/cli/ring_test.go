@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scrubd/scrubd/internal/syncbuf"
 )
 
 // Through the daemon on the simulated NIC (`scrubd run --config` with
@@ -33,7 +35,7 @@ func TestRunConfigSimRingLimit(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- runCmd(ctx, []string{"--config", path, "--sim-scale", "20000"}, &out, &errb) }()
 	want := "placement syn-flood: sw -> hw: software load"

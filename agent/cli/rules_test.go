@@ -14,6 +14,7 @@ import (
 	"github.com/scrubd/scrubd/agent/apisock"
 	"github.com/scrubd/scrubd/agent/protect"
 	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/internal/syncbuf"
 )
 
 // startAPI serves the agent's API (a real api.Server over a store) on a
@@ -195,7 +196,7 @@ func TestRulesFindRunSimWithNoFlags(t *testing.T) {
 	defer func() { simSocket, sockEnv = oldSim, oldEnv }()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runCmd(ctx, []string{"--sim", "--metrics", "127.0.0.1:0", "--sim-scale", "20000"}, &out, &errb)

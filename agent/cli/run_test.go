@@ -1,37 +1,17 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/scrubd/scrubd/agent/api"
+	"github.com/scrubd/scrubd/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for the daemon's writer and the test's
-// reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // `scrubd run --config` with offload.backend sim: the simulated NIC with
 // the operator's rule file (found relative to the config file), no demo
@@ -50,7 +30,7 @@ func TestRunConfigSim(t *testing.T) {
 	}
 	t.Chdir(t.TempDir()) // the rule file must be found relative to the config, not here
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncBuffer
+	var out, errb syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- runCmd(ctx, []string{"--config", path, "--sim-scale", "5000"}, &out, &errb) }()
 	want := []string{"placement udp-flood: none -> hw", "placement tiny: none -> sw", "status (modelled):"}
@@ -98,7 +78,7 @@ func TestRunSimListensOnUserSocket(t *testing.T) {
 	defer func() { simSocket = old }()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runCmd(ctx, []string{"--sim", "--metrics", "127.0.0.1:0", "--sim-scale", "20000"}, &out, &errb)
@@ -130,7 +110,7 @@ func TestRunSimListensOnUserSocket(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	var out2, errb2 syncBuffer
+	var out2, errb2 syncbuf.Buffer
 	if rc := runCmd(ctx, []string{"--sim", "--metrics", "127.0.0.1:0"}, &out2, &errb2); rc != 1 || !strings.Contains(errb2.String(), "another scrubd is listening") {
 		t.Fatalf("second --sim on %s: rc %d, stderr %q", sock, rc, errb2.String())
 	}

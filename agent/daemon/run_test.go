@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/internal/syncbuf"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
@@ -34,24 +34,6 @@ func (s *countSW) SetRules(set *rule.Set) error {
 }
 func (s *countSW) Stats() dataplane.SWStats { return dataplane.SWStats{At: time.Now()} }
 func (s *countSW) Capacity() (int, float64) { return 1, 1e9 }
-
-// logBuffer is a bytes.Buffer safe for the agent's logger and the test.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // testConfig is an agent with no devices, its socket and state in dir.
 func testConfig(dir string) *config.Config {
@@ -93,7 +75,7 @@ func runAgent(t *testing.T, cfg *config.Config, opt Options) (stop func() error)
 // SIGHUP with no rule files says there is nothing to reload (it logged
 // nothing at all).
 func TestReloadWithoutRuleFilesIsLogged(t *testing.T) {
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	reload := make(chan struct{}, 1)
 	stop := runAgent(t, testConfig(t.TempDir()), Options{Log: slog.New(slog.NewTextHandler(&logs, nil)), Reload: reload})
 	reload <- struct{}{}
@@ -133,7 +115,7 @@ func TestRuleFileReadOnceAtStart(t *testing.T) {
 	}
 	cfg := testConfig(dir)
 	cfg.Rules.Files = []string{path}
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	var d *Daemon
 	opt := Options{Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	got := make(chan struct{})

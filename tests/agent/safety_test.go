@@ -25,7 +25,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,6 +35,7 @@ import (
 	"github.com/scrubd/scrubd/agent/daemon"
 	"github.com/scrubd/scrubd/agent/placement"
 	"github.com/scrubd/scrubd/agent/sim"
+	"github.com/scrubd/scrubd/internal/syncbuf"
 )
 
 // writeToken writes a bearer token file with mode perm.
@@ -536,7 +536,7 @@ func TestCheckAgreesWithRun(t *testing.T) {
 			if err := os.WriteFile(p, []byte(tc.text), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			var so, se syncBuffer
+			var so, se syncbuf.Buffer
 			done := make(chan int, 1)
 			go func() { done <- cli.Run([]string{"--config", p, "--sim-scale", "5000"}, &so, &se) }()
 			select {
@@ -558,24 +558,6 @@ func TestCheckAgreesWithRun(t *testing.T) {
 			t.Logf("config check rc %d: %s; run rc %d: %s", map[bool]int{true: 0, false: 1}[tc.checkOK], strings.TrimSpace(out), rc, strings.TrimSpace(se.String()))
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // The default software engine is one `run` can start (xdp): a config that
@@ -608,7 +590,7 @@ func TestCorruptStateFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	ready := make(chan *daemon.Daemon, 1)
