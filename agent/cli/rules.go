@@ -170,7 +170,7 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			if err != nil {
 				return fail(err)
 			}
-			fmt.Fprintf(stdout, "added %s: %s %s\n", r.Rule.ID, r.Path, r.Placement)
+			fmt.Fprintln(stdout, addedLine(r.Rule.ID, r.Path, r.Placement))
 			return ExitOK
 		}
 		// All or none: the agent adds the file's rules in one step.
@@ -179,7 +179,7 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 		for _, ri := range added {
-			fmt.Fprintf(stdout, "added %s: %s %s\n", ri.Rule.ID, ri.Path, ri.Placement)
+			fmt.Fprintln(stdout, addedLine(ri.Rule.ID, ri.Path, ri.Placement))
 		}
 		return ExitOK
 	default: // replace
@@ -328,4 +328,17 @@ func clientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{cert}
 	}
 	return tc, nil
+}
+
+// addedLine reports an added rule: where it was placed and why, or that
+// the placer has not placed it yet (it places in rounds; the API answers
+// before the next one).
+func addedLine(id, path, why string) string {
+	if path == "" || path == "none" {
+		return "added " + id + ": not placed yet (scrubd rules list shows where it goes)"
+	}
+	if why == "" {
+		return "added " + id + ": " + path
+	}
+	return "added " + id + ": " + path + ": " + why
 }
