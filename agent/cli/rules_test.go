@@ -219,9 +219,11 @@ func TestRulesFindRunSimWithNoFlags(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	file := writeTemp(t, "r.yaml", oneRuleFile)
-	// The API answers before the placer's next round: the rule is not
-	// placed yet, and the line says so rather than "none".
-	if rc, o, errs := rules("add", file); rc != ExitOK || o != "added dns-amp: not placed yet (scrubd rules list shows where it goes)\n" {
+	// The API answers before the placer's next round, as a rule: the rule
+	// is not placed yet, and the line says so rather than "none". A round
+	// that ends in between (a loaded machine) places it in hw or sw.
+	if rc, o, errs := rules("add", file); rc != ExitOK || (o != "added dns-amp: not placed yet (scrubd rules list shows where it goes)\n" &&
+		!strings.HasPrefix(o, "added dns-amp: hw") && !strings.HasPrefix(o, "added dns-amp: sw")) {
 		t.Fatalf("rules add with no flags: rc %d %q %q", rc, o, errs)
 	}
 	if rc, o, _ := rules("list"); rc != ExitOK || !strings.Contains(o, "dns-amp") {
