@@ -30,26 +30,26 @@ func Run(args []string, stdout, stderr io.Writer) int {
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "config file (YAML); see `scrubd config check`")
+	cfgPath := fs.String("config", "", "config `file` (YAML); see 'scrubd config check'")
 	simMode := fs.Bool("sim", false, "run on the built-in simulated NIC: no hardware, no config needed")
-	metricsAddr := fs.String("metrics", "", "override metrics.listen (host:port)")
+	metricsAddr := fs.String("metrics", "", "override metrics.listen (`host:port`)")
 	simScale := fs.Float64("sim-scale", 1000, "--sim: send one packet in N of the modelled 100G mix through the real table and engine (counts are multiplied by N)")
 	debug := fs.Bool("debug", false, "debug logging")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: scrubd run --sim | scrubd run --config FILE")
+		fmt.Fprintln(fs.Output(), "usage: scrubd run --sim | scrubd run --config FILE")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	rest, code, ok := ParseArgs(fs, args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if (*cfgPath == "") == !*simMode || fs.NArg() > 0 {
+	if (*cfgPath == "") == !*simMode || len(rest) > 0 {
 		fs.Usage()
-		return 2
+		return ExitUsage
 	}
 	if !(*simScale >= 1) {
 		fmt.Fprintf(stderr, "scrubd run: --sim-scale %v: must be at least 1\n", *simScale)
-		return 2
+		return ExitUsage
 	}
 	level := slog.LevelInfo
 	if *debug {
@@ -96,8 +96,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		c, err := config.Load(*cfgPath)
 		if err != nil {
+			// A config that does not load is a failure, not bad usage.
 			fmt.Fprintln(stderr, "scrubd run:", err)
-			return 2
+			return ExitFail
 		}
 		cfg = c
 		if cfg.Software.Engine == "none" {
