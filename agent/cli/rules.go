@@ -332,9 +332,10 @@ func clientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 
 // addedLine reports an added rule: where it was placed and why, or that
 // the placer has not placed it yet (it places in rounds; the API answers
-// before the next one).
+// before the next one). An accept rule stays on path "none", with its
+// reason.
 func addedLine(id, path, why string) string {
-	if path == "" || path == "none" {
+	if (path == "" || path == "none") && why == "" {
 		return "added " + id + ": not placed yet (scrubd rules list shows where it goes)"
 	}
 	if why == "" {

@@ -238,3 +238,19 @@ func TestRulesFindRunSimWithNoFlags(t *testing.T) {
 		t.Fatalf("rules list after the agent stopped: rc %d %q", rc, errs)
 	}
 }
+
+// The line rules add prints for each state the API can answer with: not
+// placed yet (path none, no reason), placed, and an accept rule, which
+// stays on path none with its reason.
+func TestAddedLine(t *testing.T) {
+	for _, c := range []struct{ path, why, want string }{
+		{"none", "", "added r: not placed yet (scrubd rules list shows where it goes)"},
+		{"", "", "added r: not placed yet (scrubd rules list shows where it goes)"},
+		{"hw", "offload first", "added r: hw: offload first"},
+		{"none", "accept rule: enforced by software", "added r: none: accept rule: enforced by software"},
+	} {
+		if got := addedLine("r", c.path, c.why); got != c.want {
+			t.Errorf("addedLine(%q, %q) = %q, want %q", c.path, c.why, got, c.want)
+		}
+	}
+}
