@@ -102,9 +102,11 @@ func (c *Client) List(ctx context.Context) ([]RuleInfo, error) {
 // page ("" when this page is the last).
 func (c *Client) ListPage(ctx context.Context, after string, limit int) ([]RuleInfo, string, error) {
 	var out []RuleInfo
-	next, err := c.ListEach(ctx, after, limit, func(raw json.RawMessage) error {
+	// Straight into RuleInfo: through a RawMessage each rule would be
+	// scanned twice.
+	next, err := c.list(ctx, after, limit, func(dec *json.Decoder) error {
 		var ri RuleInfo
-		if err := json.Unmarshal(raw, &ri); err != nil {
+		if err := dec.Decode(&ri); err != nil {
 			return err
 		}
 		out = append(out, ri)
@@ -121,6 +123,19 @@ func (c *Client) ListPage(ctx context.Context, after string, limit int) ([]RuleI
 // arrives, so a caller that prints can do so without holding the list or
 // decoding what it does not print. An error from fn stops the listing.
 func (c *Client) ListEach(ctx context.Context, after string, limit int, fn func(json.RawMessage) error) (next string, err error) {
+	var raw json.RawMessage
+	return c.list(ctx, after, limit, func(dec *json.Decoder) error {
+		raw = raw[:0]
+		if err := dec.Decode(&raw); err != nil {
+			return err
+		}
+		return fn(raw)
+	})
+}
+
+// list asks for one page of rules and calls each with the decoder at every
+// rule of the reply's array, in order; it returns the next page's cursor.
+func (c *Client) list(ctx context.Context, after string, limit int, each func(*json.Decoder) error) (next string, err error) {
 	q := url.Values{}
 	if after != "" {
 		q.Set("after", after)
@@ -156,14 +171,9 @@ func (c *Client) ListEach(ctx context.Context, after string, limit int, fn func(
 	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
 		return "", fmt.Errorf("scrubd API: GET %s: reply is not a JSON array (%v)", path, err)
 	}
-	var raw json.RawMessage
 	n := 0
 	for dec.More() {
-		raw = raw[:0]
-		if err := dec.Decode(&raw); err != nil {
-			return "", fmt.Errorf("scrubd API: GET %s: rule %d of the reply: %w", path, n, err)
-		}
-		if err := fn(raw); err != nil {
+		if err := each(dec); err != nil {
 			return "", fmt.Errorf("scrubd API: GET %s: rule %d of the reply: %w", path, n, err)
 		}
 		n++
