@@ -86,6 +86,8 @@ func runDemo(ctx context.Context, n *sim.NIC, st *store.Store, p *placement.Plac
 	defer stop()
 	var lastDecision int
 	var lastDraw time.Time
+	var refVersion uint64
+	haveRef := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -106,8 +108,13 @@ func runDemo(ctx context.Context, n *sim.NIC, st *store.Store, p *placement.Plac
 			}
 			log.Info(msg, "rule", r.ID, "action", r.Action.String(), "match", r.Match.String(), "status", string(e.Status), "reason", e.Reason)
 		}
-		snap := st.Snapshot()
-		n.SetReference(&snap.Set)
+		// The reference set follows the store: copied when it changed,
+		// not every tick (a copy of every rule, four times a second).
+		if v := st.Version(); !haveRef || v != refVersion {
+			snap := st.Effective()
+			n.SetReference(&snap.Set)
+			refVersion, haveRef = snap.Version, true
+		}
 		v := p.View()
 		if v == nil || opt.Out == nil {
 			continue

@@ -305,3 +305,50 @@ func TestRunDrawsTerminalView(t *testing.T) {
 	has(t, lines, "metrics     http://127.0.0.1:9477/metrics")
 	has(t, lines, "protected lost ")
 }
+
+// The view hands the simulated NIC the store's rule set whenever it
+// changes: a drop rule stored after the view started, and placed on
+// neither path, is what the reference decides by, so the NIC counts the
+// packets it lets through as under-dropped. With the reference left as it
+// was at start (no rules) nothing would count.
+func TestRunFollowsStoreForReference(t *testing.T) {
+	n, err := sim.New(sim.Options{Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Scale: 1000, HWEntries: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	st := store.New(&protect.List{}, n.Now)
+	p := placement.New(placement.Config{CyclesPerPacket: 297}, n.HW(), n.SW(), slog.New(slog.NewTextHandler(io.Discard, nil)), n.Now)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ticks := make(chan time.Time)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{NIC: n, Store: st, Placer: p, NoDemo: true,
+			Ticker: func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }})
+	}()
+	ticks <- time.Time{}
+	r, err := rule.ParseRule("test", []byte(`{id: all-udp, action: drop, match: {dst: 203.0.113.0/24, proto: udp}}`), n.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put("test", r); err != nil {
+		t.Fatal(err)
+	}
+	ticks <- time.Time{}
+	ticks <- time.Time{} // the second has run the first's work
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		n.Step(100 * time.Millisecond)
+	}
+	var under uint64
+	for _, f := range n.Stats() {
+		under += f.UnderPass
+	}
+	if under == 0 {
+		t.Fatal("no packet counted as under-dropped: the NIC's reference did not get the stored drop rule")
+	}
+}
