@@ -81,7 +81,7 @@ type receiver struct {
 // needs NAPI to take XDP frames), and the in-kernel live-frames sender. It
 // returns the lab, the receiving interface's name, the sending end's MAC
 // address and the sender.
-func newBenchLab(b *testing.B) (*lab, string, net.HardwareAddr, *liveGen) {
+func newBenchLab(b testing.TB) (*lab, string, net.HardwareAddr, *liveGen) {
 	l := newLab(b)
 	id := strconv.Itoa(os.Getpid() % 100000)
 	vb := "sxvb" + id
@@ -184,7 +184,7 @@ func BenchmarkVethDrop(b *testing.B) {
 			if count == nil { // once, not for every b.N round
 				count, teardown = rc.setup(b)
 			}
-			mpps, cpu := sendMeasure(b, l, gen, frame, count)
+			mpps, cpu, _ := sendMeasure(b, l, gen, frame, count)
 			results[name], resultsCPU[name] = mpps, cpu
 			b.ReportMetric(mpps, "Mpps")
 			b.ReportMetric(cpu, "Mpps/cpu-s")
@@ -213,11 +213,13 @@ func BenchmarkVethDrop(b *testing.B) {
 // sending thread's CPU time: the receive path runs in softirq on the same
 // CPU, mostly in the sender's context (this kernel has no
 // IRQ_TIME_ACCOUNTING, so that time counts to the thread), which makes the
-// second figure less sensitive to other tenants taking the CPU. A call returns only when the
+// second figure less sensitive to other tenants taking the CPU. The third
+// figure is what the receiver counted per frame sent (its drop fraction
+// when it counts drops). A call returns only when the
 // receive path (on the same core) has taken its frames, so the batch per
 // call starts small and doubles while calls are short (up to 1<<18, where
 // per-call overhead no longer shows).
-func sendMeasure(b *testing.B, l *lab, gen *liveGen, frame []byte, count func() uint64) (float64, float64) {
+func sendMeasure(b *testing.B, l *lab, gen *liveGen, frame []byte, count func() uint64) (float64, float64, float64) {
 	repeat := uint32(1 << 12)
 	settle := func() uint64 {
 		prev := count()
@@ -243,7 +245,7 @@ func sendMeasure(b *testing.B, l *lab, gen *liveGen, frame []byte, count func() 
 	if err != nil {
 		b.Fatal(err)
 	}
-	c0 := settle()
+	c0, s0 := settle(), gen.sent.Load()
 	var elapsed, cpu time.Duration
 	threadCPU := func() time.Duration {
 		var ru unix.Rusage
@@ -279,11 +281,11 @@ func sendMeasure(b *testing.B, l *lab, gen *liveGen, frame []byte, count func() 
 	if err != nil {
 		b.Fatal(err)
 	}
-	c1 := settle()
+	c1, s1 := settle(), gen.sent.Load()
 	if c1 == c0 {
 		b.Fatal("the receiver counted nothing")
 	}
-	return float64(c1-c0) / elapsed.Seconds() / 1e6, float64(c1-c0) / cpu.Seconds() / 1e6
+	return float64(c1-c0) / elapsed.Seconds() / 1e6, float64(c1-c0) / cpu.Seconds() / 1e6, float64(c1-c0) / float64(s1-s0)
 }
 
 // snmpUDP returns UDP NoPorts + InDatagrams of the namespace.

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -142,7 +143,10 @@ type xdpMd struct{ Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, Egress
 // liveGen is the in-kernel generator: BPF_PROG_RUN with live frames runs an
 // XDP_TX program, so each frame leaves through the ingress interface (va)
 // and reaches vb's XDP without any skb.
-type liveGen struct{ prog *ebpf.Program }
+type liveGen struct {
+	prog *ebpf.Program
+	sent atomic.Uint64 // frames sent
+}
 
 func newLiveGen(t testing.TB) *liveGen {
 	t.Helper()
@@ -160,6 +164,9 @@ func newLiveGen(t testing.TB) *liveGen {
 func (g *liveGen) send(ifindex int, frame []byte, repeat uint32) error {
 	_, err := g.prog.Run(&ebpf.RunOptions{Data: frame, Repeat: repeat, BatchSize: 64,
 		Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES, Context: &xdpMd{DataEnd: uint32(len(frame)), IngressIfindex: uint32(ifindex)}})
+	if err == nil {
+		g.sent.Add(uint64(repeat))
+	}
 	return err
 }
 
