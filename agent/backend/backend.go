@@ -114,7 +114,12 @@ func (b Builder) simPaths(cfg *config.Config) (daemon.Paths, error) {
 	p := SimPaths(n)
 	p.Close = n.Close
 	p.Run = func(ctx context.Context, _ *slog.Logger) error { return n.Run(ctx, 10*time.Millisecond) }
-	p.Log = logRing(cfg)
+	logModel := logRing(cfg)
+	p.Log = func(log *slog.Logger) {
+		logModel(log)
+		rq, cq := n.Rings()
+		log.Info("simulated NIC: emulated receive rings (one packet in the simulation's scale)", "entries", rq, "cq_entries", cq, "scale", n.Scale())
+	}
 	if b.OnSim != nil {
 		b.OnSim(n)
 	}
@@ -123,14 +128,18 @@ func (b Builder) simPaths(cfg *config.Config) (daemon.Paths, error) {
 
 // NewSim builds the simulated NIC a config describes: the modelled software
 // path (workers, clock, cycles per packet, the queues' drain rate), the
-// receive rings (software.rx_ring_entries or the capacity model's size),
-// the table budget, host or forward mode.
+// emulated receive rings (sim.EmulatedRing of software.rx_ring_entries or
+// the capacity model's size), the table budget, host or forward mode.
 func NewSim(cfg *config.Config, scale float64) (*sim.NIC, error) {
 	ring, _ := swengine.RxRing(cfg, "/")
-	return sim.New(sim.Options{Scale: scale, Workers: cfg.Software.Workers, Hz: cfg.Software.GHz * 1e9,
+	opt := sim.Options{Scale: scale, Workers: cfg.Software.Workers, Hz: cfg.Software.GHz * 1e9,
 		CPP: float64(cfg.Software.CyclesPerPacket), HWEntries: cfg.Offload.MaxEntries, HWMasks: cfg.Offload.MaxMasks,
 		HWEntriesPerRule: cfg.Offload.MaxEntriesPerRule,
-		Host:             cfg.Software.ForwardTo == "", RingEntries: ring, QueueDrainPPS: cfg.Software.QueueDrainMpps * 1e6})
+		Host:             cfg.Software.ForwardTo == "", QueueDrainPPS: cfg.Software.QueueDrainMpps * 1e6}
+	// The emulated rings carry one packet in scale: the modelled ring's
+	// share of them, and at least a round of the modelled capacity.
+	opt.RingEntries = sim.EmulatedRing(ring, opt)
+	return sim.New(opt)
 }
 
 // SimPaths returns the paths of a simulated NIC the caller drives (Step or

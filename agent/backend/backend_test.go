@@ -11,7 +11,12 @@ import (
 )
 
 // --sim and offload.backend sim size the emulated rings from
-// software.rx_ring_entries, or from the capacity model when it is 0.
+// software.rx_ring_entries, or from the capacity model when it is 0, as
+// sim.EmulatedRing scales them: the simulated 12 workers' round (4303
+// packets) takes all of 1024 and of the model's size; 2 workers at scale
+// 1000 need 1024 entries of a modelled 32768 (and a pool of 2 x (1024 +
+// 512 send + 2 x 128 cached + 2 x 256 in flight) buffers, 10 MB, where it
+// was 69120 buffers, 150 MB); at scale 1 they get the modelled 32768.
 func TestSimRingFromConfig(t *testing.T) {
 	cfg := config.Sim(t.TempDir())
 	cfg.Software.RxRingEntries = 1024
@@ -33,6 +38,26 @@ func TestSimRingFromConfig(t *testing.T) {
 	defer n.Close()
 	if rq, _ := n.Rings(); rq != want {
 		t.Fatalf("auto: rings %d, want the model's %d (%s)", rq, want, why)
+	}
+
+	cfg.Software.Workers, cfg.Software.RxRingEntries = 2, 32768
+	for _, c := range []struct {
+		scale     float64
+		ring, buf int
+	}{{1000, 1024, 2 * (1024 + 512 + 2*128 + 2*256)}, {1, 32768, 2 * (32768 + 512 + 2*128 + 2*256)}} {
+		n, err := NewSim(&cfg, c.scale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rq, cq := n.Rings()
+		buf := 0
+		for _, w := range n.SW().Stats().Workers {
+			buf += w.PoolSize
+		}
+		n.Close()
+		if rq != c.ring || cq != 2*c.ring || buf != c.buf {
+			t.Errorf("2 workers, 32768 modelled, scale %g: rings %d, CQ %d, %d pool buffers; want %d, %d, %d", c.scale, rq, cq, buf, c.ring, 2*c.ring, c.buf)
+		}
 	}
 }
 

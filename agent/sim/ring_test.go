@@ -165,3 +165,33 @@ func TestSimRingEntries(t *testing.T) {
 		t.Fatalf("1000 entries: %v", err)
 	}
 }
+
+// The emulated rings hold the modelled ring's share of the real packets
+// (one in Scale), at least one 50 ms round of the whole modelled software
+// capacity, as a power of 2 from 256 to the modelled size. The expected
+// sizes are worked by hand: 2 workers x 2.13 GHz / 297 cycles = 14.34
+// Mpps, 50 ms of it at scale 1000 = 717 packets -> 1024.
+func TestEmulatedRing(t *testing.T) {
+	for _, c := range []struct {
+		modelled int
+		opt      Options
+		want     int
+	}{
+		{32768, Options{Scale: 1000, Workers: 2}, 1024},                          // 717 of a round; 33 of the ring
+		{32768, Options{Scale: 1000, Workers: 1}, 512},                           // 359
+		{4096, Options{Scale: 1000, Workers: 12}, 4096},                          // 4303: the modelled ring bounds it
+		{32768, Options{Scale: 1, Workers: 2}, 32768},                            // scale 1: the modelled ring
+		{2048, Options{Scale: 1, Workers: 2}, 2048},                              // 2048 > 717
+		{32768, Options{Scale: 5000, Workers: 16, Hz: 3.26e9, CPP: 346}, 2048},   // 16 x 9.42 Mpps x 50 ms / 5000 = 1508
+		{32768, Options{Scale: 100, Workers: 2}, 8192},                           // 7170 of a round; 328 of the ring
+		{256, Options{Scale: 1000, Workers: 12}, 256},                            // the smallest ring
+		{32768, Options{Scale: 1e6, Workers: 2, Hz: 1e9, CPP: 1000}, 256},        // 0.1: the smallest ring the engine takes
+		{32768, Options{}, 8192},                                                 // New's defaults: 12 x 7.17 Mpps x 50 ms / 1000 = 4303
+		{16384, Options{Scale: 10, Workers: 2, Hz: 2.13e9, CPP: 297}, 16384},     // 71717: the modelled ring bounds it
+		{32768, Options{Scale: 1000, Workers: 2, Hz: 2.13e9, CPP: 297 * 4}, 256}, // 179
+	} {
+		if got := EmulatedRing(c.modelled, c.opt); got != c.want {
+			t.Errorf("EmulatedRing(%d, scale %g, %d workers, %g Hz, %g cycles) = %d, want %d", c.modelled, c.opt.Scale, c.opt.Workers, c.opt.Hz, c.opt.CPP, got, c.want)
+		}
+	}
+}

@@ -201,9 +201,9 @@ type flowCounters struct {
 	_                                                            [64]byte
 }
 
-// New builds the simulated NIC: the flow table, the engine's pool, rings
-// and workers over the emulator, and the traffic's frames.
-func New(opt Options) (*NIC, error) {
+// defaultModel fills the modelled software path's zero fields: scale
+// 1000, 12 workers of a 2.13 GHz BlueField-3 at 297 cycles per packet.
+func (opt *Options) defaultModel() {
 	if opt.Scale <= 0 {
 		opt.Scale = 1000
 	}
@@ -216,6 +216,36 @@ func New(opt Options) (*NIC, error) {
 	if opt.CPP <= 0 {
 		opt.CPP = 297
 	}
+}
+
+// EmulatedRing returns the entries of each emulated receive queue for a
+// modelled NIC whose rings have modelled entries (software.rx_ring_entries
+// or the capacity model's size) and whose software path opt describes
+// (Scale, Workers, Hz, CPP; zero fields take New's defaults). The emulated
+// rings carry real packets, one for every Scale modelled ones, so a
+// modelled ring of N entries holds N/Scale of them. They must still take
+// one round of Run's traffic at once, whatever queue it falls on: the
+// whole modelled software capacity for maxRound, in real packets (the
+// capacity model loses the rest before the rings). The result is that
+// rounded up to a power of 2, at least 256 and at most modelled: at scale
+// 1 the emulated rings are the modelled ones. Each ring entry holds a
+// pool buffer of about 2 KiB: 2 queues of 32768 entries were 150 MB of
+// buffers for a simulation whose rounds deliver a few hundred packets.
+func EmulatedRing(modelled int, opt Options) int {
+	opt.defaultModel()
+	round := float64(opt.Workers) * opt.Hz / opt.CPP * maxRound.Seconds() / opt.Scale
+	need := max(float64(modelled)/opt.Scale, round)
+	n := 256
+	for n < modelled && float64(n) < need {
+		n *= 2
+	}
+	return n
+}
+
+// New builds the simulated NIC: the flow table, the engine's pool, rings
+// and workers over the emulator, and the traffic's frames.
+func New(opt Options) (*NIC, error) {
+	opt.defaultModel()
 	if opt.Queues <= 0 {
 		opt.Queues = opt.Workers
 	}
