@@ -65,7 +65,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/scrubd/scrubd/agent/dataplane"
@@ -534,10 +536,38 @@ func (p *Path) Compile(r *rule.Rule, set *rule.Set) (dataplane.Cost, error) {
 		return dataplane.Cost{}, err
 	}
 	c := dataplane.Cost{Entries: len(res.Entries)}
-	for _, tm := range res.Masks {
-		c.Masks = append(c.Masks, fmt.Sprintf("%d/%d/%v", tm.Table.Chain, tm.Table.Prio, tm.Mask))
+	if len(res.Masks) > 0 {
+		c.Masks = make([]string, len(res.Masks))
+		for i, tm := range res.Masks {
+			c.Masks[i] = maskKey(tm)
+		}
 	}
 	return c, nil
+}
+
+// maskSeed seeds the mask shapes' hashes (keys are compared within one
+// process only).
+var maskSeed = maphash.MakeSeed()
+
+// maskKey returns the opaque key of a mask shape in its table:
+// "chain/prio/" (placement reads the table from it) and a 64-bit hash of
+// the shape in hex. Placement keeps every rule's Cost: at 100k rules the
+// shape printed in full (%v of the mask, about 100 bytes) per rule and
+// shape was 29 MB of the live heap. Two shapes of one table that hash
+// alike would look like one to placement, which then tries a rule it
+// could have skipped and gets the table's mask-budget refusal: the
+// budget itself counts the masks, not the keys.
+func maskKey(tm compile.TableMask) string {
+	b := make([]byte, 0, 40)
+	b = strconv.AppendUint(b, uint64(tm.Table.Chain), 10)
+	b = append(b, '/')
+	b = strconv.AppendUint(b, uint64(tm.Table.Prio), 10)
+	b = append(b, '/')
+	h := maphash.Comparable(maskSeed, tm.Mask)
+	for sh := 60; sh >= 0; sh -= 4 {
+		b = append(b, "0123456789abcdef"[h>>uint(sh)&0xf])
+	}
+	return string(b)
 }
 
 // capacity reads the device's capacity and applies scrubd's own caps.
