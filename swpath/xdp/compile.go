@@ -13,10 +13,12 @@ import (
 // (MAX_MASKS, MAX_CHAIN, NR) and must change there too.
 const (
 	// MaxMasks is how many distinct masks one packet lookup walks. Prefix
-	// lengths in masks are rounded down (to 8 bits for IPv4, 16 for IPv6)
+	// lengths in masks are rounded down (to 16 bits for IPv4, 32 for IPv6)
 	// and the exact prefix is checked in the entry (tuple merging), so no set
-	// needs more than 245 masks (TestMasksBounded); the check stays in
-	// compile in case the steps change.
+	// needs more than 245 coarse masks (TestMasksBounded); finer masks for
+	// crowded lists (refineAt) take only what is left under MaxMasks
+	// (TestRefineWithinMaskBudget). The check stays in compile in case the
+	// steps change.
 	MaxMasks = 256
 	// MaxChain is how many entries may share one masked tuple (a list
 	// walked in rank order).
@@ -126,6 +128,9 @@ type tables struct {
 	keys  map[tuple]candsVal
 	ports map[uint16]candsVal // the port mask's lists, by destination port
 	ents  []entVal
+	// fine is how many masks were created for refined entries; refined
+	// (coarse pass) how many entries went into a list of refineAt or more.
+	fine, refined int
 }
 
 // portMask reports whether m is an exact destination port and nothing else
@@ -237,13 +242,28 @@ func addrBytes(a rule.Addr) [16]byte {
 	return b
 }
 
-// quantum is the prefix-length step of masks for p's family.
-func quantum(p netip.Prefix) int {
+// quantum is the prefix-length step of masks for p's family at refinement
+// level lvl (0: the coarse step; each level halves it, see refineAt).
+func quantum(p netip.Prefix, lvl int) int {
 	if p.Addr().Is4() {
-		return 16
+		return 16 >> lvl
 	}
-	return 32
+	return 32 >> lvl
 }
+
+// Tuple merging with a bound on list length (TupleMerge, Daly and Torng,
+// "TupleMerge: Building Online Packet Classifiers by Omitting Bits", 2017):
+// an entry goes under the coarse mask (prefixes rounded down to 16 or 32
+// bits) unless the list of its masked tuple already holds refineAt
+// entries; then under the next finer mask (steps of 8 or 16 bits), and so
+// on to refineLevels-1. A lookup walks each list it hits entry by entry,
+// tens of ns each; a mask whose Bloom bit is clear costs a few. Rules
+// nested under one /16 pair (ClassBench's sets at 10k rules: lists of up
+// to 63) made the walk of lists most of the cost of the general path.
+const (
+	refineAt     = 2
+	refineLevels = 2
+)
 
 // singles reports whether every range of rs is one value.
 func singles(rs rule.Ranges) bool {
@@ -272,7 +292,7 @@ func put16(dst *[RangesPerEntry]range16, n *uint8, rs rule.Ranges) {
 
 // expand returns the entries of one rule, before mask ids are known. A rule
 // that can never match (an empty list) yields none.
-func expand(r *rule.Rule, slot, rank uint32) ([]proto, error) {
+func expand(r *rule.Rule, slot, rank uint32, lvl int) ([]proto, error) {
 	m := &r.Match
 	for _, rs := range []rule.Ranges{m.SrcPort, m.DstPort, m.Port, m.ICMPType, m.ICMPCode, m.Length} {
 		if rs != nil && len(rs) == 0 {
@@ -288,8 +308,8 @@ func expand(r *rule.Rule, slot, rank uint32) ([]proto, error) {
 		base.key[0], base.mask[0] = byte(fam), 0xff
 	}
 	// The key holds each prefix rounded down to a multiple of 16 (IPv4) or
-	// 32 (IPv6) bits, the entry the exact prefix: rules with nearby prefix
-	// lengths share a mask.
+	// 32 (IPv6) bits (halved per refinement level lvl), the entry the exact
+	// prefix: rules with nearby prefix lengths share a mask.
 	full := [16]byte{}
 	for i := range full {
 		full[i] = 0xff
@@ -307,7 +327,7 @@ func expand(r *rule.Rule, slot, rank uint32) ([]proto, error) {
 		a, mk := rule.PrefixAddr(pf.p)
 		ab, mb := addrBytes(a), addrBytes(mk)
 		*pf.em, *pf.ev = mb, ab
-		q := quantum(pf.p)
+		q := quantum(pf.p, lvl)
 		bits := pf.p.Bits() / q * q
 		qb := addrBytes(rule.PrefixMask(bits))
 		if bits != pf.p.Bits() {
@@ -433,19 +453,67 @@ func order(s *rule.Set) []int {
 }
 
 // compile turns s into tables; slots[i] is the counter slot of s.Rules[i].
+// A first pass with coarse masks only counts the masks the set needs; the
+// second refines masks (refineAt) with at most the masks left under
+// MaxMasks, so that every set that fits with coarse masks fits refined.
 func compile(s *rule.Set, slots []uint32) (*tables, error) {
+	coarse, err := compileWith(s, slots, 0)
+	if err != nil || coarse.refined == 0 {
+		return coarse, err
+	}
+	return compileWith(s, slots, MaxMasks-len(coarse.masks))
+}
+
+// compileWith compiles s creating at most budget masks for refined entries
+// (0: coarse masks only; refined then counts the entries that the refined
+// pass would have moved).
+func compileWith(s *rule.Set, slots []uint32, budget int) (*tables, error) {
 	t := &tables{keys: map[tuple]candsVal{}, ports: map[uint16]candsVal{}}
 	maskID := map[tuple]int{}
 	tail := map[tuple]uint32{}
 	portID := -1
 	portTail := map[uint16]uint32{}
+	var levels [refineLevels][]proto
 	for rank, i := range order(s) {
 		r := &s.Rules[i]
-		ps, err := expand(r, slots[i], uint32(rank))
+		ps, err := expand(r, slots[i], uint32(rank), 0)
 		if err != nil {
 			return nil, err
 		}
-		for _, p := range ps {
+		for lvl := 1; lvl < refineLevels; lvl++ {
+			levels[lvl] = nil
+		}
+		for pi, p := range ps {
+			// The finest level whose list is still short, or whose new mask
+			// the budget allows, from the coarse one down.
+			for lvl := 1; lvl < refineLevels && !portMask(&p.mask); lvl++ {
+				id, ok := maskID[p.mask]
+				k := p.key
+				k.setMaskID(uint8(id))
+				if !ok || int(t.keys[k].N) < refineAt {
+					break
+				}
+				if budget == 0 {
+					t.refined++
+					break
+				}
+				if levels[lvl] == nil {
+					if levels[lvl], err = expand(r, slots[i], uint32(rank), lvl); err != nil {
+						return nil, err
+					}
+				}
+				fine := levels[lvl][pi]
+				if _, ok := maskID[fine.mask]; !ok && t.fine == budget {
+					break
+				}
+				if fine.mask == p.mask {
+					break // no finer prefix to take
+				}
+				p = fine
+				if _, ok := maskID[p.mask]; !ok {
+					t.fine++
+				}
+			}
 			if portMask(&p.mask) {
 				if portID < 0 {
 					if len(t.masks) == MaxMasks {
