@@ -288,6 +288,12 @@ func BenchmarkClassBench(b *testing.B) {
 					b.ReportMetric(float64(build.Milliseconds()), "build-ms")
 					b.ReportMetric(float64(st.Bytes)/(1<<20), "MiB")
 					b.ReportMetric(float64(st.Tuples), "tuples")
+					if tr := c.Table().tr; tr != nil {
+						n, nodes, recs := tr.stats()
+						b.ReportMetric(float64(n), "trees")
+						b.ReportMetric(float64(nodes), "nodes")
+						b.ReportMetric(float64(recs)/float64(len(tr.ents)), "recs/entry")
+					}
 				})
 			}
 		}

@@ -54,6 +54,23 @@ func checkAgainstReference(t *testing.T, name string, set *rule.Set, fs []rule.F
 			}
 		}
 	}
+	// Both lookups, whichever Compile chose: the hash tables and the
+	// decision trees (when they can be built).
+	for _, mode := range []int{treesOff, treesForce} {
+		alt, err := compile(set, mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode == treesForce && alt.tr == nil {
+			continue
+		}
+		alt.DecideBurst(fs, out2)
+		for i := range fs {
+			if got := alt.Decide(&fs[i]); got != int(out[i]) || out2[i] != out[i] {
+				t.Fatalf("%s: packet %d %+v: Decide %d, burst %d with trees %v, %d with trees %v", name, i, &fs[i], got, out2[i], alt.tr != nil, out[i], tab.tr != nil)
+			}
+		}
+	}
 	var buf []int32
 	fails := 0
 	for i := range fs {

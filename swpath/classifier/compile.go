@@ -339,6 +339,9 @@ type Table struct {
 	plain bool
 	// cacheW0, cacheW1 mask the flow-cache key to the used fields.
 	cacheW0, cacheW1 uint64
+	// tr: the decision trees, when the set decides with them rather than
+	// with the hash tables (see useTrees); nil otherwise.
+	tr *trees
 }
 
 // Set returns the rule set the table was compiled from. It must not be
@@ -583,7 +586,17 @@ func homesDistinct(keys []key, n int) bool {
 
 // Compile builds the lookup table for set. The set must not be modified
 // afterwards. It fails only on a set too large to index (2^31 rules).
-func Compile(set *rule.Set) (*Table, error) {
+func Compile(set *rule.Set) (*Table, error) { return compile(set, treesAuto) }
+
+// Which lookup compile builds: the decision trees when useTrees says so,
+// always when they can be built, or never (tests and benchmarks compare).
+const (
+	treesAuto = iota
+	treesForce
+	treesOff
+)
+
+func compile(set *rule.Set, mode int) (*Table, error) {
 	start := time.Now()
 	if len(set.Rules) >= 1<<31 {
 		return nil, fmt.Errorf("classifier: %d rules: too many", len(set.Rules))
@@ -610,6 +623,10 @@ func Compile(set *rule.Set) (*Table, error) {
 		}
 		return 0
 	})
+	var tr *trees
+	if mode != treesOff {
+		tr = t.buildTrees(all)
+	}
 	var bts []*buildTable
 	for ei := range all {
 		e := &all[ei]
@@ -724,6 +741,9 @@ func Compile(set *rule.Set) (*Table, error) {
 	t.buildPrefilter()
 	t.burstWalk = t.pf.hashBytes() <= walkPrefilterMax
 	t.cacheW0, t.cacheW1 = t.used.cacheMasks()
+	if mode == treesForce || useTrees(t, tr) {
+		t.tr = tr
+	}
 	t.build = time.Since(start)
 	return t, nil
 }

@@ -49,10 +49,30 @@
 // become exact ports, so rule sets of single ports and short ranges share
 // one mask.
 //
+// # Decision trees
+//
+// Compile also cuts the same entries into decision trees (tree.go): the
+// entries are split into up to five groups by which address prefix is long
+// (source of 16 bits or more, else destination, else source of 8 or more,
+// else destination, else the rest), and each group becomes a tree whose
+// nodes take k bits of one field (an address's high word, the protocol or a
+// port) and name a child per value, down to leaves of at most 8 entries
+// (or fewer where no cut separates them) in decision order. A packet walks
+// each tree to one leaf (a load per level) and scans it with the 32-byte
+// entry checks; the best-ranked entry found in any tree decides. A set
+// decides with the trees when it has more than one hash table and the
+// trees fit (at most 16 leaf records per entry, plus 65536, and no leaf
+// over 256 entries); otherwise, and for a set of one hash table, with the
+// hash tables below. The hash tables are built in every case (AppendMatching
+// reads them).
+//
 // # Classifying
 //
 // Table.Decide is the single-packet lookup and Table.DecideBurst the burst
-// lookup (no counters). For small sets (prefilter hash at most 64 KiB, as
+// lookup (no counters). With the trees, a burst walks them in groups of 64
+// packets level by level (every walk's load of one level before any of the
+// next, so their cache misses overlap), reads the first record of every
+// leaf, then scans the leaves. With the hash tables: for small sets (prefilter hash at most 64 KiB, as
 // about 1k ClassBench-style rules) DecideBurst is the single-packet walk in
 // a loop, which was the faster there. For bigger ones it is staged over
 // groups of up to 64 packets: the hash and Bloom bit of every table for

@@ -97,6 +97,14 @@ func (t *Table) scanSlot(s *slot, f *rule.Fields, sd, misc uint64) (uint64, int3
 // none) and how many hash tables it probed. The key stays in five locals so
 // that the compiler keeps it in registers.
 func (t *Table) lookup(f *rule.Fields) (uint64, int32, int) {
+	if t.tr != nil {
+		return t.treeLookup(f)
+	}
+	return t.tssLookup(f)
+}
+
+// tssLookup is lookup with the hash tables.
+func (t *Table) tssLookup(f *rule.Fields) (uint64, int32, int) {
 	if f.Family == 0 {
 		return noRank, -1, 0
 	}
@@ -181,6 +189,9 @@ func (t *Table) Verdict(i int) Verdict {
 // least as long as fs.
 func (t *Table) DecideBurst(fs []rule.Fields, out []int32) int {
 	out = out[:len(fs)]
+	if t.tr != nil {
+		return t.treeBurst(fs, out)
+	}
 	if len(t.tables) == 1 {
 		return t.decideSingle(fs, out)
 	}
@@ -194,6 +205,9 @@ func (t *Table) DecideBurst(fs []rule.Fields, out []int32) int {
 // decideBurst is DecideBurst with the staged lookup's scratch supplied (a
 // Worker's), so that it is not cleared on every call.
 func (t *Table) decideBurst(fs []rule.Fields, out []int32, jobs []stagedProbe) int {
+	if t.tr != nil {
+		return t.treeBurst(fs, out)
+	}
 	if len(t.tables) == 1 {
 		return t.decideSingle(fs, out[:len(fs)])
 	}

@@ -21,6 +21,13 @@ func (t *Table) memBytes() int {
 	if t.pf.dst8 != nil {
 		n += int(unsafe.Sizeof(*t.pf.dst8))
 	}
+	if tr := t.tr; tr != nil {
+		n += len(tr.ents) * int(unsafe.Sizeof(entry{}))
+		for i := range tr.t {
+			d := &tr.t[i]
+			n += 8*len(d.nodes) + len(d.rec)*int(unsafe.Sizeof(trec{}))
+		}
+	}
 	for i := range t.res {
 		r := &t.res[i]
 		n += len(r.proto) + int(unsafe.Sizeof(rule.Range{}))*(len(r.srcPort)+len(r.dstPort)+len(r.port)+len(r.itype)+len(r.icode)+len(r.length))

@@ -1,0 +1,582 @@
+package classifier
+
+import (
+	"math/bits"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// The decision trees. A packet's walk through the tuple tables hashes it
+// into every table (a dozen at 10k ClassBench-style rules), each probe a
+// chain of dependent loads. A decision tree instead cuts the key space into
+// equal-size parts (HiCuts, "Packet Classification using Hierarchical
+// Intelligent Cuttings"): a node takes k bits of one field of the packet,
+// (field >> shift) & (1<<k - 1), and names the child for each value, so a
+// walk is one dependent 8-byte load per level, and a leaf holds the few
+// entries that can match any packet that reaches it, in decision order,
+// scanned with the same 32-byte entry checks as a hash bucket.
+//
+// Entries are value and mask over three words: the high words of the two
+// addresses and the misc word (family, protocol, ports); every field's
+// mask is a prefix of that field (ranges beyond a few prefixes are
+// residual checks, see expand). A cut of k bits of a field below the c bits
+// already cut puts an entry whose prefix covers p of those k bits into the
+// 2^(k-p) children that agree with its value: a contiguous run, so child
+// sizes come from one pass with a difference array.
+//
+// Short prefixes replicate into many children. As in CutSplit ("CutSplit:
+// A Decision-Tree Combining Cutting and Splitting for Scalable Packet
+// Classification", INFOCOM 2018) the entries are first split by which
+// address is "small" (a long prefix): one tree for entries with a source
+// prefix of at least treeSmallBits bits, one for the others with such a
+// destination prefix, one for the rest. A packet walks every tree and the
+// best-ranked entry that holds wins: entries are numbered in decision order,
+// so the lowest number found.
+//
+// A tree is flat: node words in one []uint64. An internal node word packs
+// the field's word (bits 56-57), the shift (48-53), the child index mask
+// (32-47) and the first child's index (0-31); a leaf has bit 63 set, its
+// record count in bits 32-55 and its first record in bits 0-31.
+
+const (
+	// treeBinth: a node of at most this many entries is a leaf.
+	treeBinth = 8
+	// treeMaxDepth bounds a walk; a node that deep is a leaf whatever its size.
+	treeMaxDepth = 16
+	// treeMaxCut is the most bits one node cuts (65536 children).
+	treeMaxCut = 16
+	// treeSpace bounds replication at a node: its children hold at most
+	// treeSpace times its entries (HiCuts' spfac), plus the child count.
+	treeSpace = 4
+	// treeSmallBits: an address prefix this long or longer is "small".
+	treeSmallBits = 16
+	// treeMaxRecords: a set whose trees would hold more leaf records than
+	// this many per entry (plus treeRecordSlack) keeps the tuple lookup.
+	treeMaxRecords  = 16
+	treeRecordSlack = 1 << 16
+	// treeProgress: a cut must take at least 1/treeProgress of a node's
+	// entries out of its largest child, or the node is a leaf.
+	treeProgress = 8
+	// treeMaxLeaf: a leaf this long (entries no cut separates) makes the
+	// set keep the tuple lookup.
+	treeMaxLeaf = 256
+)
+
+// maxTrees is the most trees a set is split into.
+const maxTrees = 5
+
+const (
+	treeLeaf   = uint64(1) << 63
+	treeNoRank = ^uint32(0)
+)
+
+// tfield is a field a node may cut: bits [lo, hi) of key word w.
+type tfield struct {
+	w, lo, hi uint8
+}
+
+var tfields = [...]tfield{
+	{0, 0, 64},  // source address, high word
+	{1, 0, 64},  // destination address, high word
+	{2, 32, 40}, // protocol
+	{2, 16, 32}, // source port
+	{2, 0, 16},  // destination port
+}
+
+const nfields = len(tfields)
+
+// dtree is one decision tree.
+type dtree struct {
+	root  uint64
+	nodes []uint64
+	rec   []trec   // leaf records
+	ent   []uint32 // leaf records' entries while the tree is built
+}
+
+// trec is a leaf record: an entry's scan check (see echeck) in 32 bytes
+// with the entry's index, so a leaf scan reads one array. The prefix
+// lengths of the check's two 32-bit address halves (0..32) sit in bits
+// 48-53 and 54-59 of miscMask, which a packet's misc word never has.
+type trec struct {
+	sd, misc, miscMask uint64
+	ent                uint32
+	_                  uint32
+}
+
+func recOf(c echeck, ent uint32) trec {
+	ls, ld := bits.OnesCount64(c.sdMask>>32), bits.OnesCount32(uint32(c.sdMask))
+	return trec{sd: c.sd, misc: c.misc, miscMask: c.miscMask | uint64(ls)<<48 | uint64(ld)<<54, ent: ent}
+}
+
+// sdMask returns the address mask of r's check.
+func (r *trec) sdMask() uint64 {
+	sm := ^uint32(0) << (32 - r.miscMask>>48&63)
+	dm := ^uint32(0) << (32 - r.miscMask>>54&63)
+	return uint64(sm)<<32 | uint64(dm)
+}
+
+// trees is the decision-tree form of a Table.
+type trees struct {
+	t    []dtree
+	ents []entry // in decision order: the index is the rank
+}
+
+// tbEnt is an entry while trees are built.
+type tbEnt struct {
+	val, mask [3]uint64
+	plen      [nfields]uint8
+}
+
+// buildTrees builds the trees over all (sorted by rank), or returns nil
+// when they would be too big or their leaves too long.
+func (t *Table) buildTrees(all []bentry) *trees {
+	tr := &trees{ents: make([]entry, len(all))}
+	es := make([]tbEnt, len(all))
+	var parts [maxTrees][]int32
+	for i := range all {
+		b := &all[i]
+		e := b.compact()
+		e.flags &^= chkKeyAddr | chkKeyMisc | chkKeyLo
+		fam := rule.Family(b.val.misc >> 40 & 0xff)
+		if b.mask.misc>>40&0xff != 0 && fam == rule.IPv6 && (e.srcLen|e.dstLen) != 0 {
+			e.flags |= chkKeyAddr // the scan check holds bits 32-63 only
+		}
+		if b.mask.srcLo|b.mask.dstLo != 0 {
+			e.flags |= chkKeyLo // the residual holds the low halves
+		}
+		tr.ents[i] = e
+		te := &es[i]
+		te.val = [3]uint64{b.val.srcHi, b.val.dstHi, b.val.misc}
+		te.mask = [3]uint64{b.mask.srcHi, b.mask.dstHi, b.mask.misc}
+		for fi, fd := range tfields {
+			w := te.mask[fd.w] << (64 - fd.hi)
+			te.plen[fi] = uint8(min(bits.LeadingZeros64(^w), int(fd.hi-fd.lo)))
+		}
+		switch {
+		case te.plen[0] >= treeSmallBits:
+			parts[0] = append(parts[0], int32(i))
+		case te.plen[1] >= treeSmallBits:
+			parts[1] = append(parts[1], int32(i))
+		case te.plen[0] >= treeSmallBits/2:
+			parts[2] = append(parts[2], int32(i))
+		case te.plen[1] >= treeSmallBits/2:
+			parts[3] = append(parts[3], int32(i))
+		default:
+			parts[4] = append(parts[4], int32(i))
+		}
+	}
+	b := &treeBuilder{es: es, tr: tr}
+	records := 0
+	for _, p := range parts {
+		if len(p) == 0 {
+			continue
+		}
+		d := dtree{}
+		b.d = &d
+		var cut [nfields]uint8
+		d.root = b.node(p, cut, 0)
+		if b.tooLong {
+			return nil
+		}
+		records += len(d.ent)
+		if records > treeMaxRecords*len(all)+treeRecordSlack {
+			return nil
+		}
+		tr.t = append(tr.t, d)
+	}
+	for i := range tr.t {
+		d := &tr.t[i]
+		d.rec = make([]trec, len(d.ent))
+		for j, e := range d.ent {
+			d.rec[j] = recOf(tr.ents[e].check(), e)
+		}
+		d.ent = nil
+		if len(d.rec) == 0 {
+			d.rec = make([]trec, 1) // read for an empty leaf (see treeGroup)
+		}
+		if len(d.nodes) == 0 {
+			d.nodes = []uint64{treeLeaf}
+		}
+	}
+	return tr
+}
+
+type treeBuilder struct {
+	es      []tbEnt
+	tr      *trees
+	d       *dtree
+	tooLong bool
+	diff    []int32
+}
+
+// span returns the first child and the number of children of entry e
+// under a cut of k bits of field fi below c bits already cut.
+func (b *treeBuilder) span(e *tbEnt, fi int, c, k uint8) (uint32, uint32) {
+	fd := tfields[fi]
+	p := min(max(int(e.plen[fi])-int(c), 0), int(k))
+	sh := fd.hi - c - k
+	v := uint32(e.val[fd.w]>>sh) & (1<<k - 1)
+	free := uint(k) - uint(p)
+	return v >> free << free, 1 << free
+}
+
+// node builds the subtree of the entries ids (ascending) with cut[f] top
+// bits of each field already decided, and returns its node word.
+func (b *treeBuilder) node(ids []int32, cut [nfields]uint8, depth int) uint64 {
+	d := b.d
+	if len(ids) <= treeBinth || depth >= treeMaxDepth {
+		return b.leaf(ids)
+	}
+	// Bits every entry keys with the same value decide nothing: skip them.
+	for fi, fd := range tfields {
+		width := fd.hi - fd.lo
+		for cut[fi] < width {
+			minP := width
+			for _, id := range ids {
+				minP = min(minP, b.es[id].plen[fi])
+			}
+			if minP <= cut[fi] {
+				break
+			}
+			// Common bits of the values below cut[fi], within minP.
+			sh := fd.hi - minP
+			m := (uint64(1)<<(minP-cut[fi]) - 1) << sh
+			v0 := b.es[ids[0]].val[fd.w] & m
+			diff := uint64(0)
+			for _, id := range ids[1:] {
+				diff |= b.es[id].val[fd.w]&m ^ v0
+			}
+			same := minP - cut[fi]
+			if diff != 0 {
+				same = uint8(bits.LeadingZeros64(diff<<(64-fd.hi))) - cut[fi]
+			}
+			cut[fi] += same
+			break
+		}
+	}
+	// Choose the cut: for each field, the most bits whose children hold
+	// at most treeSpace times the entries; then the field whose largest
+	// child is smallest (ties: fewest copies).
+	bestF, bestK, bestMax, bestSum := -1, uint8(0), len(ids), 0
+	limit := treeSpace*len(ids) + 16
+	kmax := uint8(min(treeMaxCut, bits.Len(uint(2*len(ids)))))
+	for fi, fd := range tfields {
+		rem := fd.hi - fd.lo - cut[fi]
+		if rem == 0 {
+			continue
+		}
+		k := min(kmax, rem)
+		sum := 0
+		for ; k > 0; k-- {
+			sum = 1 << k
+			for _, id := range ids {
+				p := min(max(int(b.es[id].plen[fi])-int(cut[fi]), 0), int(k))
+				sum += 1 << (int(k) - p)
+			}
+			if sum <= limit {
+				break
+			}
+		}
+		if k == 0 {
+			continue
+		}
+		n := 1 << k
+		if cap(b.diff) < n+1 {
+			b.diff = make([]int32, n+1)
+		}
+		diff := b.diff[:n+1]
+		clear(diff)
+		for _, id := range ids {
+			s, c := b.span(&b.es[id], fi, cut[fi], k)
+			diff[s]++
+			diff[s+c]--
+		}
+		mx, run := 0, int32(0)
+		for _, x := range diff[:n] {
+			run += x
+			mx = max(mx, int(run))
+		}
+		if mx < bestMax || (mx == bestMax && bestF >= 0 && sum < bestSum) {
+			bestF, bestK, bestMax, bestSum = fi, k, mx, sum
+		}
+	}
+	if bestF < 0 || bestMax > len(ids)-len(ids)/treeProgress {
+		return b.leaf(ids)
+	}
+	// Children's entry lists, each in ascending order.
+	fi, k := bestF, bestK
+	n := 1 << k
+	counts := make([]int32, n+1)
+	for _, id := range ids {
+		s, c := b.span(&b.es[id], fi, cut[fi], k)
+		counts[s]++
+		counts[s+c]--
+	}
+	start := make([]int32, n+1)
+	run, total := int32(0), int32(0)
+	for i := range n {
+		run += counts[i]
+		start[i] = total
+		total += run
+	}
+	start[n] = total
+	lists := make([]int32, total)
+	fill := make([]int32, n)
+	copy(fill, start[:n])
+	for _, id := range ids {
+		s, c := b.span(&b.es[id], fi, cut[fi], k)
+		for ch := s; ch < s+c; ch++ {
+			lists[fill[ch]] = id
+			fill[ch]++
+		}
+	}
+	base := len(d.nodes)
+	d.nodes = append(d.nodes, make([]uint64, n)...)
+	sub := cut
+	sub[fi] += k
+	fd := tfields[fi]
+	// Children with the same entries as the previous child share its
+	// subtree.
+	prev := -1
+	for ch := range n {
+		l := lists[start[ch]:start[ch+1]]
+		if prev >= 0 && equalIDs(l, lists[start[prev]:start[prev+1]]) {
+			d.nodes[base+ch] = d.nodes[base+prev]
+			continue
+		}
+		d.nodes[base+ch] = b.node(l, sub, depth+1)
+		prev = ch
+	}
+	shift := fd.hi - cut[fi] - k
+	return uint64(fd.w)<<56 | uint64(shift)<<48 | uint64(n-1)<<32 | uint64(base)
+}
+
+func equalIDs(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// leaf stores ids as a leaf's records.
+func (b *treeBuilder) leaf(ids []int32) uint64 {
+	if len(ids) > treeMaxLeaf {
+		b.tooLong = true
+	}
+	if len(ids) == 0 {
+		return treeLeaf
+	}
+	d := b.d
+	first := len(d.ent)
+	for _, id := range ids {
+		d.ent = append(d.ent, uint32(id))
+	}
+	return treeLeaf | uint64(len(ids))<<32 | uint64(first)
+}
+
+// treeKey is a packet's key words for a walk; word 3 is never cut.
+type treeKey [4]uint64
+
+// walk returns the leaf of k in d.
+func (d *dtree) walk(k *treeKey) uint64 {
+	n := d.root
+	nodes := d.nodes
+	for n&treeLeaf == 0 {
+		w := k[n>>56&3]
+		n = nodes[uint32(n)+uint32(w>>(n>>48&63))&uint32(n>>32&0xffff)]
+	}
+	return n
+}
+
+// scan returns the first record of leaf n that holds for f and ranks
+// before best (an entry index), or best.
+func (t *Table) scanLeaf(d *dtree, n uint64, f *rule.Fields, sd, misc uint64, best uint32) uint32 {
+	first := uint32(n)
+	cnt := uint32(n>>32) & 0xffffff
+	recs := d.rec[first : first+cnt]
+	for j := range recs {
+		c := &recs[j]
+		e := c.ent
+		if e >= best {
+			break
+		}
+		if sd&c.sdMask() != c.sd || misc&c.miscMask != c.misc {
+			continue
+		}
+		if c.miscMask >= chkPortsBit {
+			if c.miscMask&chkFullBit != 0 {
+				if !t.holds(&t.tr.ents[e], f, misc) {
+					continue
+				}
+			} else if !f.HasPorts() {
+				continue
+			}
+		}
+		return e
+	}
+	return best
+}
+
+// treeLookup is lookup with the trees.
+func (t *Table) treeLookup(f *rule.Fields) (uint64, int32, int) {
+	if f.Family == 0 {
+		return noRank, -1, 0
+	}
+	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f)}
+	sd := scanSD(f)
+	best := treeNoRank
+	for i := range t.tr.t {
+		d := &t.tr.t[i]
+		best = t.scanLeaf(d, d.walk(&k), f, sd, k[2], best)
+	}
+	if best == treeNoRank {
+		return noRank, -1, len(t.tr.t)
+	}
+	e := &t.tr.ents[best]
+	return e.rank, e.rule, len(t.tr.t)
+}
+
+// treeGroup is how many packets treeBurst walks level by level at once.
+const treeGroup = 64
+
+// treeBurst decides fs into out with the trees, a group of packets at a
+// time: every packet's node of one level is loaded before any of the next
+// level, so the loads of a level overlap, then the leaves are scanned.
+func (t *Table) treeBurst(fs []rule.Fields, out []int32) int {
+	out = out[:len(fs)]
+	probes := 0
+	for len(fs) > 0 {
+		n := min(len(fs), treeGroup)
+		probes += t.treeGroup(fs[:n], out[:n])
+		fs, out = fs[n:], out[n:]
+	}
+	return probes
+}
+
+func (t *Table) treeGroup(fs []rule.Fields, out []int32) int {
+	var keys [treeGroup]treeKey
+	var cur [maxTrees][treeGroup]uint64
+	var best [treeGroup]uint32
+	out = out[:len(fs)]
+	probes := 0
+	trs := t.tr.t
+	for i := range fs {
+		f := &fs[i]
+		keys[i] = treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f)}
+		best[i] = treeNoRank
+		if f.Family != 0 {
+			probes += len(trs)
+		}
+	}
+	// Level by level, every tree's walk of every packet: the walks not
+	// yet at a leaf are listed (tree<<8 | packet) and the list is
+	// compacted without a branch after each level.
+	var act [maxTrees * treeGroup]uint16
+	na := 0
+	for ti := range trs {
+		root := trs[ti].root
+		c := &cur[ti]
+		for i := range fs {
+			c[i] = root
+			if fs[i].Family == 0 {
+				c[i] = treeLeaf // an empty leaf
+			}
+			act[na] = uint16(ti<<8 | i)
+			na += int(^c[i] >> 63)
+		}
+	}
+	for na > 0 {
+		k := 0
+		for _, p := range act[:na] {
+			ti, i := p>>8, p&0xff
+			c := &cur[ti][i]
+			n := *c
+			w := keys[i][n>>56&3]
+			m := trs[ti].nodes[uint32(n)+uint32(w>>(n>>48&63))&uint32(n>>32&0xffff)]
+			*c = m
+			act[k] = p
+			k += int(^m >> 63)
+		}
+		na = k
+	}
+	// Read the first record of every leaf before any scan: these loads
+	// do not depend on each other, and the scans' branches then wait on
+	// the cache, not on memory. A leaf whose first entry cannot beat the
+	// packet's best so far is not scanned.
+	var firstEnt [maxTrees][treeGroup]uint32
+	for ti := range trs {
+		rec := trs[ti].rec
+		c, fe := &cur[ti], &firstEnt[ti]
+		for i := range fs {
+			fe[i] = rec[uint32(c[i])].ent
+		}
+	}
+	var sds [treeGroup]uint64
+	for i := range fs {
+		sds[i] = scanSD(&fs[i])
+	}
+	for ti := range trs {
+		d := &trs[ti]
+		rec := d.rec
+		c := &cur[ti]
+		for i := range fs {
+			n := c[i]
+			if firstEnt[ti][i] >= best[i] {
+				continue // or an empty leaf: its record 0 is another leaf's
+			}
+			first := uint32(n)
+			recs := rec[first : first+uint32(n>>32)&0xffffff]
+			sd, misc, b := sds[i], keys[i][2], best[i]
+			for j := range recs {
+				r := &recs[j]
+				if r.ent >= b {
+					break
+				}
+				if sd&r.sdMask() != r.sd || misc&r.miscMask != r.misc {
+					continue
+				}
+				if r.miscMask >= chkPortsBit {
+					if r.miscMask&chkFullBit != 0 {
+						if !t.holds(&t.tr.ents[r.ent], &fs[i], misc) {
+							continue
+						}
+					} else if !fs[i].HasPorts() {
+						continue
+					}
+				}
+				b = r.ent
+				break
+			}
+			best[i] = b
+		}
+	}
+	for i := range fs {
+		out[i] = -1
+		if best[i] != treeNoRank {
+			out[i] = t.tr.ents[best[i]].rule
+		}
+	}
+	return probes
+}
+
+// useTrees reports whether t decides with the trees tr (nil: too big) rather
+// than with its hash tables: a set of one hash table keeps its own lookup
+// (one probe, see decideSingle).
+func useTrees(t *Table, tr *trees) bool {
+	return tr != nil && len(t.tables) > 1
+}
+
+// treeStats is for tests and benchmarks: trees, node words, leaf records
+// and the deepest walk.
+func (tr *trees) stats() (n, nodes, records int) {
+	for i := range tr.t {
+		nodes += len(tr.t[i].nodes)
+		records += len(tr.t[i].rec)
+	}
+	return len(tr.t), nodes, records
+}

@@ -1,0 +1,89 @@
+package classifier
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+	"github.com/scrubd/scrubd/swpath/traffic"
+)
+
+// TestTreesChosen checks which lookup Compile picks: the decision trees for
+// ClassBench-style sets and random sets of several hash tables, the hash
+// tables for a set of one table (decideSingle) and for a set whose entries
+// no cut separates (every rule keys nothing but a length range, so every
+// entry lands in one leaf longer than treeMaxLeaf); and that the forced
+// other lookup decides the same packets the same way as the reference.
+func TestTreesChosen(t *testing.T) {
+	wild := &rule.Set{}
+	for i := range treeMaxLeaf + 1 {
+		wild.Rules = append(wild.Rules, rule.Rule{ID: fmt.Sprint("len", i), Priority: uint32(i), Action: rule.Drop,
+			Match: rule.Match{Length: rule.Ranges{{Lo: uint32(100 + 3*i), Hi: uint32(101 + 3*i)}}, Src: netip.MustParsePrefix("0.0.0.0/0")}})
+	}
+	cases := []struct {
+		name             string
+		set              *rule.Set
+		trees, buildable bool
+	}{
+		{"classbench 1k", traffic.ClassBenchRules(1, 1000), true, true},
+		{"classbench 10k", traffic.ClassBenchRules(2, 10000), true, true},
+		{"random 300", traffic.RandomRules(31, 300), true, true},
+		{"source workload", traffic.SourceWorkload(), false, true},
+		{"length ranges only", wild, false, false},
+	}
+	for _, c := range cases {
+		tab, err := Compile(c.set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tab.tr != nil; got != c.trees {
+			t.Errorf("%s: trees %v, want %v (%d hash tables)", c.name, got, c.trees, len(tab.tables))
+		}
+		forced, err := compile(c.set, treesForce)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := forced.tr != nil; got != c.buildable {
+			t.Errorf("%s: trees built %v, want %v", c.name, got, c.buildable)
+		}
+		g := traffic.NewGenerator(traffic.Config{Seed: 5, Rules: c.set, RuleFraction: 0.9, Odd: true, Sizes: traffic.Sizes{Min: 64, Max: 1518}})
+		checkAgainstReference(t, c.name, c.set, parseAll(g.Frames(1500)))
+	}
+	if tr := (&Table{}).buildTrees(nil); tr == nil || len(tr.t) != 0 {
+		t.Errorf("empty set: %+v", tr)
+	}
+}
+
+// TestTreeNodeWords checks the walk against hand-made trees: a root that
+// cuts the top 4 bits of the destination address, whose child 0xc cuts
+// the destination port's top 8 bits, with a leaf at 0x00 (ports 0-255);
+// every other child an empty leaf.
+func TestTreeNodeWords(t *testing.T) {
+	d := dtree{rec: make([]trec, 3)}
+	d.nodes = make([]uint64, 16+256)
+	for i := range d.nodes {
+		d.nodes[i] = treeLeaf
+	}
+	d.root = 1<<56 | 60<<48 | 15<<32            // key word 1, shift 60, 16 children at 0
+	d.nodes[0xc] = 2<<56 | 8<<48 | 255<<32 | 16 // key word 2, shift 8, 256 children at 16
+	d.nodes[16] = treeLeaf | 2<<32 | 1          // records 1 and 2
+	d.nodes[3] = treeLeaf | 1<<32               // record 0
+	for _, c := range []struct {
+		dst  string
+		port uint16
+		want uint64
+	}{
+		{"192.0.2.1", 80, treeLeaf | 2<<32 | 1},
+		{"207.255.255.255", 255, treeLeaf | 2<<32 | 1},
+		{"192.0.2.1", 256, treeLeaf},
+		{"208.0.0.0", 80, treeLeaf},
+		{"48.1.2.3", 9999, treeLeaf | 1<<32},
+	} {
+		f := rule.Fields{Family: rule.IPv4, Proto: rule.ProtoUDP, DstPort: c.port, Dst: rule.AddrFrom(netip.MustParseAddr(c.dst))}
+		k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(&f)}
+		if got := d.walk(&k); got != c.want {
+			t.Errorf("%s port %d: leaf %#x, want %#x", c.dst, c.port, got, c.want)
+		}
+	}
+}
