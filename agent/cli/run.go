@@ -94,13 +94,16 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "scrubd --sim: logs in %s (kept after exit)\n", lf.Name())
 		}
 	} else {
-		c, err := config.Load(*cfgPath)
+		// The rule files, token and TLS files are read and checked once,
+		// by the daemon before it touches anything (config.LoadForRun).
+		c, err := config.LoadForRun(*cfgPath)
 		if err != nil {
 			// A config that does not load is a failure, not bad usage.
 			fmt.Fprintln(stderr, "scrubd run:", err)
 			return ExitFail
 		}
 		cfg = c
+		opt.ConfigName = *cfgPath
 		if cfg.Software.Engine == "none" {
 			fmt.Fprintln(stderr, "scrubd run: WARNING: software.engine none: rules the hardware cannot hold are not enforced")
 		}

@@ -149,3 +149,28 @@ func TestSimLogBesideSocket(t *testing.T) {
 		}
 	}
 }
+
+// `scrubd run --config` with a rule file that does not parse exits 1 with
+// the config file, the key and the parser's complaint: the rule files are
+// checked once, by the daemon's start-up check, before anything is
+// touched (no socket is left behind).
+func TestRunConfigBadRuleFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte("rules:\n  - id: x\n    action: explode\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "state_dir: " + dir + "/state\napi: {socket: " + dir + "/api.sock}\nmetrics: {listen: '127.0.0.1:0'}\n" +
+		"rules: {files: [rules.yaml]}\noffload: {backend: sim, max_entries: 10}\nsoftware: {engine: dv, workers: 2}\n"
+	path := filepath.Join(dir, "scrubd.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb syncbuf.Buffer
+	rc := runCmd(context.Background(), []string{"--config", path}, &out, &errb)
+	if rc != 1 || !strings.Contains(errb.String(), "scrubd run: "+path+": rules.files[0]") || !strings.Contains(errb.String(), "explode") {
+		t.Fatalf("rc %d, stderr:\n%s", rc, errb.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "api.sock")); err == nil {
+		t.Fatal("the API socket was created for a config that does not load")
+	}
+}

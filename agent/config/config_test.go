@@ -197,3 +197,37 @@ func TestProtectRules(t *testing.T) {
 		t.Fatal("port 80 protected though only 22 listed")
 	}
 }
+
+// LoadForRun checks the config file itself and leaves what the checks read
+// from other files to ValidateRun, so that `scrubd run` parses each rule
+// file once: a bad rule file passes LoadForRun (Load refuses it), and
+// ValidateRun, named after the config file, refuses it naming the key; a
+// good one comes back parsed from ValidateRun.
+func TestLoadForRunLeavesFilesToValidateRun(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir+"/bad.yaml", "rules:\n  - id: x\n    action: explode\n")
+	writeFile(t, dir+"/good.yaml", "rules:\n  - {id: a, action: drop, match: {dst: 198.51.100.0/24}}\n")
+	writeFile(t, dir+"/scrubd.yaml", "rules: {files: [good.yaml, bad.yaml]}\nsoftware: {engine: none}\n")
+	if _, err := Load(dir + "/scrubd.yaml"); err == nil || !strings.Contains(err.Error(), "explode") {
+		t.Fatalf("Load: %v", err)
+	}
+	c, err := LoadForRun(dir + "/scrubd.yaml")
+	if err != nil {
+		t.Fatalf("LoadForRun read the rule files: %v", err)
+	}
+	if c.Rules.Files[1] != dir+"/bad.yaml" {
+		t.Fatalf("files %v: not resolved against the config's directory", c.Rules.Files)
+	}
+	loaded, err := c.ValidateRun(dir + "/scrubd.yaml")
+	if err == nil || !strings.Contains(err.Error(), dir+"/scrubd.yaml: rules.files[1]") || !strings.Contains(err.Error(), "explode") {
+		t.Fatalf("ValidateRun: %v", err)
+	}
+	if s := loaded.Sets[dir+"/good.yaml"]; s == nil || len(s.Rules) != 1 || s.Rules[0].ID != "a" {
+		t.Fatalf("the good file parsed: %+v", loaded.Sets)
+	}
+	// Problems of the config file itself are still LoadForRun's.
+	writeFile(t, dir+"/scrubd.yaml", "rules: {files: [good.yaml], poll: -1s}\n")
+	if _, err := LoadForRun(dir + "/scrubd.yaml"); err == nil || !strings.Contains(err.Error(), "rules.poll") {
+		t.Fatalf("LoadForRun of a bad poll: %v", err)
+	}
+}

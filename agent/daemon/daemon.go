@@ -107,6 +107,9 @@ type Options struct {
 	Calibrate func(ctx context.Context) (float64, error)
 	// Ready, if set, is called with the daemon once every source is up.
 	Ready func(d *Daemon)
+	// ConfigName names the config in the errors of the start-up check
+	// (config.ValidateRun); default "config".
+	ConfigName string
 }
 
 // Daemon is a running agent (exposed to Ready for tests and tools).

@@ -121,7 +121,11 @@ func (a *agent) stopTickers() {
 // (token file, TLS files, addresses, rule files: read and parsed, once),
 // then resolves flowspec.router_id auto.
 func (a *agent) checkConfig() (config.LoadedRules, error) {
-	rules, err := a.cfg.ValidateRun("config")
+	name := a.opt.ConfigName
+	if name == "" {
+		name = "config"
+	}
+	rules, err := a.cfg.ValidateRun(name)
 	if err != nil {
 		return rules, err
 	}
