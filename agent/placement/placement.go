@@ -225,6 +225,8 @@ type ruleState struct {
 	// a set with the accept rules of Placer.acceptSig: an unchanged rule
 	// in a set whose accept rules did not change is not compiled again.
 	compiled bool
+	// seq is the rule's place in the store's order (store.Snapshot.Seqs).
+	seq uint64
 }
 
 // roundCounts are what one placement round did, for its one log line.
@@ -275,8 +277,15 @@ type Placer struct {
 	resyncReq chan string
 	view      atomic.Pointer[View]
 	retired   map[string]retired // removed rules' totals, by id
-	// mkeys are the match strings of set.Rules, by position.
-	mkeys []string
+	// mkeys are the match strings of set.Rules, by position; states the
+	// rules' states, by position; seqs their places in the store's order
+	// (nil when the last snapshot had none: the next round reads a
+	// snapshot again, not a delta).
+	mkeys  []string
+	states []*ruleState
+	seqs   []uint64
+	// deltas counts the rounds applied from a store delta (applyDelta).
+	deltas uint64
 	// acceptSig describes the accept rules of the set last compiled
 	// against (id, priority, match and position, in order); when it
 	// changes every drop rule is compiled again.
@@ -485,17 +494,18 @@ func (p *Placer) hwFailed(err error, op string) {
 // whose path is SW (or in transit, listed in extra), in effective-set order.
 func (p *Placer) swSet(extra map[string]bool, backstop bool) *rule.Set {
 	out := &rule.Set{Rules: make([]rule.Rule, 0, len(p.set.Rules))}
-	for i, r := range p.set.Rules {
+	for i := range p.set.Rules {
+		r := &p.set.Rules[i]
 		if r.Action == rule.Accept {
-			out.Rules = append(out.Rules, r)
+			out.Rules = append(out.Rules, *r)
 			continue
 		}
-		rs := p.rules[r.ID]
+		rs := p.states[i]
 		if rs == nil || rs.mkey != p.mkeys[i] {
 			continue
 		}
-		if rs.path == SW || extra[r.ID] || (backstop && rs.path == HW) {
-			out.Rules = append(out.Rules, r)
+		if rs.path == SW || (len(extra) > 0 && extra[r.ID]) || (backstop && rs.path == HW) {
+			out.Rules = append(out.Rules, *r)
 		}
 	}
 	return out
@@ -533,6 +543,11 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	var removedHW []string // hardware keys to remove
 	keep := map[string]bool{}
 	p.mkeys = make([]string, len(snap.Set.Rules))
+	p.states = make([]*ruleState, len(snap.Set.Rules))
+	p.seqs = nil
+	if len(snap.Seqs) == len(snap.Set.Rules) {
+		p.seqs = snap.Seqs
+	}
 	var sig strings.Builder
 	for i, r := range snap.Set.Rules {
 		rs, ok := old[r.ID]
@@ -553,6 +568,7 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 			}
 			rs.r = &p.set.Rules[i]
 			p.rules[r.ID] = rs
+			p.states[i] = rs
 			keep[r.ID] = true
 			continue
 		}
@@ -573,6 +589,20 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 		}
 		delete(p.retired, r.ID)
 		p.rules[r.ID] = nrs
+		p.states[i] = nrs
+	}
+	if len(p.rules) != len(p.order) {
+		// An id twice in the set: one state, that of its last place, for
+		// both places; and no deltas.
+		p.seqs = nil
+		for i, id := range p.order {
+			p.states[i] = p.rules[id]
+		}
+	}
+	for i, rs := range p.states {
+		if p.seqs != nil {
+			rs.seq = p.seqs[i]
+		}
 	}
 	for id, rs := range old {
 		if !keep[id] && rs.path == HW && p.rules[id] == nil {
@@ -710,6 +740,18 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	p.publish()
 }
 
+// ApplyStore reads st the cheapest way that is exact: the store's delta since
+// the version placement last applied when it has one and the delta
+// touches drop rules only (applyDelta), else a snapshot (Apply).
+func (p *Placer) ApplyStore(ctx context.Context, st *store.Store) {
+	if p.seqs != nil && p.stale == nil {
+		if d, ok := st.Delta(p.version); ok && p.applyDelta(ctx, d) {
+			return
+		}
+	}
+	p.Apply(ctx, st.Effective())
+}
+
 // endRound logs what the round did in one line (rules added to each path,
 // moved, removed, refused by hardware by kind, and where the rules are
 // now), and starts the next round's counts. A round that changed nothing
@@ -725,7 +767,10 @@ func (p *Placer) endRound(what string, start time.Time, always bool) {
 		return
 	}
 	var hw, sw int
-	for _, rs := range p.rules {
+	for i, rs := range p.states {
+		if rs == nil || rs.r != &p.set.Rules[i] {
+			continue // counted at its id's last place
+		}
 		switch rs.path {
 		case HW:
 			hw++
@@ -1191,8 +1236,8 @@ func (p *Placer) publish() {
 	}
 	var hwB, swB float64
 	v.Rules = make([]RuleView, 0, len(p.order))
-	for _, id := range p.order {
-		rs := p.rules[id]
+	for i, id := range p.order {
+		rs := p.states[i]
 		v.Rules = append(v.Rules, RuleView{ID: id, Action: rs.r.Action.String(), Path: rs.path, Reason: rs.reason,
 			Since: rs.since, Moves: rs.moves, HW: rs.hwTot, SW: rs.swTot, PPS: rs.hwPPS + rs.swPPS,
 			HWPPS: rs.hwPPS, SWPPS: rs.swPPS, AvgFrame: rs.avgFrame})

@@ -35,11 +35,11 @@ func (p *Placer) Run(ctx context.Context, st *store.Store, ticks <-chan time.Tim
 			// The signal of a change the last Apply already saw (the
 			// rule files load before Run starts) costs nothing.
 			if st.Version() != p.version {
-				p.Apply(ctx, st.Effective())
+				p.ApplyStore(ctx, st)
 			}
 		case <-ticks:
 			if len(st.Sweep()) > 0 {
-				p.Apply(ctx, st.Effective())
+				p.ApplyStore(ctx, st)
 			}
 			p.Tick(ctx)
 		}

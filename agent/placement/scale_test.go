@@ -19,6 +19,7 @@ import (
 	"github.com/scrubd/scrubd/offload"
 	"github.com/scrubd/scrubd/offload/compile"
 	"github.com/scrubd/scrubd/offload/sim"
+	"github.com/scrubd/scrubd/swpath/classifier"
 	"github.com/scrubd/scrubd/swpath/rule"
 	"github.com/scrubd/scrubd/swpath/traffic"
 )
@@ -117,5 +118,70 @@ func BenchmarkPlacementApplyOne(b *testing.B) {
 			}
 			b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "ms/round")
 		})
+	}
+}
+
+// compileSW is a software path that compiles every set it is given with
+// the Go classifier, as the agent's engines do: what one change costs
+// when the software set must be compiled again.
+type compileSW struct{ countSW }
+
+func (s *compileSW) SetRules(set *rule.Set) error {
+	if _, err := classifier.Compile(set); err != nil {
+		return err
+	}
+	s.set = set
+	return nil
+}
+
+// BenchmarkPlacementChange: with n ClassBench-style rules placed (on the
+// simulated 4096-entry table, behind a protect list of two accept rules),
+// one drop rule is added to the store, or one is removed, and placement
+// takes the change the way its goroutine does (ApplyStore). Reported per
+// change: ns, bytes and allocations of the placement round alone (the
+// store's Put or Delete is outside the timer). With sw=count the software
+// path only keeps the set; with sw=compile it compiles it with the Go
+// classifier, which the agent's engines do on every new set.
+func BenchmarkPlacementChange(b *testing.B) {
+	for _, sw := range []string{"count", "compile"} {
+		for _, op := range []string{"add", "remove"} {
+			for _, n := range []int{1000, 10000, 100000} {
+				b.Run(fmt.Sprintf("sw=%s/op=%s/rules=%d", sw, op, n), func(b *testing.B) {
+					st := classBenchStore(b, n)
+					var s dataplane.SW = &countSW{}
+					if sw == "compile" {
+						s = &compileSW{}
+					}
+					p := placement.New(placement.Config{MinDwell: time.Second}, simPath(4096), s, quiet(), time.Now)
+					ctx := context.Background()
+					p.ApplyStore(ctx, st)
+					one := func(i int) rule.Rule {
+						return rule.Rule{ID: fmt.Sprintf("one%d", i), Priority: 100, Action: rule.Drop,
+							Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), 32), Proto: []uint8{rule.ProtoUDP}}}
+					}
+					b.ReportAllocs()
+					i := 0
+					for b.Loop() {
+						b.StopTimer()
+						r := one(i)
+						i++
+						if _, err := st.Put("api", r); err != nil {
+							b.Fatal(err)
+						}
+						if op == "remove" {
+							p.ApplyStore(ctx, st)
+							if err := st.Delete("api", r.ID); err != nil {
+								b.Fatal(err)
+							}
+						}
+						b.StartTimer()
+						p.ApplyStore(ctx, st)
+					}
+					if v := p.View(); v.StoreVersion != st.Version() {
+						b.Fatalf("placement at version %d, store at %d", v.StoreVersion, st.Version())
+					}
+				})
+			}
+		}
 	}
 }

@@ -53,7 +53,39 @@ type Snapshot struct {
 	Set rule.Set
 	// Entries lists every stored rule, refused ones too, in the same order.
 	Entries []Entry
+	// Seqs, when set, holds each rule of Set its place in the store's
+	// order (0 for the protect rules, which come first): what a Delta's
+	// Upserts are ordered by, so placement can put a rule that comes back
+	// in force in its place.
+	Seqs []uint64
 }
+
+// Delta is what changed in the effective set between two versions: the
+// rules added to it or changed (in the store's order, each with its place)
+// and the ids of the rules that left it (removed, expired, or refused by
+// protection now). A rule changed and then removed is only removed; one
+// removed and added again is an upsert.
+type Delta struct {
+	From, Version uint64
+	Upserts       []Upsert
+	Removed       []string
+}
+
+// Upsert is one rule of a Delta that is in force at Delta.Version.
+type Upsert struct {
+	Rule rule.Rule
+	Seq  uint64
+}
+
+// change records that rule id changed in store version ver.
+type change struct {
+	ver uint64
+	id  string
+}
+
+// maxChanges bounds the change log (about 24 bytes a change). A reader
+// further behind than that reads a whole snapshot instead of a delta.
+const maxChanges = 16384
 
 // Errors callers can test for.
 var (
@@ -91,6 +123,52 @@ type Store struct {
 	// one of its rules is added, replaced or removed (SourceVersions).
 	srcVer  map[string]uint64
 	lastVer uint64
+	// changes logs, in version order, the ids of the rules added, changed
+	// or removed, for Delta; it holds every change after version logFrom.
+	changes []change
+	logFrom uint64
+}
+
+// noteLocked logs a change to rule id in the version the store's next
+// bump publishes.
+func (s *Store) noteLocked(id string) {
+	if len(s.changes) >= maxChanges {
+		// Keep the newer half: deltas from before it read a snapshot.
+		h := len(s.changes) / 2
+		s.logFrom = s.changes[h-1].ver
+		s.changes = append(s.changes[:0], s.changes[h:]...)
+	}
+	s.changes = append(s.changes, change{ver: s.version + 1, id: id})
+}
+
+// Delta returns what changed in the effective set after version since, up
+// to the current version, at a cost proportional to the changes, not to
+// the rules stored. ok is false when the log no longer reaches back to
+// since (more than maxChanges changes ago, or a version the store never
+// had): the caller reads a snapshot then.
+func (s *Store) Delta(since uint64) (d Delta, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if since < s.logFrom || since > s.version {
+		return Delta{}, false
+	}
+	d = Delta{From: since, Version: s.version}
+	i, _ := slices.BinarySearchFunc(s.changes, since+1, func(c change, v uint64) int { return cmp.Compare(c.ver, v) })
+	seen := make(map[string]bool, len(s.changes)-i)
+	for _, c := range s.changes[i:] {
+		if seen[c.id] {
+			continue
+		}
+		seen[c.id] = true
+		if e, ok := s.entries[c.id]; ok && e.InForce() {
+			d.Upserts = append(d.Upserts, Upsert{Rule: e.Rule, Seq: e.seq})
+		} else {
+			d.Removed = append(d.Removed, c.id)
+		}
+	}
+	slices.SortFunc(d.Upserts, func(a, b Upsert) int { return cmp.Compare(a.Seq, b.Seq) })
+	slices.Sort(d.Removed)
+	return d, true
 }
 
 // touchLocked records a change to source src's rules.
@@ -164,6 +242,7 @@ func (s *Store) setLocked(e *Entry) {
 		}
 	}
 	s.entries[e.Rule.ID] = e
+	s.noteLocked(e.Rule.ID)
 	s.perSource[e.Source]++
 	s.byStatus[sourceStatus{e.Source, e.Status}]++
 	s.touchLocked(e.Source)
@@ -194,6 +273,7 @@ func (s *Store) delLocked(id string) {
 		s.untouchLocked(old.Source)
 		s.uncountLocked(old)
 		delete(s.entries, id)
+		s.noteLocked(id)
 	}
 }
 
@@ -585,6 +665,7 @@ func (s *Store) snapshot(set, entries bool) Snapshot {
 		pr := s.protect.Rules()
 		snap.Set.Rules = make([]rule.Rule, 0, len(pr)+len(s.entries))
 		snap.Set.Rules = append(snap.Set.Rules, pr...)
+		snap.Seqs = make([]uint64, len(pr), cap(snap.Set.Rules))
 	}
 	if entries {
 		snap.Entries = make([]Entry, 0, len(s.entries))
@@ -600,6 +681,7 @@ func (s *Store) snapshot(set, entries bool) Snapshot {
 		}
 		if set && e.InForce() {
 			snap.Set.Rules = append(snap.Set.Rules, e.Rule)
+			snap.Seqs = append(snap.Seqs, e.seq)
 		}
 	}
 	return snap

@@ -1,0 +1,264 @@
+package placement
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// applyDelta brings placement in line with the store's version d.Version
+// from what changed since the version placement holds, at a cost that
+// follows the change, not the set: the rules added, changed and removed
+// are placed, re-placed and taken out as Apply would, and every other
+// rule keeps its state untouched (not compiled again, not looked at).
+//
+// It places drop rules only. A delta that adds, changes or removes an
+// accept rule changes what every drop may overlap, so it returns false
+// with nothing changed and the caller applies a snapshot (Apply), which
+// re-checks every drop. Without accept changes a drop's hardware verdict
+// depends on the drop alone (its match, its priority, and the accept
+// rules in front of it, which did not change), so those of unchanged
+// rules still hold.
+//
+// What stays linear in the set: the software engine is handed the whole
+// new set (dataplane.SW.SetRules takes a set), the View lists every rule,
+// and a removal or a rule placed in the middle of the order copies the
+// set's arrays once per round.
+func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
+	if d.From != p.version || p.seqs == nil {
+		return false
+	}
+	for i := range d.Upserts {
+		r := &d.Upserts[i].Rule
+		if r.Action != rule.Drop {
+			return false
+		}
+		if rs := p.rules[r.ID]; rs != nil && rs.r.Action != rule.Drop {
+			return false
+		}
+	}
+	for _, id := range d.Removed {
+		if rs := p.rules[id]; rs != nil && rs.r.Action != rule.Drop {
+			return false
+		}
+	}
+	now := p.now()
+	start := time.Now()
+	p.fullTables = nil
+	p.version = d.Version
+	p.deltas++
+	var removedHW []string // hardware keys to remove
+	relayout := false      // a slot emptied or a rule placed before the last
+	for _, id := range d.Removed {
+		rs := p.rules[id]
+		if rs == nil {
+			continue
+		}
+		if rs.path == HW {
+			removedHW = append(removedHW, rs.key)
+		}
+		p.round.removed++
+		if p.cfg.CounterMemory > 0 {
+			p.retired[id] = retired{hwTot: rs.hwTot, swTot: rs.swTot, moves: rs.moves, at: now}
+		}
+		delete(p.rules, id)
+		p.states[p.slot(rs)] = nil
+		relayout = true
+	}
+	type insert struct {
+		r   rule.Rule
+		seq uint64
+		rs  *ruleState
+		mk  string
+	}
+	var ins []insert
+	var fresh, recompile []*ruleState
+	last := uint64(0)
+	if n := len(p.seqs); n > 0 {
+		last = p.seqs[n-1]
+	}
+	for _, u := range d.Upserts {
+		r := u.Rule
+		old := p.rules[r.ID]
+		var mk string
+		if old != nil && sameMatch(&r.Match, &old.r.Match) {
+			mk = old.mkey
+		} else {
+			mk = r.Match.String()
+		}
+		rs := old
+		if old != nil && old.mkey == mk && old.r.Action == r.Action {
+			if old.r.Priority != r.Priority {
+				old.compiled = false
+			}
+		} else {
+			rs = &ruleState{path: None, mkey: mk}
+			if old != nil { // changed: carry counters, re-place (as Apply)
+				rs.hwTot, rs.swTot, rs.moves = old.hwTot, old.swTot, old.moves
+				rs.swLast, rs.swSeen = old.swLast, old.swSeen
+				if old.path == HW {
+					removedHW = append(removedHW, old.key)
+				}
+			} else if rt, found := p.retired[r.ID]; found {
+				rs.hwTot, rs.swTot, rs.moves = rt.hwTot, rt.swTot, rt.moves
+			}
+			delete(p.retired, r.ID)
+			p.rules[r.ID] = rs
+			fresh = append(fresh, rs)
+		}
+		if !rs.compiled {
+			recompile = append(recompile, rs)
+		}
+		if old != nil && old.seq == u.Seq {
+			// Same place in the order: the slot takes the new copy.
+			i := p.slot(old)
+			p.set.Rules[i] = r
+			p.states[i], p.mkeys[i] = rs, mk
+			rs.r, rs.seq = &p.set.Rules[i], u.Seq
+			continue
+		}
+		if old != nil {
+			p.states[p.slot(old)] = nil // it moves to its new place
+			relayout = true
+		}
+		if u.Seq <= last {
+			relayout = true
+		}
+		last = max(last, u.Seq)
+		rs.seq = u.Seq
+		ins = append(ins, insert{r: r, seq: u.Seq, rs: rs, mk: mk})
+	}
+	for id, rt := range p.retired {
+		if now.Sub(rt.at) > p.cfg.CounterMemory {
+			delete(p.retired, id)
+		}
+	}
+	switch {
+	case relayout:
+		// New arrays (the hardware path indexes a set by its array): the
+		// slots still held and the new rules, merged in the store's order.
+		n := len(p.set.Rules) - len(d.Removed) + len(ins)
+		rules := make([]rule.Rule, 0, n)
+		seqs := make([]uint64, 0, n)
+		mkeys := make([]string, 0, n)
+		order := make([]string, 0, n)
+		states := make([]*ruleState, 0, n)
+		j := 0
+		put := func(r *rule.Rule, seq uint64, mk string, rs *ruleState) {
+			rules = append(rules, *r)
+			seqs = append(seqs, seq)
+			mkeys = append(mkeys, mk)
+			order = append(order, r.ID)
+			states = append(states, rs)
+		}
+		for i := range p.set.Rules {
+			if p.states[i] == nil {
+				continue
+			}
+			for ; j < len(ins) && ins[j].seq < p.seqs[i]; j++ {
+				put(&ins[j].r, ins[j].seq, ins[j].mk, ins[j].rs)
+			}
+			put(&p.set.Rules[i], p.seqs[i], p.mkeys[i], p.states[i])
+		}
+		for ; j < len(ins); j++ {
+			put(&ins[j].r, ins[j].seq, ins[j].mk, ins[j].rs)
+		}
+		p.set.Rules, p.seqs, p.mkeys, p.order, p.states = rules, seqs, mkeys, order, states
+		p.repoint()
+	case len(ins) > 0:
+		grown := cap(p.set.Rules) < len(p.set.Rules)+len(ins)
+		for k := range ins {
+			p.set.Rules = append(p.set.Rules, ins[k].r)
+			p.seqs = append(p.seqs, ins[k].seq)
+			p.mkeys = append(p.mkeys, ins[k].mk)
+			p.order = append(p.order, ins[k].r.ID)
+			p.states = append(p.states, ins[k].rs)
+		}
+		if grown {
+			p.repoint()
+		} else {
+			for i := len(p.set.Rules) - len(ins); i < len(p.set.Rules); i++ {
+				p.states[i].r = &p.set.Rules[i]
+			}
+		}
+	}
+	// A rule whose priority changed may now sit behind an accept rule it
+	// overlaps: compiled again, and out of hardware if it no longer goes
+	// there (software first).
+	var demote []*ruleState
+	for _, rs := range recompile {
+		p.compile(rs)
+		if rs.path == HW && !rs.hwOK {
+			demote = append(demote, rs)
+		}
+	}
+	for _, rs := range demote {
+		p.record(rs, HW, SW, "no longer offloadable: "+rs.hwReason, p.inputs(rs))
+	}
+	pending := map[string]bool{}
+	for _, rs := range fresh {
+		pending[rs.r.ID] = true
+	}
+	changed := len(d.Upserts)+len(d.Removed) > 0
+	backstopped := false
+	if changed {
+		// Software holds every new and changed rule before anything
+		// leaves hardware: no gap.
+		backstopped = p.pushSW(pending) == nil && p.swBackstop
+	}
+	for _, rs := range demote {
+		p.hwRemove(ctx, rs.key)
+	}
+	for _, k := range removedHW {
+		p.hwRemove(ctx, k)
+	}
+	if len(removedHW)+len(demote) > 0 || len(fresh) > 0 {
+		p.refreshBudget(ctx)
+	}
+	for n, rs := range fresh {
+		if n&255 == 255 && ctx.Err() != nil {
+			return true // every fresh rule is in the software set already
+		}
+		if rs.hwOK && p.hwUp && p.toHW(ctx, rs, "offload first: hardware can express it exactly", now) {
+			continue
+		}
+		why := rs.reason
+		if !rs.hwOK {
+			why = "software: " + rs.hwReason
+		} else if !p.hwUp {
+			why = "software: hardware path down"
+		}
+		p.record(rs, None, SW, why, p.inputs(rs))
+	}
+	if changed && !backstopped {
+		_ = p.pushSW(nil)
+	}
+	if p.hw != nil && !p.hwUp {
+		p.evacuate(ctx)
+	}
+	p.endRound("delta", start, changed)
+	p.publish()
+	return true
+}
+
+// slot returns the position of rs in the set (by its place in the store's
+// order: a binary search).
+func (p *Placer) slot(rs *ruleState) int {
+	i, ok := slices.BinarySearchFunc(p.seqs, rs.seq, func(a, b uint64) int { return cmp.Compare(a, b) })
+	if !ok || p.states[i] != rs {
+		// The protect rules share seq 0; look among them.
+		i = slices.Index(p.states, rs)
+	}
+	return i
+}
+
+// repoint makes every rule state point at its rule in the current array.
+func (p *Placer) repoint() {
+	for i, rs := range p.states {
+		rs.r = &p.set.Rules[i]
+	}
+}

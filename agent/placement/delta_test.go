@@ -1,0 +1,269 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/agent/protect"
+	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// randomRule is a drop (or, with accepts, sometimes an accept) rule with
+// id from a small pool, so that puts often change a rule already there:
+// its match (a /24 or /32 out of a few: 203.0.113.0/24 overlaps an
+// accept rule of the protect list, 198.51.100.3/32 is all protected and
+// refused by the store), its priority, or nothing at all; a packet-length
+// match is something the fake hardware cannot express.
+func randomRule(rng *rand.Rand, accepts bool) rule.Rule {
+	r := rule.Rule{ID: fmt.Sprintf("r%d", rng.IntN(48)), Priority: []uint32{100, 1000}[rng.IntN(2)], Action: rule.Drop}
+	switch rng.IntN(4) {
+	case 0:
+		r.Match.Dst = netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(rng.IntN(4))}), 32)
+	case 1:
+		r.Match.Dst = netip.PrefixFrom(netip.AddrFrom4([4]byte{203, 0, []byte{0, 1, 2, 113}[rng.IntN(4)], 0}), 24)
+	case 2:
+		r.Match.Src = netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(rng.IntN(4))}), 31) // no destination: overlaps both accepts
+	default:
+		r.Match.Dst = netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(rng.IntN(2)), 0}), 24)
+		r.Match.Length = rule.Ranges{{Lo: 40, Hi: 60 + uint32(rng.IntN(3))}}
+	}
+	if accepts && rng.IntN(10) == 0 {
+		// An accept rule for one address: the drops it overlaps leave
+		// hardware, the others stay.
+		r.Action = rule.Accept
+		r.Match = rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(rng.IntN(3))}), 32)}
+	}
+	return r
+}
+
+// orderHW is the fake hardware with hwpath's accept semantics: a drop is
+// refused only for an accept rule that decides before it (priority, then
+// place in the set), so a drop's priority changes its verdict.
+type orderHW struct{ *fakeHW }
+
+func (h orderHW) Compile(r *rule.Rule, set *rule.Set) (dataplane.Cost, error) {
+	if r.Match.Length != nil {
+		return dataplane.Cost{}, &dataplane.HWError{Rule: r.ID, Kind: dataplane.KindUnsupported, Detail: "no packet length key"}
+	}
+	i := set.Index(r.ID)
+	for j := range set.Rules {
+		a := &set.Rules[j]
+		if a.Action == rule.Accept && rule.Before(a, j, r, i) && protect.Overlaps(&a.Match, &r.Match) {
+			return dataplane.Cost{}, &dataplane.HWError{Rule: r.ID, Kind: dataplane.KindAcceptOverlap, Detail: "overlaps accept rule " + a.ID}
+		}
+	}
+	return dataplane.Cost{Entries: 1}, nil
+}
+
+// placed is what a placer has done, for comparison: every rule's view
+// (path, reason, moves), the set it holds, what software and hardware hold.
+type placed struct {
+	Rules []RuleView
+	Set   []rule.Rule
+	SW    []string
+	HW    []string
+}
+
+func placedOf(p *Placer, w *world) placed {
+	var out placed
+	for _, r := range p.View().Rules {
+		r.Since = time.Time{}
+		out.Rules = append(out.Rules, r)
+	}
+	out.Set = slices.Clone(p.set.Rules)
+	if w.sw.set != nil {
+		for _, r := range w.sw.set.Rules {
+			out.SW = append(out.SW, r.ID+" "+r.Match.String())
+		}
+	}
+	for id := range w.hw.installed {
+		out.HW = append(out.HW, id)
+	}
+	slices.Sort(out.HW)
+	return out
+}
+
+// The delta path places what a store change touches and nothing else; it
+// must end where a placement from a snapshot ends. Thousands of random
+// puts, changes, deletes, transactions and whole-source replaces go into a
+// store; after each, the placer under test reads the store's delta
+// (ApplyStore) and is compared with two references: a twin placer that
+// went through the same versions reading full snapshots (Apply, the
+// linear path), and, while the accept rules stay those of the protect
+// list, a placer that places the whole set from scratch. Hardware has
+// room for every rule, so where a rule goes does not depend on history.
+// With accept rules coming and going ("accepts"), the delta path must
+// hand those rounds to Apply and still agree with its twin.
+func TestDeltaPlacementEqualsFullPlacement(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		accepts    bool
+		noBackstop bool
+	}{{"drops", false, false}, {"drops-nobackstop", false, true}, {"accepts", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, uint64(len(tc.name))))
+			pl := &protect.List{}
+			for i, a := range []string{"203.0.113.7/32", "198.51.100.3/32"} {
+				pl.Entries = append(pl.Entries, protect.Entry{Rule: rule.Rule{ID: "protect-" + fmt.Sprint(i), Priority: 1,
+					Action: rule.Accept, Match: rule.Match{Dst: netip.MustParsePrefix(a)}}})
+			}
+			wi, wt := newWorld(t, 1000), newWorld(t, 1000)
+			st := store.New(pl, func() time.Time { return wi.clock })
+			c := cfg()
+			c.NoBackstop = tc.noBackstop
+			c.CounterMemory = 5 * time.Second
+			inc := New(c, orderHW{wi.hw}, wi.sw, quiet(), wi.now)
+			twin := New(c, orderHW{wt.hw}, wt.sw, quiet(), wt.now)
+			ctx := context.Background()
+			apply := func() {
+				eff := st.Effective()
+				wi.want(eff.Set.Rules...)
+				wt.want(eff.Set.Rules...)
+				inc.ApplyStore(ctx, st)
+				twin.Apply(ctx, eff)
+			}
+			apply()
+			steps := 3000
+			if testing.Short() {
+				steps = 600
+			}
+			for step := range steps {
+				wi.clock = wi.clock.Add(time.Second)
+				wt.clock = wi.clock
+				var op string
+				switch k := rng.IntN(20); {
+				case k < 9:
+					r := randomRule(rng, tc.accepts)
+					op = "put " + r.ID + " " + r.Match.String()
+					_, _ = st.Put("api", r)
+				case k < 14:
+					id := fmt.Sprintf("r%d", rng.IntN(48))
+					op = "delete " + id
+					_ = st.Delete("api", id)
+				case k < 18:
+					op = "tx"
+					st.Update(func(tx *store.Tx) {
+						for range 1 + rng.IntN(6) {
+							if rng.IntN(3) == 0 {
+								_ = tx.Delete("api", fmt.Sprintf("r%d", rng.IntN(48)))
+								continue
+							}
+							_, _ = tx.Put("api", randomRule(rng, tc.accepts))
+						}
+					})
+				default:
+					op = "replace file"
+					var rs []rule.Rule
+					seen := map[string]bool{}
+					for range rng.IntN(8) {
+						r := randomRule(rng, tc.accepts)
+						r.ID = "f" + r.ID
+						if !seen[r.ID] {
+							seen[r.ID] = true
+							rs = append(rs, r)
+						}
+					}
+					_, _ = st.Replace("file:a", rs)
+				}
+				apply()
+				got, want := placedOf(inc, wi), placedOf(twin, wt)
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("step %d (%s): delta placement differs from the snapshot twin's\n got %+v\nwant %+v", step, op, got, want)
+				}
+				eff := st.Effective()
+				if !reflect.DeepEqual(inc.set.Rules, eff.Set.Rules) || !slices.Equal(inc.seqs, eff.Seqs) {
+					t.Fatalf("step %d (%s): placement's set is not the store's", step, op)
+				}
+				for i, rs := range inc.states {
+					if rs.r != &inc.set.Rules[i] || inc.rules[rs.r.ID] != rs || inc.order[i] != rs.r.ID {
+						t.Fatalf("step %d (%s): rule state %d (%s) out of place", step, op, i, inc.order[i])
+					}
+				}
+				if !tc.accepts {
+					wf := newWorld(t, 1000)
+					wf.clock = wi.clock
+					wf.want(eff.Set.Rules...)
+					scratch := New(c, orderHW{wf.hw}, wf.sw, quiet(), wf.now)
+					scratch.Apply(ctx, eff)
+					f := placedOf(scratch, wf)
+					if !slices.Equal(got.SW, f.SW) || !slices.Equal(got.HW, f.HW) || !samePaths(got.Rules, f.Rules) {
+						t.Fatalf("step %d (%s): delta placement differs from a placement from scratch\n got %+v\nwant %+v", step, op, got, f)
+					}
+				}
+			}
+			if inc.deltas < uint64(steps)*2/3 {
+				t.Errorf("%d of %d rounds read a delta; the rest read snapshots", inc.deltas, steps)
+			}
+			t.Logf("%d of %d rounds from a delta; in hardware at the end: %v", inc.deltas, steps, placedOf(inc, wi).HW)
+		})
+	}
+}
+
+// samePaths compares where each rule is and why, not since when or after
+// how many moves (a placement from scratch has no history).
+func samePaths(a, b []RuleView) bool {
+	return slices.EqualFunc(a, b, func(x, y RuleView) bool {
+		return x.ID == y.ID && x.Path == y.Path && x.Action == y.Action && strings.HasPrefix(x.Reason, "software") == strings.HasPrefix(y.Reason, "software")
+	})
+}
+
+// A round read from a delta logs one line at INFO with its counts: a
+// burst of 50 routes added in one store transaction, then 10 removed, is
+// two rounds and two lines, with the rules added to each path, moved,
+// removed and refused counted (the per-rule lines are DEBUG). The 10 that
+// find the table full are not "refused": placement knows the budget and
+// does not ask the hardware.
+func TestDeltaRoundLogsOneLine(t *testing.T) {
+	w := newWorld(t, 40)
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	st := store.New(&protect.List{}, w.now)
+	p := New(cfg(), w.hw, w.sw, log, w.now)
+	ctx := context.Background()
+	p.ApplyStore(ctx, st)
+	buf.Reset()
+	var rs []rule.Rule
+	st.Update(func(tx *store.Tx) {
+		for i := range 50 {
+			r := drop(fmt.Sprintf("route%d", i), fmt.Sprintf("198.18.%d.0/24", i))
+			rs = append(rs, r)
+			if _, err := tx.Put("bgp:peer", r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	w.want(rs...)
+	p.ApplyStore(ctx, st)
+	st.Update(func(tx *store.Tx) {
+		for i := range 10 {
+			_ = tx.Delete("bgp:peer", fmt.Sprintf("route%d", i))
+		}
+	})
+	w.want(rs[10:]...)
+	p.ApplyStore(ctx, st)
+	if p.deltas != 2 {
+		t.Fatalf("%d rounds from a delta, want 2", p.deltas)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d log lines for two rounds, want 2:\n%s", len(lines), buf.String())
+	}
+	for i, want := range []string{
+		"round=delta rules=50 store_version=1 added_hw=40 added_sw=10 moved=0 removed=0 hw_refused=0 in_hw=40 in_sw=10",
+		"round=delta rules=40 store_version=2 added_hw=0 added_sw=0 moved=0 removed=10 hw_refused=0 in_hw=30 in_sw=10",
+	} {
+		if !strings.Contains(lines[i], "msg=\"placement round\" "+want) {
+			t.Errorf("round %d logged\n%s\nwant %s", i+1, lines[i], want)
+		}
+	}
+}
