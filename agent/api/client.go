@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -90,8 +91,8 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	return nil
 }
 
-// List returns every rule. The reply is read one rule at a time, whatever
-// its size (maxReply bounds the other replies, not this one).
+// List returns every rule, whatever their number: the reply is read one
+// rule at a time (maxReply bounds the other replies, not this one).
 func (c *Client) List(ctx context.Context) ([]RuleInfo, error) {
 	out, _, err := c.ListPage(ctx, "", 0)
 	return out, err
@@ -102,11 +103,9 @@ func (c *Client) List(ctx context.Context) ([]RuleInfo, error) {
 // page ("" when this page is the last).
 func (c *Client) ListPage(ctx context.Context, after string, limit int) ([]RuleInfo, string, error) {
 	var out []RuleInfo
-	// Straight into RuleInfo: through a RawMessage each rule would be
-	// scanned twice.
-	next, err := c.list(ctx, after, limit, func(dec *json.Decoder) error {
+	next, err := c.ListEach(ctx, after, limit, func(raw json.RawMessage) error {
 		var ri RuleInfo
-		if err := dec.Decode(&ri); err != nil {
+		if err := json.Unmarshal(raw, &ri); err != nil {
 			return err
 		}
 		out = append(out, ri)
@@ -119,23 +118,39 @@ func (c *Client) ListPage(ctx context.Context, after string, limit int) ([]RuleI
 }
 
 // ListEach is ListPage one rule at a time: fn gets each rule of the page as
-// the agent sent it (a RuleInfo in JSON, valid until fn returns) as it
-// arrives, so a caller that prints can do so without holding the list or
-// decoding what it does not print. An error from fn stops the listing.
+// the agent sent it (a RuleInfo in JSON, valid until fn returns, not yet
+// checked to be valid JSON) as it arrives, so a caller that prints can do
+// so without holding the list or decoding what it does not print. An
+// error from fn stops the listing.
 func (c *Client) ListEach(ctx context.Context, after string, limit int, fn func(json.RawMessage) error) (next string, err error) {
-	var raw json.RawMessage
-	return c.list(ctx, after, limit, func(dec *json.Decoder) error {
-		raw = raw[:0]
-		if err := dec.Decode(&raw); err != nil {
-			return err
-		}
-		return fn(raw)
-	})
+	err = c.ListStream(ctx, after, limit, func(h ListHead) error { next = h.Next; return nil }, func(raw []byte) error { return fn(raw) })
+	if err != nil {
+		return "", err
+	}
+	return next, nil
 }
 
-// list asks for one page of rules and calls each with the decoder at every
-// rule of the reply's array, in order; it returns the next page's cursor.
-func (c *Client) list(ctx context.Context, after string, limit int, each func(*json.Decoder) error) (next string, err error) {
+// ListHead is what a list reply says before its first rule.
+type ListHead struct {
+	// Rules is the number of rules in the reply, -1 when the agent does
+	// not say (an agent older than the count header).
+	Rules int
+	// Next is the next page's cursor, "" on the last page.
+	Next string
+	// Widths, when HasWidths, are the widest values of the table's
+	// columns in this reply (an NDJSON reply has them).
+	Widths    Widths
+	HasWidths bool
+}
+
+// ListStream asks for one page of rules (limit 0: all, however many) after
+// the rule with id after, calls head once with the reply's head and then
+// each with every rule in order as it arrives (one RuleInfo in JSON, valid
+// until each returns). It asks for NDJSON and reads an agent's JSON array
+// when that is what it answers. A reply cut off, holding a broken line, or
+// holding other than the number of rules it announced is an error that
+// says how many rules came; an error from head or each stops the listing.
+func (c *Client) ListStream(ctx context.Context, after string, limit int, head func(ListHead) error, each func([]byte) error) error {
 	q := url.Values{}
 	if after != "" {
 		q.Set("after", after)
@@ -149,14 +164,15 @@ func (c *Client) list(ctx context.Context, after string, limit int, each func(*j
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+path, nil)
 	if err != nil {
-		return "", err
+		return err
 	}
+	req.Header.Set("Accept", NDJSON+", application/json")
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
@@ -165,23 +181,103 @@ func (c *Client) list(ctx context.Context, after string, limit int, each func(*j
 		if json.Unmarshal(data, &e) != nil || e.Error == "" {
 			e.Error = strings.TrimSpace(string(data))
 		}
-		return "", &APIError{Code: resp.StatusCode, Msg: e.Error}
+		return &APIError{Code: resp.StatusCode, Msg: e.Error}
 	}
-	dec := json.NewDecoder(resp.Body)
+	h := ListHead{Rules: -1, Next: resp.Header.Get(NextAfterHeader)}
+	if v := resp.Header.Get(CountHeader); v != "" {
+		if h.Rules, err = strconv.Atoi(v); err != nil || h.Rules < 0 {
+			return fmt.Errorf("scrubd API: GET %s: %s %q is not a count", path, CountHeader, v)
+		}
+	}
+	if v := resp.Header.Get(WidthsHeader); v != "" {
+		if h.Widths, err = ParseWidths(v); err != nil {
+			return fmt.Errorf("scrubd API: GET %s: %w", path, err)
+		}
+		h.HasWidths = true
+	}
+	if head != nil {
+		if err := head(h); err != nil {
+			return err
+		}
+	}
+	var n int
+	if mt, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";"); strings.TrimSpace(mt) == NDJSON {
+		n, err = eachLine(resp.Body, h.Rules, each)
+	} else {
+		n, err = eachElement(resp.Body, h.Rules, each)
+	}
+	if err != nil {
+		return fmt.Errorf("scrubd API: GET %s: %w", path, err)
+	}
+	if h.Rules >= 0 && n != h.Rules {
+		return fmt.Errorf("scrubd API: GET %s: reply cut off: %d of the %d rules it announced", path, n, h.Rules)
+	}
+	return nil
+}
+
+// eachLine calls each with every line of an NDJSON reply, without its
+// newline; want (when not -1) is how many lines there should be.
+func eachLine(r io.Reader, want int, each func([]byte) error) (n int, err error) {
+	br := bufio.NewReaderSize(r, 256<<10)
+	var long []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// A line longer than the buffer: gather it.
+			long = append(long[:0], line...)
+			for err == bufio.ErrBufferFull {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		switch {
+		case err == io.EOF && len(line) == 0:
+			return n, nil
+		case err == io.EOF:
+			return n, fmt.Errorf("reply cut off in rule %d (after %d whole rules): %d bytes without a newline", n, n, len(line))
+		case err != nil:
+			return n, fmt.Errorf("reply cut off after %d rules: %w", n, err)
+		}
+		line = line[:len(line)-1]
+		if want >= 0 && n == want {
+			return n, fmt.Errorf("reply holds more than the %d rules it announced", want)
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			return n, fmt.Errorf("rule %d of the reply: an empty line", n)
+		}
+		if err := each(line); err != nil {
+			return n, fmt.Errorf("rule %d of the reply: %w", n, err)
+		}
+		n++
+	}
+}
+
+// eachElement calls each with every element of a reply that is a JSON
+// array (what an agent that does not write NDJSON answers).
+func eachElement(r io.Reader, want int, each func([]byte) error) (n int, err error) {
+	dec := json.NewDecoder(r)
 	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
-		return "", fmt.Errorf("scrubd API: GET %s: reply is not a JSON array (%v)", path, err)
+		return 0, fmt.Errorf("reply is not a JSON array (%v)", err)
 	}
-	n := 0
+	var raw json.RawMessage
 	for dec.More() {
-		if err := each(dec); err != nil {
-			return "", fmt.Errorf("scrubd API: GET %s: rule %d of the reply: %w", path, n, err)
+		if want >= 0 && n == want {
+			return n, fmt.Errorf("reply holds more than the %d rules it announced", want)
+		}
+		raw = raw[:0]
+		if err := dec.Decode(&raw); err != nil {
+			return n, fmt.Errorf("rule %d of the reply: %w", n, err)
+		}
+		if err := each(raw); err != nil {
+			return n, fmt.Errorf("rule %d of the reply: %w", n, err)
 		}
 		n++
 	}
 	if _, err := dec.Token(); err != nil {
-		return "", fmt.Errorf("scrubd API: GET %s: reply cut off after %d rules: %w", path, n, err)
+		return n, fmt.Errorf("reply cut off after %d rules: %w", n, err)
 	}
-	return resp.Header.Get(NextAfterHeader), nil
+	return n, nil
 }
 
 // Get returns one rule.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -10,9 +11,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -192,67 +194,181 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 }
 
-// listRow is what the table shows of a rule: the rule itself is skipped
-// but for its id, so a large list is not decoded into match specs.
-type listRow struct {
-	Rule struct {
-		ID string `json:"id"`
-	} `json:"rule"`
-	Source    string      `json:"source"`
-	Status    string      `json:"status"`
-	Reason    string      `json:"reason"`
-	Path      string      `json:"path"`
-	Placement string      `json:"placement_reason"`
-	HW        api.Counter `json:"hw"`
-	SW        api.Counter `json:"sw"`
-	PPS       float64     `json:"pps"`
-}
-
 // listRules writes one page of rules as a table or, with asJSON, as the
-// agent's JSON array indented, each rule copied from the reply as it
-// arrives (not decoded and encoded again). Nothing is written when the
-// listing fails part way.
+// agent's JSON array indented, each rule written as it arrives through a
+// buffered writer: the list is never held whole (an agent too old to send
+// the table's column widths is the exception: its rows are kept to measure
+// them). If the listing fails part way, what was written stays, the error
+// is returned, and a JSON array is left without its closing bracket, so
+// that no JSON reader takes it for the whole list.
 func listRules(ctx context.Context, c *api.Client, after string, limit int, asJSON bool, w io.Writer) (next string, err error) {
+	bw := bufio.NewWriterSize(w, 64<<10)
 	if asJSON {
-		var b bytes.Buffer
-		b.WriteString("[")
-		n := 0
-		next, err = c.ListEach(ctx, after, limit, func(raw json.RawMessage) error {
-			if n > 0 {
-				b.WriteString(",")
-			}
-			n++
-			b.WriteString("\n  ")
-			return json.Indent(&b, raw, "  ", "  ")
-		})
-		if err != nil {
-			return "", err
-		}
-		if n > 0 {
-			b.WriteString("\n")
-		}
-		b.WriteString("]\n")
-		_, err = w.Write(b.Bytes())
-		return next, err
+		err = listJSON(ctx, c, after, limit, &next, bw)
+	} else {
+		err = listTable(ctx, c, after, limit, &next, bw)
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSOURCE\tSTATUS\tPATH\tHW PKTS\tSW PKTS\tPPS\tREASON")
-	next, err = c.ListEach(ctx, after, limit, func(raw json.RawMessage) error {
-		var r listRow
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return err
-		}
-		why := r.Placement
-		if r.Status != "active" {
-			why = r.Reason
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.0f\t%s\n", r.Rule.ID, r.Source, r.Status, r.Path, r.HW.Packets, r.SW.Packets, r.PPS, why)
-		return nil
-	})
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
+	}
 	if err != nil {
 		return "", err
 	}
-	return next, tw.Flush()
+	return next, nil
+}
+
+// listJSON writes the rules as an indented JSON array, each rule indented
+// from the agent's own bytes (not decoded and encoded again).
+func listJSON(ctx context.Context, c *api.Client, after string, limit int, next *string, bw *bufio.Writer) error {
+	var ind bytes.Buffer
+	n := 0
+	err := c.ListStream(ctx, after, limit, func(h api.ListHead) error { *next = h.Next; return nil }, func(raw []byte) error {
+		ind.Reset()
+		if n == 0 {
+			ind.WriteString("[\n  ")
+		} else {
+			ind.WriteString(",\n  ")
+		}
+		if err := json.Indent(&ind, raw, "  ", "  "); err != nil {
+			return err
+		}
+		n++
+		_, err := bw.Write(ind.Bytes())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		_, err = bw.WriteString("[]\n")
+	} else {
+		_, err = bw.WriteString("\n]\n")
+	}
+	return err
+}
+
+// tableHead is the table's header row; the reason is the last column.
+var tableHead = [...]string{"ID", "SOURCE", "STATUS", "PATH", "HW PKTS", "SW PKTS", "PPS", "REASON"}
+
+// table lays out rows as text/tabwriter did with padding 2 (every column
+// as wide as its widest cell, header included, plus two spaces; the last
+// column as it is), from widths known before the first row.
+type table struct {
+	cols [len(tableHead) - 1]int
+	line []byte
+	row  api.ListRow
+}
+
+func newTable(wd api.Widths) *table {
+	t := &table{}
+	for i, v := range [...]int{wd.ID, wd.Source, wd.Status, wd.Path, wd.HWPackets, wd.SWPackets, wd.PPS} {
+		t.cols[i] = max(v, len(tableHead[i])) + 2
+	}
+	return t
+}
+
+// cell appends s padded to column i's width (at least two spaces after
+// a cell wider than the agent said).
+func (t *table) cell(b, s []byte, i int) []byte {
+	b = append(b, s...)
+	pad := t.cols[i] - utf8.RuneCount(s)
+	if pad < 2 {
+		pad = 2
+	}
+	for ; pad > 0; pad-- {
+		b = append(b, ' ')
+	}
+	return b
+}
+
+func (t *table) header(bw *bufio.Writer) error {
+	b := t.line[:0]
+	for i, h := range tableHead[:len(tableHead)-1] {
+		b = t.cell(b, []byte(h), i)
+	}
+	b = append(b, tableHead[len(tableHead)-1]...)
+	t.line = append(b, '\n')
+	_, err := bw.Write(t.line)
+	return err
+}
+
+// write decodes one rule and writes its row.
+func (t *table) write(bw *bufio.Writer, raw []byte) error {
+	r := &t.row
+	if err := r.Decode(raw); err != nil {
+		return err
+	}
+	var num [32]byte
+	b := t.cell(t.line[:0], r.ID, 0)
+	b = t.cell(b, r.Source, 1)
+	b = t.cell(b, r.Status, 2)
+	b = t.cell(b, r.Path, 3)
+	b = t.cell(b, strconv.AppendUint(num[:0], r.HWPackets, 10), 4)
+	b = t.cell(b, strconv.AppendUint(num[:0], r.SWPackets, 10), 5)
+	b = t.cell(b, strconv.AppendFloat(num[:0], r.PPS, 'f', 0, 64), 6)
+	if string(r.Status) == "active" {
+		b = append(b, r.Placement...)
+	} else {
+		b = append(b, r.Reason...)
+	}
+	t.line = append(b, '\n')
+	_, err := bw.Write(t.line)
+	return err
+}
+
+// listTable writes the rules as a table, each row as it arrives, aligned
+// by the column widths the agent sends with the reply. From an agent that
+// does not send them, the rules are kept (as the agent's bytes) and
+// measured first.
+func listTable(ctx context.Context, c *api.Client, after string, limit int, next *string, bw *bufio.Writer) error {
+	var t *table
+	var kept []byte
+	var ends []int
+	err := c.ListStream(ctx, after, limit, func(h api.ListHead) error {
+		*next = h.Next
+		if !h.HasWidths {
+			return nil
+		}
+		t = newTable(h.Widths)
+		return t.header(bw)
+	}, func(raw []byte) error {
+		if t != nil {
+			return t.write(bw, raw)
+		}
+		kept = append(kept, raw...)
+		ends = append(ends, len(kept))
+		return nil
+	})
+	if err != nil || t != nil {
+		return err
+	}
+	var wd api.Widths
+	var row api.ListRow
+	for i, start := range starts(ends) {
+		if err := row.Decode(kept[start:ends[i]]); err != nil {
+			return fmt.Errorf("rule %d of the reply: %w", i, err)
+		}
+		wd.AddRow(&row)
+	}
+	t = newTable(wd)
+	if err := t.header(bw); err != nil {
+		return err
+	}
+	for i, start := range starts(ends) {
+		if err := t.write(bw, kept[start:ends[i]]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// starts are where the slices that end at ends begin, the first at 0.
+func starts(ends []int) []int {
+	s := make([]int, len(ends))
+	for i := 1; i < len(ends); i++ {
+		s[i] = ends[i-1]
+	}
+	return s
 }
 
 // checkRules parses what `rules add` or `rules replace` sends, as the
