@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	rtdebug "runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -172,5 +173,44 @@ func TestRunConfigBadRuleFile(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "api.sock")); err == nil {
 		t.Fatal("the API socket was created for a config that does not load")
+	}
+}
+
+// memory_limit_mb sets the Go runtime's soft memory limit while scrubd run
+// runs, and the previous limit is back once it returns.
+func TestRunConfigMemoryLimit(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte("rules:\n  - {id: a, action: drop, match: {dst: 203.0.113.30/32, proto: udp}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "state_dir: " + dir + "/state\napi: {socket: " + dir + "/api.sock}\nmetrics: {listen: '127.0.0.1:0'}\n" +
+		"rules: {files: [rules.yaml]}\noffload: {backend: sim, max_entries: 10}\nsoftware: {engine: dv, workers: 2}\nmemory_limit_mb: 300\n"
+	path := filepath.Join(dir, "scrubd.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := rtdebug.SetMemoryLimit(-1)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncbuf.Buffer
+	done := make(chan int, 1)
+	go func() { done <- runCmd(ctx, []string{"--config", path, "--sim-scale", "5000"}, &out, &errb) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for rtdebug.SetMemoryLimit(-1) != 300<<20 {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("memory limit %d while running, want %d\n%s", rtdebug.SetMemoryLimit(-1), 300<<20, errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if rc := <-done; rc != 0 {
+		t.Fatalf("rc %d\n%s", rc, errb.String())
+	}
+	if got := rtdebug.SetMemoryLimit(-1); got != before {
+		t.Fatalf("memory limit %d after run, want the previous %d", got, before)
+	}
+	if !strings.Contains(errb.String(), "memory_limit_mb=300") {
+		t.Fatalf("no log line for the limit:\n%s", errb.String())
 	}
 }

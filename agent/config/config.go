@@ -44,6 +44,10 @@ type Config struct {
 	Software Software    `yaml:"software"`
 	Place    Placement   `yaml:"placement"`
 	Shutdown ShutdownCfg `yaml:"shutdown"`
+	// MemoryLimitMB is the Go runtime's soft memory limit in MiB
+	// (runtime/debug.SetMemoryLimit), set by scrubd run; 0 sets none (the
+	// heap may grow to twice the live heap, or GOMEMLIMIT's limit).
+	MemoryLimitMB int `yaml:"memory_limit_mb"`
 }
 
 // RuleFiles are the YAML rule files (swpath/rule format).
@@ -567,7 +571,14 @@ func (c *Config) checkBasics(p *problems) {
 	if c.StateDir == "" {
 		p.bad("state_dir", "", "required")
 	}
+	if n := c.MemoryLimitMB; n != 0 && n < MinMemoryLimitMB {
+		p.bad("memory_limit_mb", strconv.Itoa(n), "must be 0 (no limit) or at least %d", MinMemoryLimitMB)
+	}
 }
+
+// MinMemoryLimitMB is the smallest memory_limit_mb: the agent with a few
+// rules on the simulated NIC holds about 45 MB.
+const MinMemoryLimitMB = 64
 
 // checkRules checks rules.* and, with readFiles, reads and parses every
 // rule file as the agent will (keeping what it read in keep, when set).

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"strings"
@@ -65,6 +66,8 @@ func TestRefused(t *testing.T) {
 		{"rules: {files: [testdata/nonexistent.yaml]}\n", `rules.files[0] "testdata/nonexistent.yaml"`},
 		{"protect: [{prefix: 10.0.0.0/8, direction: up}]\n", "direction"},
 		{"link_gbps: -1\n", `link_gbps "-1"`},
+		{"memory_limit_mb: 63\n", `memory_limit_mb "63": must be 0 (no limit) or at least 64`},
+		{"memory_limit_mb: -1\n", `memory_limit_mb "-1": must be 0 (no limit) or at least 64`},
 		{"metrics: {max_rule_series: 0}\n", "metrics.max_rule_series"},
 		{"placement: {interval: banana}\n", "x:1"},
 		{"- a\n- b\n", "x:1"},
@@ -229,5 +232,18 @@ func TestLoadForRunLeavesFilesToValidateRun(t *testing.T) {
 	writeFile(t, dir+"/scrubd.yaml", "rules: {files: [good.yaml], poll: -1s}\n")
 	if _, err := LoadForRun(dir + "/scrubd.yaml"); err == nil || !strings.Contains(err.Error(), "rules.poll") {
 		t.Fatalf("LoadForRun of a bad poll: %v", err)
+	}
+}
+
+// memory_limit_mb: 0 (the default) and 64 or more are taken as given.
+func TestMemoryLimitAccepted(t *testing.T) {
+	if d := Defaults(); d.MemoryLimitMB != 0 {
+		t.Fatalf("default memory_limit_mb %d, want 0 (none)", d.MemoryLimitMB)
+	}
+	for _, n := range []int{64, 400} {
+		c, err := Parse("x", []byte(fmt.Sprintf("memory_limit_mb: %d\nsoftware: {engine: none}\n", n)), false)
+		if err != nil || c.MemoryLimitMB != n {
+			t.Fatalf("memory_limit_mb %d: %v %+v", n, err, c)
+		}
 	}
 }
