@@ -7,6 +7,9 @@
 #   and `--limit 1000`, one /metrics scrape, time `scrubd rules add` of one rule (the agent
 #   saves its state before it answers), then SIGTERM and time the exit.
 # Prints one line of key=value figures. RULES defaults to 100000.
+# MEMORY_LIMIT_MB=N adds memory_limit_mb: N to the config. TERM_AFTER=S
+# sends SIGTERM S seconds after the start instead (mid-load) and prints
+# how long the agent took to exit, its VmHWM and whether it was ready.
 set -euo pipefail
 bin=$(realpath "$1")
 n=${2:-100000}
@@ -42,12 +45,24 @@ software:
 placement:
   interval: 1s
 CFG
+if [[ ${MEMORY_LIMIT_MB:-0} != 0 ]]; then
+	echo "memory_limit_mb: $MEMORY_LIMIT_MB" >>"$dir/scrubd.yaml"
+fi
 rm -rf "$dir/state"/* "$dir/api.sock"
 now() { date +%s.%N; }
 t0=$(now)
 "$bin" run --config "$dir/scrubd.yaml" >"$dir/run.log" 2>&1 &
 pid=$!
 trap 'kill -9 $pid 2>/dev/null || true' EXIT
+if [[ -n ${TERM_AFTER:-} ]]; then
+	sleep "$TERM_AFTER"
+	code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz" || true)
+	hwm=$(awk '/VmHWM/{print $2}' /proc/$pid/status)
+	s0=$(now); kill -TERM $pid; rc=0; wait $pid || rc=$?; s1=$(now)
+	trap - EXIT
+	echo "rules=$n term_after_s=$TERM_AFTER readyz_at_term=$code vmhwm_mb=$((hwm / 1024)) sigterm_exit_s=$(awk -v a="$s0" -v b="$s1" 'BEGIN{printf "%.2f", b-a}') exit_status=$rc load=\"$(cut -d' ' -f1-3 /proc/loadavg)\""
+	exit 0
+fi
 ready=""
 while kill -0 $pid 2>/dev/null; do
 	if [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz" || true) == 200 ]]; then
