@@ -54,7 +54,8 @@
 // Compile also cuts the same entries into decision trees (tree.go): the
 // entries are split into up to five groups by which address prefix is long
 // (source of 16 bits or more, else destination, else source of 8 or more,
-// else destination, else the rest), and each group becomes a tree whose
+// else destination, else the rest; IPv6 prefixes counted from bit 32, past
+// a shared prefix such as 2001:db8::/32), and each group becomes a tree whose
 // nodes take k bits of one field (an address's high word, the protocol or a
 // port) and name a child per value, down to leaves of at most 8 entries
 // (or fewer where no cut separates them) in decision order. A packet walks
@@ -62,7 +63,8 @@
 // entry checks; the best-ranked entry found in any tree decides. A set
 // decides with the trees when it has more than one hash table and the
 // trees fit (at most 16 leaf records per entry, plus 65536, and no leaf
-// over 256 entries); otherwise, and for a set of one hash table, with the
+// over 256 entries; a build that passes either limit stops there);
+// otherwise, and for a set of one hash table, with the
 // hash tables below. The hash tables are built in every case (AppendMatching
 // reads them).
 //

@@ -152,21 +152,26 @@ func (t *Table) buildTrees(all []bentry) *trees {
 			w := te.mask[fd.w] << (64 - fd.hi)
 			te.plen[fi] = uint8(min(bits.LeadingZeros64(^w), int(fd.hi-fd.lo)))
 		}
+		// IPv6 prefixes count from bit 32: their top 32 bits are often
+		// one shared prefix (such as 2001:db8::/32) that separates nothing.
+		sp, dp := int(te.plen[0]), int(te.plen[1])
+		if fam == rule.IPv6 {
+			sp, dp = sp-32, dp-32
+		}
 		switch {
-		case te.plen[0] >= treeSmallBits:
+		case sp >= treeSmallBits:
 			parts[0] = append(parts[0], int32(i))
-		case te.plen[1] >= treeSmallBits:
+		case dp >= treeSmallBits:
 			parts[1] = append(parts[1], int32(i))
-		case te.plen[0] >= treeSmallBits/2:
+		case sp >= treeSmallBits/2:
 			parts[2] = append(parts[2], int32(i))
-		case te.plen[1] >= treeSmallBits/2:
+		case dp >= treeSmallBits/2:
 			parts[3] = append(parts[3], int32(i))
 		default:
 			parts[4] = append(parts[4], int32(i))
 		}
 	}
-	b := &treeBuilder{es: es, tr: tr}
-	records := 0
+	b := &treeBuilder{es: es, tr: tr, budget: treeMaxRecords*len(all) + treeRecordSlack}
 	for _, p := range parts {
 		if len(p) == 0 {
 			continue
@@ -175,11 +180,7 @@ func (t *Table) buildTrees(all []bentry) *trees {
 		b.d = &d
 		var cut [nfields]uint8
 		d.root = b.node(p, cut, 0)
-		if b.tooLong {
-			return nil
-		}
-		records += len(d.ent)
-		if records > treeMaxRecords*len(all)+treeRecordSlack {
+		if b.failed {
 			return nil
 		}
 		tr.t = append(tr.t, d)
@@ -202,11 +203,12 @@ func (t *Table) buildTrees(all []bentry) *trees {
 }
 
 type treeBuilder struct {
-	es      []tbEnt
-	tr      *trees
-	d       *dtree
-	tooLong bool
-	diff    []int32
+	es     []tbEnt
+	tr     *trees
+	d      *dtree
+	budget int  // leaf records left to place
+	failed bool // a leaf too long, or the budget spent: the build stops
+	diff   []int32
 }
 
 // span returns the first child and the number of children of entry e
@@ -224,6 +226,9 @@ func (b *treeBuilder) span(e *tbEnt, fi int, c, k uint8) (uint32, uint32) {
 // bits of each field already decided, and returns its node word.
 func (b *treeBuilder) node(ids []int32, cut [nfields]uint8, depth int) uint64 {
 	d := b.d
+	if b.failed {
+		return treeLeaf
+	}
 	if len(ids) <= treeBinth || depth >= treeMaxDepth {
 		return b.leaf(ids)
 	}
@@ -365,8 +370,9 @@ func equalIDs(a, b []int32) bool {
 
 // leaf stores ids as a leaf's records.
 func (b *treeBuilder) leaf(ids []int32) uint64 {
-	if len(ids) > treeMaxLeaf {
-		b.tooLong = true
+	b.budget -= len(ids)
+	if len(ids) > treeMaxLeaf || b.budget < 0 {
+		b.failed = true
 	}
 	if len(ids) == 0 {
 		return treeLeaf

@@ -87,3 +87,40 @@ func TestTreeNodeWords(t *testing.T) {
 		}
 	}
 }
+
+// TestTreesIPv6LikeIPv4: a ClassBench-style set written in IPv6 (each IPv4
+// prefix a.b.c.d/n as 2001:db8:aabb:ccdd::/(32+n), as aclbench -ipv6 does)
+// cuts into trees about as big as the IPv4 set's: the shared top 32 bits
+// do not count towards an address being small (with them counted, every
+// IPv6 prefix looked small and the 10k set took 3.6 times the records).
+func TestTreesIPv6LikeIPv4(t *testing.T) {
+	set4 := traffic.ClassBenchRules(10000, 10000)
+	set6 := &rule.Set{Rules: append([]rule.Rule(nil), set4.Rules...)}
+	conv := func(p netip.Prefix) netip.Prefix {
+		if !p.IsValid() {
+			return p
+		}
+		a := p.Addr().As4()
+		return netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, a[0], a[1], a[2], a[3]}), 32+p.Bits())
+	}
+	for i := range set6.Rules {
+		m := &set6.Rules[i].Match
+		m.Src, m.Dst = conv(m.Src), conv(m.Dst)
+	}
+	var recs [2]int
+	for i, set := range []*rule.Set{set4, set6} {
+		tab, err := Compile(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tab.tr == nil {
+			t.Fatalf("set %d: no trees", i)
+		}
+		_, _, recs[i] = tab.tr.stats()
+	}
+	if recs[1] > recs[0]*5/4 {
+		t.Errorf("leaf records: IPv6 %d, IPv4 %d: more than 1.25 times", recs[1], recs[0])
+	}
+	g := traffic.NewGenerator(traffic.Config{Seed: 8, Rules: set6, RuleFraction: 0.9, Odd: true})
+	checkAgainstReference(t, "classbench 10k ipv6", set6, parseAll(g.Frames(3000)))
+}
