@@ -5,6 +5,7 @@
 // Endpoints (all JSON):
 //
 //	GET    /v1/rules          every rule with source, status, placement, reason and hw/sw counters
+//	                          (?limit=N&after=ID: one page; NDJSON on request, see below)
 //	GET    /v1/rules/{id}     one rule
 //	POST   /v1/rules          add one rule (409 if the id exists), or a rule
 //	                          file's rules ({"rules": [...]}), all or nothing
@@ -13,6 +14,15 @@
 //	PUT    /v1/rules          replace every API rule: {"rules": [...]}
 //	GET    /v1/decisions      recent placement decisions with their inputs
 //	GET    /v1/status         summary of both paths
+//
+// GET /v1/rules answers a JSON array of RuleInfo, or, when the request's
+// Accept header names application/x-ndjson, one RuleInfo a line (NDJSON),
+// each rule written as it is encoded, whatever the number of rules. Either
+// reply carries X-Scrubd-Rules, the number of rules in it (a reply that
+// ends with fewer was cut off), and X-Scrubd-Next-After on a page that is
+// not the last; an NDJSON reply also carries X-Scrubd-List-Widths, the
+// widest value of each column of `scrubd rules list` (Widths), so that the
+// table can be printed as the rules arrive.
 //
 // Rules are in the rule-file shape (rule.Spec). The API writes only the
 // "api" source of the store; rules from files and FlowSpec are read-only

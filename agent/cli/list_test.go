@@ -184,6 +184,19 @@ func TestRulesListEveryKind(t *testing.T) {
 				t.Errorf("rules %v: rc %d, stderr %q\n got:\n%s\nwant:\n%s", args, rc, errs, out, want[asJSON])
 			}
 		}
+		// --ndjson: each rule as encoding/json writes it, a line each.
+		list, _, err := api.NewUnixClient(sock).ListPage(context.Background(), "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var nd strings.Builder
+		for _, ri := range list {
+			b, _ := json.Marshal(ri)
+			nd.Write(append(b, '\n'))
+		}
+		if rc, out, errs := rules("list", "--ndjson", "--socket", s); rc != 0 || out != nd.String() || errs != "" {
+			t.Errorf("rules list --ndjson from %s: rc %d, stderr %q\n got:\n%s\nwant:\n%s", s, rc, errs, out, nd.String())
+		}
 		rc, out, errs := rules("list", "--limit", "3", "--after", "hw-flood", "--socket", s)
 		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 		if rc != 0 || len(lines) != 4 || !strings.HasPrefix(lines[1], "sw-a-much-longer-rule-identifier  file:") || !strings.HasPrefix(lines[3], "narrowed  ") ||
@@ -269,6 +282,10 @@ func TestRulesListCutOrMalformed(t *testing.T) {
 		if rc != 1 || !strings.HasPrefix(errs, tc.want) || json.Unmarshal([]byte(out), &v) == nil || !strings.HasPrefix(out, "[\n  {") {
 			t.Errorf("%s --json: rc %d, stderr %q, stdout %q", tc.name, rc, errs, out)
 		}
+		rc, out, errs = rules("list", "--ndjson", "--socket", sock)
+		if rc != 1 || !strings.HasPrefix(errs, tc.want) || out != row(0)+row(1)+row(2)[:len(row(2))*(tc.rows/3)] {
+			t.Errorf("%s --ndjson: rc %d, stderr %q, stdout %q", tc.name, rc, errs, out)
+		}
 	}
 }
 
@@ -291,7 +308,11 @@ func BenchmarkRulesList(b *testing.B) {
 					reference(b, sock, tc.asJSON)
 					continue
 				}
-				if _, err := listRules(context.Background(), c, "", 0, tc.asJSON, io.Discard); err != nil {
+				format := listTableFormat
+				if tc.asJSON {
+					format = listJSONFormat
+				}
+				if _, err := listRules(context.Background(), c, "", 0, format, io.Discard); err != nil {
 					b.Fatal(err)
 				}
 			}

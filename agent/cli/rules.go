@@ -33,7 +33,8 @@ func Rules(args []string, stdout, stderr io.Writer) int {
 }
 
 const rulesUsage = `usage: scrubd rules COMMAND [flags]
-  list                 every rule with its source, placement, reason and hw/sw counters
+  list                 every rule with its source, placement, reason and hw/sw counters, as a
+                       table, --json (an array) or --ndjson (one rule a line), printed as it arrives
                        (--limit N [--after ID]: one page; the next page's --after is printed on stderr)
   get ID               one rule
   add FILE|-           add the rules of a rule file, all or none (or one rule as YAML/JSON)
@@ -55,6 +56,7 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "", "API TCP address `host:port` (needs --token-file)")
 	tokenFile := fs.String("token-file", "", "`file` holding the API bearer token")
 	asJSON := fs.Bool("json", false, "print JSON")
+	asNDJSON := fs.Bool("ndjson", false, "list: print one rule a line in compact JSON (NDJSON)")
 	limit := fs.Int("limit", 0, "list: at most `N` rules (0: all)")
 	after := fs.String("after", "", "list: the rules after this rule `id` (the previous page's last)")
 	useTLS := fs.Bool("tls", false, "--addr: TLS, verifying the agent with the system's CAs (implied by --ca-file and --cert-file)")
@@ -85,6 +87,9 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if *limit < 0 {
 		return usageErr("--limit %d: must not be negative", *limit)
+	}
+	if *asNDJSON && (*asJSON || rest[0] != "list") {
+		return usageErr("--ndjson is an output of list, and not with --json")
 	}
 	fail := func(err error) int { fmt.Fprintln(stderr, "scrubd rules:", err); return ExitFail }
 	// What the command sends is read and checked before the agent is
@@ -145,7 +150,14 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	switch rest[0] {
 	case "list":
-		next, err := listRules(ctx, c, *after, *limit, *asJSON, stdout)
+		format := listTableFormat
+		switch {
+		case *asJSON:
+			format = listJSONFormat
+		case *asNDJSON:
+			format = listNDJSONFormat
+		}
+		next, err := listRules(ctx, c, *after, *limit, format, stdout)
 		if err != nil {
 			return fail(err)
 		}
@@ -194,18 +206,30 @@ func rulesCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 }
 
-// listRules writes one page of rules as a table or, with asJSON, as the
-// agent's JSON array indented, each rule written as it arrives through a
+// listFormat is how rules list prints.
+type listFormat int
+
+const (
+	listTableFormat  listFormat = iota
+	listJSONFormat              // the agent's JSON array, indented
+	listNDJSONFormat            // one rule a line, compact
+)
+
+// listRules writes one page of rules as a table, as the agent's JSON array
+// indented, or one rule a line, each rule written as it arrives through a
 // buffered writer: the list is never held whole (an agent too old to send
 // the table's column widths is the exception: its rows are kept to measure
 // them). If the listing fails part way, what was written stays, the error
 // is returned, and a JSON array is left without its closing bracket, so
 // that no JSON reader takes it for the whole list.
-func listRules(ctx context.Context, c *api.Client, after string, limit int, asJSON bool, w io.Writer) (next string, err error) {
+func listRules(ctx context.Context, c *api.Client, after string, limit int, format listFormat, w io.Writer) (next string, err error) {
 	bw := bufio.NewWriterSize(w, 64<<10)
-	if asJSON {
+	switch format {
+	case listJSONFormat:
 		err = listJSON(ctx, c, after, limit, &next, bw)
-	} else {
+	case listNDJSONFormat:
+		err = listNDJSON(ctx, c, after, limit, &next, bw)
+	default:
 		err = listTable(ctx, c, after, limit, &next, bw)
 	}
 	if ferr := bw.Flush(); err == nil {
@@ -245,6 +269,22 @@ func listJSON(ctx context.Context, c *api.Client, after string, limit int, next 
 		_, err = bw.WriteString("\n]\n")
 	}
 	return err
+}
+
+// listNDJSON writes each rule on a line of its own in compact JSON (the
+// agent's bytes, checked to be one JSON value; an old agent's array
+// elements compacted).
+func listNDJSON(ctx context.Context, c *api.Client, after string, limit int, next *string, bw *bufio.Writer) error {
+	var line bytes.Buffer
+	return c.ListStream(ctx, after, limit, func(h api.ListHead) error { *next = h.Next; return nil }, func(raw []byte) error {
+		line.Reset()
+		if err := json.Compact(&line, raw); err != nil {
+			return err
+		}
+		line.WriteByte('\n')
+		_, err := bw.Write(line.Bytes())
+		return err
+	})
 }
 
 // tableHead is the table's header row; the reason is the last column.

@@ -134,6 +134,8 @@ func TestRulesHelpAndUsage(t *testing.T) {
 		{[]string{"add"}, "add takes 1 argument(s)"},
 		{[]string{"list", "--nope"}, "flag provided but not defined: -nope"},
 		{[]string{"list", "--limit", "-1", "--socket", "/nonexistent/s"}, "--limit -1: must not be negative"},
+		{[]string{"list", "--ndjson", "--json", "--socket", "/nonexistent/s"}, "--ndjson is an output of list, and not with --json"},
+		{[]string{"get", "x", "--ndjson", "--socket", "/nonexistent/s"}, "--ndjson is an output of list"},
 	} {
 		rc, _, errs := rules(tc.args...)
 		if rc != ExitUsage || !strings.Contains(errs, tc.want) || !strings.Contains(errs, "usage: scrubd rules") {
