@@ -512,14 +512,38 @@ func (p *Path) acceptsInUse(set *rule.Set) []*rule.Rule {
 		inHW[k] = true
 	}
 	p.mu.Unlock()
+	// With few accept rules, finding a drop's shields costs less than its
+	// key (a hash of its match: about 1 µs and 7 allocations; 0.26 µs and
+	// none for the shields against 2 accept rules), and most drops have
+	// none: the key is only computed for those that do. This runs twice a
+	// placement round over every rule of the set.
+	x := p.index(set)
+	p.idxMu.Lock()
+	accepts := len(x.accepts)
+	p.idxMu.Unlock()
+	if accepts == 0 {
+		return nil
+	}
+	shieldsFirst := accepts <= 16
 	seen := map[string]bool{}
 	var out []*rule.Rule
 	for i := range set.Rules {
 		d := &set.Rules[i]
-		if d.Action != rule.Drop || !inHW[p.Key(d)] {
+		if d.Action != rule.Drop {
 			continue
 		}
-		for _, a := range p.shields(d, set) {
+		var sh []*rule.Rule
+		if shieldsFirst {
+			if sh = p.shields(d, set); len(sh) == 0 || !inHW[p.Key(d)] {
+				continue
+			}
+		} else {
+			if !inHW[p.Key(d)] {
+				continue
+			}
+			sh = p.shields(d, set)
+		}
+		for _, a := range sh {
 			if !seen[a.ID] {
 				seen[a.ID] = true
 				out = append(out, a)
