@@ -100,12 +100,12 @@ type dtree struct {
 type trec struct {
 	sd, misc, miscMask uint64
 	ent                uint32
-	_                  uint32
+	rule               int32 // the entry's rule
 }
 
-func recOf(c echeck, ent uint32) trec {
+func recOf(c echeck, ent uint32, rule int32) trec {
 	ls, ld := bits.OnesCount64(c.sdMask>>32), bits.OnesCount32(uint32(c.sdMask))
-	return trec{sd: c.sd, misc: c.misc, miscMask: c.miscMask | uint64(ls)<<48 | uint64(ld)<<54, ent: ent}
+	return trec{sd: c.sd, misc: c.misc, miscMask: c.miscMask | uint64(ls)<<48 | uint64(ld)<<54, ent: ent, rule: rule}
 }
 
 // sdMask returns the address mask of r's check.
@@ -189,7 +189,7 @@ func (t *Table) buildTrees(all []bentry) *trees {
 		d := &tr.t[i]
 		d.rec = make([]trec, len(d.ent))
 		for j, e := range d.ent {
-			d.rec[j] = recOf(tr.ents[e].check(), e)
+			d.rec[j] = recOf(tr.ents[e].check(), e, tr.ents[e].rule)
 		}
 		d.ent = nil
 		if len(d.rec) == 0 {
@@ -436,9 +436,28 @@ func (t *Table) treeLookup(f *rule.Fields) (uint64, int32, int) {
 	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f)}
 	sd := scanSD(f)
 	best := treeNoRank
-	for i := range t.tr.t {
-		d := &t.tr.t[i]
-		best = t.scanLeaf(d, d.walk(&k), f, sd, k[2], best)
+	// The trees' walks a level at a time, so that their loads overlap.
+	trs := t.tr.t
+	var cur [maxTrees]uint64
+	active := uint64(0)
+	for i := range trs {
+		cur[i] = trs[i].root
+		active |= ^cur[i]
+	}
+	for active&treeLeaf != 0 {
+		active = 0
+		for i := range trs {
+			n := cur[i]
+			if n&treeLeaf == 0 {
+				w := k[n>>56&3]
+				n = trs[i].nodes[uint32(n)+uint32(w>>(n>>48&63))&uint32(n>>32&0xffff)]
+				cur[i] = n
+				active |= ^n
+			}
+		}
+	}
+	for i := range trs {
+		best = t.scanLeaf(&trs[i], cur[i], f, sd, k[2], best)
 	}
 	if best == treeNoRank {
 		return noRank, -1, len(t.tr.t)
@@ -468,13 +487,14 @@ func (t *Table) treeGroup(fs []rule.Fields, out []int32) int {
 	var keys [treeGroup]treeKey
 	var cur [maxTrees][treeGroup]uint64
 	var best [treeGroup]uint32
+	var bestRule [treeGroup]int32
 	out = out[:len(fs)]
 	probes := 0
 	trs := t.tr.t
 	for i := range fs {
 		f := &fs[i]
 		keys[i] = treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f)}
-		best[i] = treeNoRank
+		best[i], bestRule[i] = treeNoRank, -1
 		if f.Family != 0 {
 			probes += len(trs)
 		}
@@ -555,18 +575,13 @@ func (t *Table) treeGroup(fs []rule.Fields, out []int32) int {
 						continue
 					}
 				}
-				b = r.ent
+				b, bestRule[i] = r.ent, r.rule
 				break
 			}
 			best[i] = b
 		}
 	}
-	for i := range fs {
-		out[i] = -1
-		if best[i] != treeNoRank {
-			out[i] = t.tr.ents[best[i]].rule
-		}
-	}
+	copy(out, bestRule[:len(fs)])
 	return probes
 }
 
