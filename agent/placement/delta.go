@@ -77,6 +77,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 	}
 	var ins []insert
 	var fresh, recompile []*ruleState
+	touched := 0 // upserts that change something
 	last := uint64(0)
 	if n := len(p.seqs); n > 0 {
 		last = p.seqs[n-1]
@@ -90,6 +91,10 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 		} else {
 			mk = r.Match.String()
 		}
+		if old != nil && old.seq == u.Seq && sameRule(&r, old.r) {
+			continue // put again as it was: nothing to do
+		}
+		touched++
 		rs := old
 		if old != nil && old.mkey == mk && old.r.Action == r.Action {
 			if old.r.Priority != r.Priority {
@@ -203,7 +208,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 	for _, rs := range fresh {
 		pending[rs.r.ID] = true
 	}
-	changed := len(d.Upserts)+len(d.Removed) > 0
+	changed := touched+len(d.Removed) > 0
 	backstopped := false
 	if changed {
 		// Software holds every new and changed rule before anything

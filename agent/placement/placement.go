@@ -247,6 +247,9 @@ type Placer struct {
 	// swBackstop: the last set pushed to software held the hardware
 	// rules too (the backstop).
 	swBackstop bool
+	// pushed is the last set the software path accepted: a set equal to
+	// it is not pushed again (the engine would compile the same rules).
+	pushed *rule.Set
 
 	// texts holds one copy of each reason text (intern): at 100k rules
 	// refused by hardware for the same reason, one string instead of
@@ -511,20 +514,35 @@ func (p *Placer) swSet(extra map[string]bool, backstop bool) *rule.Set {
 	return out
 }
 
+// pushSW hands the software path its set (swSet), unless the set equals
+// the one it holds: the engine compiles every set it is given (the Go
+// classifier's Compile is linear in the set: at 100k rules hundreds of ms),
+// and with the backstop a rule moving between hardware and software, or a
+// rule put again unchanged, leaves the software set as it was.
 func (p *Placer) pushSW(extra map[string]bool) error {
 	p.swBackstop = false
 	if !p.cfg.NoBackstop {
-		err := p.sw.SetRules(p.swSet(extra, true))
-		if err == nil {
+		set := p.swSet(extra, true)
+		if p.pushed != nil && sameRules(set.Rules, p.pushed.Rules) {
 			p.swBackstop = true
+			return nil
+		}
+		err := p.sw.SetRules(set)
+		if err == nil {
+			p.swBackstop, p.pushed = true, set
 			return nil
 		}
 		p.log.Warn("software path refused the backstop set; enforcing software-placed rules only", "err", err)
 	}
-	if err := p.sw.SetRules(p.swSet(extra, false)); err != nil {
+	set := p.swSet(extra, false)
+	if p.pushed != nil && sameRules(set.Rules, p.pushed.Rules) {
+		return nil
+	}
+	if err := p.sw.SetRules(set); err != nil {
 		p.log.Error("software path refused the rule set", "err", err)
 		return err
 	}
+	p.pushed = set
 	return nil
 }
 

@@ -22,3 +22,22 @@ func sameMatch(a, b *rule.Match) bool {
 func sameList[S ~[]E, E comparable](a, b S) bool {
 	return (a == nil) == (b == nil) && slices.Equal(a, b)
 }
+
+// sameRule reports whether a and b are the same rule field for field.
+func sameRule(a, b *rule.Rule) bool {
+	return a.ID == b.ID && a.Priority == b.Priority && a.Action == b.Action && a.Expires.Equal(b.Expires) &&
+		sameMatch(&a.Match, &b.Match)
+}
+
+// sameRules reports whether a and b hold the same rules in the same order.
+func sameRules(a, b []rule.Rule) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !sameRule(&a[i], &b[i]) {
+			return false
+		}
+	}
+	return true
+}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/scrubd/scrubd/swpath/rule"
 	"github.com/scrubd/scrubd/swpath/traffic"
@@ -15,6 +16,36 @@ import (
 func TestSameMatchCoversEveryField(t *testing.T) {
 	if n := reflect.TypeFor[rule.Match]().NumField(); n != 14 {
 		t.Fatalf("rule.Match has %d fields; sameMatch compares 14: compare the new one and update this count", n)
+	}
+}
+
+// sameRule compares every field of rule.Rule (the count pinned as above)
+// and each one tells: a copy is the same rule, a copy with any one field
+// changed is not.
+func TestSameRuleCoversEveryField(t *testing.T) {
+	if n := reflect.TypeFor[rule.Rule]().NumField(); n != 5 {
+		t.Fatalf("rule.Rule has %d fields; sameRule compares 5: compare the new one and update this count", n)
+	}
+	a := rule.Rule{ID: "a", Priority: 10, Action: rule.Drop, Expires: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		Match: rule.Match{Dst: netip.MustParsePrefix("203.0.113.0/24")}}
+	if b := a; !sameRule(&a, &b) {
+		t.Fatal("a copy differs")
+	}
+	for i, change := range []func(r *rule.Rule){
+		func(r *rule.Rule) { r.ID = "b" },
+		func(r *rule.Rule) { r.Priority = 11 },
+		func(r *rule.Rule) { r.Action = rule.Accept },
+		func(r *rule.Rule) { r.Expires = r.Expires.Add(time.Second) },
+		func(r *rule.Rule) { r.Match.Dst = netip.MustParsePrefix("203.0.113.0/25") },
+	} {
+		b := a
+		change(&b)
+		if sameRule(&a, &b) || sameRules([]rule.Rule{a}, []rule.Rule{b}) {
+			t.Errorf("change %d: still the same rule", i)
+		}
+	}
+	if sameRules([]rule.Rule{a}, []rule.Rule{a, a}) {
+		t.Error("sets of 1 and 2 rules the same")
 	}
 }
 
