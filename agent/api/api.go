@@ -307,7 +307,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	if ndjson {
 		var wd Widths
 		for i := range es {
-			wd.add(summaryOf(&es[i], rvs[i]))
+			wd.add(&es[i], rvs[i])
 		}
 		w.Header().Set(WidthsHeader, wd.String())
 		w.Header().Set("Content-Type", NDJSON)

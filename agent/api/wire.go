@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/scrubd/scrubd/agent/placement"
+	"github.com/scrubd/scrubd/agent/store"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
@@ -293,9 +295,14 @@ func ParseWidths(s string) (Widths, error) {
 	return w, nil
 }
 
-func (w *Widths) add(ri RuleInfo) {
-	w.grow(utf8.RuneCountInString(ri.Rule.ID), utf8.RuneCountInString(ri.Source), utf8.RuneCountInString(ri.Status),
-		utf8.RuneCountInString(ri.Path), ri.HW.Packets, ri.SW.Packets, ri.PPS)
+// add widens w to hold the row of e placed as rv (as summaryOf shows it).
+func (w *Widths) add(e *store.Entry, rv *placement.RuleView) {
+	path, hw, sw, pps := string(placement.None), uint64(0), uint64(0), 0.0
+	if rv != nil && e.InForce() {
+		path, hw, sw, pps = string(rv.Path), rv.HW.Packets, rv.SW.Packets, rv.PPS
+	}
+	w.grow(utf8.RuneCountInString(e.Rule.ID), utf8.RuneCountInString(e.Source), utf8.RuneCountInString(string(e.Status)),
+		utf8.RuneCountInString(path), hw, sw, pps)
 }
 
 // AddRow widens w to hold r's values.
@@ -305,12 +312,25 @@ func (w *Widths) AddRow(r *ListRow) {
 }
 
 func (w *Widths) grow(id, source, status, path int, hw, sw uint64, pps float64) {
-	var tmp [32]byte
 	w.ID = max(w.ID, id)
 	w.Source = max(w.Source, source)
 	w.Status = max(w.Status, status)
 	w.Path = max(w.Path, path)
-	w.HWPackets = max(w.HWPackets, len(strconv.AppendUint(tmp[:0], hw, 10)))
-	w.SWPackets = max(w.SWPackets, len(strconv.AppendUint(tmp[:0], sw, 10)))
-	w.PPS = max(w.PPS, len(strconv.AppendFloat(tmp[:0], pps, 'f', 0, 64)))
+	w.HWPackets = max(w.HWPackets, digits(hw))
+	w.SWPackets = max(w.SWPackets, digits(sw))
+	if pps == 0 && !math.Signbit(pps) {
+		w.PPS = max(w.PPS, 1) // most rules: no traffic
+	} else {
+		var tmp [32]byte
+		w.PPS = max(w.PPS, len(strconv.AppendFloat(tmp[:0], pps, 'f', 0, 64)))
+	}
+}
+
+// digits is the number of decimal digits of n.
+func digits(n uint64) int {
+	d := 1
+	for ; n >= 10; n /= 10 {
+		d++
+	}
+	return d
 }

@@ -149,6 +149,9 @@ func everyKindAPI(t testing.TB) *api.Server {
 		{ID: "sw-a-much-longer-rule-identifier", Path: placement.SW, Reason: "software: large frames (1400 B)", SW: dataplane.Counter{Packets: 42, Bytes: 58800}, PPS: 0.49},
 		{ID: "allow", Path: placement.None, Reason: "accept rule: an allow-list entry, in both paths"},
 		{ID: "narrowed", Path: placement.SW, Reason: "software: hardware cannot except the protected /32", SW: dataplane.Counter{Packets: 7}, PPS: 2.5},
+		// A view older than the store: a rule refused since is shown
+		// without its old placement, and its columns count for nothing.
+		{ID: "refused", Path: placement.Path("stale-view-path"), Reason: "stale", HW: dataplane.Counter{Packets: 1}, PPS: 1e12},
 	}}
 	return &api.Server{Store: st, View: func() *placement.View { return view }, Now: time.Now}
 }
