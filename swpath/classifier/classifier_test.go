@@ -70,6 +70,14 @@ func checkAgainstReference(t *testing.T, name string, set *rule.Set, fs []rule.F
 				t.Fatalf("%s: packet %d %+v: Decide %d, burst %d with trees %v, %d with trees %v", name, i, &fs[i], got, out2[i], alt.tr != nil, out[i], tab.tr != nil)
 			}
 		}
+		if alt.tr != nil {
+			// The burst path the trees' size did not pick.
+			alt.tr.walk = !alt.tr.walk
+			alt.DecideBurst(fs, out2)
+			if !slices.Equal(out, out2) {
+				t.Fatalf("%s: trees' burst with walk %v differs from the other path", name, alt.tr.walk)
+			}
+		}
 	}
 	var buf []int32
 	fails := 0

@@ -25,7 +25,7 @@ func (t *Table) memBytes() int {
 		n += len(tr.ents) * int(unsafe.Sizeof(entry{}))
 		for i := range tr.t {
 			d := &tr.t[i]
-			n += 8*len(d.nodes) + len(d.rec)*int(unsafe.Sizeof(trec{}))
+			n += treeBytes(len(d.nodes), len(d.rec))
 		}
 	}
 	for i := range t.res {
@@ -37,3 +37,6 @@ func (t *Table) memBytes() int {
 
 // hashBytes is the size of the prefilter's hash.
 func (p *prefilter) hashBytes() int { return len(p.slots) * int(unsafe.Sizeof(pfSlot{})) }
+
+// treeBytes is the size of a tree of nodes node words and recs leaf records.
+func treeBytes(nodes, recs int) int { return 8*nodes + recs*int(unsafe.Sizeof(trec{})) }

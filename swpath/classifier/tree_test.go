@@ -40,6 +40,11 @@ func TestTreesChosen(t *testing.T) {
 		if got := tab.tr != nil; got != c.trees {
 			t.Errorf("%s: trees %v, want %v (%d hash tables)", c.name, got, c.trees, len(tab.tables))
 		}
+		// Bursts: packet by packet for the 1k set's trees (in the cache),
+		// in groups for the 10k set's.
+		if tab.tr != nil && tab.tr.walk != (c.name != "classbench 10k") {
+			t.Errorf("%s: bursts packet by packet: %v", c.name, tab.tr.walk)
+		}
 		forced, err := compile(c.set, treesForce)
 		if err != nil {
 			t.Fatal(err)
