@@ -41,10 +41,24 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 			return false
 		}
 	}
+	freesHW := false // the delta takes a rule out of hardware
 	for _, id := range d.Removed {
-		if rs := p.rules[id]; rs != nil && rs.r.Action != rule.Drop {
+		rs := p.rules[id]
+		if rs != nil && rs.r.Action != rule.Drop {
 			return false
 		}
+		freesHW = freesHW || (rs != nil && rs.path == HW)
+	}
+	for i := range d.Upserts {
+		rs := p.rules[d.Upserts[i].Rule.ID]
+		freesHW = freesHW || (rs != nil && rs.path == HW)
+	}
+	if _, ok := p.hw.(acceptSyncer); ok && p.hwUp && freesHW && p.anyOverlapHeld() {
+		// A hardware path with pass entries (hwpath) refuses a drop whose
+		// accept rule's pass entries did not fit, until SyncAccepts tries
+		// them again: Apply does, on every round, and this round frees
+		// room. Rare (the pass entries go in before any drop); Apply then.
+		return false
 	}
 	now := p.now()
 	start := time.Now()

@@ -267,3 +267,54 @@ func TestDeltaRoundLogsOneLine(t *testing.T) {
 		}
 	}
 }
+
+// syncHW is orderHW with pass entries (the acceptSyncer of hwpath),
+// counting the rounds that try them again.
+type syncHW struct {
+	orderHW
+	syncs int
+}
+
+func (h *syncHW) SyncAccepts(ctx context.Context, set *rule.Set)        { h.syncs++ }
+func (h *syncHW) PruneAccepts(ctx context.Context, set *rule.Set) error { return nil }
+
+// With a drop kept out of hardware by an accept rule (its pass entries
+// did not go in), a change that takes a rule out of hardware frees room
+// for them: that round is Apply's, which tries the pass entries again
+// (SyncAccepts). A change that frees no hardware stays a delta round.
+func TestDeltaYieldsToApplyWhenPassEntriesMayFit(t *testing.T) {
+	w := newWorld(t, 10)
+	hw := &syncHW{orderHW: orderHW{w.hw}}
+	pl := &protect.List{Entries: []protect.Entry{{Rule: rule.Rule{ID: "keep", Priority: 1, Action: rule.Accept,
+		Match: rule.Match{Dst: netip.MustParsePrefix("203.0.113.7/32")}}}}}
+	st := store.New(pl, w.now)
+	p := New(cfg(), hw, w.sw, quiet(), w.now)
+	ctx := context.Background()
+	rs := []rule.Rule{drop("held", "203.0.113.0/24"), drop("inhw", "198.51.100.0/24"), drop("insw", "198.18.0.0/24")}
+	rs[2].Match.Length = rule.Ranges{{Lo: 40, Hi: 60}}
+	w.want(rs...)
+	if _, err := st.Replace("api", rs); err != nil {
+		t.Fatal(err)
+	}
+	p.ApplyStore(ctx, st)
+	if path, why := pathOf(p.View(), "held"); path != SW || !strings.Contains(why, "overlaps accept rule keep") {
+		t.Fatalf("held: %s (%s), want sw for the accept rule", path, why)
+	}
+	syncs, deltas := hw.syncs, p.deltas
+	w.want(rs[:2]...)
+	if err := st.Delete("api", "insw"); err != nil {
+		t.Fatal(err)
+	}
+	p.ApplyStore(ctx, st)
+	if hw.syncs != syncs || p.deltas != deltas+1 {
+		t.Errorf("a software rule removed: %d pass-entry syncs, %d delta rounds; want none and one", hw.syncs-syncs, p.deltas-deltas)
+	}
+	w.want(rs[0])
+	if err := st.Delete("api", "inhw"); err != nil {
+		t.Fatal(err)
+	}
+	p.ApplyStore(ctx, st)
+	if hw.syncs != syncs+1 || p.deltas != deltas+1 {
+		t.Errorf("a hardware rule removed: %d pass-entry syncs, %d delta rounds; want one and none", hw.syncs-syncs, p.deltas-deltas-1)
+	}
+}

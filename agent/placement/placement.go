@@ -289,6 +289,10 @@ type Placer struct {
 	seqs   []uint64
 	// deltas counts the rounds applied from a store delta (applyDelta).
 	deltas uint64
+	// overlapHeld are the rules Compile last refused for an accept rule
+	// in front of them (stale entries are dropped when read): see
+	// applyDelta.
+	overlapHeld map[*ruleState]struct{}
 	// acceptSig describes the accept rules of the set last compiled
 	// against (id, priority, match and position, in order); when it
 	// changes every drop rule is compiled again.
@@ -848,9 +852,33 @@ func (p *Placer) compile(rs *ruleState) {
 			rs.hwReason = he.Kind.String() + ": " + he.Detail
 		}
 		rs.hwReason = p.intern(rs.hwReason)
+		p.noteOverlap(rs)
 		return
 	}
 	rs.hwOK, rs.hwReason, rs.hwKind, rs.cost, rs.compiled = true, "", 0, c, true
+}
+
+// noteOverlap remembers rs if an accept rule keeps it out of hardware.
+func (p *Placer) noteOverlap(rs *ruleState) {
+	if rs.hwKind != dataplane.KindAcceptOverlap {
+		return
+	}
+	if p.overlapHeld == nil {
+		p.overlapHeld = map[*ruleState]struct{}{}
+	}
+	p.overlapHeld[rs] = struct{}{}
+}
+
+// anyOverlapHeld reports whether a rule of the set is kept out of
+// hardware by an accept rule, forgetting the entries that no longer say so.
+func (p *Placer) anyOverlapHeld() bool {
+	for rs := range p.overlapHeld {
+		if p.rules[rs.r.ID] == rs && !rs.hwOK && rs.hwKind == dataplane.KindAcceptOverlap {
+			return true
+		}
+		delete(p.overlapHeld, rs)
+	}
+	return false
 }
 
 func (p *Placer) hwRemove(ctx context.Context, key string) {
@@ -913,6 +941,7 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 		rs.reason = p.intern("software: hardware refused: " + err.Error())
 		if k == dataplane.KindUnsupported || k == dataplane.KindAcceptOverlap {
 			rs.hwOK, rs.hwKind, rs.hwReason = false, k, p.intern(err.Error())
+			p.noteOverlap(rs)
 			rs.compiled = false // the next Apply asks Compile again
 		}
 		rs.hwRetryAt = now.Add(p.cfg.MinDwell)
