@@ -565,3 +565,143 @@ func hex4u(b []byte) rune {
 	}
 	return hex4(b[2:])
 }
+
+// AppendIndent appends the JSON text src to dst indented as
+// json.Indent(dst, src, prefix, indent) indents it (white space before it
+// dropped, after it kept), in one pass that also checks that src is one
+// valid JSON value; on an error dst is returned as it was. At 100k rules
+// it takes a fraction of json.Indent's time, which calls its scanner
+// through a function value for every byte.
+func AppendIndent(dst, src []byte, prefix, indent string) ([]byte, error) {
+	d := jdec{b: src}
+	d.ws()
+	out, err := d.indent(dst, prefix, indent, 0)
+	if err != nil {
+		return dst, err
+	}
+	start := d.i
+	d.ws()
+	if d.i < len(d.b) {
+		return dst, d.errf("unexpected %q after the JSON value", d.b[d.i])
+	}
+	return append(out, src[start:]...), nil
+}
+
+func newline(dst []byte, prefix, indent string, depth int) []byte {
+	dst = append(dst, '\n')
+	dst = append(dst, prefix...)
+	for range depth {
+		dst = append(dst, indent...)
+	}
+	return dst
+}
+
+// indent appends the value at d.i indented at depth, and leaves d after
+// it (not after the white space that follows).
+func (d *jdec) indent(dst []byte, prefix, indent string, depth int) ([]byte, error) {
+	var err error
+	switch c := d.peek(); c {
+	case '{', '[':
+		end := byte('}')
+		if c == '[' {
+			end = ']'
+		}
+		if depth >= maxDepth {
+			return nil, d.errf("nested more than %d deep", maxDepth)
+		}
+		d.i++
+		d.ws()
+		if d.peek() == end {
+			d.i++
+			return append(dst, c, end), nil
+		}
+		dst = append(dst, c)
+		for {
+			dst = newline(dst, prefix, indent, depth+1)
+			if c == '{' {
+				if d.peek() != '"' {
+					return nil, d.unexpected("want a key")
+				}
+				start := d.i
+				if err := d.skipStr(); err != nil {
+					return nil, err
+				}
+				dst = append(dst, d.b[start:d.i]...)
+				d.ws()
+				if d.peek() != ':' {
+					return nil, d.unexpected("want ':' after a key")
+				}
+				d.i++
+				d.ws()
+				dst = append(dst, ':', ' ')
+			}
+			if dst, err = d.indent(dst, prefix, indent, depth+1); err != nil {
+				return nil, err
+			}
+			d.ws()
+			switch d.peek() {
+			case ',':
+				d.i++
+				d.ws()
+				dst = append(dst, ',')
+			case end:
+				d.i++
+				return append(newline(dst, prefix, indent, depth), end), nil
+			default:
+				return nil, d.unexpected("want ',' or '" + string(end) + "'")
+			}
+		}
+	case '"':
+		start := d.i
+		if err := d.skipStr(); err != nil {
+			return nil, err
+		}
+		return append(dst, d.b[start:d.i]...), nil
+	case 't', 'f', 'n':
+		for _, lit := range [...]string{"true", "false", "null"} {
+			if d.lit(lit) {
+				return append(dst, lit...), nil
+			}
+		}
+		return nil, d.unexpected("want a value")
+	}
+	start := d.i
+	if !d.scanNumber() {
+		d.i = start
+		return nil, d.unexpected("want a value")
+	}
+	return append(dst, d.b[start:d.i]...), nil
+}
+
+// skipStr consumes a string at d.i, checking its escapes and that it has
+// no control characters (any other bytes pass, as they pass json.Indent).
+func (d *jdec) skipStr() error {
+	d.i++
+	for d.i < len(d.b) {
+		switch c := d.b[d.i]; {
+		case c == '"':
+			d.i++
+			return nil
+		case c < ' ':
+			return d.errf("control character %q in a string", c)
+		case c == '\\':
+			if d.i+1 >= len(d.b) {
+				return d.errf("a string is not closed")
+			}
+			switch d.b[d.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				d.i += 2
+			case 'u':
+				if hex4(d.b[d.i+2:]) < 0 {
+					return d.errf("bad \\u escape in a string")
+				}
+				d.i += 6
+			default:
+				return d.errf("bad escape \\%c in a string", d.b[d.i+1])
+			}
+		default:
+			d.i++
+		}
+	}
+	return d.errf("a string is not closed")
+}

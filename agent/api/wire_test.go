@@ -204,3 +204,40 @@ func TestWidthsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func checkIndent(t *testing.T, in []byte) {
+	t.Helper()
+	var want bytes.Buffer
+	want.WriteString("pre")
+	werr := json.Indent(&want, in, "  ", "\t")
+	got, gerr := AppendIndent([]byte("pre"), in, "  ", "\t")
+	if (werr == nil) != (gerr == nil) {
+		t.Fatalf("%q: AppendIndent error %v, json.Indent's %v", in, gerr, werr)
+	}
+	if werr == nil && !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("%q:\n got %q\nwant %q", in, got, want.Bytes())
+	}
+	if gerr != nil && string(got) != "pre" {
+		t.Fatalf("%q: on error dst is %q", in, got)
+	}
+}
+
+// AppendIndent indents as json.Indent does and refuses what it refuses.
+func TestAppendIndentIsJSONIndent(t *testing.T) {
+	for _, ri := range wireInfos(t) {
+		checkIndent(t, appendRuleInfo(nil, &ri))
+	}
+	for _, s := range append(rowSeeds, `[]`, `{}`, `[{}, [], [[]], {"a": []}]`, ` 1 `, "\"\xff\" \n", `"\u00e9\/"`, `[1,2,]`, `{"a":1}{}`, `[1 2]`) {
+		checkIndent(t, []byte(s))
+	}
+}
+
+func FuzzAppendIndent(f *testing.F) {
+	for _, ri := range wireInfos(f) {
+		f.Add(appendRuleInfo(nil, &ri))
+	}
+	for _, s := range rowSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) { checkIndent(t, in) })
+}

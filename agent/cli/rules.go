@@ -242,22 +242,22 @@ func listRules(ctx context.Context, c *api.Client, after string, limit int, form
 }
 
 // listJSON writes the rules as an indented JSON array, each rule indented
-// from the agent's own bytes (not decoded and encoded again).
+// from the agent's own bytes (not decoded and encoded again) as
+// json.Indent would.
 func listJSON(ctx context.Context, c *api.Client, after string, limit int, next *string, bw *bufio.Writer) error {
-	var ind bytes.Buffer
+	var ind []byte
 	n := 0
 	err := c.ListStream(ctx, after, limit, func(h api.ListHead) error { *next = h.Next; return nil }, func(raw []byte) error {
-		ind.Reset()
+		ind = append(ind[:0], ",\n  "...)
 		if n == 0 {
-			ind.WriteString("[\n  ")
-		} else {
-			ind.WriteString(",\n  ")
+			ind = append(ind[:0], "[\n  "...)
 		}
-		if err := json.Indent(&ind, raw, "  ", "  "); err != nil {
+		var err error
+		if ind, err = api.AppendIndent(ind, raw, "  ", "  "); err != nil {
 			return err
 		}
 		n++
-		_, err := bw.Write(ind.Bytes())
+		_, err = bw.Write(ind)
 		return err
 	})
 	if err != nil {
