@@ -2,6 +2,7 @@ package xdp
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -453,13 +454,20 @@ func order(s *rule.Set) []int {
 }
 
 // compile turns s into tables; slots[i] is the counter slot of s.Rules[i].
-// A first pass with coarse masks only counts the masks the set needs; the
-// second refines masks (refineAt) with at most the masks left under
-// MaxMasks, so that every set that fits with coarse masks fits refined.
+// Lists are refined (refineAt) with any masks left under MaxMasks. When
+// that runs out of masks, finer masks may have taken slots that the set's
+// coarse masks need: then a pass with coarse masks only counts those, and
+// refinement gets only the masks they leave, so that every set that fits
+// with coarse masks fits refined (TestRefineWithinMaskBudget).
 func compile(s *rule.Set, slots []uint32) (*tables, error) {
+	t, err := compileWith(s, slots, MaxMasks)
+	var le *LimitError
+	if err == nil || !errors.As(err, &le) || le.Limit != "MaxMasks" {
+		return t, err
+	}
 	coarse, err := compileWith(s, slots, 0)
-	if err != nil || coarse.refined == 0 {
-		return coarse, err
+	if err != nil {
+		return nil, err
 	}
 	return compileWith(s, slots, MaxMasks-len(coarse.masks))
 }
