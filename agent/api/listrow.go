@@ -70,7 +70,29 @@ var listRowKeys = []string{"rule", "source", "status", "reason", "path", "placem
 
 func (r *ListRow) topField(d *jdec, key []byte) error {
 	var dst *[]byte
-	k := fieldOf(key, listRowKeys...)
+	var k int
+	switch string(key) { // the agent's spelling, without a loop
+	case "rule":
+		k = 0
+	case "source":
+		k = 1
+	case "status":
+		k = 2
+	case "reason":
+		k = 3
+	case "path":
+		k = 4
+	case "placement_reason":
+		k = 5
+	case "hw":
+		k = 6
+	case "sw":
+		k = 7
+	case "pps":
+		k = 8
+	default:
+		k = fieldOf(key, listRowKeys...)
+	}
 	switch k {
 	case 0:
 		if null, err := d.objectOrNull("rule"); null || err != nil {
@@ -136,6 +158,15 @@ func fieldOf(key []byte, names ...string) int {
 	}
 	return -1
 }
+
+// plainStr marks the bytes a string holds as they are: ASCII but for the
+// controls, the quote and the backslash.
+var plainStr = func() (t [256]bool) {
+	for c := ' '; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // maxDepth is encoding/json's nesting limit.
 const maxDepth = 10000
@@ -451,6 +482,12 @@ func (d *jdec) str() ([]byte, error) {
 	d.i++ // the opening quote
 	start := d.i
 	for d.i < len(d.b) {
+		for d.i < len(d.b) && plainStr[d.b[d.i]] {
+			d.i++
+		}
+		if d.i == len(d.b) {
+			break
+		}
 		c := d.b[d.i]
 		switch {
 		case c == '"':
