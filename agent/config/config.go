@@ -7,6 +7,7 @@ package config
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -516,7 +517,7 @@ func (c *Config) resolve(dir string) {
 // `scrubd config check` runs and what `scrubd run` runs before it touches
 // anything.
 func (c *Config) Validate(file string, checkRuleFiles bool) error {
-	return c.validate(file, checkRuleFiles, nil)
+	return c.validate(context.Background(), file, checkRuleFiles, nil)
 }
 
 // LoadedRules is what ValidateRun read and parsed of the rule files, by
@@ -528,19 +529,23 @@ type LoadedRules struct {
 }
 
 // ValidateRun is Validate(file, true) for `scrubd run`: it also returns
-// every rule file it read and parsed without a problem.
-func (c *Config) ValidateRun(file string) (LoadedRules, error) {
+// every rule file it read and parsed without a problem. Once ctx is done
+// it stops parsing rule files and returns ctx's error.
+func (c *Config) ValidateRun(ctx context.Context, file string) (LoadedRules, error) {
 	keep := LoadedRules{Data: map[string][]byte{}, Sets: map[string]*rule.Set{}}
-	err := c.validate(file, true, &keep)
+	err := c.validate(ctx, file, true, &keep)
+	if ctx.Err() != nil {
+		return LoadedRules{}, ctx.Err()
+	}
 	return keep, err
 }
 
 // validate runs the checks in the order of the config reference, each a
 // step over one part of the config, and returns every problem found.
-func (c *Config) validate(file string, readFiles bool, keep *LoadedRules) error {
+func (c *Config) validate(ctx context.Context, file string, readFiles bool, keep *LoadedRules) error {
 	p := &problems{file: file}
 	c.checkBasics(p)
-	c.checkRules(p, readFiles, keep)
+	c.checkRules(ctx, p, readFiles, keep)
 	c.checkAPI(p, readFiles)
 	c.checkMetrics(p)
 	c.checkProtect(p)
@@ -582,7 +587,7 @@ const MinMemoryLimitMB = 64
 
 // checkRules checks rules.* and, with readFiles, reads and parses every
 // rule file as the agent will (keeping what it read in keep, when set).
-func (c *Config) checkRules(p *problems, readFiles bool, keep *LoadedRules) {
+func (c *Config) checkRules(ctx context.Context, p *problems, readFiles bool, keep *LoadedRules) {
 	if c.Rules.Poll <= 0 {
 		p.bad("rules.poll", c.Rules.Poll.String(), "must be positive")
 	}
@@ -610,7 +615,10 @@ func (c *Config) checkRules(p *problems, readFiles bool, keep *LoadedRules) {
 				p.bad(fld, f, "%v", err)
 				continue
 			}
-			set, err := rule.Parse(f, data, time.Now())
+			if ctx.Err() != nil {
+				return
+			}
+			set, err := rule.ParseContext(ctx, f, data, time.Now())
 			if err == nil {
 				err = c.Rules.Guard.Rule().CheckSet(f, set)
 			}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -221,12 +222,19 @@ func TestLoadForRunLeavesFilesToValidateRun(t *testing.T) {
 	if c.Rules.Files[1] != dir+"/bad.yaml" {
 		t.Fatalf("files %v: not resolved against the config's directory", c.Rules.Files)
 	}
-	loaded, err := c.ValidateRun(dir + "/scrubd.yaml")
+	loaded, err := c.ValidateRun(context.Background(), dir+"/scrubd.yaml")
 	if err == nil || !strings.Contains(err.Error(), dir+"/scrubd.yaml: rules.files[1]") || !strings.Contains(err.Error(), "explode") {
 		t.Fatalf("ValidateRun: %v", err)
 	}
 	if s := loaded.Sets[dir+"/good.yaml"]; s == nil || len(s.Rules) != 1 || s.Rules[0].ID != "a" {
 		t.Fatalf("the good file parsed: %+v", loaded.Sets)
+	}
+	// Once its context is done ValidateRun stops reading rule files and
+	// returns the context's error, nothing loaded.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if loaded, err := c.ValidateRun(ctx, dir+"/scrubd.yaml"); !errors.Is(err, context.Canceled) || len(loaded.Sets) != 0 {
+		t.Fatalf("ValidateRun with its context done: %v, %d files loaded", err, len(loaded.Sets))
 	}
 	// Problems of the config file itself are still LoadForRun's.
 	writeFile(t, dir+"/scrubd.yaml", "rules: {files: [good.yaml], poll: -1s}\n")

@@ -31,8 +31,11 @@ import (
 func Run(ctx context.Context, cfg *config.Config, opt Options) error {
 	a := newAgent(cfg, opt)
 	defer a.stopTickers()
-	rules, err := a.checkConfig()
+	rules, err := a.checkConfig(ctx)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil // stopped while reading the rule files: nothing was touched
+		}
 		return err
 	}
 	if err := a.openListeners(); err != nil {
@@ -120,12 +123,12 @@ func (a *agent) stopTickers() {
 // checkConfig checks the whole config as `scrubd config check` does
 // (token file, TLS files, addresses, rule files: read and parsed, once),
 // then resolves flowspec.router_id auto.
-func (a *agent) checkConfig() (config.LoadedRules, error) {
+func (a *agent) checkConfig(ctx context.Context) (config.LoadedRules, error) {
 	name := a.opt.ConfigName
 	if name == "" {
 		name = "config"
 	}
-	rules, err := a.cfg.ValidateRun(name)
+	rules, err := a.cfg.ValidateRun(ctx, name)
 	if err != nil {
 		return rules, err
 	}

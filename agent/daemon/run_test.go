@@ -3,6 +3,8 @@ package daemon
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -150,5 +152,36 @@ func TestRuleFileReadOnceAtStart(t *testing.T) {
 	}
 	if opens != 1 {
 		t.Fatalf("the rule file was opened %d times at start, want 1\n%s", opens, logs.String())
+	}
+}
+
+// Told to stop while it reads its rule files (a 100k-rule file takes
+// seconds to parse), the agent stops there: Run returns no error, and
+// nothing after the config check ran (no listener, no dataplane). The
+// context here is done before Run starts, so the parse gives up at its
+// first chunk of items.
+func TestStopWhileReadingRuleFiles(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("rules:\n")
+	for i := range 5000 {
+		fmt.Fprintf(&b, "  - {id: r%d, action: drop, match: {dst: 10.%d.%d.0/24, proto: udp}}\n", i, i/256, i%256)
+	}
+	file := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(dir)
+	cfg.Rules.Files = []string{file}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	built := false
+	err := Run(ctx, cfg, Options{Ticker: never, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Paths: func(context.Context, *config.Config) (Paths, error) { built = true; return Paths{SW: &countSW{}}, nil }})
+	if err != nil || built {
+		t.Fatalf("stopped while reading the rule files: err %v, dataplane built %v", err, built)
+	}
+	if _, err := os.Stat(cfg.API.Socket); err == nil {
+		t.Fatal("the API socket exists")
 	}
 }

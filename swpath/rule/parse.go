@@ -1,6 +1,7 @@
 package rule
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -79,6 +80,20 @@ func (p *parser) err() error {
 func Parse(name string, data []byte, now time.Time) (*Set, error) {
 	if set, ok, err := parseItems(name, data, now); ok {
 		return set, err
+	}
+	return parseWhole(name, data, now)
+}
+
+// ParseContext is Parse that gives up once ctx is done, between chunks of
+// items of a plain rule file, and returns ctx's error: at 100k rules a
+// parse takes seconds, and an agent told to stop while it reads its rule
+// files must not wait for them.
+func ParseContext(ctx context.Context, name string, data []byte, now time.Time) (*Set, error) {
+	if set, ok, err := parseItemsContext(ctx, name, data, now); ok {
+		return set, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	return parseWhole(name, data, now)
 }

@@ -2,6 +2,7 @@ package rule
 
 import (
 	"bytes"
+	"context"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -21,6 +22,12 @@ const itemsPerChunk = 512
 // shape (anchors, aliases, tags, block scalars, flow lists, other keys, a
 // chunk yaml refuses): Parse then reads it whole, with its messages.
 func parseItems(name string, data []byte, now time.Time) (set *Set, ok bool, err error) {
+	return parseItemsContext(context.Background(), name, data, now)
+}
+
+// parseItemsContext is parseItems that stops between chunks once ctx is
+// done (ok true, ctx's error).
+func parseItemsContext(ctx context.Context, name string, data []byte, now time.Time) (set *Set, ok bool, err error) {
 	if bytes.ContainsAny(data, "&*!|>%\t\r") || bytes.Contains(data, []byte("---")) || bytes.Contains(data, []byte("...")) {
 		return nil, false, nil
 	}
@@ -67,6 +74,9 @@ func parseItems(name string, data []byte, now time.Time) (set *Set, ok bool, err
 	set = &Set{Rules: make([]Rule, 0, len(starts))}
 	seen := make(map[string]int, len(starts))
 	for c := 0; c < len(starts); c += itemsPerChunk {
+		if err := ctx.Err(); err != nil {
+			return nil, true, err
+		}
 		from := starts[c]
 		to := len(lines)
 		if c+itemsPerChunk < len(starts) {
