@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/scrubd/scrubd/agent/api"
 	"github.com/scrubd/scrubd/internal/syncbuf"
@@ -212,5 +215,78 @@ func TestRunConfigMemoryLimit(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "memory_limit_mb=300") {
 		t.Fatalf("no log line for the limit:\n%s", errb.String())
+	}
+}
+
+// `scrubd run --config` opens (and so parses) each rule file once at
+// start: the config load leaves the rule files to the daemon's check,
+// whose parse the daemon loads. Before, the config load parsed them and
+// the check parsed them again (at 100k rules, seconds and 430 MB each).
+// The kernel counts the opens (inotify IN_OPEN); the poll is an hour, so
+// every open is the start's.
+func TestRunConfigReadsRuleFileOnce(t *testing.T) {
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(rules, []byte("rules:\n  - {id: udp-flood, action: drop, match: {dst: 203.0.113.30/32, proto: udp}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, rules, unix.IN_OPEN|unix.IN_CLOSE_NOWRITE); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "state_dir: " + dir + "/state\napi: {socket: " + dir + "/api.sock}\nmetrics: {listen: '127.0.0.1:0'}\n" +
+		"rules: {files: [rules.yaml], poll: 1h}\noffload: {backend: sim, max_entries: 10}\nsoftware: {engine: dv, workers: 2}\n" +
+		"placement: {interval: 100ms}\n"
+	path := filepath.Join(dir, "scrubd.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncbuf.Buffer
+	done := make(chan int, 1)
+	go func() { done <- runCmd(ctx, []string{"--config", path, "--sim-scale", "5000"}, &out, &errb) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "placement udp-flood: none -> hw") {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("the rule was not placed:\n%s\n%s", out.String(), errb.String())
+		}
+		select {
+		case rc := <-done:
+			t.Fatalf("run ended early: rc %d\n%s", rc, errb.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	if rc := <-done; rc != 0 {
+		t.Fatalf("rc %d\n%s", rc, errb.String())
+	}
+	opens := 0
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EAGAIN || n <= 0 {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			// struct inotify_event: wd, mask, cookie, len (32 bits each),
+			// then len bytes of name.
+			mask, nameLen := binary.NativeEndian.Uint32(buf[off+4:]), binary.NativeEndian.Uint32(buf[off+12:])
+			if mask&unix.IN_OPEN != 0 {
+				opens++
+			}
+			off += unix.SizeofInotifyEvent + int(nameLen)
+		}
+	}
+	if opens != 1 {
+		t.Fatalf("the rule file was opened %d times, want 1", opens)
 	}
 }
