@@ -25,8 +25,9 @@ import (
 // program, overwrites the frame in place with the next frame of a ring of
 // distinct frames before each run: a counter in a map picks the slot. In
 // live-frames mode (net/bpf/test_run.c, xdp_test_run_batch) the page pool's
-// pages keep what the program wrote (reset_ctx resets the pointers only),
-// so every byte the receiver reads is rewritten on every run.
+// pages keep what the program wrote (reset_ctx resets the pointers only;
+// Documentation/bpf/bpf_prog_run.rst: "the page content is not
+// rewritten"), and every byte the receiver reads is rewritten on every run.
 
 // ringFrameLen is the length of every ring frame: traffic.Fixed(64) less
 // the FCS.
