@@ -417,35 +417,6 @@ func (d *dtree) walk(k *treeKey) uint64 {
 	return n
 }
 
-// scan returns the first record of leaf n that holds for f and ranks
-// before best (an entry index), or best.
-func (t *Table) scanLeaf(d *dtree, n uint64, f *rule.Fields, sd, misc uint64, best uint32) uint32 {
-	first := uint32(n)
-	cnt := uint32(n>>32) & 0xffffff
-	recs := d.rec[first : first+cnt]
-	for j := range recs {
-		c := &recs[j]
-		e := c.ent
-		if e >= best {
-			break
-		}
-		if sd&c.sdMask() != c.sd || misc&c.miscMask != c.misc {
-			continue
-		}
-		if c.miscMask >= chkPortsBit {
-			if c.miscMask&chkFullBit != 0 {
-				if !t.holds(&t.tr.ents[e], f, misc) {
-					continue
-				}
-			} else if !f.HasPorts() {
-				continue
-			}
-		}
-		return e
-	}
-	return best
-}
-
 // treeLookup is lookup with the trees.
 func (t *Table) treeLookup(f *rule.Fields) (uint64, int32, int) {
 	if f.Family == 0 {
@@ -474,8 +445,31 @@ func (t *Table) treeLookup(f *rule.Fields) (uint64, int32, int) {
 			}
 		}
 	}
+	misc := k[2]
 	for i := range trs {
-		best = t.scanLeaf(&trs[i], cur[i], f, sd, k[2], best)
+		n := cur[i]
+		first := uint32(n)
+		recs := trs[i].rec[first : first+uint32(n>>32)&0xffffff]
+		for j := range recs {
+			r := &recs[j]
+			if r.ent >= best {
+				break
+			}
+			if sd&r.sdMask() != r.sd || misc&r.miscMask != r.misc {
+				continue
+			}
+			if r.miscMask >= chkPortsBit {
+				if r.miscMask&chkFullBit != 0 {
+					if !t.holds(&t.tr.ents[r.ent], f, misc) {
+						continue
+					}
+				} else if !f.HasPorts() {
+					continue
+				}
+			}
+			best = r.ent
+			break
+		}
 	}
 	if best == treeNoRank {
 		return noRank, -1, len(t.tr.t)
