@@ -29,7 +29,9 @@ import (
 // Classification", INFOCOM 2018) the entries are first split by which
 // address is "small" (a long prefix): one tree for entries with a source
 // prefix of at least treeSmallBits bits, one for the others with such a
-// destination prefix, one for the rest. A packet walks every tree and the
+// destination prefix, one each for a source and then a destination prefix
+// of at least half that, one for the rest (IPv6 prefixes counted from bit
+// 32); empty groups make no tree. A packet walks every tree and the
 // best-ranked entry that holds wins: entries are numbered in decision order,
 // so the lowest number found.
 //
