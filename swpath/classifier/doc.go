@@ -71,11 +71,15 @@
 // # Classifying
 //
 // Table.Decide is the single-packet lookup and Table.DecideBurst the burst
-// lookup (no counters). With the trees, a burst walks them in groups of 64
-// packets level by level (every walk's load of one level before any of the
-// next, so their cache misses overlap), reads the first record of every
-// leaf, then scans the leaves. With the hash tables: for small sets (prefilter hash at most 64 KiB, as
-// about 1k ClassBench-style rules) DecideBurst is the single-packet walk in
+// lookup (no counters). With the trees, Decide walks every tree a level
+// at a time (the trees' loads of one level overlap) and then scans the
+// leaves; a burst on trees of at most 1 MiB (about 1k ClassBench-style
+// rules) does the same packet by packet, and on bigger trees walks them in
+// groups of 64 packets level by level (every walk's load of one level
+// before any of the next, so their cache misses overlap), reads the first
+// record of every leaf, then scans the leaves. With the hash tables: for
+// small sets (prefilter hash at most 64 KiB, as about 1k ClassBench-style
+// rules) DecideBurst is the single-packet walk in
 // a loop, which was the faster there. For bigger ones it is staged over
 // groups of up to 64 packets: the hash and Bloom bit of every table for
 // every packet (kept without a branch when the bit is set), then the slots
