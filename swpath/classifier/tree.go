@@ -95,27 +95,20 @@ type dtree struct {
 	ent   []uint32 // leaf records' entries while the tree is built
 }
 
-// trec is a leaf record: an entry's scan check (see echeck) in 32 bytes
-// with the entry's index, so a leaf scan reads one array. The prefix
-// lengths of the check's two 32-bit address halves (0..32) sit in bits
-// 48-53 and 54-59 of miscMask, which a packet's misc word never has.
+// trec is a leaf record: an entry's scan check (see echeck) with the
+// entry's index and rule, so a leaf scan reads one array (40 bytes).
 type trec struct {
-	sd, misc, miscMask uint64
-	ent                uint32
-	rule               int32 // the entry's rule
+	sd, sdm, misc, miscMask uint64
+	ent                     uint32
+	rule                    int32 // the entry's rule
 }
 
 func recOf(c echeck, ent uint32, rule int32) trec {
-	ls, ld := bits.OnesCount64(c.sdMask>>32), bits.OnesCount32(uint32(c.sdMask))
-	return trec{sd: c.sd, misc: c.misc, miscMask: c.miscMask | uint64(ls)<<48 | uint64(ld)<<54, ent: ent, rule: rule}
+	return trec{sd: c.sd, sdm: c.sdMask, misc: c.misc, miscMask: c.miscMask, ent: ent, rule: rule}
 }
 
 // sdMask returns the address mask of r's check.
-func (r *trec) sdMask() uint64 {
-	sm := ^uint32(0) << (32 - r.miscMask>>48&63)
-	dm := ^uint32(0) << (32 - r.miscMask>>54&63)
-	return uint64(sm)<<32 | uint64(dm)
-}
+func (r *trec) sdMask() uint64 { return r.sdm }
 
 // trees is the decision-tree form of a Table.
 type trees struct {
