@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Client talks to the API.
@@ -151,6 +152,10 @@ type ListHead struct {
 // holding other than the number of rules it announced is an error that
 // says how many rules came; an error from head or each stops the listing.
 func (c *Client) ListStream(ctx context.Context, after string, limit int, head func(ListHead) error, each func([]byte) error) error {
+	// Cancelling stops a body read that waits on the agent when the
+	// listing ends early.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	q := url.Values{}
 	if after != "" {
 		q.Set("after", after)
@@ -200,11 +205,16 @@ func (c *Client) ListStream(ctx context.Context, after string, limit int, head f
 			return err
 		}
 	}
+	sp := newSpool(resp.Body)
+	defer func() {
+		cancel()
+		<-sp.done
+	}()
 	var n int
 	if mt, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";"); strings.TrimSpace(mt) == NDJSON {
-		n, err = eachLine(resp.Body, h.Rules, each)
+		n, err = eachLine(sp, h.Rules, each)
 	} else {
-		n, err = eachElement(resp.Body, h.Rules, each)
+		n, err = eachElement(sp, h.Rules, each)
 	}
 	if err != nil {
 		return fmt.Errorf("scrubd API: GET %s: %w", path, err)
@@ -213,6 +223,65 @@ func (c *Client) ListStream(ctx context.Context, after string, limit int, head f
 		return fmt.Errorf("scrubd API: GET %s: reply cut off: %d of the %d rules it announced", path, n, h.Rules)
 	}
 	return nil
+}
+
+// spool reads a reply to its end as fast as the agent sends it, in a
+// goroutine of its own, and holds what the caller has not read yet. A
+// caller that writes to a slow reader (a pager) then does not keep the
+// agent writing past its write timeout (api.write_timeout), which would
+// cut the reply off: the reply is read whole at the socket's pace, and
+// only what waits for the caller is held (all of it, as before streaming,
+// when the caller is stalled). The goroutine ends when the body ends or
+// fails: cancel the request's context to end it early.
+type spool struct {
+	mu     sync.Mutex
+	more   *sync.Cond
+	chunks [][]byte
+	err    error // the body's error (io.EOF at its end), after the chunks
+	done   chan struct{}
+}
+
+func newSpool(r io.Reader) *spool {
+	s := &spool{done: make(chan struct{})}
+	s.more = sync.NewCond(&s.mu)
+	go s.fill(r)
+	return s
+}
+
+func (s *spool) fill(r io.Reader) {
+	defer close(s.done)
+	buf := make([]byte, 256<<10)
+	for {
+		// What each read gives is passed on at once, copied to its size.
+		n, err := r.Read(buf)
+		s.mu.Lock()
+		if n > 0 {
+			s.chunks = append(s.chunks, append([]byte(nil), buf[:n]...))
+		}
+		s.err = err
+		s.more.Broadcast()
+		s.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (s *spool) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.chunks) == 0 && s.err == nil {
+		s.more.Wait()
+	}
+	if len(s.chunks) == 0 {
+		return 0, s.err
+	}
+	n := copy(p, s.chunks[0])
+	if s.chunks[0] = s.chunks[0][n:]; len(s.chunks[0]) == 0 {
+		s.chunks[0] = nil
+		s.chunks = s.chunks[1:]
+	}
+	return n, nil
 }
 
 // eachLine calls each with every line of an NDJSON reply, without its

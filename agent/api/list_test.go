@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -319,5 +320,70 @@ func TestPlacementsAsByID(t *testing.T) {
 	}
 	if got := (&Server{Store: st}).placements(es); len(got) != n || slices.ContainsFunc(got, func(p *placement.RuleView) bool { return p != nil }) {
 		t.Errorf("no view: %v", got)
+	}
+}
+
+// A caller that prints to a slow reader (a pager the user has not
+// scrolled yet) still gets the whole list: the client reads the reply as
+// the agent writes it, so the agent's write timeout does not cut it off.
+func TestListSlowReaderGetsWholeList(t *testing.T) {
+	const n = 30000 // about 9 MB: far more than the socket buffers hold
+	st := store.New(nil, time.Now)
+	rules := make([]rule.Rule, n)
+	for i := range rules {
+		rules[i] = rule.Rule{ID: fmt.Sprintf("r%05d", i), Priority: 100, Action: rule.Drop,
+			Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)}), 32)}}
+	}
+	if _, err := st.Replace("api", rules); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	l, err := ListenUnix(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := DefaultLimits()
+	lim.WriteTimeout = 300 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeLimited(ctx, l, (&Server{Store: st, Now: time.Now}).Handler(), lim, nil) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	got := 0
+	err = NewUnixClient(sock).ListStream(context.Background(), "", 0, nil, func(raw []byte) error {
+		if got == 0 {
+			time.Sleep(time.Second) // the reader stalls past the write timeout
+		}
+		got++
+		return nil
+	})
+	if err != nil || got != n {
+		t.Fatalf("%d of %d rules, %v", got, n, err)
+	}
+}
+
+// A listing its caller stops returns at once, though the agent still has
+// more to send, and leaves no goroutine reading the reply.
+func TestListStreamStopsEarly(t *testing.T) {
+	release := make(chan struct{})
+	c := fakeList(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", NDJSON)
+		fmt.Fprintf(w, okLine+"\n"+okLine+"\n", 0, 1)
+		w.(http.Flusher).Flush()
+		select { // an agent that has more to say, later
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	defer close(release)
+	stop := errors.New("enough")
+	t0 := time.Now()
+	err := c.ListStream(context.Background(), "", 0, nil, func(raw []byte) error { return stop })
+	if !errors.Is(err, stop) || time.Since(t0) > 5*time.Second {
+		t.Fatalf("%v after %v", err, time.Since(t0))
 	}
 }
