@@ -30,6 +30,15 @@
 // packet of a moved rule escapes. If the hardware backend reports the device
 // gone, every hardware rule is put in software at once.
 //
+// A round places what changed: Run reads the store's delta since the
+// version it holds (store.Delta) and applyDelta compiles, offloads and
+// removes only the rules it names; Apply, which re-checks every rule
+// against the accept rules, runs at start, when an accept rule changes and
+// when the store's change log no longer reaches back. The software engine
+// is handed a set only when it differs from the one it holds, one set at
+// a time from Run's goroutine; changes made meanwhile go into the next
+// round.
+//
 // A Placer is owned by one goroutine (Run); its state needs no lock. Other
 // goroutines read the published View.
 package placement
