@@ -171,6 +171,24 @@ var mutations = []mutation{
 			"if err := e.stats.Put(slots[i], zero); err != nil {", "if err := error(nil); err != nil && zero != nil {", 1}},
 		pkgs: []string{"./swpath/xdp/"}, run: "TestCountersAddUpAcrossMatchChange",
 	},
+	{
+		name: "list reply announces one rule fewer than it holds",
+		edits: []edit{{"agent/api/api.go",
+			"w.Header().Set(CountHeader, strconv.Itoa(len(es)))", "w.Header().Set(CountHeader, strconv.Itoa(len(es)-1))", 1}},
+		pkgs: []string{"./agent/api/"}, run: "TestList",
+	},
+	{
+		name: "list widths count a source's bytes, not its characters",
+		edits: []edit{{"agent/api/wire.go",
+			"utf8.RuneCountInString(e.Source)", "len(e.Source)", 1}},
+		pkgs: []string{"./agent/api/", "./agent/cli/"}, run: "TestListNDJSONHeads|TestRulesListEveryKind",
+	},
+	{
+		name: "list client reads the reply as it prints, no read-ahead",
+		edits: []edit{{"agent/api/client.go",
+			"n, err = eachLine(sp, h.Rules, each)", "n, err = eachLine(resp.Body, h.Rules, each)", 1}},
+		pkgs: []string{"./agent/api/"}, run: "TestListSlowReader",
+	},
 }
 
 func main() {
