@@ -133,7 +133,9 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 			recompile = append(recompile, rs)
 		}
 		if old != nil && old.seq == u.Seq {
-			// Same place in the order: the slot takes the new copy.
+			// Same place in the order: the slot takes the new copy (in
+			// an array of the placer's own, not one the engine holds).
+			p.unshare()
 			i := p.slot(old)
 			p.set.Rules[i] = r
 			p.states[i], p.mkeys[i] = rs, mk
@@ -187,6 +189,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 			put(&ins[j].r, ins[j].seq, ins[j].mk, ins[j].rs)
 		}
 		p.set.Rules, p.seqs, p.mkeys, p.order, p.states = rules, seqs, mkeys, order, states
+		p.shared = false
 		p.repoint()
 	case len(ins) > 0:
 		grown := cap(p.set.Rules) < len(p.set.Rules)+len(ins)
@@ -198,6 +201,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 			p.states = append(p.states, ins[k].rs)
 		}
 		if grown {
+			p.shared = false // a new array
 			p.repoint()
 		} else {
 			for i := len(p.set.Rules) - len(ins); i < len(p.set.Rules); i++ {

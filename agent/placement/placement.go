@@ -259,6 +259,12 @@ type Placer struct {
 	// pushed is the last set the software path accepted: a set equal to
 	// it is not pushed again (the engine would compile the same rules).
 	pushed *rule.Set
+	// shared says set.Rules' array is also held outside the placer: by
+	// the caller of Apply (a snapshot), or by the software engine, which
+	// swSet hands the array itself when every rule goes to software (the
+	// backstop's usual case). A shared array is never written in place:
+	// unshare copies it first, so no engine sees a set change under it.
+	shared bool
 
 	// texts holds one copy of each reason text (intern): at 100k rules
 	// refused by hardware for the same reason, one string instead of
@@ -508,23 +514,55 @@ func (p *Placer) hwFailed(err error, op string) {
 
 // swSet builds the software rule set: every accept rule and every drop rule
 // whose path is SW (or in transit, listed in extra), in effective-set order.
+// When that is every rule of the set (with the backstop, the usual case),
+// the set shares the placer's array instead of copying it (at 100k rules
+// 30 MB a round, and a second copy held by the engine); the array is then
+// shared, and written only after unshare.
 func (p *Placer) swSet(extra map[string]bool, backstop bool) *rule.Set {
-	out := &rule.Set{Rules: make([]rule.Rule, 0, len(p.set.Rules))}
-	for i := range p.set.Rules {
+	in := func(i int) bool {
 		r := &p.set.Rules[i]
 		if r.Action == rule.Accept {
-			out.Rules = append(out.Rules, *r)
-			continue
+			return true
 		}
 		rs := p.states[i]
 		if rs == nil || rs.mkey != p.mkeys[i] {
-			continue
+			return false
 		}
-		if rs.path == SW || (len(extra) > 0 && extra[r.ID]) || (backstop && rs.path == HW) {
-			out.Rules = append(out.Rules, *r)
+		return rs.path == SW || (len(extra) > 0 && extra[r.ID]) || (backstop && rs.path == HW)
+	}
+	n := 0
+	for i := range p.set.Rules {
+		if in(i) {
+			n++
+		}
+	}
+	if n == len(p.set.Rules) {
+		p.shared = true
+		return &rule.Set{Rules: p.set.Rules[:n:n]}
+	}
+	out := &rule.Set{Rules: make([]rule.Rule, 0, n)}
+	for i := range p.set.Rules {
+		if in(i) {
+			out.Rules = append(out.Rules, p.set.Rules[i])
 		}
 	}
 	return out
+}
+
+// unshare gives the placer its own copy of set.Rules if the array is
+// shared, pointing every rule state at it, before a write in place.
+func (p *Placer) unshare() {
+	if !p.shared {
+		return
+	}
+	old := p.set.Rules
+	p.set.Rules = slices.Clone(old)
+	for i, rs := range p.states {
+		if rs != nil && i < len(old) && rs.r == &old[i] {
+			rs.r = &p.set.Rules[i]
+		}
+	}
+	p.shared = false
 }
 
 // pushSW hands the software path its set (swSet), unless the set equals
@@ -568,6 +606,10 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	p.fullTables = nil
 	old := p.rules
 	p.set = snap.Set
+	// The caller's snapshot: not written in place, and appended to only
+	// in a new array (the capacity ends at its length).
+	p.set.Rules = p.set.Rules[:len(p.set.Rules):len(p.set.Rules)]
+	p.shared = true
 	p.version = snap.Version
 	p.rules = map[string]*ruleState{}
 	p.order = p.order[:0]
