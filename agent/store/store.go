@@ -45,11 +45,36 @@ type Entry struct {
 // InForce reports whether the entry is enforced.
 func (e *Entry) InForce() bool { return e.Status != Refused }
 
+// stored is an Entry as the store holds it: the rule by pointer, to a
+// copy never written after it is made. Once a snapshot of the effective
+// set is taken, an entry in force points at its rule in the snapshot's
+// array, so the store and the snapshot's holders (placement, the software
+// engine) share one copy of each rule instead of holding two.
+type stored struct {
+	r       *rule.Rule
+	Source  string
+	Status  Status
+	Reason  string
+	Added   time.Time
+	StaleAt time.Time
+	seq     uint64
+}
+
+// InForce reports whether the entry is enforced.
+func (e *stored) InForce() bool { return e.Status != Refused }
+
+// entry returns a copy of e as an Entry.
+func (e *stored) entry() Entry {
+	return Entry{Rule: *e.r, Source: e.Source, Status: e.Status, Reason: e.Reason, Added: e.Added, StaleAt: e.StaleAt, seq: e.seq}
+}
+
 // Snapshot is a consistent view of the store.
 type Snapshot struct {
 	Version uint64
 	// Set is the effective rule set: protect rules first (priority 0), then
-	// every rule in force in the order it was added.
+	// every rule in force in the order it was added. Read-only: its rules
+	// are the store's own copies (shared, not copied again), so a holder
+	// must not write them; placement copies the array before it writes.
 	Set rule.Set
 	// Entries lists every stored rule, refused ones too, in the same order.
 	Entries []Entry
@@ -108,7 +133,7 @@ type Store struct {
 	guard   rule.Guard
 
 	mu      sync.Mutex
-	entries map[string]*Entry // by rule id
+	entries map[string]*stored // by rule id
 	seq     uint64
 	version uint64
 	changed chan struct{}
@@ -161,7 +186,7 @@ func (s *Store) Delta(since uint64) (d Delta, ok bool) {
 		}
 		seen[c.id] = true
 		if e, ok := s.entries[c.id]; ok && e.InForce() {
-			d.Upserts = append(d.Upserts, Upsert{Rule: e.Rule, Seq: e.seq})
+			d.Upserts = append(d.Upserts, Upsert{Rule: *e.r, Seq: e.seq})
 		} else {
 			d.Removed = append(d.Removed, c.id)
 		}
@@ -233,16 +258,16 @@ func (s *Store) tooManyLocked(src string, n int) error {
 }
 
 // setLocked stores e under its rule id, keeping the per-source counts.
-func (s *Store) setLocked(e *Entry) {
-	if old, ok := s.entries[e.Rule.ID]; ok {
+func (s *Store) setLocked(e *stored) {
+	if old, ok := s.entries[e.r.ID]; ok {
 		s.perSource[old.Source]--
 		s.uncountLocked(old)
 		if old.Source != e.Source {
 			s.untouchLocked(old.Source)
 		}
 	}
-	s.entries[e.Rule.ID] = e
-	s.noteLocked(e.Rule.ID)
+	s.entries[e.r.ID] = e
+	s.noteLocked(e.r.ID)
 	s.perSource[e.Source]++
 	s.byStatus[sourceStatus{e.Source, e.Status}]++
 	s.touchLocked(e.Source)
@@ -259,7 +284,7 @@ func (s *Store) untouchLocked(src string) {
 	s.touchLocked(src)
 }
 
-func (s *Store) uncountLocked(e *Entry) {
+func (s *Store) uncountLocked(e *stored) {
 	k := sourceStatus{e.Source, e.Status}
 	if s.byStatus[k]--; s.byStatus[k] <= 0 {
 		delete(s.byStatus, k)
@@ -282,7 +307,7 @@ func New(protected *protect.List, now func() time.Time) *Store {
 	if protected == nil {
 		protected = &protect.List{}
 	}
-	return &Store{now: now, protect: protected, guard: rule.DefaultGuard, entries: map[string]*Entry{}, changed: make(chan struct{}, 1),
+	return &Store{now: now, protect: protected, guard: rule.DefaultGuard, entries: map[string]*stored{}, changed: make(chan struct{}, 1),
 		perSource: map[string]int{}, byStatus: map[sourceStatus]int{}, srcVer: map[string]uint64{}}
 }
 
@@ -327,9 +352,9 @@ func (s *Store) bumpLocked() {
 	}
 }
 
-func (s *Store) makeEntry(src string, r rule.Rule, now time.Time) *Entry {
+func (s *Store) makeEntry(src string, r rule.Rule, now time.Time) *stored {
 	s.seq++
-	e := &Entry{Rule: r, Source: src, Status: Active, Added: now, seq: s.seq}
+	e := &stored{r: &r, Source: src, Status: Active, Added: now, seq: s.seq}
 	if r.Expired(now) {
 		e.Status, e.Reason = Refused, "refused: already expired at "+r.Expires.UTC().Format(time.RFC3339)
 		return e
@@ -377,17 +402,17 @@ func (s *Store) putLocked(src string, r rule.Rule) (Entry, error) {
 		e.Added = old.Added
 	}
 	s.setLocked(e)
-	return *e, entryErr(e)
+	return e.entry(), entryErr(e)
 }
 
-func entryErr(e *Entry) error {
+func entryErr(e *stored) error {
 	if e.Status != Refused {
 		return nil
 	}
-	if e.Rule.Expired(e.Added) {
-		return fmt.Errorf("%w: rule %q: %s", ErrExpired, e.Rule.ID, e.Reason)
+	if e.r.Expired(e.Added) {
+		return fmt.Errorf("%w: rule %q: %s", ErrExpired, e.r.ID, e.Reason)
 	}
-	return fmt.Errorf("%w: rule %q: %s", ErrProtected, e.Rule.ID, e.Reason)
+	return fmt.Errorf("%w: rule %q: %s", ErrProtected, e.r.ID, e.Reason)
 }
 
 // Delete removes a rule of a source.
@@ -452,7 +477,7 @@ func (s *Store) Replace(src string, rules []rule.Rule) ([]Entry, error) {
 			e.seq, e.Added = old.seq, old.Added
 		}
 		s.setLocked(e)
-		out = append(out, *e)
+		out = append(out, e.entry())
 	}
 	s.bumpLocked()
 	return out, nil
@@ -559,7 +584,7 @@ func (s *Store) Get(id string) (Entry, bool) {
 	if !ok {
 		return Entry{}, false
 	}
-	return *e, true
+	return e.entry(), true
 }
 
 // Source returns the rules of one source in order. It copies that
@@ -569,7 +594,7 @@ func (s *Store) Source(src string) []Entry {
 	out := make([]Entry, 0, s.perSource[src])
 	for _, e := range s.entries {
 		if e.Source == src {
-			out = append(out, *e)
+			out = append(out, e.entry())
 		}
 	}
 	s.mu.Unlock()
@@ -584,17 +609,17 @@ func (s *Store) Source(src string) []Entry {
 // of pointers, not 40 MB of copied entries.
 func (s *Store) SourceRules(src string) []*rule.Rule {
 	s.mu.Lock()
-	es := make([]*Entry, 0, s.perSource[src])
+	es := make([]*stored, 0, s.perSource[src])
 	for _, e := range s.entries {
 		if e.Source == src && e.InForce() {
 			es = append(es, e)
 		}
 	}
 	s.mu.Unlock()
-	slices.SortFunc(es, func(a, b *Entry) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortFunc(es, func(a, b *stored) int { return cmp.Compare(a.seq, b.seq) })
 	out := make([]*rule.Rule, len(es))
 	for i, e := range es {
-		out[i] = &e.Rule
+		out[i] = e.r
 	}
 	return out
 }
@@ -607,14 +632,14 @@ func (s *Store) Sweep() []Entry {
 	var gone []Entry
 	for id, e := range s.entries {
 		switch {
-		case e.Rule.Expired(now):
-			e.Reason = "expired at " + e.Rule.Expires.UTC().Format(time.RFC3339)
+		case e.r.Expired(now):
+			e.Reason = "expired at " + e.r.Expires.UTC().Format(time.RFC3339)
 		case !e.StaleAt.IsZero() && !now.Before(e.StaleAt):
 			e.Reason = "source gone; hold time ended at " + e.StaleAt.UTC().Format(time.RFC3339)
 		default:
 			continue
 		}
-		gone = append(gone, *e)
+		gone = append(gone, e.entry())
 		s.delLocked(id)
 	}
 	if len(gone) > 0 {
@@ -637,7 +662,7 @@ func (s *Store) NextDeadline() time.Time {
 	defer s.mu.Unlock()
 	var t time.Time
 	for _, e := range s.entries {
-		for _, d := range []time.Time{e.Rule.Expires, e.StaleAt} {
+		for _, d := range []time.Time{e.r.Expires, e.StaleAt} {
 			if !d.IsZero() && (t.IsZero() || d.Before(t)) {
 				t = d
 			}
@@ -661,8 +686,10 @@ func (s *Store) snapshot(set, entries bool) Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := Snapshot{Version: s.version}
+	first := 0 // where the stored rules start in snap.Set.Rules
 	if set {
 		pr := s.protect.Rules()
+		first = len(pr)
 		snap.Set.Rules = make([]rule.Rule, 0, len(pr)+len(s.entries))
 		snap.Set.Rules = append(snap.Set.Rules, pr...)
 		snap.Seqs = make([]uint64, len(pr), cap(snap.Set.Rules))
@@ -670,18 +697,29 @@ func (s *Store) snapshot(set, entries bool) Snapshot {
 	if entries {
 		snap.Entries = make([]Entry, 0, len(s.entries))
 	}
-	es := make([]*Entry, 0, len(s.entries))
+	es := make([]*stored, 0, len(s.entries))
 	for _, e := range s.entries {
 		es = append(es, e)
 	}
-	slices.SortFunc(es, func(a, b *Entry) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortFunc(es, func(a, b *stored) int { return cmp.Compare(a.seq, b.seq) })
 	for _, e := range es {
 		if entries {
-			snap.Entries = append(snap.Entries, *e)
+			snap.Entries = append(snap.Entries, e.entry())
 		}
 		if set && e.InForce() {
-			snap.Set.Rules = append(snap.Set.Rules, e.Rule)
+			snap.Set.Rules = append(snap.Set.Rules, *e.r)
 			snap.Seqs = append(snap.Seqs, e.seq)
+		}
+	}
+	if set {
+		// The entries in force now point at their rules in the snapshot
+		// (read-only from here on): the copies they held are let go.
+		k := first
+		for _, e := range es {
+			if e.InForce() {
+				e.r = &snap.Set.Rules[k]
+				k++
+			}
 		}
 	}
 	return snap

@@ -51,7 +51,7 @@ func (s *Store) admit(src string, rules []rule.Rule, mode int) ([]Entry, error) 
 	defer s.mu.Unlock()
 	now := s.now()
 	seen := make(map[string]int, len(rules))
-	built := make([]*Entry, 0, len(rules))
+	built := make([]*stored, 0, len(rules))
 	var errs []error
 	for i := range rules {
 		r := &rules[i]
@@ -93,7 +93,7 @@ func (s *Store) admit(src string, rules []rule.Rule, mode int) ([]Entry, error) 
 	if mode != replaceSrc {
 		n = s.perSource[src]
 		for _, e := range built {
-			if _, ok := s.entries[e.Rule.ID]; !ok {
+			if _, ok := s.entries[e.r.ID]; !ok {
 				n++
 			}
 		}
@@ -110,11 +110,11 @@ func (s *Store) admit(src string, rules []rule.Rule, mode int) ([]Entry, error) 
 	}
 	out := make([]Entry, 0, len(built))
 	for _, e := range built {
-		if old, ok := s.entries[e.Rule.ID]; ok { // a replaced rule keeps its place
+		if old, ok := s.entries[e.r.ID]; ok { // a replaced rule keeps its place
 			e.seq, e.Added = old.seq, old.Added
 		}
 		s.setLocked(e)
-		out = append(out, *e)
+		out = append(out, e.entry())
 	}
 	s.bumpLocked()
 	return out, nil
