@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/scrubd/scrubd/agent/api"
 	"github.com/scrubd/scrubd/internal/syncbuf"
+	"github.com/scrubd/scrubd/internal/testenv"
 )
 
 // `scrubd run --config` with offload.backend sim: the simulated NIC with
@@ -230,14 +228,7 @@ func TestRunConfigReadsRuleFileOnce(t *testing.T) {
 	if err := os.WriteFile(rules, []byte("rules:\n  - {id: udp-flood, action: drop, match: {dst: 203.0.113.30/32, proto: udp}}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	if _, err := unix.InotifyAddWatch(fd, rules, unix.IN_OPEN|unix.IN_CLOSE_NOWRITE); err != nil {
-		t.Fatal(err)
-	}
+	opens := testenv.WatchOpens(t, rules)
 	cfg := "state_dir: " + dir + "/state\napi: {socket: " + dir + "/api.sock}\nmetrics: {listen: '127.0.0.1:0'}\n" +
 		"rules: {files: [rules.yaml], poll: 1h}\noffload: {backend: sim, max_entries: 10}\nsoftware: {engine: dv, workers: 2}\n" +
 		"placement: {interval: 100ms}\n"
@@ -266,27 +257,7 @@ func TestRunConfigReadsRuleFileOnce(t *testing.T) {
 	if rc := <-done; rc != 0 {
 		t.Fatalf("rc %d\n%s", rc, errb.String())
 	}
-	opens := 0
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := unix.Read(fd, buf)
-		if err == unix.EAGAIN || n <= 0 {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		for off := 0; off+unix.SizeofInotifyEvent <= n; {
-			// struct inotify_event: wd, mask, cookie, len (32 bits each),
-			// then len bytes of name.
-			mask, nameLen := binary.NativeEndian.Uint32(buf[off+4:]), binary.NativeEndian.Uint32(buf[off+12:])
-			if mask&unix.IN_OPEN != 0 {
-				opens++
-			}
-			off += unix.SizeofInotifyEvent + int(nameLen)
-		}
-	}
-	if opens != 1 {
-		t.Fatalf("the rule file was opened %d times, want 1", opens)
+	if n := opens(); n != 1 {
+		t.Fatalf("the rule file was opened %d times, want 1", n)
 	}
 }

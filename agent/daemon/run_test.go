@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,11 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/agent/dataplane"
 	"github.com/scrubd/scrubd/internal/syncbuf"
+	"github.com/scrubd/scrubd/internal/testenv"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
@@ -107,14 +105,7 @@ func TestRuleFileReadOnceAtStart(t *testing.T) {
 	if err := os.WriteFile(path, []byte("rules:\n  - {id: a, action: drop, match: {dst: 203.0.113.0/24, proto: udp}}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	if _, err := unix.InotifyAddWatch(fd, path, unix.IN_OPEN|unix.IN_CLOSE_NOWRITE); err != nil {
-		t.Fatal(err)
-	}
+	opens := testenv.WatchOpens(t, path)
 	cfg := testConfig(dir)
 	cfg.Rules.Files = []string{path}
 	var logs syncbuf.Buffer
@@ -130,28 +121,8 @@ func TestRuleFileReadOnceAtStart(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	opens := 0
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := unix.Read(fd, buf)
-		if err == unix.EAGAIN || n <= 0 {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		for off := 0; off+unix.SizeofInotifyEvent <= n; {
-			// struct inotify_event: wd, mask, cookie, len (each 32
-			// bits), then len bytes of name.
-			mask, nameLen := binary.NativeEndian.Uint32(buf[off+4:]), binary.NativeEndian.Uint32(buf[off+12:])
-			if mask&unix.IN_OPEN != 0 {
-				opens++
-			}
-			off += unix.SizeofInotifyEvent + int(nameLen)
-		}
-	}
-	if opens != 1 {
-		t.Fatalf("the rule file was opened %d times at start, want 1\n%s", opens, logs.String())
+	if n := opens(); n != 1 {
+		t.Fatalf("the rule file was opened %d times at start, want 1\n%s", n, logs.String())
 	}
 }
 
