@@ -441,17 +441,7 @@ func (e *Error) Error() string {
 // the API token file) are relative to the config file's directory, so the
 // same file works whatever directory the agent starts in. Rule files it
 // names are parsed too (refused rule files make the config invalid).
-func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, &Error{File: path, Msg: err.Error()}
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, &Error{File: path, Msg: err.Error()}
-	}
-	return parse(path, data, true, filepath.Dir(abs))
-}
+func Load(path string) (*Config, error) { return load(path, true) }
 
 // LoadForRun reads and checks the config file at path as Load does, except
 // for what the checks read from other files (rule files, the API token,
@@ -459,7 +449,11 @@ func Load(path string) (*Config, error) {
 // calls before it touches anything and whose parsed rule files it loads.
 // Load and ValidateRun one after the other parsed every rule file twice
 // (at 100k rules, 1.5-2 s and 430 MB allocated each).
-func LoadForRun(path string) (*Config, error) {
+func LoadForRun(path string) (*Config, error) { return load(path, false) }
+
+// load reads the config file at path and parses it with paths relative to
+// its directory; checkFiles is parse's checkRuleFiles.
+func load(path string, checkFiles bool) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, &Error{File: path, Msg: err.Error()}
@@ -468,7 +462,7 @@ func LoadForRun(path string) (*Config, error) {
 	if err != nil {
 		return nil, &Error{File: path, Msg: err.Error()}
 	}
-	return parse(path, data, false, filepath.Dir(abs))
+	return parse(path, data, checkFiles, filepath.Dir(abs))
 }
 
 // Parse decodes and validates config text. checkRuleFiles parses the rule
