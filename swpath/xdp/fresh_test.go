@@ -276,14 +276,9 @@ func tupleCounter(tb testing.TB, counts *ebpf.Map) *ebpf.Program {
 		asm.StoreMem(FP, -8, R5, asm.Word),
 		asm.LoadMem(R5, R2, 23, asm.Byte), // protocol
 		asm.StoreMem(FP, -4, R5, asm.Word),
-		asm.LoadMapPtr(R1, counts.FD()),
-		asm.Mov.Reg(R2, FP),
-		asm.Add.Imm(R2, -16),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(R0, 0, "new"),
-		asm.LoadMem(R1, R0, 0, asm.DWord),
-		asm.Add.Imm(R1, 1),
-		asm.StoreMem(R0, 0, R1, asm.DWord),
+	}
+	insns = append(insns, countAt(counts, -16, "new")...)
+	insns = append(insns,
 		asm.Mov.Imm(R0, XDPDrop),
 		asm.Return(),
 		asm.Mov.Imm(R1, 1).WithSymbol("new"),
@@ -297,7 +292,7 @@ func tupleCounter(tb testing.TB, counts *ebpf.Map) *ebpf.Program {
 		asm.FnMapUpdateElem.Call(),
 		asm.Mov.Imm(R0, XDPDrop).WithSymbol("drop"),
 		asm.Return(),
-	}
+	)
 	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL", Instructions: insns})
 	if err != nil {
 		tb.Fatalf("%+v", err)

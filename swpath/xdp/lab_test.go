@@ -225,14 +225,9 @@ func tagCounter(t testing.TB, typ ebpf.ProgramType, counts *ebpf.Map) *ebpf.Prog
 		asm.LoadMem(R6, FP, -4, asm.Word),
 		asm.HostTo(asm.BE, R6, asm.Word),
 		asm.StoreMem(FP, -4, R6, asm.Word),
-		asm.LoadMapPtr(R1, counts.FD()),
-		asm.Mov.Reg(R2, FP),
-		asm.Add.Imm(R2, -4),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(R0, 0, "out"),
-		asm.LoadMem(R1, R0, 0, asm.DWord),
-		asm.Add.Imm(R1, 1),
-		asm.StoreMem(R0, 0, R1, asm.DWord),
+	)
+	insns = append(insns, countAt(counts, -4, "out")...)
+	insns = append(insns,
 		asm.Mov.Imm(R0, drop).WithSymbol("out"),
 		asm.Return(),
 	)
@@ -292,4 +287,21 @@ func (fs *farSide) count(t testing.TB, tag uint32) uint64 {
 		s += v
 	}
 	return s
+}
+
+// countAt returns the instructions that add one to the 64-bit value that
+// counts holds under the key at FP+keyOff, and jump to miss when it holds
+// none (bpf_map_lookup_elem returned NULL). They use R0-R5.
+func countAt(counts *ebpf.Map, keyOff int32, miss string) asm.Instructions {
+	R0, R1, R2 := asm.R0, asm.R1, asm.R2
+	return asm.Instructions{
+		asm.LoadMapPtr(R1, counts.FD()),
+		asm.Mov.Reg(R2, asm.RFP),
+		asm.Add.Imm(R2, keyOff),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(R0, 0, miss),
+		asm.LoadMem(R1, R0, 0, asm.DWord),
+		asm.Add.Imm(R1, 1),
+		asm.StoreMem(R0, 0, R1, asm.DWord),
+	}
 }

@@ -169,20 +169,13 @@ func BenchmarkVethPipapo(b *testing.B) {
 // dropCounter is an XDP program that counts every frame in counts (a
 // one-element per-CPU array) and drops it: the XDP baseline.
 func dropCounter(b *testing.B, counts *ebpf.Map) *ebpf.Program {
-	R0, R1, R2, FP := asm.R0, asm.R1, asm.R2, asm.RFP
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL", Instructions: asm.Instructions{
-		asm.StoreImm(FP, -4, 0, asm.Word),
-		asm.LoadMapPtr(R1, counts.FD()),
-		asm.Mov.Reg(R2, FP),
-		asm.Add.Imm(R2, -4),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(R0, 0, "out"),
-		asm.LoadMem(R1, R0, 0, asm.DWord),
-		asm.Add.Imm(R1, 1),
-		asm.StoreMem(R0, 0, R1, asm.DWord),
-		asm.Mov.Imm(R0, XDPDrop).WithSymbol("out"),
+	insns := asm.Instructions{asm.StoreImm(asm.RFP, -4, 0, asm.Word)}
+	insns = append(insns, countAt(counts, -4, "out")...)
+	insns = append(insns,
+		asm.Mov.Imm(asm.R0, XDPDrop).WithSymbol("out"),
 		asm.Return(),
-	}})
+	)
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL", Instructions: insns})
 	if err != nil {
 		b.Fatal(err)
 	}
