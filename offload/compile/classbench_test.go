@@ -1,6 +1,7 @@
 package compile
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/scrubd/scrubd/offload"
@@ -63,24 +64,12 @@ func TestBudget(t *testing.T) {
 		res := Rule(cfg, &rs[i])
 		took = append(took, b.Take(&res))
 	}
-	if want := []bool{true, true, true, false, false}; !equalBools(took, want) {
+	if want := []bool{true, true, true, false, false}; !slices.Equal(took, want) {
 		t.Fatalf("took %v, want %v", took, want)
 	}
 	if b.Entries() != 3 || b.Masks(offload.Table{Prio: 1}) != 2 {
 		t.Fatalf("entries %d masks %d", b.Entries(), b.Masks(offload.Table{Prio: 1}))
 	}
-}
-
-func equalBools(a, b []bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // BenchmarkClassBench compiles ClassBench-style IPv4 ACL sets for mlx5 and

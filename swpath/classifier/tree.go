@@ -2,6 +2,7 @@ package classifier
 
 import (
 	"math/bits"
+	"slices"
 
 	"github.com/scrubd/scrubd/swpath/rule"
 )
@@ -358,7 +359,7 @@ func (b *treeBuilder) node(ids []int32, cut [nfields]uint8, depth int) uint64 {
 	prev := -1
 	for ch := range n {
 		l := lists[start[ch]:start[ch+1]]
-		if prev >= 0 && equalIDs(l, lists[start[prev]:start[prev+1]]) {
+		if prev >= 0 && slices.Equal(l, lists[start[prev]:start[prev+1]]) {
 			d.nodes[base+ch] = d.nodes[base+prev]
 			continue
 		}
@@ -367,18 +368,6 @@ func (b *treeBuilder) node(ids []int32, cut [nfields]uint8, depth int) uint64 {
 	}
 	shift := fd.hi - cut[fi] - k
 	return uint64(fd.w)<<56 | uint64(shift)<<48 | uint64(n-1)<<32 | uint64(base)
-}
-
-func equalIDs(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // leaf stores ids as a leaf's records.
