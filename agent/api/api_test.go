@@ -38,14 +38,22 @@ func serve(t testing.TB, l net.Listener, s *Server) {
 	})
 }
 
-func TestUnixAPI(t *testing.T) {
-	st, saves := setup(t, "")
+// serveUnix serves s on a new unix socket for the test's life and returns
+// the socket's path.
+func serveUnix(t testing.TB, s *Server) string {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "api.sock")
 	l, err := ListenUnix(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	serve(t, l, &Server{Store: st, Persist: func() error { *saves++; return nil }, Now: func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }})
+	serve(t, l, s)
+	return sock
+}
+
+func TestUnixAPI(t *testing.T) {
+	st, saves := setup(t, "")
+	sock := serveUnix(t, &Server{Store: st, Persist: func() error { *saves++; return nil }, Now: func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }})
 	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o660 {
 		t.Fatalf("socket mode %v %v", fi.Mode(), err)
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,12 +31,7 @@ func apiAt100k(b *testing.B) (*Client, *store.Store) {
 	if _, err := st.Replace("api", rules); err != nil {
 		b.Fatal(err)
 	}
-	sock := filepath.Join(b.TempDir(), "api.sock")
-	l, err := ListenUnix(sock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	serve(b, l, &Server{Store: st, View: func() *placement.View { return view }, Persist: func() error { return nil }, Now: time.Now})
+	sock := serveUnix(b, &Server{Store: st, View: func() *placement.View { return view }, Persist: func() error { return nil }, Now: time.Now})
 	return NewUnixClient(sock), st
 }
 

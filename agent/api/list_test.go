@@ -39,13 +39,7 @@ func TestListStreamedAndPaged(t *testing.T) {
 	if _, err := st.Replace("api", rules); err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(t.TempDir(), "api.sock")
-	l, err := ListenUnix(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serve(t, l, &Server{Store: st, View: func() *placement.View { return view }, Now: time.Now})
-	c := NewUnixClient(sock)
+	c := NewUnixClient(serveUnix(t, &Server{Store: st, View: func() *placement.View { return view }, Now: time.Now}))
 	ctx := context.Background()
 	check := func(what string, got []RuleInfo, from int) {
 		t.Helper()
@@ -216,13 +210,7 @@ func TestListNDJSONHeads(t *testing.T) {
 		{ID: "a", Path: placement.HW, HW: dataplane.Counter{Packets: 1234567}, PPS: 99.5},
 		{ID: "longer-id", Path: placement.SW, SW: dataplane.Counter{Packets: 12}, PPS: 100.5},
 	}}
-	sock := filepath.Join(t.TempDir(), "api.sock")
-	l, err := ListenUnix(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serve(t, l, &Server{Store: st, View: func() *placement.View { return view }, Now: time.Now})
-	c := NewUnixClient(sock)
+	c := NewUnixClient(serveUnix(t, &Server{Store: st, View: func() *placement.View { return view }, Now: time.Now}))
 	for _, tc := range []struct {
 		after  string
 		limit  int
