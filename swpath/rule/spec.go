@@ -111,7 +111,7 @@ func rangeStrings(rs Ranges) []string {
 func (r *Rule) Spec() Spec {
 	s := Spec{ID: r.ID, Priority: r.Priority, Action: r.Action.String()}
 	if !r.Expires.IsZero() {
-		s.Expires = r.Expires.UTC().Format(time.RFC3339)
+		s.Expires = r.Expires.UTC().Format(time.RFC3339Nano)
 	}
 	m := &r.Match
 	s.Match.All = m.All
