@@ -246,16 +246,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 		if n&255 == 255 && ctx.Err() != nil {
 			return true // every fresh rule is in the software set already
 		}
-		if rs.hwOK && p.hwUp && p.toHW(ctx, rs, "offload first: hardware can express it exactly", now) {
-			continue
-		}
-		why := rs.reason
-		if !rs.hwOK {
-			why = "software: " + rs.hwReason
-		} else if !p.hwUp {
-			why = "software: hardware path down"
-		}
-		p.record(rs, None, SW, why, p.inputs(rs))
+		p.placeFresh(ctx, rs, now)
 	}
 	if changed && !backstopped {
 		_ = p.pushSW(nil)

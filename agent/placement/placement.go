@@ -782,16 +782,7 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 		if !pending[rs.r.ID] {
 			continue
 		}
-		if rs.hwOK && p.hwUp && p.toHW(ctx, rs, "offload first: hardware can express it exactly", now) {
-			continue
-		}
-		why := rs.reason
-		if !rs.hwOK {
-			why = "software: " + rs.hwReason
-		} else if !p.hwUp {
-			why = "software: hardware path down"
-		}
-		p.record(rs, None, SW, why, p.inputs(rs))
+		p.placeFresh(ctx, rs, now)
 	}
 	// With the backstop, the set pushed above already holds every rule
 	// the hardware pass placed, in hardware (backstop) or in software
@@ -958,6 +949,23 @@ func (p *Placer) refreshBudget(ctx context.Context) {
 func (p *Placer) hasRoom(rs *ruleState) bool {
 	b := p.budget
 	return b.MaxEntries == 0 || b.UsedEntries+rs.cost.Entries <= b.MaxEntries
+}
+
+// placeFresh places a rule that is on no path yet (it is in the software
+// set already): offload first, into hardware when the rule compiles for it
+// and the hardware path is up; otherwise it stays in software, recorded
+// with the reason.
+func (p *Placer) placeFresh(ctx context.Context, rs *ruleState, now time.Time) {
+	if rs.hwOK && p.hwUp && p.toHW(ctx, rs, "offload first: hardware can express it exactly", now) {
+		return
+	}
+	why := rs.reason
+	if !rs.hwOK {
+		why = "software: " + rs.hwReason
+	} else if !p.hwUp {
+		why = "software: hardware path down"
+	}
+	p.record(rs, None, SW, why, p.inputs(rs))
 }
 
 // toHW installs rs in hardware; the caller then pushes the software set
