@@ -70,6 +70,14 @@ func checkAgainstReference(t *testing.T, name string, set *rule.Set, fs []rule.F
 				t.Fatalf("%s: packet %d %+v: Decide %d, burst %d with trees %v, %d with trees %v", name, i, &fs[i], got, out2[i], alt.tr != nil, out[i], tab.tr != nil)
 			}
 		}
+		// AppendMatching of either lookup against the linear reference.
+		for i := range fs {
+			got := alt.AppendMatching(nil, &fs[i])
+			slices.Sort(got)
+			if ref := refMatching(set, &fs[i]); !slices.Equal(got, ref) {
+				t.Fatalf("%s: packet %d %+v: matching %v with trees %v, reference %v", name, i, &fs[i], got, alt.tr != nil, ref)
+			}
+		}
 		if alt.tr != nil {
 			// The burst path the trees' size did not pick.
 			alt.tr.walk = !alt.tr.walk

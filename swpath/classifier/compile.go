@@ -340,8 +340,14 @@ type Table struct {
 	// cacheW0, cacheW1 mask the flow-cache key to the used fields.
 	cacheW0, cacheW1 uint64
 	// tr: the decision trees, when the set decides with them rather than
-	// with the hash tables (see useTrees); nil otherwise.
+	// with the hash tables (see useTrees); nil otherwise. With the trees,
+	// tables, entries, chk and pf are not built (res is: the trees' entries
+	// use it).
 	tr *trees
+	// ntables is how many hash tables the set's entries make (len(tables)
+	// when they are built); with the trees, counted only up to
+	// minCacheTables.
+	ntables int
 }
 
 // Set returns the rule set the table was compiled from. It must not be
@@ -352,16 +358,22 @@ func (t *Table) Set() *rule.Set { return t.set }
 type Stats struct {
 	Rules     int
 	Entries   int           // rule expansions stored
-	Tuples    int           // hash tables (masks)
+	Tuples    int           // hash tables (masks) built; 0 when the trees decide
+	Trees     int           // decision trees built; 0 when the hash tables decide
 	Residuals int           // entries with range checks after the hit
 	Bytes     int           // memory of the lookup structures
 	Build     time.Duration // time Compile took
 }
 
-// Stats reports the table's size.
+// Stats reports the table's size. Entries counts the entries of the
+// lookup built: the hash tables' or the trees'.
 func (t *Table) Stats() Stats {
-	return Stats{Rules: len(t.set.Rules), Entries: len(t.entries), Tuples: len(t.tables), Residuals: len(t.res),
+	st := Stats{Rules: len(t.set.Rules), Entries: len(t.entries), Tuples: len(t.tables), Residuals: len(t.res),
 		Build: t.build, Bytes: t.memBytes()}
+	if t.tr != nil {
+		st.Entries, st.Trees = len(t.tr.ents), len(t.tr.t)
+	}
+	return st
 }
 
 type portPrefix struct {
@@ -627,8 +639,16 @@ func compile(set *rule.Set, mode int) (*Table, error) {
 	if mode != treesOff {
 		tr = t.buildTrees(all)
 	}
+	// The entries' hash tables. When the trees decide, the tables are only
+	// counted (useTrees and the flow cache look at how many there are), and
+	// only until there are minCacheTables of them: none is filled.
+	counting := tr != nil && mode == treesForce
 	var bts []*buildTable
 	for ei := range all {
+		if tr != nil && mode == treesAuto && len(bts) >= minCacheTables {
+			counting = true
+			break
+		}
 		e := &all[ei]
 		sh := shapeOf(e)
 		var dest *buildTable
@@ -671,6 +691,13 @@ func compile(set *rule.Set, mode int) (*Table, error) {
 			dest.order = append(dest.order, k)
 		}
 		dest.buckets[k] = append(dest.buckets[k], ei)
+	}
+	t.ntables = len(bts)
+	t.cacheW0, t.cacheW1 = t.used.cacheMasks()
+	if counting || (tr != nil && useTrees(len(bts))) {
+		t.tr = tr
+		t.build = time.Since(start)
+		return t, nil
 	}
 	for _, bt := range bts {
 		n := 8 // slots; the filter has n<<bloomShift bits, at least one word
@@ -740,10 +767,6 @@ func compile(set *rule.Set, mode int) (*Table, error) {
 	}
 	t.buildPrefilter()
 	t.burstWalk = t.pf.hashBytes() <= walkPrefilterMax
-	t.cacheW0, t.cacheW1 = t.used.cacheMasks()
-	if mode == treesForce || useTrees(t, tr) {
-		t.tr = tr
-	}
 	t.build = time.Since(start)
 	return t, nil
 }

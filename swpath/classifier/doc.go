@@ -65,8 +65,13 @@
 // trees fit (at most 16 leaf records per entry, plus 65536, and no leaf
 // over 256 entries; a build that passes either limit stops there);
 // otherwise, and for a set of one hash table, with the
-// hash tables below. The hash tables are built in every case (AppendMatching
-// reads them).
+// hash tables below. Only the lookup that decides is built: when the trees
+// decide, Compile assigns entries to hash tables only until it has counted
+// three of them (enough to choose the trees and the flow cache) and builds
+// no hash table, entry array or prefilter; Stats reports Trees or Tuples
+// accordingly. AppendMatching (every rule whose match holds, for dry runs)
+// walks every tree to its leaf and checks every record there, or probes
+// every hash table.
 //
 // # Classifying
 //

@@ -112,7 +112,7 @@ type flowCache struct {
 // begin readies the cache for a burst of n packets against t and reports
 // whether to use it.
 func (c *flowCache) begin(t *Table, n int) bool {
-	if len(t.tables) < minCacheTables || c.off {
+	if t.ntables < minCacheTables || c.off {
 		return false
 	}
 	if c.e == nil {

@@ -304,10 +304,14 @@ func (t *Table) decideChunk(fs []rule.Fields, out []int32) int {
 
 // AppendMatching appends to dst the index of every rule whose match holds
 // for f on its own (regardless of priority), each once, in no particular
-// order. It does not allocate when dst has room.
+// order. It does not allocate when dst has room. It reads the lookup the
+// set decides with: the trees or the hash tables.
 func (t *Table) AppendMatching(dst []int32, f *rule.Fields) []int32 {
 	if f.Family == 0 {
 		return dst
+	}
+	if t.tr != nil {
+		return t.treeMatching(dst, f)
 	}
 	start := len(dst)
 	k := keyOf(f)

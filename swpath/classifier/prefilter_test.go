@@ -17,7 +17,7 @@ func TestPrefilterNeverMisses(t *testing.T) {
 			if kind == 1 {
 				set = traffic.ClassBenchRules(seed, 3000)
 			}
-			tab, err := Compile(set)
+			tab, err := compile(set, treesOff) // the prefilter is built with the hash tables
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -53,7 +53,7 @@ func TestDifferentialSlotForms(t *testing.T) {
 			}
 			set.Rules = append(set.Rules, r)
 		}
-		tab, err := Compile(set)
+		tab, err := compile(set, treesOff)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestScanCheckIPv6TopBits(t *testing.T) {
 		{ID: "other", Priority: 3, Match: rule.Match{Dst: pfx("192.0.2.0/24")}},
 		{ID: "other2", Priority: 4, Match: rule.Match{Src: pfx("198.51.100.0/24"), Proto: []uint8{rule.ProtoUDP}}},
 	}}
-	tab, err := Compile(set)
+	tab, err := compile(set, treesOff)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestSmallTablesHaveNoChains(t *testing.T) {
 		sets[fmt.Sprintf("%d port rules", n)] = s
 	}
 	for name, set := range sets {
-		tab, err := Compile(set)
+		tab, err := compile(set, treesOff)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -462,6 +462,46 @@ func (t *Table) treeLookup(f *rule.Fields) (uint64, int32, int) {
 	return e.rank, e.rule, len(t.tr.t)
 }
 
+// treeMatching is AppendMatching with the trees: it walks every tree to
+// the leaf of f and appends the rule of every record there whose entry
+// holds (the checks of treeLookup, without stopping at the first), each
+// rule once. A leaf holds every entry that can match a packet reaching it,
+// so every matching rule is found.
+func (t *Table) treeMatching(dst []int32, f *rule.Fields) []int32 {
+	start := len(dst)
+	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f)}
+	sd, misc := scanSD(f), k[2]
+	for i := range t.tr.t {
+		d := &t.tr.t[i]
+		n := d.walk(&k)
+		first := uint32(n)
+		recs := d.rec[first : first+uint32(n>>32)&0xffffff]
+	next:
+		for j := range recs {
+			r := &recs[j]
+			if sd&r.sdMask() != r.sd || misc&r.miscMask != r.misc {
+				continue
+			}
+			if r.miscMask >= chkPortsBit {
+				if r.miscMask&chkFullBit != 0 {
+					if !t.holds(&t.tr.ents[r.ent], f, misc) {
+						continue
+					}
+				} else if !f.HasPorts() {
+					continue
+				}
+			}
+			for _, x := range dst[start:] {
+				if x == r.rule {
+					continue next
+				}
+			}
+			dst = append(dst, r.rule)
+		}
+	}
+	return dst
+}
+
 // treeGroup is how many packets treeBurst walks level by level at once.
 const treeGroup = 64
 
@@ -589,11 +629,12 @@ func (t *Table) treeGroup(fs []rule.Fields, out []int32) int {
 	return probes
 }
 
-// useTrees reports whether t decides with the trees tr (nil: too big) rather
-// than with its hash tables: a set of one hash table keeps its own lookup
-// (one probe, see decideSingle).
-func useTrees(t *Table, tr *trees) bool {
-	return tr != nil && len(t.tables) > 1
+// useTrees reports whether a set whose entries make ntables hash tables
+// decides with its trees (when they could be built) rather than with the
+// hash tables: a set of one hash table keeps its own lookup (one probe, see
+// decideSingle).
+func useTrees(ntables int) bool {
+	return ntables > 1
 }
 
 // treeStats is for tests and benchmarks: trees, node words, leaf records

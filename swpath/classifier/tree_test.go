@@ -38,7 +38,19 @@ func TestTreesChosen(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := tab.tr != nil; got != c.trees {
-			t.Errorf("%s: trees %v, want %v (%d hash tables)", c.name, got, c.trees, len(tab.tables))
+			t.Errorf("%s: trees %v, want %v (%d hash tables)", c.name, got, c.trees, tab.ntables)
+		}
+		// Only the lookup that decides is built, and Stats says which.
+		st := tab.Stats()
+		if tab.tr != nil {
+			if tab.tables != nil || tab.entries != nil || tab.chk != nil || tab.pf.slots != nil || tab.pf.src8 != nil || tab.pf.dst8 != nil {
+				t.Errorf("%s: trees decide, but hash tables are built: %d tables, %d entries, %d prefilter slots", c.name, len(tab.tables), len(tab.entries), len(tab.pf.slots))
+			}
+			if st.Tuples != 0 || st.Trees != len(tab.tr.t) || st.Trees == 0 || st.Entries != len(tab.tr.ents) {
+				t.Errorf("%s: trees decide, stats %+v", c.name, st)
+			}
+		} else if st.Trees != 0 || st.Tuples != len(tab.tables) || st.Tuples == 0 || st.Entries != len(tab.entries) {
+			t.Errorf("%s: hash tables decide, stats %+v", c.name, st)
 		}
 		// Bursts: packet by packet for the 1k set's trees (in the cache),
 		// in groups for the 10k set's.

@@ -228,7 +228,7 @@ type setInfo struct {
 	rules      int
 	ourBytes   int
 	ourBuild   time.Duration
-	tables     int
+	lookup     string // what decides: "4 trees" or "17 hash tables"
 	rteBytes   int64
 	rteRunCPU  time.Duration // CPU of a one-iteration dpdk-test-acl run: start-up, parsing, build, one pass
 	rteAlgUsed string
@@ -264,7 +264,11 @@ func run(o *options, dir string) error {
 			build = min(build, time.Since(start))
 		}
 		st := tab.Stats()
-		info := &setInfo{rules: n, ourBytes: st.Bytes, ourBuild: build, tables: st.Tuples, rteBytes: -1}
+		lookup := fmt.Sprintf("%d hash tables", st.Tuples)
+		if st.Trees > 0 {
+			lookup = fmt.Sprintf("%d trees", st.Trees)
+		}
+		info := &setInfo{rules: n, ourBytes: st.Bytes, ourBuild: build, lookup: lookup, rteBytes: -1}
 		infos = append(infos, info)
 		mem := 1024
 		if n > 20000 {
@@ -502,14 +506,14 @@ func printTable(out *os.File, o *options, rows []*row) {
 }
 
 func printSizes(out *os.File, infos []*setInfo) {
-	fmt.Fprintf(out, "\n| rules | scrubd tables | scrubd memory | scrubd bytes/rule | scrubd build (best of 3) | rte_acl runtime memory | rte_acl bytes/rule | dpdk-test-acl one-pass run (CPU: start-up, parsing, build, one pass) |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(out, "\n| rules | scrubd lookup | scrubd memory | scrubd bytes/rule | scrubd build (best of 3) | rte_acl runtime memory | rte_acl bytes/rule | dpdk-test-acl one-pass run (CPU: start-up, parsing, build, one pass) |\n|---|---|---|---|---|---|---|---|\n")
 	for _, in := range infos {
 		rte, per := "–", "–"
 		if in.rteBytes >= 0 {
 			rte = fmt.Sprintf("%.2f MiB", float64(in.rteBytes)/(1<<20))
 			per = fmt.Sprintf("%.0f", float64(in.rteBytes)/float64(in.rules))
 		}
-		fmt.Fprintf(out, "| %s | %d | %.2f MiB | %.0f | %d ms | %s | %s | %d ms |\n", countName(in.rules), in.tables,
+		fmt.Fprintf(out, "| %s | %s | %.2f MiB | %.0f | %d ms | %s | %s | %d ms |\n", countName(in.rules), in.lookup,
 			float64(in.ourBytes)/(1<<20), float64(in.ourBytes)/float64(in.rules), in.ourBuild.Milliseconds(), rte, per, in.rteRunCPU.Milliseconds())
 	}
 }
