@@ -152,6 +152,24 @@ type Store struct {
 	// or removed, for Delta; it holds every change after version logFrom.
 	changes []change
 	logFrom uint64
+	// sweepAt is the earliest expiry or stale deadline of the entries as
+	// of the last full Sweep (zero: none), valid while sweepOK: a Sweep
+	// before it removes nothing and walks nothing. Adding or replacing an
+	// entry and setting a stale deadline clear sweepOK; a removal leaves
+	// it (the cached deadline can only be early then, which costs one
+	// walk).
+	sweepAt time.Time
+	sweepOK bool
+	// sweepWalks counts the Sweeps that walked the entries (SweepWalks).
+	sweepWalks uint64
+}
+
+// SweepWalks is how many Sweeps so far walked every entry; a Sweep before
+// the earliest deadline walks none.
+func (s *Store) SweepWalks() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sweepWalks
 }
 
 // noteLocked logs a change to rule id in the version the store's next
@@ -267,6 +285,7 @@ func (s *Store) setLocked(e *stored) {
 		}
 	}
 	s.entries[e.r.ID] = e
+	s.sweepOK = false
 	s.noteLocked(e.r.ID)
 	s.perSource[e.Source]++
 	s.byStatus[sourceStatus{e.Source, e.Status}]++
@@ -491,6 +510,7 @@ func (s *Store) MarkStale(src string, at time.Time) int {
 	for _, e := range s.entries {
 		if e.Source == src {
 			e.StaleAt = at
+			s.sweepOK = false
 			n++
 		}
 	}
@@ -521,6 +541,7 @@ func (s *Store) setStaleLocked(src, id string, at time.Time) (found, changed boo
 	}
 	if !e.StaleAt.Equal(at) {
 		e.StaleAt = at
+		s.sweepOK = false
 		return true, true
 	}
 	return true, false
@@ -629,7 +650,14 @@ func (s *Store) SourceRules(src string) []*rule.Rule {
 func (s *Store) Sweep() []Entry {
 	s.mu.Lock()
 	now := s.now()
+	if s.sweepOK && (s.sweepAt.IsZero() || now.Before(s.sweepAt)) {
+		// No deadline has come: an idle agent's every tick, without a
+		// walk over every rule.
+		s.mu.Unlock()
+		return nil
+	}
 	var gone []Entry
+	var next time.Time
 	for id, e := range s.entries {
 		switch {
 		case e.r.Expired(now):
@@ -637,11 +665,18 @@ func (s *Store) Sweep() []Entry {
 		case !e.StaleAt.IsZero() && !now.Before(e.StaleAt):
 			e.Reason = "source gone; hold time ended at " + e.StaleAt.UTC().Format(time.RFC3339)
 		default:
+			for _, d := range [2]time.Time{e.r.Expires, e.StaleAt} {
+				if !d.IsZero() && (next.IsZero() || d.Before(next)) {
+					next = d
+				}
+			}
 			continue
 		}
 		gone = append(gone, e.entry())
 		s.delLocked(id)
 	}
+	s.sweepAt, s.sweepOK = next, true
+	s.sweepWalks++
 	if len(gone) > 0 {
 		s.bumpLocked()
 	}
