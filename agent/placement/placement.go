@@ -321,7 +321,15 @@ type Placer struct {
 	// capacity check). Cleared by any removal and every round.
 	fullTables map[string]bool
 	shapes     map[string]bool
+	// regimeSorted is how many candidates the last regime pass gathered
+	// and sorted (RegimeSorted).
+	regimeSorted int
 }
+
+// RegimeSorted is how many software rules the last regime pass (Tick)
+// gathered and sorted as candidates for hardware: the rules that could
+// move that round, not every software rule.
+func (p *Placer) RegimeSorted() int { return p.regimeSorted }
 
 func (p *Placer) countRefused(k dataplane.Kind) {
 	if p.round.hwRefused == nil {
@@ -1060,11 +1068,12 @@ func (p *Placer) Tick(ctx context.Context) {
 		}
 	}
 	sw := p.sw.Stats()
-	// Rates.
-	for _, id := range p.order {
-		rs := p.rules[id]
+	// Rates. The states by position (p.states follows p.order), not a map
+	// lookup per rule; only rules in hardware have a key to look up.
+	for i, id := range p.order {
+		rs := p.states[i]
 		var dh, ds dataplane.Counter
-		if c, ok := hwStats[rs.key]; ok && rs.key != "" {
+		if c, ok := hwStats[rs.key]; rs.key != "" && ok {
 			dh = delta(&rs.hwLast, &rs.hwSeen, c)
 			rs.hwTot.Packets += dh.Packets
 			rs.hwTot.Bytes += dh.Bytes
@@ -1207,25 +1216,45 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 	dwelt := func(rs *ruleState) bool { return now.Sub(rs.since) >= p.cfg.MinDwell }
 	moves := 0
 	changed := false
-	// Candidates: software rules hardware can take, costliest first.
+	hot := capPPS > 0 && p.swLoad > p.cfg.HighWater*capPPS
+	// Candidates: software rules hardware can take, costliest first. Only
+	// those that can act this round are gathered and sorted: under load,
+	// the rules that carry traffic (a rule without traffic is skipped
+	// below); otherwise, the rules the table has room for (below the high
+	// water nothing frees an entry during the round, so a rule without
+	// room now gets none later in it) and whose retry time has come (toHW
+	// passes over the others without a side effect). An idle agent with a
+	// full table sorts nothing, where it sorted every software rule each
+	// round.
 	var cands []*ruleState
-	for _, id := range p.order {
-		rs := p.rules[id]
-		if rs.path == SW && rs.hwOK && rs.r.Action == rule.Drop && dwelt(rs) {
-			cands = append(cands, rs)
+	for i := range p.order {
+		rs := p.states[i]
+		if rs.path != SW || !rs.hwOK || rs.r.Action != rule.Drop || !dwelt(rs) {
+			continue
 		}
+		if hot && rs.swPPS == 0 {
+			continue
+		}
+		if !hot && (!p.hasRoom(rs) || (!rs.hwRetryAt.IsZero() && now.Before(rs.hwRetryAt))) {
+			continue
+		}
+		cands = append(cands, rs)
 	}
+	p.regimeSorted = len(cands)
 	slices.SortStableFunc(cands, func(a, b *ruleState) int {
 		if c := cmp.Compare(b.swPPS, a.swPPS); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.avgFrame, b.avgFrame)
 	})
-	// Hardware rules, cheapest (lowest rate, then largest frames) first.
+	// Hardware rules, cheapest (lowest rate, then largest frames) first:
+	// swap victims, needed only under load.
 	var hwRules []*ruleState
-	for _, id := range p.order {
-		if rs := p.rules[id]; rs.path == HW && dwelt(rs) {
-			hwRules = append(hwRules, rs)
+	if hot && len(cands) > 0 {
+		for i := range p.order {
+			if rs := p.states[i]; rs.path == HW && dwelt(rs) {
+				hwRules = append(hwRules, rs)
+			}
 		}
 	}
 	slices.SortStableFunc(hwRules, func(a, b *ruleState) int {
@@ -1234,7 +1263,6 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 		}
 		return cmp.Compare(b.avgFrame, a.avgFrame)
 	})
-	hot := capPPS > 0 && p.swLoad > p.cfg.HighWater*capPPS
 	load := p.swLoad
 	// The load counts what the rings had no buffer for; a rule's software
 	// counters count only what reached the classifier. Its offered rate is
