@@ -1,6 +1,6 @@
-// Package classifier is scrubd's software rule classifier: a tuple space
-// search over the rule model of swpath/rule, with the decisions of
-// (*rule.Set).Decide and nothing else.
+// Package classifier is scrubd's software rule classifier over the rule
+// model of swpath/rule, with the decisions of (*rule.Set).Decide and nothing
+// else: decision trees for sets they suit, else a tuple space search.
 //
 // # Compiling
 //
