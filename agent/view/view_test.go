@@ -251,17 +251,26 @@ func TestStatusLines(t *testing.T) {
 	}
 }
 
-// Run draws the terminal view with what its Config carries: the socket
-// and the metrics URL the caller passes, redrawn in place once a second
-// (by the injected clock), each frame fitting 80x24.
-func TestRunDrawsTerminalView(t *testing.T) {
+// newRunRig is a simulated NIC with a 6-entry table, an empty store and a
+// placer over the NIC's paths, for the tests of Run; the NIC closes with
+// the test.
+func newRunRig(t *testing.T) (*sim.NIC, *store.Store, *placement.Placer) {
+	t.Helper()
 	n, err := sim.New(sim.Options{Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Scale: 1000, HWEntries: 6})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer n.Close()
+	t.Cleanup(func() { n.Close() })
 	st := store.New(&protect.List{}, n.Now)
 	p := placement.New(placement.Config{CyclesPerPacket: 297}, n.HW(), n.SW(), slog.New(slog.NewTextHandler(io.Discard, nil)), n.Now)
+	return n, st, p
+}
+
+// Run draws the terminal view with what its Config carries: the socket
+// and the metrics URL the caller passes, redrawn in place once a second
+// (by the injected clock), each frame fitting 80x24.
+func TestRunDrawsTerminalView(t *testing.T) {
+	n, st, p := newRunRig(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	snap := st.Snapshot()
@@ -312,13 +321,7 @@ func TestRunDrawsTerminalView(t *testing.T) {
 // packets it lets through as under-dropped. With the reference left as it
 // was at start (no rules) nothing would count.
 func TestRunFollowsStoreForReference(t *testing.T) {
-	n, err := sim.New(sim.Options{Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Scale: 1000, HWEntries: 6})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	st := store.New(&protect.List{}, n.Now)
-	p := placement.New(placement.Config{CyclesPerPacket: 297}, n.HW(), n.SW(), slog.New(slog.NewTextHandler(io.Discard, nil)), n.Now)
+	n, st, p := newRunRig(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ticks := make(chan time.Time)
