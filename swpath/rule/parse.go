@@ -78,10 +78,7 @@ func (p *parser) err() error {
 // relative expiry durations. On any error nothing is returned: the input is
 // refused whole, and every error (up to 20) is reported, each an *Error.
 func Parse(name string, data []byte, now time.Time) (*Set, error) {
-	if set, ok, err := parseItems(name, data, now); ok {
-		return set, err
-	}
-	return parseWhole(name, data, now)
+	return ParseContext(context.Background(), name, data, now)
 }
 
 // ParseContext is Parse that gives up once ctx is done, between chunks of
@@ -89,7 +86,7 @@ func Parse(name string, data []byte, now time.Time) (*Set, error) {
 // parse takes seconds, and an agent told to stop while it reads its rule
 // files must not wait for them.
 func ParseContext(ctx context.Context, name string, data []byte, now time.Time) (*Set, error) {
-	if set, ok, err := parseItemsContext(ctx, name, data, now); ok {
+	if set, ok, err := parseItems(ctx, name, data, now); ok {
 		return set, err
 	}
 	if err := ctx.Err(); err != nil {

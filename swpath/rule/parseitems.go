@@ -21,13 +21,9 @@ const itemsPerChunk = 512
 // chunk's first line is added. ok is false when the file is not of that
 // shape (anchors, aliases, tags, block scalars, flow lists, other keys, a
 // chunk yaml refuses): Parse then reads it whole, with its messages.
-func parseItems(name string, data []byte, now time.Time) (set *Set, ok bool, err error) {
-	return parseItemsContext(context.Background(), name, data, now)
-}
-
-// parseItemsContext is parseItems that stops between chunks once ctx is
-// done (ok true, ctx's error).
-func parseItemsContext(ctx context.Context, name string, data []byte, now time.Time) (set *Set, ok bool, err error) {
+//
+// It stops between chunks once ctx is done (ok true, ctx's error).
+func parseItems(ctx context.Context, name string, data []byte, now time.Time) (set *Set, ok bool, err error) {
 	if bytes.ContainsAny(data, "&*!|>%\t\r") || bytes.Contains(data, []byte("---")) || bytes.Contains(data, []byte("...")) {
 		return nil, false, nil
 	}

@@ -1,6 +1,7 @@
 package rule
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strings"
@@ -41,7 +42,7 @@ func TestParseItemsAgreesWithWholeFile(t *testing.T) {
 		{"cut after rules", "rules:\n", false},
 		{"items at two depths", "rules:\n  - {id: a, action: drop, match: {dst: 192.0.2.1/32}}\n - {id: b, action: drop, match: {dst: 192.0.2.2/32}}\n", false},
 	} {
-		set, ok, err := parseItems("f.yaml", []byte(tc.data), now)
+		set, ok, err := parseItems(context.Background(), "f.yaml", []byte(tc.data), now)
 		if ok != tc.chunked {
 			t.Errorf("%s: chunked %v, want %v", tc.name, ok, tc.chunked)
 			continue
