@@ -50,22 +50,61 @@ func (e *Entry) InForce() bool { return e.Status != Refused }
 // set is taken, an entry in force points at its rule in the snapshot's
 // array, so the store and the snapshot's holders (placement, the software
 // engine) share one copy of each rule instead of holding two.
+//
+// The rest is six words (48 bytes, where an Entry's fields took 112):
+// what is the same for many entries or rare is held by pointer, to values
+// never written after they are made: the source's name (one string per
+// source, src), the time added (one for the entries one call stored), the
+// stale deadline (nil: none; one for the entries one MarkStale marked),
+// and the status with its reason (nil: Active, no reason; most rules).
 type stored struct {
-	r       *rule.Rule
-	Source  string
-	Status  Status
-	Reason  string
-	Added   time.Time
-	StaleAt time.Time
-	seq     uint64
+	r     *rule.Rule
+	src   *string
+	note  *note
+	added *time.Time
+	stale *time.Time
+	seq   uint64
+}
+
+// note is a stored rule's status other than Active, with the reason.
+type note struct {
+	status Status
+	reason string
+}
+
+// source returns the entry's source.
+func (e *stored) source() string { return *e.src }
+
+// status returns the entry's status.
+func (e *stored) status() Status {
+	if e.note == nil {
+		return Active
+	}
+	return e.note.status
+}
+
+// reason returns why the entry is narrowed or refused, or "".
+func (e *stored) reason() string {
+	if e.note == nil {
+		return ""
+	}
+	return e.note.reason
+}
+
+// staleAt returns the entry's stale deadline, or zero.
+func (e *stored) staleAt() time.Time {
+	if e.stale == nil {
+		return time.Time{}
+	}
+	return *e.stale
 }
 
 // InForce reports whether the entry is enforced.
-func (e *stored) InForce() bool { return e.Status != Refused }
+func (e *stored) InForce() bool { return e.note == nil || e.note.status != Refused }
 
 // entry returns a copy of e as an Entry.
 func (e *stored) entry() Entry {
-	return Entry{Rule: *e.r, Source: e.Source, Status: e.Status, Reason: e.Reason, Added: e.Added, StaleAt: e.StaleAt, seq: e.seq}
+	return Entry{Rule: *e.r, Source: *e.src, Status: e.status(), Reason: e.reason(), Added: *e.added, StaleAt: e.staleAt(), seq: e.seq}
 }
 
 // Snapshot is a consistent view of the store.
@@ -162,6 +201,27 @@ type Store struct {
 	sweepOK bool
 	// sweepWalks counts the Sweeps that walked the entries (SweepWalks).
 	sweepWalks uint64
+	// srcs holds one copy of each source's name for the entries (stored.src).
+	srcs map[string]*string
+	// eff is the effective set last handed out (Effective, Snapshot), with
+	// its Seqs, at version effVer: read again at the same version it is
+	// handed out again, not copied, so that placement and a second reader
+	// (the simulated NIC's reference) share one array. The entries in
+	// force point into it until the next copy.
+	eff     rule.Set
+	effSeqs []uint64
+	effVer  uint64
+	effOK   bool
+}
+
+// srcLocked returns the store's copy of source name src.
+func (s *Store) srcLocked(src string) *string {
+	if p, ok := s.srcs[src]; ok {
+		return p
+	}
+	p := &src
+	s.srcs[src] = p
+	return p
 }
 
 // SweepWalks is how many Sweeps so far walked every entry; a Sweep before
@@ -278,18 +338,18 @@ func (s *Store) tooManyLocked(src string, n int) error {
 // setLocked stores e under its rule id, keeping the per-source counts.
 func (s *Store) setLocked(e *stored) {
 	if old, ok := s.entries[e.r.ID]; ok {
-		s.perSource[old.Source]--
+		s.perSource[old.source()]--
 		s.uncountLocked(old)
-		if old.Source != e.Source {
-			s.untouchLocked(old.Source)
+		if old.source() != e.source() {
+			s.untouchLocked(old.source())
 		}
 	}
 	s.entries[e.r.ID] = e
 	s.sweepOK = false
 	s.noteLocked(e.r.ID)
-	s.perSource[e.Source]++
-	s.byStatus[sourceStatus{e.Source, e.Status}]++
-	s.touchLocked(e.Source)
+	s.perSource[e.source()]++
+	s.byStatus[sourceStatus{e.source(), e.status()}]++
+	s.touchLocked(e.source())
 }
 
 // untouchLocked records a removal from source src: a change, or, once it
@@ -298,13 +358,14 @@ func (s *Store) untouchLocked(src string) {
 	if s.perSource[src] <= 0 {
 		delete(s.perSource, src)
 		delete(s.srcVer, src)
+		delete(s.srcs, src)
 		return
 	}
 	s.touchLocked(src)
 }
 
 func (s *Store) uncountLocked(e *stored) {
-	k := sourceStatus{e.Source, e.Status}
+	k := sourceStatus{e.source(), e.status()}
 	if s.byStatus[k]--; s.byStatus[k] <= 0 {
 		delete(s.byStatus, k)
 	}
@@ -313,8 +374,8 @@ func (s *Store) uncountLocked(e *stored) {
 // delLocked removes rule id, keeping the per-source counts.
 func (s *Store) delLocked(id string) {
 	if old, ok := s.entries[id]; ok {
-		s.perSource[old.Source]--
-		s.untouchLocked(old.Source)
+		s.perSource[old.source()]--
+		s.untouchLocked(old.source())
 		s.uncountLocked(old)
 		delete(s.entries, id)
 		s.noteLocked(id)
@@ -327,7 +388,7 @@ func New(protected *protect.List, now func() time.Time) *Store {
 		protected = &protect.List{}
 	}
 	return &Store{now: now, protect: protected, guard: rule.DefaultGuard, entries: map[string]*stored{}, changed: make(chan struct{}, 1),
-		perSource: map[string]int{}, byStatus: map[sourceStatus]int{}, srcVer: map[string]uint64{}}
+		perSource: map[string]int{}, byStatus: map[sourceStatus]int{}, srcVer: map[string]uint64{}, srcs: map[string]*string{}}
 }
 
 // SetGuard sets the guard every rule put into the store must pass (from
@@ -365,24 +426,29 @@ func (s *Store) OnRemove(f func(Entry, string)) {
 
 func (s *Store) bumpLocked() {
 	s.version++
+	// The last copy of the effective set is of the version before: let
+	// it go with the entries that still point into it.
+	s.eff, s.effSeqs, s.effOK = rule.Set{}, nil, false
 	select {
 	case s.changed <- struct{}{}:
 	default:
 	}
 }
 
-func (s *Store) makeEntry(src string, r rule.Rule, now time.Time) *stored {
+// makeEntry returns a new entry of rule r from source src, added at *now
+// (shared by the entries of one call, never written).
+func (s *Store) makeEntry(src string, r rule.Rule, now *time.Time) *stored {
 	s.seq++
-	e := &stored{r: &r, Source: src, Status: Active, Added: now, seq: s.seq}
-	if r.Expired(now) {
-		e.Status, e.Reason = Refused, "refused: already expired at "+r.Expires.UTC().Format(time.RFC3339)
+	e := &stored{r: &r, src: s.srcLocked(src), added: now, seq: s.seq}
+	if r.Expired(*now) {
+		e.note = &note{Refused, "refused: already expired at " + r.Expires.UTC().Format(time.RFC3339)}
 		return e
 	}
 	switch v, why := s.protect.Check(&r); v {
 	case protect.Refused:
-		e.Status, e.Reason = Refused, why
+		e.note = &note{Refused, why}
 	case protect.Narrowed:
-		e.Status, e.Reason = Narrowed, why
+		e.note = &note{Narrowed, why}
 	}
 	return e
 }
@@ -407,31 +473,32 @@ func (s *Store) putLocked(src string, r rule.Rule) (Entry, error) {
 	if err := s.guardLocked(&r); err != nil {
 		return Entry{}, err
 	}
-	if old, ok := s.entries[r.ID]; ok && old.Source != src {
-		return Entry{}, fmt.Errorf("%w: %q is owned by %s", ErrIDInUse, r.ID, old.Source)
+	if old, ok := s.entries[r.ID]; ok && old.source() != src {
+		return Entry{}, fmt.Errorf("%w: %q is owned by %s", ErrIDInUse, r.ID, old.source())
 	}
 	if _, ok := s.entries[r.ID]; !ok {
 		if err := s.tooManyLocked(src, s.perSource[src]+1); err != nil {
 			return Entry{}, err
 		}
 	}
-	e := s.makeEntry(src, r, s.now())
+	now := s.now()
+	e := s.makeEntry(src, r, &now)
 	if old, ok := s.entries[r.ID]; ok {
 		e.seq = old.seq // a replaced rule keeps its place
-		e.Added = old.Added
+		e.added = old.added
 	}
 	s.setLocked(e)
 	return e.entry(), entryErr(e)
 }
 
 func entryErr(e *stored) error {
-	if e.Status != Refused {
+	if e.InForce() {
 		return nil
 	}
-	if e.r.Expired(e.Added) {
-		return fmt.Errorf("%w: rule %q: %s", ErrExpired, e.r.ID, e.Reason)
+	if e.r.Expired(*e.added) {
+		return fmt.Errorf("%w: rule %q: %s", ErrExpired, e.r.ID, e.reason())
 	}
-	return fmt.Errorf("%w: rule %q: %s", ErrProtected, e.r.ID, e.Reason)
+	return fmt.Errorf("%w: rule %q: %s", ErrProtected, e.r.ID, e.reason())
 }
 
 // Delete removes a rule of a source.
@@ -447,7 +514,7 @@ func (s *Store) Delete(src, id string) error {
 
 func (s *Store) deleteLocked(src, id string) error {
 	e, ok := s.entries[id]
-	if !ok || e.Source != src {
+	if !ok || e.source() != src {
 		return fmt.Errorf("%w: %q (source %s)", ErrNotFound, id, src)
 	}
 	s.delLocked(id)
@@ -475,8 +542,8 @@ func (s *Store) Replace(src string, rules []rule.Rule) ([]Entry, error) {
 		return nil, fmt.Errorf("%w: %w", ErrGuard, errors.Join(guardErrs...))
 	}
 	for _, r := range rules {
-		if old, ok := s.entries[r.ID]; ok && old.Source != src {
-			return nil, fmt.Errorf("%w: %q is owned by %s", ErrIDInUse, r.ID, old.Source)
+		if old, ok := s.entries[r.ID]; ok && old.source() != src {
+			return nil, fmt.Errorf("%w: %q is owned by %s", ErrIDInUse, r.ID, old.source())
 		}
 		if seen[r.ID] {
 			return nil, fmt.Errorf("duplicate rule id %q", r.ID)
@@ -486,14 +553,14 @@ func (s *Store) Replace(src string, rules []rule.Rule) ([]Entry, error) {
 	now := s.now()
 	out := make([]Entry, 0, len(rules))
 	for id, e := range s.entries {
-		if e.Source == src && !seen[id] {
+		if e.source() == src && !seen[id] {
 			s.delLocked(id)
 		}
 	}
 	for _, r := range rules {
-		e := s.makeEntry(src, r, now)
+		e := s.makeEntry(src, r, &now)
 		if old, ok := s.entries[r.ID]; ok {
-			e.seq, e.Added = old.seq, old.Added
+			e.seq, e.added = old.seq, old.added
 		}
 		s.setLocked(e)
 		out = append(out, e.entry())
@@ -507,9 +574,13 @@ func (s *Store) MarkStale(src string, at time.Time) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
+	var p *time.Time // one deadline for every entry marked
+	if !at.IsZero() {
+		p = &at
+	}
 	for _, e := range s.entries {
-		if e.Source == src {
-			e.StaleAt = at
+		if e.source() == src {
+			e.stale = p
 			s.sweepOK = false
 			n++
 		}
@@ -536,11 +607,14 @@ func (s *Store) SetStale(src, id string, at time.Time) bool {
 
 func (s *Store) setStaleLocked(src, id string, at time.Time) (found, changed bool) {
 	e, ok := s.entries[id]
-	if !ok || e.Source != src {
+	if !ok || e.source() != src {
 		return false, false
 	}
-	if !e.StaleAt.Equal(at) {
-		e.StaleAt = at
+	if !e.staleAt().Equal(at) {
+		e.stale = nil
+		if !at.IsZero() {
+			e.stale = &at
+		}
 		s.sweepOK = false
 		return true, true
 	}
@@ -614,7 +688,7 @@ func (s *Store) Source(src string) []Entry {
 	s.mu.Lock()
 	out := make([]Entry, 0, s.perSource[src])
 	for _, e := range s.entries {
-		if e.Source == src {
+		if e.source() == src {
 			out = append(out, e.entry())
 		}
 	}
@@ -632,7 +706,7 @@ func (s *Store) SourceRules(src string) []*rule.Rule {
 	s.mu.Lock()
 	es := make([]*stored, 0, s.perSource[src])
 	for _, e := range s.entries {
-		if e.Source == src && e.InForce() {
+		if e.source() == src && e.InForce() {
 			es = append(es, e)
 		}
 	}
@@ -659,20 +733,23 @@ func (s *Store) Sweep() []Entry {
 	var gone []Entry
 	var next time.Time
 	for id, e := range s.entries {
-		switch {
+		var why string
+		switch stale := e.staleAt(); {
 		case e.r.Expired(now):
-			e.Reason = "expired at " + e.r.Expires.UTC().Format(time.RFC3339)
-		case !e.StaleAt.IsZero() && !now.Before(e.StaleAt):
-			e.Reason = "source gone; hold time ended at " + e.StaleAt.UTC().Format(time.RFC3339)
+			why = "expired at " + e.r.Expires.UTC().Format(time.RFC3339)
+		case !stale.IsZero() && !now.Before(stale):
+			why = "source gone; hold time ended at " + stale.UTC().Format(time.RFC3339)
 		default:
-			for _, d := range [2]time.Time{e.r.Expires, e.StaleAt} {
+			for _, d := range [2]time.Time{e.r.Expires, stale} {
 				if !d.IsZero() && (next.IsZero() || d.Before(next)) {
 					next = d
 				}
 			}
 			continue
 		}
-		gone = append(gone, e.entry())
+		g := e.entry()
+		g.Reason = why
+		gone = append(gone, g)
 		s.delLocked(id)
 	}
 	s.sweepAt, s.sweepOK = next, true
@@ -697,7 +774,7 @@ func (s *Store) NextDeadline() time.Time {
 	defer s.mu.Unlock()
 	var t time.Time
 	for _, e := range s.entries {
-		for _, d := range []time.Time{e.r.Expires, e.StaleAt} {
+		for _, d := range [2]time.Time{e.r.Expires, e.staleAt()} {
 			if !d.IsZero() && (t.IsZero() || d.Before(t)) {
 				t = d
 			}
@@ -706,11 +783,13 @@ func (s *Store) NextDeadline() time.Time {
 	return t
 }
 
-// Snapshot returns the effective set and every entry.
+// Snapshot returns the effective set and every entry. Snapshots of one
+// version share their Set and Seqs (read-only).
 func (s *Store) Snapshot() Snapshot { return s.snapshot(true, true) }
 
 // Effective returns a Snapshot's Version and Set, Entries left nil: what
-// placement reads, without a second copy of every rule.
+// placement reads, without a second copy of every rule. Read again at the
+// same version it returns the same arrays, not a new copy.
 func (s *Store) Effective() Snapshot { return s.snapshot(true, false) }
 
 // List returns a Snapshot's Entries (every stored rule, refused ones too,
@@ -721,6 +800,14 @@ func (s *Store) snapshot(set, entries bool) Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := Snapshot{Version: s.version}
+	if set && s.effOK && s.effVer == s.version {
+		// Nothing changed since the last copy: hand it out again.
+		snap.Set, snap.Seqs = s.eff, s.effSeqs
+		if !entries {
+			return snap
+		}
+		set = false
+	}
 	first := 0 // where the stored rules start in snap.Set.Rules
 	if set {
 		pr := s.protect.Rules()
@@ -756,6 +843,11 @@ func (s *Store) snapshot(set, entries bool) Snapshot {
 				k++
 			}
 		}
+		// Shared by every reader of this version: the capacity ends at
+		// the length, so a holder that appends gets an array of its own.
+		n := len(snap.Set.Rules)
+		snap.Set.Rules, snap.Seqs = snap.Set.Rules[:n:n], snap.Seqs[:n:n]
+		s.eff, s.effSeqs, s.effVer, s.effOK = snap.Set, snap.Seqs, s.version, true
 	}
 	return snap
 }

@@ -62,8 +62,8 @@ func (s *Store) admit(src string, rules []rule.Rule, mode int) ([]Entry, error) 
 		}
 		seen[r.ID] = i
 		if old, ok := s.entries[r.ID]; ok {
-			if old.Source != src {
-				errs = append(errs, fmt.Errorf("%s: id: %w: owned by %s", name, ErrIDInUse, old.Source))
+			if old.source() != src {
+				errs = append(errs, fmt.Errorf("%s: id: %w: owned by %s", name, ErrIDInUse, old.source()))
 				continue
 			}
 			if mode == addNew {
@@ -75,8 +75,8 @@ func (s *Store) admit(src string, rules []rule.Rule, mode int) ([]Entry, error) 
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			continue
 		}
-		e := s.makeEntry(src, *r, now)
-		if e.Status == Refused {
+		e := s.makeEntry(src, *r, &now)
+		if !e.InForce() {
 			field := "match"
 			if r.Expired(now) {
 				field = "expires"
@@ -103,7 +103,7 @@ func (s *Store) admit(src string, rules []rule.Rule, mode int) ([]Entry, error) 
 	}
 	if mode == replaceSrc {
 		for id, e := range s.entries {
-			if _, keep := seen[id]; e.Source == src && !keep {
+			if _, keep := seen[id]; e.source() == src && !keep {
 				s.delLocked(id)
 			}
 		}
@@ -111,7 +111,7 @@ func (s *Store) admit(src string, rules []rule.Rule, mode int) ([]Entry, error) 
 	out := make([]Entry, 0, len(built))
 	for _, e := range built {
 		if old, ok := s.entries[e.r.ID]; ok { // a replaced rule keeps its place
-			e.seq, e.Added = old.seq, old.Added
+			e.seq, e.added = old.seq, old.added
 		}
 		s.setLocked(e)
 		out = append(out, e.entry())
