@@ -2,6 +2,7 @@ package rule
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -57,6 +58,58 @@ type parser struct {
 	now  time.Time
 	errs []error
 	id   string // rule being parsed
+	// lists holds one copy of each port, length, ICMP and protocol list
+	// the input repeats (intern): rule sets repeat a few protocols and
+	// ports over thousands of rules.
+	lists map[string]any
+}
+
+// maxInterned bounds the distinct lists one parse keeps (lists).
+const maxInterned = 4096
+
+// intern returns the parse's copy of the list xs of key (the list's
+// values, bytes of a type that says what they are), held read-only from
+// then on: rules with the same list share one array. Its capacity ends at
+// its length, so appending to a rule's list never writes another's. An
+// empty list is returned as it is (nil and empty differ).
+func intern[T any](p *parser, key []byte, xs []T) []T {
+	if len(xs) == 0 {
+		return xs
+	}
+	if v, ok := p.lists[string(key)]; ok {
+		return v.([]T)
+	}
+	xs = xs[:len(xs):len(xs)]
+	if p.lists == nil {
+		p.lists = map[string]any{}
+	}
+	if len(p.lists) < maxInterned {
+		p.lists[string(key)] = xs
+	}
+	return xs
+}
+
+// internRanges is intern for a Ranges.
+func (p *parser) internRanges(rs Ranges) Ranges {
+	if len(rs) == 0 || len(rs) > 16 {
+		return rs
+	}
+	var b [1 + 16*8]byte
+	k := append(b[:0], 'r')
+	for _, r := range rs {
+		k = binary.LittleEndian.AppendUint32(k, r.Lo)
+		k = binary.LittleEndian.AppendUint32(k, r.Hi)
+	}
+	return intern(p, k, rs)
+}
+
+// internProto is intern for a protocol list.
+func (p *parser) internProto(ps []uint8) []uint8 {
+	if len(ps) == 0 || len(ps) > 16 {
+		return ps
+	}
+	var b [1 + 16]byte
+	return intern(p, append(append(b[:0], 'p'), ps...), ps)
 }
 
 func (p *parser) fail(n *yaml.Node, field, value, format string, args ...any) {
@@ -314,7 +367,7 @@ func (p *parser) ranges(v *yaml.Node, field string, max uint32) Ranges {
 		}
 		out = append(out, r)
 	}
-	return out
+	return p.internRanges(out)
 }
 
 // ParseRange reads "N" or "N-M" with values at most max.
@@ -443,7 +496,7 @@ func (p *parser) match(n *yaml.Node) Match {
 				m.Proto = append(m.Proto, uint8(u))
 			}
 			slices.Sort(m.Proto)
-			m.Proto = slices.Compact(m.Proto)
+			m.Proto = p.internProto(slices.Compact(m.Proto))
 		case "src_port":
 			m.SrcPort = p.ranges(v, f, 65535)
 		case "dst_port":
