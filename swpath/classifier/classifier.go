@@ -14,20 +14,35 @@ type Classifier struct {
 	cur atomic.Pointer[Table]
 
 	mu      sync.Mutex
-	gen     uint64            // generation of the current table (1, 2, ...)
-	slots   map[string]uint32 // rule id of the current set -> counter slot
-	nslots  int               // counter slots in use or recyclable (high-water mark)
-	free    []uint32          // recycled slots, counts zeroed, ready for reuse
-	limbo   []limboSlot       // slots of removed rules, waiting for their grace period
+	gen     uint64             // generation of the current table (1, 2, ...)
+	slots   map[string]slotRef // rule id of the current set -> counter slot
+	nslots  int                // counter slots in use or recyclable (high-water mark)
+	free    []uint32           // recycled slots, counts zeroed, ready for reuse
+	limbo   []limboSlot        // slots of removed rules, waiting for their grace period
 	workers map[*Worker]struct{}
 	retired []counterVal // counts of closed workers, by slot
 	retPass counterVal
 	retStat [3]uint64 // packets, probes, cache hits of closed workers
+
+	// mode is the lookup Swap, Patch and a fold compile (treesAuto but in
+	// tests).
+	mode int
+	// folding: a fold (patch.go) is compiling in the background; folds
+	// waits for it.
+	folding bool
+	folds   sync.WaitGroup
+	pstat   PatchStats
+}
+
+// slotRef is a rule id's counter slot and how many rules of the current
+// set carry the id (a set may hold an id twice; they share the slot).
+type slotRef struct {
+	slot, n uint32
 }
 
 // New compiles set and returns a classifier that uses it.
 func New(set *rule.Set) (*Classifier, error) {
-	c := &Classifier{slots: map[string]uint32{}, workers: map[*Worker]struct{}{}}
+	c := &Classifier{slots: map[string]slotRef{}, workers: map[*Worker]struct{}{}}
 	if err := c.Swap(set); err != nil {
 		return nil, err
 	}
@@ -50,32 +65,31 @@ type limboSlot struct {
 // table that maps a rule to it; an ID added again later starts from zero.
 // On error the current set stays.
 func (c *Classifier) Swap(set *rule.Set) error {
-	t, err := Compile(set)
+	t, err := compile(set, c.mode)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.reclaim()
-	slots := make(map[string]uint32, len(set.Rules))
+	slots := make(map[string]slotRef, len(set.Rules))
 	for i := range set.Rules {
 		id := set.Rules[i].ID
-		s, ok := c.slots[id]
+		ref, ok := slots[id]
 		if !ok {
-			if n := len(c.free); n > 0 {
-				s = c.free[n-1]
-				c.free = c.free[:n-1]
-			} else {
-				s = uint32(c.nslots)
-				c.nslots++
+			old, kept := c.slots[id]
+			ref.slot = old.slot
+			if !kept {
+				ref.slot = c.newSlot()
 			}
 		}
-		slots[id] = s
-		t.slot[i] = s
+		ref.n++
+		slots[id] = ref
+		t.slot[i] = ref.slot
 	}
-	for id, s := range c.slots {
+	for id, ref := range c.slots {
 		if _, ok := slots[id]; !ok {
-			c.limbo = append(c.limbo, limboSlot{s, c.gen})
+			c.limbo = append(c.limbo, limboSlot{ref.slot, c.gen})
 		}
 	}
 	c.slots = slots
@@ -87,6 +101,17 @@ func (c *Classifier) Swap(set *rule.Set) error {
 	// burst on an older table (see Worker.acquire for why that is safe).
 	c.reclaim()
 	return nil
+}
+
+// newSlot returns a free counter slot (zeroed), or a new one. c.mu held.
+func (c *Classifier) newSlot() uint32 {
+	if n := len(c.free); n > 0 {
+		s := c.free[n-1]
+		c.free = c.free[:n-1]
+		return s
+	}
+	c.nslots++
+	return uint32(c.nslots - 1)
 }
 
 // reclaim moves the slots in limbo that no worker can still write to the

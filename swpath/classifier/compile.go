@@ -348,6 +348,9 @@ type Table struct {
 	// when they are built); with the trees, counted only up to
 	// minCacheTables.
 	ntables int
+	// pt: the table is a patch over another (Classifier.Patch, patch.go);
+	// tr, tables, entries and pf are then not built.
+	pt *patch
 }
 
 // Set returns the rule set the table was compiled from. It must not be
@@ -368,6 +371,9 @@ type Stats struct {
 // Stats reports the table's size. Entries counts the entries of the
 // lookup built: the hash tables' or the trees'.
 func (t *Table) Stats() Stats {
+	if t.pt != nil {
+		return t.patchStats()
+	}
 	st := Stats{Rules: len(t.set.Rules), Entries: len(t.entries), Tuples: len(t.tables), Residuals: len(t.res),
 		Build: t.build, Bytes: t.memBytes()}
 	if t.tr != nil {

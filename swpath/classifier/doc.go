@@ -116,6 +116,15 @@
 // on an old table credit to a removed rule are dropped with its counts.
 // Snapshot sums the counters over workers, open and closed.
 //
+// Patch is Swap for a change of a few rules, at a cost that follows the
+// change: the current table stays as the base, its removed and changed
+// rules masked, and the added and changed rules are compiled alone into a
+// small overlay that every lookup probes too; the better of the two in the
+// new set's order decides. Past max(64, √n) overlay rules (or n/16 masked
+// ones) the set is compiled whole on a goroutine of the classifier's and
+// published in the patched table's place (patch.go says what stays
+// linear).
+//
 // A worker also keeps a two-way flow cache of 8192 decisions keyed by the
 // packet fields that some rule of the set looks at (fields no rule reads
 // are left out, so packets of a flow that differ only in, say, length share

@@ -100,6 +100,9 @@ func (t *Table) lookup(f *rule.Fields) (uint64, int32, int) {
 	if t.tr != nil {
 		return t.treeLookup(f)
 	}
+	if t.pt != nil {
+		return t.patchLookup(f)
+	}
 	return t.tssLookup(f)
 }
 
@@ -192,6 +195,9 @@ func (t *Table) DecideBurst(fs []rule.Fields, out []int32) int {
 	if t.tr != nil {
 		return t.treeBurst(fs, out)
 	}
+	if t.pt != nil {
+		return t.patchBurst(fs, out, nil)
+	}
 	if len(t.tables) == 1 {
 		return t.decideSingle(fs, out)
 	}
@@ -207,6 +213,9 @@ func (t *Table) DecideBurst(fs []rule.Fields, out []int32) int {
 func (t *Table) decideBurst(fs []rule.Fields, out []int32, jobs []stagedProbe) int {
 	if t.tr != nil {
 		return t.treeBurst(fs, out)
+	}
+	if t.pt != nil {
+		return t.patchBurst(fs, out, jobs)
 	}
 	if len(t.tables) == 1 {
 		return t.decideSingle(fs, out[:len(fs)])
@@ -313,6 +322,14 @@ func (t *Table) AppendMatching(dst []int32, f *rule.Fields) []int32 {
 	if t.tr != nil {
 		return t.treeMatching(dst, f)
 	}
+	if t.pt != nil {
+		return t.patchMatching(dst, f)
+	}
+	return t.tssMatching(dst, f)
+}
+
+// tssMatching is AppendMatching with the hash tables.
+func (t *Table) tssMatching(dst []int32, f *rule.Fields) []int32 {
 	start := len(dst)
 	k := keyOf(f)
 	for ti := range t.tables {

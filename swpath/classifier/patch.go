@@ -1,0 +1,453 @@
+package classifier
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// Patching. A change of a few rules costs a full Compile with Swap (at
+// 100k ClassBench-style rules hundreds of milliseconds and some 200 MB
+// allocated). Patch instead keeps the compiled table of an earlier set (the
+// base) and lays the change over it:
+//
+//   - a base rule that is removed or changed is masked: its entry in the
+//     table's key array (bkey, by base rule index) says "no rule". The key
+//     is read only when the base lookup found that rule, so a packet whose
+//     base rule is live pays one load; a packet whose base rule is masked
+//     is looked up again for every base rule that matches it
+//     (AppendMatching) and takes the best live one;
+//   - added and changed rules form a small overlay set, compiled alone
+//     (Compile of those rules only), which every lookup probes too;
+//   - the decision is the better of the two in the new set's order
+//     (rule.Before: priority, then index in the new set). The kept base
+//     rules keep their order, so the best live base rule in base order is
+//     the best in new order; bkey and okey hold each rule's priority<<32 |
+//     its index in the new set, so that one compare picks.
+//
+// When the overlay passes max(foldMin, √n) rules, or the masked base rules
+// max(foldMin, n/16), the classifier folds: it compiles the current set in
+// the background (as Swap would) and publishes that table in the patched
+// one's place if no change came meanwhile (else it tries again with the
+// newest set). An overlay past four times that bound is folded on the
+// caller's path (Swap). So a change costs, amortized, a full compile per
+// √n changes (at 100k rules one per 316) on another goroutine, plus its
+// own part: the overlay's compile (at most 4√n rules) and one pass over
+// the set's index arrays (the new table's counter slots and verdicts by
+// rule, 5 bytes a rule, and the base key array, 8 bytes a base rule).
+// That pass, the caller's own set, and Snapshot are what stay linear.
+
+// foldMin is the overlay size and the count of masked base rules below
+// which no set folds.
+var foldMin = 64
+
+// foldAt is the overlay size past which a set of n rules folds.
+func foldAt(n int) int { return max(foldMin, int(math.Sqrt(float64(n)))) }
+
+// patch is the overlay of a patched Table (Table.pt).
+type patch struct {
+	base *Table // compiled, unpatched
+	ov   *Table // the added and changed rules, compiled alone; nil for none
+	// bkey by base rule index and okey by overlay rule index: priority<<32
+	// | index in the new set, noRank for a masked base rule.
+	bkey []uint64
+	okey []uint64
+	dead int // masked base rules
+}
+
+// PatchStats counts a classifier's patches and folds.
+type PatchStats struct {
+	Patches    uint64 // changes applied by Patch
+	Folds      uint64 // background folds published
+	FoldsStale uint64 // background folds dropped: the set changed meanwhile
+	SyncFolds  uint64 // patches that compiled the whole set (overlay too big)
+	Overlay    int    // rules in the current table's overlay
+	Masked     int    // base rules the current table masks
+}
+
+// PatchStats returns the classifier's patch counts and the current
+// table's overlay and masked rules.
+func (c *Classifier) PatchStats() PatchStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.pstat
+	if p := c.cur.Load().pt; p != nil {
+		s.Overlay, s.Masked = len(p.okey), p.dead
+	}
+	return s
+}
+
+// Patch makes set the current rule set, as Swap(set) would (the same
+// decisions, the same counters by rule ID, atomically for lookups), at a
+// cost that follows the change rather than the set (see above).
+//
+// from must be the current set (Table().Set(), the pointer). removed lists
+// in ascending order the indexes in from of the rules that are not in set
+// as they are (removed, or changed in any field); added in ascending order
+// the indexes in set of the rules that are not in from as they are (new,
+// or changed). Every other rule of set must be the next rule of from that
+// is not removed: the kept rules keep their order. Patch checks the
+// indexes, the counts, and the ID, priority and action of every kept pair;
+// a change of match only must be listed all the same (a rule whose match
+// changed is not the same rule). On error the current set stays; the
+// caller may Swap instead.
+func (c *Classifier) Patch(from, set *rule.Set, removed, added []int) error {
+	start := time.Now()
+	cur := c.cur.Load()
+	if cur == nil || cur.set != from {
+		return fmt.Errorf("classifier: patch: from is not the current rule set")
+	}
+	if err := checkIndexes("removed", removed, len(from.Rules)); err != nil {
+		return err
+	}
+	if err := checkIndexes("added", added, len(set.Rules)); err != nil {
+		return err
+	}
+	if n := len(from.Rules) - len(removed) + len(added); n != len(set.Rules) {
+		return fmt.Errorf("classifier: patch: %d rules - %d removed + %d added = %d, but the new set has %d",
+			len(from.Rules), len(removed), len(added), n, len(set.Rules))
+	}
+	cp := cur.pt
+	base := cur
+	if cp != nil {
+		base = cp.base
+	}
+	nb := len(base.set.Rules)
+	t := &Table{set: set, verdictAt: make([]Verdict, len(set.Rules)+1), slot: make([]uint32, len(set.Rules))}
+	t.verdict = t.verdictAt[1:]
+	p := &patch{base: base, bkey: make([]uint64, nb)}
+	for i := range p.bkey {
+		p.bkey[i] = noRank
+	}
+	var ovIdx []int // indexes in set of the overlay's rules, ascending
+	// The sources of the current set's rules, in its order: the live base
+	// rules (ascending) merged with the overlay's (okey's new indexes).
+	bi, oi := 0, 0
+	ci, ri, ai := 0, 0, 0
+	for j := range set.Rules {
+		if ai < len(added) && added[ai] == j {
+			ai++
+			ovIdx = append(ovIdx, j)
+			continue
+		}
+		// The next kept rule of the current set, and its source.
+		var fromOv bool
+		var src int
+		for {
+			if ci >= len(from.Rules) {
+				return fmt.Errorf("classifier: patch: rule %d of the new set (%q) has no rule of the current set left to be", j, set.Rules[j].ID)
+			}
+			fromOv, src = false, ci
+			if cp != nil {
+				if oi < len(cp.okey) && int(uint32(cp.okey[oi])) == ci {
+					fromOv, src = true, oi
+					oi++
+				} else {
+					for cp.bkey[bi] == noRank {
+						bi++
+					}
+					src = bi
+					bi++
+				}
+			}
+			if ri < len(removed) && removed[ri] == ci {
+				ri++
+				ci++
+				continue
+			}
+			break
+		}
+		a, b := &from.Rules[ci], &set.Rules[j]
+		if a.ID != b.ID || a.Priority != b.Priority || a.Action != b.Action {
+			return fmt.Errorf("classifier: patch: rule %d of the new set (%q, priority %d, %v) is not rule %d of the current set (%q, priority %d, %v), yet neither is listed",
+				j, b.ID, b.Priority, b.Action, ci, a.ID, a.Priority, a.Action)
+		}
+		if fromOv {
+			ovIdx = append(ovIdx, j)
+		} else {
+			p.bkey[src] = uint64(b.Priority)<<32 | uint64(j)
+		}
+		t.slot[j] = cur.slot[ci]
+		t.verdict[j] = cur.verdict[ci]
+		ci++
+	}
+	// The current set's rules left over are all removed ones: the counts
+	// agree, and the removed indexes ascend below len(from.Rules).
+	live := 0
+	for _, k := range p.bkey {
+		if k != noRank {
+			live++
+		}
+	}
+	p.dead = nb - live
+	if len(ovIdx) > 4*foldAt(len(set.Rules)) {
+		if err := c.Swap(set); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.pstat.Patches++
+		c.pstat.SyncFolds++
+		c.mu.Unlock()
+		return nil
+	}
+	t.used = base.used
+	if len(ovIdx) > 0 {
+		ovSet := &rule.Set{Rules: make([]rule.Rule, len(ovIdx))}
+		p.okey = make([]uint64, len(ovIdx))
+		for k, j := range ovIdx {
+			ovSet.Rules[k] = set.Rules[j]
+			p.okey[k] = uint64(set.Rules[j].Priority)<<32 | uint64(j)
+		}
+		ov, err := compile(ovSet, c.mode)
+		if err != nil {
+			return err
+		}
+		p.ov = ov
+		t.used.or(&ov.used)
+		for _, j := range added {
+			t.verdict[j] = Drop
+			if set.Rules[j].Action == rule.Accept {
+				t.verdict[j] = Accept
+			}
+		}
+	}
+	t.cacheW0, t.cacheW1 = t.used.cacheMasks()
+	t.ntables = base.ntables
+	if p.ov != nil {
+		t.ntables = max(t.ntables, p.ov.ntables)
+	}
+	t.pt = p
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur.Load().set != from {
+		return fmt.Errorf("classifier: patch: the rule set changed during the patch")
+	}
+	c.reclaim()
+	// Counters follow IDs as Swap's do: the added rules first (a changed
+	// rule's ID is both removed and added and keeps its slot).
+	for _, j := range added {
+		id := set.Rules[j].ID
+		ref, ok := c.slots[id]
+		if !ok {
+			ref.slot = c.newSlot()
+		}
+		ref.n++
+		c.slots[id] = ref
+		t.slot[j] = ref.slot
+	}
+	for _, i := range removed {
+		id := from.Rules[i].ID
+		ref := c.slots[id]
+		if ref.n--; ref.n > 0 {
+			c.slots[id] = ref
+			continue
+		}
+		delete(c.slots, id)
+		c.limbo = append(c.limbo, limboSlot{ref.slot, c.gen})
+	}
+	c.gen++
+	t.gen = c.gen
+	t.nslots = c.nslots
+	t.build = time.Since(start)
+	c.cur.Store(t)
+	c.reclaim()
+	c.pstat.Patches++
+	if c.foldDue(t) {
+		c.foldLater(t)
+	}
+	return nil
+}
+
+// checkIndexes checks that xs is ascending, without repeats, within [0, n).
+func checkIndexes(name string, xs []int, n int) error {
+	for k, x := range xs {
+		if x < 0 || x >= n || (k > 0 && x <= xs[k-1]) {
+			return fmt.Errorf("classifier: patch: %s[%d] = %d: indexes must ascend within [0, %d)", name, k, x, n)
+		}
+	}
+	return nil
+}
+
+// foldDue reports whether t's overlay or masked rules are past the bounds.
+func (c *Classifier) foldDue(t *Table) bool {
+	p := t.pt
+	if p == nil {
+		return false
+	}
+	n := len(t.set.Rules)
+	return len(p.okey) > foldAt(n) || p.dead > max(foldMin, n/16)
+}
+
+// foldLater compiles t's set on a goroutine of its own and publishes it in
+// t's place if t is still current then; else it starts over with the
+// current table if that is due. One fold at a time. c.mu held.
+func (c *Classifier) foldLater(t *Table) {
+	if c.folding {
+		return
+	}
+	c.folding = true
+	c.folds.Add(1)
+	go func() {
+		defer c.folds.Done()
+		nt, err := compile(t.set, c.mode)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.folding = false
+		if err != nil || c.cur.Load() != t {
+			c.pstat.FoldsStale++
+			if n := c.cur.Load(); c.foldDue(n) {
+				c.foldLater(n)
+			}
+			return
+		}
+		// The same set and slots: only the lookup changes.
+		nt.slot, nt.nslots = t.slot, t.nslots
+		c.gen++
+		nt.gen = c.gen
+		c.cur.Store(nt)
+		c.reclaim()
+		c.pstat.Folds++
+	}()
+}
+
+// Settle waits until no fold is compiling (tests and shutdown: a fold's
+// goroutine ends by itself once its compile is done).
+func (c *Classifier) Settle() { c.folds.Wait() }
+
+// or adds the fields u2 looks at to u.
+func (u *used) or(u2 *used) {
+	u.ports = u.ports || u2.ports
+	u.tcpFlags = u.tcpFlags || u2.tcpFlags
+	u.icmp = u.icmp || u2.icmp
+	u.frag = u.frag || u2.frag
+	u.length = u.length || u2.length
+	u.dscp = u.dscp || u2.dscp
+}
+
+// liveMatches is how many matching base rules liveBest looks at without
+// allocating; a packet matching more allocates a bigger list.
+const liveMatches = 64
+
+// liveBest returns the key of the best live base rule that matches f
+// (noRank for none): the base lookup's own best was masked.
+func (p *patch) liveBest(f *rule.Fields) uint64 {
+	var buf [liveMatches]int32
+	best := noRank
+	for _, r := range p.base.plainMatching(buf[:0], f) {
+		best = min(best, p.bkey[r])
+	}
+	return best
+}
+
+// decide returns the key of the deciding rule of f given the base
+// lookup's rule bi, and the overlay's probes.
+func (p *patch) decide(f *rule.Fields, bi int32) (uint64, int) {
+	best := noRank
+	if bi >= 0 {
+		if best = p.bkey[bi]; best == noRank {
+			best = p.liveBest(f)
+		}
+	}
+	if p.ov == nil {
+		return best, 0
+	}
+	_, oi, n := p.ov.lookup(f)
+	if oi >= 0 {
+		best = min(best, p.okey[oi])
+	}
+	return best, n
+}
+
+// keyRule is the rule index of a key (-1 for noRank).
+func keyRule(k uint64) int32 {
+	if k == noRank {
+		return -1
+	}
+	return int32(uint32(k))
+}
+
+// patchLookup is lookup on a patched table: the key of the deciding rule
+// (its rank in the new set), the rule, and the tables probed.
+func (t *Table) patchLookup(f *rule.Fields) (uint64, int32, int) {
+	p := t.pt
+	_, bi, n := p.base.lookup(f)
+	k, m := p.decide(f, bi)
+	return k, keyRule(k), n + m
+}
+
+// patchBurst is decideBurst on a patched table (jobs nil: DecideBurst's
+// own scratch).
+func (t *Table) patchBurst(fs []rule.Fields, out []int32, jobs []stagedProbe) int {
+	p := t.pt
+	out = out[:len(fs)]
+	var n int
+	if jobs == nil {
+		n = p.base.DecideBurst(fs, out)
+	} else {
+		n = p.base.decideBurst(fs, out, jobs)
+	}
+	for i := range fs {
+		k, m := p.decide(&fs[i], out[i])
+		out[i] = keyRule(k)
+		n += m
+	}
+	return n
+}
+
+// plainMatching is AppendMatching of an unpatched table (the base or the
+// overlay of a patched one; not AppendMatching itself, whose call back into
+// patchMatching would make every caller's list escape to the heap).
+func (t *Table) plainMatching(dst []int32, f *rule.Fields) []int32 {
+	if f.Family == 0 {
+		return dst
+	}
+	if t.tr != nil {
+		return t.treeMatching(dst, f)
+	}
+	return t.tssMatching(dst, f)
+}
+
+// patchMatching is AppendMatching on a patched table: the live base
+// rules' and the overlay's, as indexes in the new set.
+func (t *Table) patchMatching(dst []int32, f *rule.Fields) []int32 {
+	p := t.pt
+	start := len(dst)
+	dst = p.base.plainMatching(dst, f)
+	k := start
+	for _, r := range dst[start:] {
+		if key := p.bkey[r]; key != noRank {
+			dst[k] = keyRule(key)
+			k++
+		}
+	}
+	dst = dst[:k]
+	if p.ov != nil {
+		m := len(dst)
+		dst = p.ov.plainMatching(dst, f)
+		for i := m; i < len(dst); i++ {
+			dst[i] = keyRule(p.okey[dst[i]])
+		}
+	}
+	return dst
+}
+
+// patchStats is Stats of a patched table: the base's and the overlay's
+// lookups together, plus the key arrays.
+func (t *Table) patchStats() Stats {
+	p := t.pt
+	st := p.base.Stats()
+	st.Rules, st.Build = len(t.set.Rules), t.build
+	st.Bytes += 8 * (len(p.bkey) + len(p.okey))
+	if p.ov != nil {
+		o := p.ov.Stats()
+		st.Entries += o.Entries
+		st.Tuples += o.Tuples
+		st.Trees += o.Trees
+		st.Residuals += o.Residuals
+		st.Bytes += o.Bytes
+	}
+	return st
+}
