@@ -187,6 +187,21 @@ type SW interface {
 	Capacity() (workers int, hz float64)
 }
 
+// SWPatcher is implemented by a software path that can be given a change
+// rather than a whole set (the Go classifier's engines): a change of a few
+// rules then costs what it touches, not a compile of the set.
+type SWPatcher interface {
+	// PatchRules makes to the rules the software path enforces, exactly as
+	// SetRules(to) would, given that from is the set it holds (the last
+	// one it accepted, the same pointer) and that to differs from it only
+	// in removed (ascending indexes in from of the rules not in to as they
+	// are: gone, or changed in any field) and added (ascending indexes in
+	// to of the rules not in from as they are): every other rule of to is
+	// the next rule of from not removed. On error nothing changed and the
+	// caller may call SetRules(to).
+	PatchRules(from, to *rule.Set, removed, added []int) error
+}
+
 // Causes of protected-traffic loss: the keys of ProtectedLoss's counts and
 // the values of scrubd_protected_lost_packets_total's cause label.
 const (

@@ -39,6 +39,11 @@ func (d *dvSW) Name() string                 { return "dv" }
 func (d *dvSW) SetRules(set *rule.Set) error { return d.cls.Swap(set) }
 func (d *dvSW) Capacity() (int, float64)     { return d.workers, d.hz }
 
+// PatchRules implements dataplane.SWPatcher: the classifier's Patch.
+func (d *dvSW) PatchRules(from, to *rule.Set, removed, added []int) error {
+	return d.cls.Patch(from, to, removed, added)
+}
+
 // cycles converts counter ticks to cycles at the worker clock (ticks when
 // either frequency is unknown).
 func (d *dvSW) cycles(ticks uint64) uint64 {
@@ -87,8 +92,10 @@ func (d *dvSW) Stats() dataplane.SWStats {
 	return out
 }
 
-// freeze keeps the last counters once the engines are gone.
+// freeze keeps the last counters once the engines are gone, after any
+// fold of the classifier's set in flight (see classifier.Patch) has ended.
 func (d *dvSW) freeze() {
+	d.cls.Settle()
 	d.Stats()
 	d.mu.Lock()
 	d.closed = true

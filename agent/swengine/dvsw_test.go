@@ -2,9 +2,11 @@ package swengine
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/scrubd/scrubd/agent/dataplane"
 	"github.com/scrubd/scrubd/swpath/classifier"
 	"github.com/scrubd/scrubd/swpath/dv"
 	"github.com/scrubd/scrubd/swpath/dv/dvsim"
@@ -68,12 +70,29 @@ func TestDVSW(t *testing.T) {
 	if w, hz := sw.Capacity(); w != 2 || hz != 2e9 {
 		t.Fatalf("capacity %d %v", w, hz)
 	}
+	// A change given as a patch: a TCP drop added after the UDP one. The
+	// UDP rule keeps its count; TCP is dropped from now on.
+	var p dataplane.SWPatcher = sw
+	cur := cls.Table().Set()
+	next := &rule.Set{Rules: append(slices.Clip(cur.Rules), rule.Rule{ID: "drop-tcp", Action: rule.Drop,
+		Match: rule.Match{Dst: netip.MustParsePrefix("203.0.113.0/24"), Proto: []uint8{rule.ProtoTCP}}})}
+	if err := p.PatchRules(cur, next, nil, []int{1}); err != nil {
+		t.Fatal(err)
+	}
+	if cls.Table().Set() != next {
+		t.Fatal("the patched set is not the classifier's")
+	}
+	send(1, 3, rule.ProtoTCP)
+	st = sw.Stats()
+	if tot := st.Totals(); st.Rules["drop-udp"].Packets != 10 || st.Rules["drop-tcp"].Packets != 3 || tot.Dropped != 13 || tot.Passed != 5 {
+		t.Fatalf("after the patch: %+v, %+v", st.Rules, tot)
+	}
 	if err := sw.SetRules(&rule.Set{}); err != nil {
 		t.Fatal(err)
 	}
 	send(0, 4, rule.ProtoUDP)
 	st = sw.Stats()
-	if tot := st.Totals(); tot.Dropped != 10 || tot.Passed != 9 {
+	if tot := st.Totals(); tot.Dropped != 13 || tot.Passed != 9 {
 		t.Fatalf("after the swap to no rules: %+v", tot)
 	}
 	sw.freeze()
@@ -82,7 +101,7 @@ func TestDVSW(t *testing.T) {
 		t.Fatalf("close: %v, %d leaked", err, s.Leaked)
 	}
 	st = sw.Stats()
-	if tot := st.Totals(); tot.RxPackets != 19 {
+	if tot := st.Totals(); tot.RxPackets != 22 {
 		t.Fatalf("after close: %+v", tot)
 	}
 }

@@ -72,6 +72,11 @@ func (s *Emulated) up(v uint64) uint64 { return uint64(math.Round(float64(v) * s
 // SetRules implements dataplane.SW: an atomic swap of the classifier's set.
 func (s *Emulated) SetRules(set *rule.Set) error { return s.dv.Class.Swap(set) }
 
+// PatchRules implements dataplane.SWPatcher: the classifier's Patch.
+func (s *Emulated) PatchRules(from, to *rule.Set, removed, added []int) error {
+	return s.dv.Class.Patch(from, to, removed, added)
+}
+
 // Capacity implements dataplane.SW: the modelled workers and clock.
 func (s *Emulated) Capacity() (int, float64) { return s.workers, s.hz }
 
@@ -143,6 +148,7 @@ func (s *Emulated) read() dataplane.SWStats {
 
 // Freeze keeps the last counters for readers once the engine is closed.
 func (s *Emulated) Freeze() {
+	s.dv.Class.Settle() // a fold of the classifier's set in flight ends first
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.frozen == nil {
