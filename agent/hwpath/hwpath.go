@@ -156,10 +156,12 @@ func (p *Path) countLocked(es []offload.Entry, sign int) {
 	}
 }
 
-// setIndex is the accept rules of a set with their positions, and every
-// rule's position by id. It is keyed by the set and its backing array (the
-// placer hands a new array with every store snapshot; a set's rules are not
-// changed in place between calls).
+// setIndex is the accept rules of a set with their positions, and, built
+// only when a rule not in the set's array is looked up, every rule's
+// position by id. It is keyed by the set and its backing array (a set's
+// rules are not changed in place between calls; the placer hands a new
+// array with every store snapshot, and appends new rules to the array it
+// holds while there is room).
 type setIndex struct {
 	set     *rule.Set
 	first   *rule.Rule
@@ -207,8 +209,12 @@ func hwErr(r string, err error) error {
 	return &dataplane.HWError{Rule: r, Kind: kindOf(err), Detail: detail, Err: err}
 }
 
-// index returns set's index, building it when set is not the one last
-// indexed: one pass over the set, then every lookup costs the accept rules.
+// index returns set's index, bringing it up to date when set is not the
+// one last indexed: a set that grew in place (the same array, rules
+// appended) is read from where the last one ended; another set is read
+// once for its accept rules, a pass that allocates nothing. A rule added
+// to 100k costs a read of the rules added, or of every rule's action,
+// not a map of every rule's id (about 7 ms and 5 MB at 100k).
 func (p *Path) index(set *rule.Set) *setIndex {
 	p.idxMu.Lock()
 	defer p.idxMu.Unlock()
@@ -217,14 +223,18 @@ func (p *Path) index(set *rule.Set) *setIndex {
 		first = &set.Rules[0]
 	}
 	x := &p.idx
-	if x.set == set && x.first == first && x.n == len(set.Rules) && x.pos != nil {
+	if x.set == set && x.first == first && x.n == len(set.Rules) {
 		return x
 	}
-	*x = setIndex{set: set, first: first, n: len(set.Rules), pos: make(map[string]int, len(set.Rules))}
-	for j := range set.Rules {
-		if _, dup := x.pos[set.Rules[j].ID]; !dup {
-			x.pos[set.Rules[j].ID] = j // the first, as Set.Index
-		}
+	from := x.n
+	if x.set != set || x.first != first || x.n > len(set.Rules) || x.n == 0 {
+		// Another set: a new accepts array (a caller may still read the
+		// last one outside the lock).
+		*x = setIndex{set: set, first: first}
+		from = 0
+	}
+	x.n, x.pos = len(set.Rules), nil
+	for j := from; j < len(set.Rules); j++ {
 		if set.Rules[j].Action == rule.Accept {
 			x.accepts = append(x.accepts, j)
 		}
@@ -232,17 +242,42 @@ func (p *Path) index(set *rule.Set) *setIndex {
 	return x
 }
 
+// position returns r's place in set: where r is when it points into the
+// set's array (a rule the placer hands in always does), else the first
+// rule of its id (Set.Index), from a map of every id built on the first
+// such lookup for the set; -1 if set has none.
+func (p *Path) position(r *rule.Rule, set *rule.Set) int {
+	if i, ok := posIn(set, r); ok {
+		return i
+	}
+	x := p.index(set)
+	p.idxMu.Lock()
+	defer p.idxMu.Unlock()
+	if x.pos == nil {
+		x.pos = make(map[string]int, len(set.Rules))
+		for j := range set.Rules {
+			if _, dup := x.pos[set.Rules[j].ID]; !dup {
+				x.pos[set.Rules[j].ID] = j // the first, as Set.Index
+			}
+		}
+	}
+	if i, ok := x.pos[r.ID]; ok {
+		return i
+	}
+	return -1
+}
+
 // shields returns the accept rules of set that decide before r and overlap
 // it: the rules whose pass entries must be in front of r's drops.
 func (p *Path) shields(r *rule.Rule, set *rule.Set) []*rule.Rule {
 	x := p.index(set)
 	p.idxMu.Lock()
-	i, ok := x.pos[r.ID]
 	accepts := x.accepts
 	p.idxMu.Unlock()
-	if !ok {
-		i = -1
+	if len(accepts) == 0 {
+		return nil
 	}
+	i := p.position(r, set)
 	var out []*rule.Rule
 	for _, j := range accepts {
 		a := &set.Rules[j]
