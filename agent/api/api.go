@@ -181,9 +181,10 @@ func (s *Server) viewIndex() map[string]*placement.RuleView {
 	if v == nil {
 		return nil
 	}
-	byID := make(map[string]*placement.RuleView, len(v.Rules))
-	for i := range v.Rules {
-		byID[v.Rules[i].ID] = &v.Rules[i]
+	byID := make(map[string]*placement.RuleView, v.Rules.Len())
+	for i := range v.Rules.All() {
+		rv := v.Rules.At(i)
+		byID[rv.ID] = rv
 	}
 	return byID
 }
@@ -212,9 +213,9 @@ func (s *Server) placements(es []store.Entry) []*placement.RuleView {
 		}
 		id := es[i].Rule.ID
 		found := false
-		for k := j; k < len(v.Rules) && k < j+ahead; k++ {
-			if v.Rules[k].ID == id {
-				out[i], j, found = &v.Rules[k], k+1, true
+		for k := j; k < v.Rules.Len() && k < j+ahead; k++ {
+			if rv := v.Rules.At(k); rv.ID == id {
+				out[i], j, found = rv, k+1, true
 				break
 			}
 		}
@@ -222,13 +223,13 @@ func (s *Server) placements(es []store.Entry) []*placement.RuleView {
 			continue
 		}
 		if byID == nil {
-			byID = make(map[string]int, len(v.Rules))
-			for k := range v.Rules {
-				byID[v.Rules[k].ID] = k
+			byID = make(map[string]int, v.Rules.Len())
+			for k, rv := range v.Rules.All() {
+				byID[rv.ID] = k
 			}
 		}
 		if k, ok := byID[id]; ok {
-			out[i], j = &v.Rules[k], k+1
+			out[i], j = v.Rules.At(k), k+1
 		}
 	}
 	return out
@@ -446,9 +447,9 @@ func (s *Server) info(e store.Entry) RuleInfo {
 	var rv *placement.RuleView
 	if s.View != nil {
 		if v := s.View(); v != nil {
-			for i := range v.Rules {
-				if v.Rules[i].ID == e.Rule.ID {
-					rv = &v.Rules[i]
+			for i, r := range v.Rules.All() {
+				if r.ID == e.Rule.ID {
+					rv = v.Rules.At(i)
 					break
 				}
 			}
@@ -553,7 +554,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	st := Status{Rules: s.Store.Len()}
 	if s.View != nil {
 		if v := s.View(); v != nil {
-			for _, rv := range v.Rules {
+			for _, rv := range v.Rules.All() {
 				switch rv.Path {
 				case placement.HW:
 					st.HWRules++

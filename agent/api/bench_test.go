@@ -22,12 +22,13 @@ func apiAt100k(b *testing.B) (*Client, *store.Store) {
 	const n = 100000
 	st := store.New(nil, time.Now)
 	rules := make([]rule.Rule, n)
-	view := &placement.View{Rules: make([]placement.RuleView, n)}
+	rvs := make([]placement.RuleView, n)
 	for i := range rules {
 		rules[i] = rule.Rule{ID: fmt.Sprintf("r%06d", i), Priority: 100, Action: rule.Drop,
 			Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32), Proto: []uint8{rule.ProtoUDP}}}
-		view.Rules[i] = placement.RuleView{ID: rules[i].ID, Path: placement.SW, Reason: "software: hardware table full"}
+		rvs[i] = placement.RuleView{ID: rules[i].ID, Path: placement.SW, Reason: "software: hardware table full"}
 	}
+	view := &placement.View{Rules: placement.RuleListOf(rvs...)}
 	if _, err := st.Replace("api", rules); err != nil {
 		b.Fatal(err)
 	}

@@ -31,11 +31,13 @@ func TestListStreamedAndPaged(t *testing.T) {
 	st := store.New(nil, time.Now)
 	rules := make([]rule.Rule, n)
 	view := &placement.View{}
+	var rvs []placement.RuleView
 	for i := range rules {
 		rules[i] = rule.Rule{ID: fmt.Sprintf("r%05d", i), Priority: 100, Action: rule.Drop,
 			Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 1}), 32)}}
-		view.Rules = append(view.Rules, placement.RuleView{ID: rules[i].ID, Path: placement.SW, Reason: "software: " + rules[i].ID})
+		rvs = append(rvs, placement.RuleView{ID: rules[i].ID, Path: placement.SW, Reason: "software: " + rules[i].ID})
 	}
+	view.Rules = placement.RuleListOf(rvs...)
 	if _, err := st.Replace("api", rules); err != nil {
 		t.Fatal(err)
 	}
@@ -206,10 +208,10 @@ func TestListNDJSONHeads(t *testing.T) {
 	if _, err := st.Replace("file:/r/règles.yaml", rules); err != nil {
 		t.Fatal(err)
 	}
-	view := &placement.View{Rules: []placement.RuleView{
-		{ID: "a", Path: placement.HW, HW: dataplane.Counter{Packets: 1234567}, PPS: 99.5},
-		{ID: "longer-id", Path: placement.SW, SW: dataplane.Counter{Packets: 12}, PPS: 100.5},
-	}}
+	view := &placement.View{Rules: placement.RuleListOf(
+		placement.RuleView{ID: "a", Path: placement.HW, HW: dataplane.Counter{Packets: 1234567}, PPS: 99.5},
+		placement.RuleView{ID: "longer-id", Path: placement.SW, SW: dataplane.Counter{Packets: 12}, PPS: 100.5},
+	)}
 	c := NewUnixClient(serveUnix(t, &Server{Store: st, View: func() *placement.View { return view }, Now: time.Now}))
 	for _, tc := range []struct {
 		after  string
@@ -291,14 +293,14 @@ func TestPlacementsAsByID(t *testing.T) {
 		}(),
 	}
 	for name, rules := range views {
-		view := &placement.View{Rules: rules}
+		view := &placement.View{Rules: placement.RuleListOf(rules...)}
 		s := &Server{Store: st, View: func() *placement.View { return view }}
 		got := s.placements(es)
 		for i := range es {
 			var want *placement.RuleView
 			for k := range rules {
 				if rules[k].ID == es[i].Rule.ID && es[i].InForce() {
-					want = &rules[k]
+					want = view.Rules.At(k)
 				}
 			}
 			if got[i] != want {

@@ -144,7 +144,7 @@ func everyKindAPI(t testing.TB) *api.Server {
 	if _, err := st.Replace("api", []rule.Rule{{ID: "new", Action: rule.Drop, Match: dst("203.0.113.10/32")}}); err != nil {
 		t.Fatal(err)
 	}
-	view := &placement.View{Rules: []placement.RuleView{
+	view := &placement.View{Rules: placement.RuleListOf([]placement.RuleView{
 		{ID: "p-mgmt", Path: placement.None, Reason: "protect"},
 		{ID: "hw-flood", Path: placement.HW, Reason: "flood of small frames: 9.1 Mpps at 64 B", HW: dataplane.Counter{Packets: 18446744073709551615, Bytes: 1 << 50}, PPS: 9123456.5},
 		{ID: "sw-a-much-longer-rule-identifier", Path: placement.SW, Reason: "software: large frames (1400 B)", SW: dataplane.Counter{Packets: 42, Bytes: 58800}, PPS: 0.49},
@@ -153,7 +153,7 @@ func everyKindAPI(t testing.TB) *api.Server {
 		// A view older than the store: a rule refused since is shown
 		// without its old placement, and its columns count for nothing.
 		{ID: "refused", Path: placement.Path("stale-view-path"), Reason: "stale", HW: dataplane.Counter{Packets: 1}, PPS: 1e12},
-	}}
+	}...)}
 	return &api.Server{Store: st, View: func() *placement.View { return view }, Now: time.Now}
 }
 

@@ -228,7 +228,7 @@ func (d *Daemon) Readiness() (bool, string) {
 			d.Store.Len())
 	}
 	var hw, sw int
-	for _, r := range v.Rules {
+	for _, r := range v.Rules.All() {
 		switch r.Path {
 		case placement.HW:
 			hw++

@@ -215,15 +215,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if v == nil {
 		return
 	}
-	ids := make([]string, len(v.Rules))
-	for i, r := range v.Rules {
+	ids := make([]string, v.Rules.Len())
+	for i, r := range v.Rules.All() {
 		ids[i] = r.ID
 	}
 	lab := c.labels(ids)
 	sums := map[string]*agg{}
 	var order []string
 	placed := map[[2]string]float64{}
-	for _, r := range v.Rules {
+	for _, r := range v.Rules.All() {
 		l := lab[r.ID]
 		a := sums[l]
 		if a == nil {

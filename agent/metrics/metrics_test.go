@@ -25,15 +25,17 @@ func view(n int) *placement.View {
 		NIC:        map[string]uint64{"rx_discards_phy": 9, "rx_out_of_buffer": 3},
 		SW:         dataplane.SWStats{Workers: []dataplane.WorkerStats{{Worker: 0, RxPackets: 10, Cycles: 2970, PoolSize: 4096, PoolFree: 4000}}},
 		HWPPS:      1e6, SWPPS: 2e6, HWAvgFrame: 64, SWAvgFrame: 1500}
+	var rvs []placement.RuleView
 	for i := 0; i < n; i++ {
 		path := placement.HW
 		if i%2 == 1 {
 			path = placement.SW
 		}
-		v.Rules = append(v.Rules, placement.RuleView{ID: fmt.Sprintf("r%d", i), Action: "drop", Path: path,
+		rvs = append(rvs, placement.RuleView{ID: fmt.Sprintf("r%d", i), Action: "drop", Path: path,
 			HW: dataplane.Counter{Packets: 10, Bytes: 640}, SW: dataplane.Counter{Packets: 1, Bytes: 1500}, Moves: 1})
 	}
-	v.Rules = append(v.Rules, placement.RuleView{ID: "allow", Action: "accept", Path: placement.None, SW: dataplane.Counter{Packets: 4}})
+	rvs = append(rvs, placement.RuleView{ID: "allow", Action: "accept", Path: placement.None, SW: dataplane.Counter{Packets: 4}})
+	v.Rules = placement.RuleListOf(rvs...)
 	return v
 }
 

@@ -20,7 +20,7 @@ func TestCountersAddUpAcrossMatchChange(t *testing.T) {
 	p := New(cfg(), nil, w.sw, quiet(), w.now)
 	ctx := context.Background()
 	sw := func(id string) uint64 {
-		for _, r := range p.View().Rules {
+		for _, r := range p.View().Rules.All() {
 			if r.ID == id {
 				return r.SW.Packets
 			}
@@ -67,7 +67,7 @@ func TestCountersAddUpAcrossMatchChange(t *testing.T) {
 	}
 	// The per-rule totals add up to what the engine dropped in all.
 	var sum uint64
-	for _, r := range p.View().Rules {
+	for _, r := range p.View().Rules.All() {
 		sum += r.SW.Packets + r.HW.Packets
 	}
 	if want := uint64(150 + 20 + 5 + 10 + 1); sum != want {

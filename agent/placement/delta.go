@@ -25,9 +25,10 @@ import (
 // rules still hold.
 //
 // What stays linear in the set: the software engine is handed the whole
-// new set (dataplane.SW.SetRules takes a set), the View lists every rule,
-// and a removal or a rule placed in the middle of the order copies the
-// set's arrays once per round.
+// new set (dataplane.SW.SetRules takes a set), and a removal or a rule
+// placed in the middle of the order copies the set's arrays once per
+// round. The View's list of rules is edited where the rules changed
+// (RuleList: a chunk of 256 copied per rule changed).
 func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 	if d.From != p.version || p.seqs == nil {
 		return false
@@ -140,6 +141,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 			p.set.Rules[i] = r
 			p.states[i], p.mkeys[i] = rs, mk
 			rs.r, rs.seq = &p.set.Rules[i], u.Seq
+			p.touch(rs)
 			continue
 		}
 		if old != nil {
@@ -158,6 +160,10 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 			delete(p.retired, id)
 		}
 	}
+	// The published list follows the same edits (unless Apply left it to
+	// be built anew): the removed and moved rules out, the new and moved
+	// ones in, each where it is.
+	listOK := !p.viewAll && p.list.l.Len() == len(p.states)
 	switch {
 	case relayout:
 		// New arrays (the hardware path indexes a set by its array): the
@@ -169,6 +175,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 		order := make([]string, 0, n)
 		states := make([]*ruleState, 0, n)
 		j := 0
+		var gone, added []int // old places emptied; new places filled, ascending
 		put := func(r *rule.Rule, seq uint64, mk string, rs *ruleState) {
 			rules = append(rules, *r)
 			seqs = append(seqs, seq)
@@ -178,19 +185,30 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 		}
 		for i := range p.set.Rules {
 			if p.states[i] == nil {
+				gone = append(gone, i)
 				continue
 			}
 			for ; j < len(ins) && ins[j].seq < p.seqs[i]; j++ {
+				added = append(added, len(rules))
 				put(&ins[j].r, ins[j].seq, ins[j].mk, ins[j].rs)
 			}
 			put(&p.set.Rules[i], p.seqs[i], p.mkeys[i], p.states[i])
 		}
 		for ; j < len(ins); j++ {
+			added = append(added, len(rules))
 			put(&ins[j].r, ins[j].seq, ins[j].mk, ins[j].rs)
 		}
 		p.set.Rules, p.seqs, p.mkeys, p.order, p.states = rules, seqs, mkeys, order, states
 		p.shared = false
 		p.repoint()
+		if listOK {
+			for k := len(gone) - 1; k >= 0; k-- {
+				p.list.remove(gone[k])
+			}
+			for _, i := range added {
+				p.list.insert(i, viewOf(p.order[i], p.states[i]))
+			}
+		}
 	case len(ins) > 0:
 		grown := cap(p.set.Rules) < len(p.set.Rules)+len(ins)
 		for k := range ins {
@@ -208,6 +226,14 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 				p.states[i].r = &p.set.Rules[i]
 			}
 		}
+		if listOK {
+			for i := len(p.states) - len(ins); i < len(p.states); i++ {
+				p.list.insert(i, viewOf(p.order[i], p.states[i]))
+			}
+		}
+	}
+	if !listOK {
+		p.viewAll = true
 	}
 	// A rule whose priority changed may now sit behind an accept rule it
 	// overlaps: compiled again, and out of hardware if it no longer goes

@@ -76,7 +76,7 @@ type placed struct {
 
 func placedOf(p *Placer, w *world) placed {
 	var out placed
-	for _, r := range p.View().Rules {
+	for _, r := range p.View().Rules.All() {
 		r.Since = time.Time{}
 		out.Rules = append(out.Rules, r)
 	}
@@ -176,6 +176,21 @@ func TestDeltaPlacementEqualsFullPlacement(t *testing.T) {
 					_, _ = st.Replace("file:a", rs)
 				}
 				apply()
+				if step%5 == 4 {
+					// Traffic on some rules, read by a tick of each placer
+					// (the same counters: the twins stay equal).
+					for range 4 {
+						id := fmt.Sprintf("r%d", rng.IntN(48))
+						c := wi.sw.stats.Rules[id]
+						c.Packets += uint64(1 + rng.IntN(1000))
+						c.Bytes += 64 * c.Packets
+						wi.sw.stats.Rules[id] = c
+						wt.sw.stats.Rules[id] = c
+					}
+					inc.Tick(ctx)
+					twin.Tick(ctx)
+				}
+				checkList(t, inc, fmt.Sprintf("step %d (%s)", step, op))
 				got, want := placedOf(inc, wi), placedOf(twin, wt)
 				if !reflect.DeepEqual(got, want) {
 					t.Fatalf("step %d (%s): delta placement differs from the snapshot twin's\n got %+v\nwant %+v", step, op, got, want)

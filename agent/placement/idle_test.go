@@ -23,7 +23,7 @@ func TestIdleTickSortsNothing(t *testing.T) {
 	ctx := context.Background()
 	p.ApplyStore(ctx, st)
 	onHW := func() (hw []string, sw int) {
-		for _, r := range p.View().Rules {
+		for _, r := range p.View().Rules.All() {
 			switch r.Path {
 			case placement.HW:
 				hw = append(hw, r.ID)

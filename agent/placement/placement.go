@@ -172,8 +172,10 @@ type RuleView struct {
 
 // View is the placer's published state.
 type View struct {
-	Time            time.Time
-	Rules           []RuleView // effective-set order
+	Time time.Time
+	// Rules are the rules in effective-set order. The list is shared with
+	// the Views before and after: a round copies only the parts it changed.
+	Rules           RuleList
 	Decisions       []Decision // newest last
 	Moves           map[[2]Path]uint64
 	HWFailures      map[dataplane.Kind]uint64
@@ -236,6 +238,9 @@ type ruleState struct {
 	compiled bool
 	// seq is the rule's place in the store's order (store.Snapshot.Seqs).
 	seq uint64
+	// dirty: its RuleView changed since the last publish (Placer.dirty
+	// lists it).
+	dirty bool
 }
 
 // roundCounts are what one placement round did, for its one log line.
@@ -259,6 +264,8 @@ type Placer struct {
 	// pushed is the last set the software path accepted: a set equal to
 	// it is not pushed again (the engine would compile the same rules).
 	pushed *rule.Set
+	// swPatches counts the sets pushed to software as changes (giveSW).
+	swPatches uint64
 	// shared says set.Rules' array is also held outside the placer: by
 	// the caller of Apply (a snapshot), or by the software engine, which
 	// swSet hands the array itself when every rule goes to software (the
@@ -324,6 +331,28 @@ type Placer struct {
 	// regimeSorted is how many candidates the last regime pass gathered
 	// and sorted (RegimeSorted).
 	regimeSorted int
+	// list is the published View.Rules, kept in step with states: rules
+	// added and removed are inserted and taken out where they are, and
+	// publish writes the RuleViews of the rules in dirty (touch) alone,
+	// or, with viewAll (after Apply), builds the list anew.
+	list    listEditor
+	dirty   []*ruleState
+	viewAll bool
+}
+
+// touch notes that rs's RuleView changed: the next publish writes it.
+func (p *Placer) touch(rs *ruleState) {
+	if !rs.dirty {
+		rs.dirty = true
+		p.dirty = append(p.dirty, rs)
+	}
+}
+
+// viewOf is rs's RuleView under id.
+func viewOf(id string, rs *ruleState) RuleView {
+	return RuleView{ID: id, Action: rs.r.Action.String(), Path: rs.path, Reason: rs.reason,
+		Since: rs.since, Moves: rs.moves, HW: rs.hwTot, SW: rs.swTot, PPS: rs.hwPPS + rs.swPPS,
+		HWPPS: rs.hwPPS, SWPPS: rs.swPPS, AvgFrame: rs.avgFrame}
 }
 
 // RegimeSorted is how many software rules the last regime pass (Tick)
@@ -486,9 +515,12 @@ func (p *Placer) record(rs *ruleState, from, to Path, reason string, in Inputs) 
 	reason = p.intern(reason)
 	now := p.now()
 	d := Decision{Time: now, Rule: rs.r.ID, From: from, To: to, Reason: reason, Inputs: in}
+	// Only appended to: a View holds the last MaxDecisions of the array
+	// (publish), which no later record writes. Past twice that many, the
+	// last MaxDecisions go to a new array.
 	p.decisions = append(p.decisions, d)
-	if len(p.decisions) > p.cfg.MaxDecisions {
-		p.decisions = slices.Delete(p.decisions, 0, len(p.decisions)-p.cfg.MaxDecisions)
+	if len(p.decisions) >= 2*p.cfg.MaxDecisions {
+		p.decisions = append(make([]Decision, 0, 2*p.cfg.MaxDecisions), p.decisions[len(p.decisions)-p.cfg.MaxDecisions:]...)
 	}
 	if from != to && from != None && from != "" {
 		p.moves[[2]Path{from, to}]++
@@ -503,6 +535,7 @@ func (p *Placer) record(rs *ruleState, from, to Path, reason string, in Inputs) 
 		}
 	}
 	rs.path, rs.reason, rs.since = to, reason, now
+	p.touch(rs)
 	// One line per rule at debug level; each round logs its counts once
 	// (endRound), so 100k rules are one INFO line, not 100k.
 	p.log.Debug("placement", "rule", rs.r.ID, "from", string(from), "to", string(to), "reason", reason,
@@ -577,16 +610,17 @@ func (p *Placer) unshare() {
 // the one it holds: the engine compiles every set it is given (the Go
 // classifier's Compile is linear in the set: at 100k rules hundreds of ms),
 // and with the backstop a rule moving between hardware and software, or a
-// rule put again unchanged, leaves the software set as it was.
+// rule put again unchanged, leaves the software set as it was. An engine
+// that takes changes is given the change (giveSW, swpush.go).
 func (p *Placer) pushSW(extra map[string]bool) error {
 	p.swBackstop = false
 	if !p.cfg.NoBackstop {
 		set := p.swSet(extra, true)
-		if p.pushed != nil && sameRules(set.Rules, p.pushed.Rules) {
+		same, err := p.giveSW(set)
+		if same {
 			p.swBackstop = true
 			return nil
 		}
-		err := p.sw.SetRules(set)
 		if err == nil {
 			p.swBackstop, p.pushed = true, set
 			return nil
@@ -594,10 +628,11 @@ func (p *Placer) pushSW(extra map[string]bool) error {
 		p.log.Warn("software path refused the backstop set; enforcing software-placed rules only", "err", err)
 	}
 	set := p.swSet(extra, false)
-	if p.pushed != nil && sameRules(set.Rules, p.pushed.Rules) {
+	same, err := p.giveSW(set)
+	if same {
 		return nil
 	}
-	if err := p.sw.SetRules(set); err != nil {
+	if err != nil {
 		p.log.Error("software path refused the rule set", "err", err)
 		return err
 	}
@@ -619,6 +654,7 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	p.set.Rules = p.set.Rules[:len(p.set.Rules):len(p.set.Rules)]
 	p.shared = true
 	p.version = snap.Version
+	p.viewAll = true // every position may have changed: publish builds the list anew
 	p.rules = map[string]*ruleState{}
 	p.order = p.order[:0]
 	var removedHW []string // hardware keys to remove
@@ -984,6 +1020,7 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 	}
 	if !p.hasRoom(rs) {
 		rs.reason = p.intern(fmt.Sprintf("software: hardware table full (%d/%d entries, rule needs %d)", p.budget.UsedEntries, p.budget.MaxEntries, rs.cost.Entries))
+		p.touch(rs)
 		return false
 	}
 	if !rs.hwRetryAt.IsZero() && now.Before(rs.hwRetryAt) {
@@ -994,6 +1031,7 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 		// shape left and the rule needs one it does not have.
 		p.failures[dataplane.KindMaskBudget]++
 		rs.reason = p.intern("software: hardware refused: " + why)
+		p.touch(rs)
 		rs.hwRetryAt = now.Add(p.cfg.MinDwell)
 		p.countRefused(dataplane.KindMaskBudget)
 		p.log.Debug("hardware install not tried; rule stays in software", "rule", rs.r.ID, "table", t, "why", why)
@@ -1006,6 +1044,7 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 			p.shapesFull(err)
 		}
 		rs.reason = p.intern("software: hardware refused: " + err.Error())
+		p.touch(rs)
 		if k == dataplane.KindUnsupported || k == dataplane.KindAcceptOverlap {
 			rs.hwOK, rs.hwKind, rs.hwReason = false, k, p.intern(err.Error())
 			p.noteOverlap(rs)
@@ -1072,6 +1111,7 @@ func (p *Placer) Tick(ctx context.Context) {
 	// lookup per rule; only rules in hardware have a key to look up.
 	for i, id := range p.order {
 		rs := p.states[i]
+		was := countsOf(rs)
 		var dh, ds dataplane.Counter
 		if c, ok := hwStats[rs.key]; rs.key != "" && ok {
 			dh = delta(&rs.hwLast, &rs.hwSeen, c)
@@ -1102,6 +1142,9 @@ func (p *Placer) Tick(ctx context.Context) {
 			if n := dh.Packets + ds.Packets; n > 0 {
 				rs.avgFrame = float64(dh.Bytes+ds.Bytes) / float64(n)
 			}
+		}
+		if countsOf(rs) != was {
+			p.touch(rs)
 		}
 	}
 	prev, cur := p.lastSW.Totals(), sw.Totals()
@@ -1159,6 +1202,16 @@ func imbalance(prev, cur []dataplane.WorkerStats) float64 {
 		return 1
 	}
 	return float64(busiest) * float64(len(cur)) / float64(total)
+}
+
+// counts are the figures of a rule's RuleView that Tick updates.
+type counts struct {
+	hwTot, swTot           dataplane.Counter
+	hwPPS, swPPS, avgFrame float64
+}
+
+func countsOf(rs *ruleState) counts {
+	return counts{hwTot: rs.hwTot, swTot: rs.swTot, hwPPS: rs.hwPPS, swPPS: rs.swPPS, avgFrame: rs.avgFrame}
 }
 
 func delta(last *dataplane.Counter, seen *bool, c dataplane.Counter) dataplane.Counter {
@@ -1354,7 +1407,8 @@ func (p *Placer) limitText(capPPS, cpu, ring float64, limit string) string {
 }
 
 func (p *Placer) publish() {
-	v := &View{Time: p.now(), Decisions: slices.Clone(p.decisions), Moves: map[[2]Path]uint64{},
+	ds := p.decisions[max(0, len(p.decisions)-p.cfg.MaxDecisions):]
+	v := &View{Time: p.now(), Decisions: ds[:len(ds):len(ds)], Moves: map[[2]Path]uint64{},
 		HWFailures: map[dataplane.Kind]uint64{}, HWBudget: p.budget, HWUp: p.hwUp, SW: p.lastSW,
 		SWLoadPPS: p.swLoad, CyclesPerPacket: p.cpp, MeasuredCyclesPerPacket: p.measured, NIC: p.nic, StoreVersion: p.version,
 		Resyncs: p.resyncs, Ready: p.ready}
@@ -1368,18 +1422,9 @@ func (p *Placer) publish() {
 	for k, n := range p.failures {
 		v.HWFailures[k] = n
 	}
+	v.Rules = p.publishRules()
 	var hwB, swB float64
-	v.Rules = make([]RuleView, 0, len(p.order))
-	for i, id := range p.order {
-		rs := p.states[i]
-		v.Rules = append(v.Rules, RuleView{ID: id, Action: rs.r.Action.String(), Path: rs.path, Reason: rs.reason,
-			Since: rs.since, Moves: rs.moves, HW: rs.hwTot, SW: rs.swTot, PPS: rs.hwPPS + rs.swPPS,
-			HWPPS: rs.hwPPS, SWPPS: rs.swPPS, AvgFrame: rs.avgFrame})
-		v.HWPPS += rs.hwPPS
-		v.SWPPS += rs.swPPS
-		hwB += rs.hwPPS * rs.avgFrame
-		swB += rs.swPPS * rs.avgFrame
-	}
+	v.HWPPS, v.SWPPS, hwB, swB = v.Rules.totals()
 	if v.HWPPS > 0 {
 		v.HWAvgFrame = hwB / v.HWPPS
 	}
@@ -1387,6 +1432,37 @@ func (p *Placer) publish() {
 		v.SWAvgFrame = swB / v.SWPPS
 	}
 	p.view.Store(v)
+}
+
+// publishRules brings the list in line with the rules' states and returns
+// it for a View: the RuleViews of the rules touched since the last publish
+// are written where they are (a binary search by place in the store's
+// order), or, after Apply, when the order has no places (an id twice) or
+// when most rules changed, the list is built anew.
+func (p *Placer) publishRules() RuleList {
+	if p.viewAll || (p.seqs == nil && len(p.dirty) > 0) || len(p.dirty) > len(p.order)/8 {
+		rvs := make([]RuleView, len(p.order))
+		for i, id := range p.order {
+			rvs[i] = viewOf(id, p.states[i])
+		}
+		p.list.reset(rvs)
+		p.viewAll = false
+	} else {
+		for _, rs := range p.dirty {
+			if p.rules[rs.r.ID] != rs {
+				continue // removed
+			}
+			if i := p.slot(rs); i >= 0 {
+				p.list.set(i, viewOf(p.order[i], rs))
+			}
+		}
+	}
+	for _, rs := range p.dirty {
+		rs.dirty = false
+	}
+	clear(p.dirty)
+	p.dirty = p.dirty[:0]
+	return p.list.published()
 }
 
 // RequestResync asks the placer's goroutine (Run) to check the hardware

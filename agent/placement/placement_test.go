@@ -25,7 +25,7 @@ func (w *world) want(rules ...rule.Rule) {
 }
 
 func pathOf(v *View, id string) (Path, string) {
-	for _, r := range v.Rules {
+	for _, r := range v.Rules.All() {
 		if r.ID == id {
 			return r.Path, r.Reason
 		}
@@ -127,7 +127,7 @@ func TestRegimeSwap(t *testing.T) {
 		t.Fatalf("decision inputs not recorded: %+v", v.Decisions)
 	}
 	// Counters add up across the paths: flood's software total stays.
-	for _, r := range v.Rules {
+	for _, r := range v.Rules.All() {
 		if r.ID == "flood" && r.SW.Packets != 3*5*9_500_000 {
 			t.Fatalf("flood sw total %d", r.SW.Packets)
 		}

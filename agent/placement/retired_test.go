@@ -20,7 +20,7 @@ func TestCountersSurviveReAdd(t *testing.T) {
 	ctx := context.Background()
 	a, b := drop("a", "203.0.113.1/32"), drop("b", "203.0.113.2/32")
 	hw := func(id string) uint64 {
-		for _, r := range p.View().Rules {
+		for _, r := range p.View().Rules.All() {
 			if r.ID == id {
 				return r.HW.Packets
 			}
@@ -73,7 +73,7 @@ func TestCountersSurviveReAdd(t *testing.T) {
 	w2.hw.stats["a"] = dataplane.Counter{Packets: 3}
 	w2.clock = w2.clock.Add(time.Second)
 	p2.Tick(ctx)
-	for _, r := range p2.View().Rules {
+	for _, r := range p2.View().Rules.All() {
 		if r.ID == "a" && r.HW.Packets != 3 {
 			t.Fatalf("no memory: %d packets, want 3", r.HW.Packets)
 		}

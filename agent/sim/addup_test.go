@@ -95,7 +95,7 @@ func TestSimCountersAddUpAcrossChanges(t *testing.T) {
 		}
 		rules := map[string]placement.RuleView{}
 		var ruleHW, ruleSW uint64
-		for _, r := range v.Rules {
+		for _, r := range v.Rules.All() {
 			rules[r.ID] = r
 			if r.Action != "drop" {
 				continue

@@ -96,7 +96,7 @@ func TestFlowSpecFloodKeepsHardware(t *testing.T) {
 			n.Idle(2 * time.Second)
 			p.Tick(ctx)
 			var rv placement.RuleView
-			for _, x := range p.View().Rules {
+			for _, x := range p.View().Rules.All() {
 				if x.ID == "fs-syn" {
 					rv = x
 				}
@@ -199,7 +199,7 @@ func TestNewAcceptRuleExceptedInHardware(t *testing.T) {
 		t.Fatal("before the accept rule: the resolver's packet is not dropped in hardware")
 	}
 	put(`{id: resolver, priority: 0, action: accept, match: {src: 198.51.100.53/32, proto: udp, src_port: "53"}}`)
-	for _, x := range p.View().Rules {
+	for _, x := range p.View().Rules.All() {
 		if x.ID == "flood" && x.Path != placement.HW {
 			t.Fatalf("flood on %s (%s) after the accept rule came, want hw", x.Path, x.Reason)
 		}

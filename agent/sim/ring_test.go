@@ -65,7 +65,7 @@ func runRing(t *testing.T, simDrain, placeDrain float64) ringRun {
 	}
 	put(`{id: dns-amp, action: drop, match: {dst: 203.0.113.0/24, proto: udp, src_port: "53"}}`)
 	put(`{id: udp-flood, action: drop, match: {dst: 203.0.113.30/32, proto: udp, dst_port: "1500"}}`)
-	if v := p.View(); v.Rules[1].Path != placement.SW || v.Rules[0].Path != placement.HW {
+	if v := p.View(); v.Rules.At(1).Path != placement.SW || v.Rules.At(0).Path != placement.HW {
 		t.Fatalf("start: %+v", v.Rules)
 	}
 	var oob15 uint64
@@ -90,7 +90,7 @@ func runRing(t *testing.T, simDrain, placeDrain float64) ringRun {
 		}
 	}
 	r.oobAfter = totalOOB(n) - oob15
-	for _, rv := range r.view.Rules {
+	for _, rv := range r.view.Rules.All() {
 		if rv.ID == "udp-flood" {
 			r.flood = rv
 		}

@@ -80,7 +80,7 @@ func TestSimRegime(t *testing.T) {
 
 	v := p.View()
 	paths := map[string]placement.RuleView{}
-	for _, r := range v.Rules {
+	for _, r := range v.Rules.All() {
 		paths[r.ID] = r
 	}
 	for id, want := range map[string]placement.Path{

@@ -252,7 +252,7 @@ func drawStatus(w io.Writer, s *screen, clear bool) {
 		}
 	}
 	var rules []placement.RuleView
-	for _, r := range v.Rules {
+	for _, r := range v.Rules.All() {
 		if !strings.HasPrefix(r.ID, "protect-") {
 			rules = append(rules, r)
 		}

@@ -72,8 +72,8 @@ func representative() *screen {
 		{"udp-flood", "drop", placement.SW, "needs 8 hardware entries (port range 1000-2000), 0 left of 10"},
 		{"syn-flood", "drop", placement.HW, "moved to hardware: small frames at 60.0 Mpps exceed the software's headroom"},
 	} {
-		v.Rules = append(v.Rules, placement.RuleView{ID: r.id, Action: r.action, Path: r.path, Reason: r.reason, PPS: 12.34e6, AvgFrame: 1500,
-			HW: dataplane.Counter{Packets: 123_456_789_012}, SW: dataplane.Counter{Packets: 9_876_543_210}})
+		v.Rules = placement.RuleListOf(append(v.Rules.Slice(), placement.RuleView{ID: r.id, Action: r.action, Path: r.path, Reason: r.reason, PPS: 12.34e6, AvgFrame: 1500,
+			HW: dataplane.Counter{Packets: 123_456_789_012}, SW: dataplane.Counter{Packets: 9_876_543_210}})...)
 	}
 	var flows []sim.FlowStats
 	for _, f := range sim.DefaultFlows() {
@@ -104,7 +104,7 @@ func TestViewFits80x24(t *testing.T) {
 	if len(lines) != 23 {
 		t.Errorf("%d lines, want 23 (7 of state, 2 blank, 2 headers, 9 rules, 2 flows, the footnote)", len(lines))
 	}
-	for _, r := range s.v.Rules {
+	for _, r := range s.v.Rules.All() {
 		if r.ID == "protect-0" {
 			continue
 		}
@@ -132,8 +132,8 @@ func TestViewFitsWithManyRules(t *testing.T) {
 	s := representative()
 	s.apiSocket = "/tmp/" + strings.Repeat("very-long-directory-name/", 6) + "sim.sock"
 	for i := range 290 {
-		s.v.Rules = append(s.v.Rules, placement.RuleView{ID: fmt.Sprintf("flowspec-route-%04d-with-a-long-id", i), Action: "drop", Path: placement.SW,
-			Reason: strings.Repeat("a long reason ", 10)})
+		s.v.Rules = placement.RuleListOf(append(s.v.Rules.Slice(), placement.RuleView{ID: fmt.Sprintf("flowspec-route-%04d-with-a-long-id", i), Action: "drop", Path: placement.SW,
+			Reason: strings.Repeat("a long reason ", 10)})...)
 	}
 	for i := range 5 {
 		s.flows = append(s.flows, sim.FlowStats{Name: fmt.Sprintf("bgp session %d (protected)", i), Protected: true})

@@ -131,7 +131,7 @@ func (a *agent) stop(t testing.TB) {
 
 func (a *agent) path(id string) (placement.Path, string) {
 	v := a.d.Placer.View()
-	for _, r := range v.Rules {
+	for _, r := range v.Rules.All() {
 		if r.ID == id {
 			return r.Path, r.Reason
 		}
@@ -244,7 +244,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	pr.route(t, nlri, false)
 	var fsID string
 	waitFor(t, "FlowSpec rule in hardware", func() bool {
-		for _, r := range a.d.Placer.View().Rules {
+		for _, r := range a.d.Placer.View().Rules.All() {
 			if strings.HasPrefix(r.ID, "fs-") && r.Path == placement.HW {
 				fsID = r.ID
 				return true
@@ -300,7 +300,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	defer b.stop(t)
 	defer func() {
 		if t.Failed() {
-			for _, r := range b.d.Placer.View().Rules {
+			for _, r := range b.d.Placer.View().Rules.All() {
 				t.Logf("%s %s %s", r.ID, r.Path, r.Reason)
 			}
 		}

@@ -138,7 +138,7 @@ func TestAgentFlowSpecRoutesGuarded(t *testing.T) {
 	waitFor(t, "two routes outside allowed_destinations, one too broad, one learned", func() bool {
 		st := a.d.Speaker.Stats()
 		learned = learned[:0]
-		for _, r := range a.d.Placer.View().Rules {
+		for _, r := range a.d.Placer.View().Rules.All() {
 			if strings.HasPrefix(r.ID, "fs-") && r.Path != "" {
 				learned = append(learned, r.ID)
 			}

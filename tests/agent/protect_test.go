@@ -45,7 +45,7 @@ func TestReflectorProtectedFlowSpecInHardware(t *testing.T) {
 		}), false)
 	}
 	count := func() (hw, sw int, why string) {
-		for _, r := range a.d.Placer.View().Rules {
+		for _, r := range a.d.Placer.View().Rules.All() {
 			if !strings.HasPrefix(r.ID, "fs-") {
 				continue
 			}

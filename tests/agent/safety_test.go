@@ -611,7 +611,7 @@ func TestCorruptStateFile(t *testing.T) {
 		}
 	}()
 	waitFor(t, "file rules in hardware", func() bool {
-		for _, r := range d.Placer.View().Rules {
+		for _, r := range d.Placer.View().Rules.All() {
 			if r.ID == "r-dns" && r.Path == placement.HW {
 				return true
 			}
@@ -647,7 +647,7 @@ func TestDefaultEngineRuns(t *testing.T) {
 	d, stop := startRealAgent(t, &cfg, p)
 	defer stop()
 	dropped := func() uint64 {
-		for _, r := range d.Placer.View().Rules {
+		for _, r := range d.Placer.View().Rules.All() {
 			if r.ID == "dns-flood" && r.Path == placement.SW {
 				return r.SW.Packets
 			}
@@ -655,7 +655,7 @@ func TestDefaultEngineRuns(t *testing.T) {
 		return 0
 	}
 	waitFor(t, "dns-flood in software", func() bool {
-		for _, r := range d.Placer.View().Rules {
+		for _, r := range d.Placer.View().Rules.All() {
 			if r.ID == "dns-flood" && r.Path == placement.SW {
 				return true
 			}

@@ -73,7 +73,7 @@ func TestAgentHundredThousandRules(t *testing.T) {
 	waitLong(t, "the first placement round", func() bool { return a.d.Placer.View().Ready })
 	v := a.d.Placer.View()
 	var hw, sw int
-	for _, r := range v.Rules {
+	for _, r := range v.Rules.All() {
 		switch r.Path {
 		case placement.HW:
 			hw++
@@ -83,8 +83,8 @@ func TestAgentHundredThousandRules(t *testing.T) {
 			t.Errorf("rule %s (%s) enforced nowhere: path %q, %s", r.ID, r.Action, r.Path, r.Reason)
 		}
 	}
-	if len(v.Rules) != n || hw+sw != n {
-		t.Fatalf("%d rules in the view, %d in hardware + %d in software; want %d", len(v.Rules), hw, sw, n)
+	if v.Rules.Len() != n || hw+sw != n {
+		t.Fatalf("%d rules in the view, %d in hardware + %d in software; want %d", v.Rules.Len(), hw, sw, n)
 	}
 	if hw == 0 || sw == 0 {
 		t.Errorf("hardware %d, software %d: a 4096-entry table takes some of 100k rules, not all", hw, sw)
@@ -94,7 +94,7 @@ func TestAgentHundredThousandRules(t *testing.T) {
 	}
 	inSW := nic.SW().Stats().Rules
 	missing := 0
-	for _, r := range v.Rules {
+	for _, r := range v.Rules.All() {
 		if _, ok := inSW[r.ID]; r.Path == placement.SW && !ok {
 			missing++
 		}
@@ -135,7 +135,7 @@ func TestAgentHundredThousandRules(t *testing.T) {
 	defer c.stop(t)
 	waitLong(t, "ready after the interrupted start", func() bool { return c.d.Placer.View().Ready })
 	hw, sw = 0, 0
-	for _, r := range c.d.Placer.View().Rules {
+	for _, r := range c.d.Placer.View().Rules.All() {
 		switch r.Path {
 		case placement.HW:
 			hw++
@@ -249,8 +249,8 @@ func BenchmarkFlowSpecBurst(b *testing.B) {
 		waitLong(b, "every route placed", func() bool {
 			v := a.d.Placer.View()
 			placed := 0
-			for i := range v.Rules {
-				if v.Rules[i].Path == placement.HW || v.Rules[i].Path == placement.SW {
+			for _, r := range v.Rules.All() {
+				if r.Path == placement.HW || r.Path == placement.SW {
 					placed++
 				}
 			}

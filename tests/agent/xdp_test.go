@@ -173,7 +173,7 @@ func TestAgentXDPOnVeth(t *testing.T) {
 
 	startXDP := func() (*daemon.Daemon, func()) { return startRealAgent(t, &cfg, p) }
 	swDrops := func(d *daemon.Daemon) (uint64, placement.Path) {
-		for _, r := range d.Placer.View().Rules {
+		for _, r := range d.Placer.View().Rules.All() {
 			if r.ID == "dns-flood" {
 				return r.SW.Packets, r.Path
 			}
@@ -308,7 +308,7 @@ func TestAgentXDPInline(t *testing.T) {
 	dm, stop := startRealAgent(t, &cfg, p)
 	defer stop()
 	waitFor(t, "dns-flood placed", func() bool {
-		for _, r := range dm.Placer.View().Rules {
+		for _, r := range dm.Placer.View().Rules.All() {
 			if r.ID == "dns-flood" && r.Path == placement.SW {
 				return true
 			}

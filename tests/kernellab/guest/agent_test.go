@@ -160,10 +160,10 @@ func TestAgentNetdevsimFallsBackToSoftware(t *testing.T) {
 	}
 	p.Apply(ctx, store.Snapshot{Version: 1, Set: set})
 	v := p.View()
-	if len(v.Rules) != 1 {
+	if v.Rules.Len() != 1 {
 		t.Fatalf("view rules %+v", v.Rules)
 	}
-	rv := v.Rules[0]
+	rv := v.Rules.At(0)
 	t.Logf("placement: %s -> %s: %s", rv.ID, rv.Path, rv.Reason)
 	if rv.ID != r.ID || rv.Path != placement.SW || !strings.Contains(rv.Reason, nsimExtack) || !strings.Contains(rv.Reason, "unsupported") {
 		t.Fatalf("placement %+v: want software with the driver's extack %q", rv, nsimExtack)

@@ -1,0 +1,90 @@
+package placement_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/placement"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// bytesPer returns the bytes allocated per call of f, over runs calls,
+// with prep run before each outside the count.
+func bytesPer(runs int, prep, f func(i int)) float64 {
+	var total uint64
+	var m0, m1 runtime.MemStats
+	for i := range runs {
+		prep(i)
+		runtime.ReadMemStats(&m0)
+		f(i)
+		runtime.ReadMemStats(&m1)
+		total += m1.TotalAlloc - m0.TotalAlloc
+	}
+	return float64(total) / float64(runs)
+}
+
+// changeCost places n ClassBench-style rules (a table of 512 entries: it
+// is full at both sizes, so hardware holds as many rules at 1k as at 10k)
+// and returns the bytes allocated by one placement round of one rule added
+// through the store (ApplyStore: the delta round and the View it
+// publishes), and by one idle Tick (no counter moved).
+func changeCost(t *testing.T, n int) (add, tick float64) {
+	st := classBenchStore(t, n)
+	clk := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	// MinDwell is longer than the ticks below: a rule hardware refused is
+	// not tried again in them (each try allocates what the compile does).
+	p := placement.New(placement.Config{MinDwell: time.Hour}, simPath(512), &countSW{}, quiet(), func() time.Time { return clk })
+	ctx := context.Background()
+	p.ApplyStore(ctx, st)
+	put := func(i int) {
+		r := rule.Rule{ID: fmt.Sprintf("one%d", i), Priority: 100, Action: rule.Drop,
+			Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), 32), Proto: []uint8{rule.ProtoUDP}}}
+		if _, err := st.Put("api", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A first add grows the placer's arrays (their capacity ends at the
+	// snapshot's length); the next n adds append in place.
+	put(-1)
+	p.ApplyStore(ctx, st)
+	add = bytesPer(40, put, func(int) { p.ApplyStore(ctx, st) })
+	if v := p.View(); v.StoreVersion != st.Version() || v.Rules.Len() != n+2+41 {
+		t.Fatalf("placement at version %d with %d rules, store at %d with %d", v.StoreVersion, v.Rules.Len(), st.Version(), n+2+41)
+	}
+	for range 3 {
+		clk = clk.Add(time.Second)
+		p.Tick(ctx)
+	}
+	d := len(p.View().Decisions)
+	tick = bytesPer(20, func(int) { clk = clk.Add(time.Second) }, func(int) { p.Tick(ctx) })
+	if len(p.View().Decisions) != d {
+		t.Fatalf("the idle ticks moved rules (%d decisions, was %d)", len(p.View().Decisions), d)
+	}
+	return add, tick
+}
+
+// A rule added costs what it touches, not what the set holds: the bytes a
+// delta round allocates (placement, the hardware path's compile and the
+// View published) and those of an idle Tick do not grow with the number
+// of rules. With the View rebuilt as one RuleView per rule per round (160
+// bytes a rule: 1.6 MB a round at 10k), or the hardware path's index of
+// the set built again for every new set, the 10k figure is many times the
+// 1k one.
+func TestChangeCostDoesNotGrowWithRules(t *testing.T) {
+	add1, tick1 := changeCost(t, 1000)
+	add10, tick10 := changeCost(t, 10000)
+	t.Logf("bytes per add: %.0f at 1k rules, %.0f at 10k; per idle tick: %.0f, %.0f", add1, add10, tick1, tick10)
+	// Margins: a chunk of the View (256 RuleViews, 40 KB) and the chunk
+	// index may be copied once more at 10k; map growth in the store.
+	const margin = 64 << 10
+	if add10 > 1.5*add1+margin {
+		t.Errorf("one rule added allocates %.0f bytes at 10k rules, %.0f at 1k: it grows with the set", add10, add1)
+	}
+	if tick10 > 1.5*tick1+margin {
+		t.Errorf("an idle tick allocates %.0f bytes at 10k rules, %.0f at 1k: it grows with the set", tick10, tick1)
+	}
+}
