@@ -168,12 +168,15 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 	case relayout:
 		// New arrays (the hardware path indexes a set by its array): the
 		// slots still held and the new rules, merged in the store's order.
+		// With room for rules added later (appended in place: a round
+		// that adds a rule after one that removed one copies nothing).
 		n := len(p.set.Rules) - len(d.Removed) + len(ins)
-		rules := make([]rule.Rule, 0, n)
-		seqs := make([]uint64, 0, n)
-		mkeys := make([]string, 0, n)
-		order := make([]string, 0, n)
-		states := make([]*ruleState, 0, n)
+		c := n + n/16 + 16
+		rules := make([]rule.Rule, 0, c)
+		seqs := make([]uint64, 0, c)
+		mkeys := make([]string, 0, c)
+		order := make([]string, 0, c)
+		states := make([]*ruleState, 0, c)
 		j := 0
 		var gone, added []int // old places emptied; new places filled, ascending
 		put := func(r *rule.Rule, seq uint64, mk string, rs *ruleState) {
@@ -280,8 +283,8 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 	if p.hw != nil && !p.hwUp {
 		p.evacuate(ctx)
 	}
-	p.endRound("delta", start, changed)
 	p.publish()
+	p.endRound("delta", start, changed)
 	return true
 }
 

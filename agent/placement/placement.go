@@ -844,8 +844,8 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 			p.log.Error("removing pass entries no hardware drop needs failed", "err", err)
 		}
 	}
-	p.endRound("apply", start, true)
 	p.publish()
+	p.endRound("apply", start, true)
 }
 
 // ApplyStore reads st the cheapest way that is exact: the store's delta since
@@ -875,15 +875,21 @@ func (p *Placer) endRound(what string, start time.Time, always bool) {
 		return
 	}
 	var hw, sw int
-	for i, rs := range p.states {
-		if rs == nil || rs.r != &p.set.Rules[i] {
-			continue // counted at its id's last place
-		}
-		switch rs.path {
-		case HW:
-			hw++
-		case SW:
-			sw++
+	if l := p.view.Load().Rules; p.seqs != nil && l.Len() == len(p.states) {
+		// Each id once (the order has places): the published list's
+		// counts, summed per chunk. The caller published the round.
+		hw, sw = l.paths()
+	} else {
+		for i, rs := range p.states {
+			if rs == nil || rs.r != &p.set.Rules[i] {
+				continue // counted at its id's last place
+			}
+			switch rs.path {
+			case HW:
+				hw++
+			case SW:
+				sw++
+			}
 		}
 	}
 	args := []any{"round", what, "rules", len(p.order), "store_version", p.version,
@@ -1177,8 +1183,8 @@ func (p *Placer) Tick(ctx context.Context) {
 	if !first && p.hw != nil && p.hwUp {
 		p.regime(ctx, now)
 	}
-	p.endRound("tick", start, false)
 	p.publish()
+	p.endRound("tick", start, false)
 }
 
 // imbalance is the busiest worker's offered packets (received plus

@@ -20,6 +20,8 @@ type ruleChunk struct {
 	// hwPPS and swPPS sum the rules' rates, hwBps and swBps their rates
 	// times their mean frame size (for the View's mean frame per path).
 	hwPPS, swPPS, hwBps, swBps float64
+	// hw and sw count the rules placed in hardware and in software.
+	hw, sw int
 	// gen is the editor generation that made the chunk: the chunk is the
 	// editor's to write in place while gen is the editor's, and read-only
 	// once a View holds it (publish starts a new generation).
@@ -30,8 +32,15 @@ type ruleChunk struct {
 
 func (c *ruleChunk) sum() {
 	c.hwPPS, c.swPPS, c.hwBps, c.swBps = 0, 0, 0, 0
+	c.hw, c.sw = 0, 0
 	for i := range c.rv {
 		r := &c.rv[i]
+		switch r.Path {
+		case HW:
+			c.hw++
+		case SW:
+			c.sw++
+		}
 		c.hwPPS += r.HWPPS
 		c.swPPS += r.SWPPS
 		c.hwBps += r.HWPPS * r.AvgFrame
@@ -131,6 +140,15 @@ func (l RuleList) totals() (hwPPS, swPPS, hwBps, swBps float64) {
 		swBps += c.swBps
 	}
 	return
+}
+
+// paths counts the rules placed in hardware and in software.
+func (l RuleList) paths() (hw, sw int) {
+	for _, c := range l.chunks {
+		hw += c.hw
+		sw += c.sw
+	}
+	return hw, sw
 }
 
 // listEditor is the placer's side of the published RuleList: it edits the

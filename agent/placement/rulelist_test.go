@@ -115,4 +115,16 @@ func checkList(t *testing.T, p *Placer, what string) {
 		}
 		t.Fatalf("%s: %d rules published, %d placed", what, len(got), len(want))
 	}
+	var hw, sw int
+	for _, r := range want {
+		switch r.Path {
+		case HW:
+			hw++
+		case SW:
+			sw++
+		}
+	}
+	if h, s := p.View().Rules.paths(); h != hw || s != sw {
+		t.Fatalf("%s: the list counts %d in hardware and %d in software, the rules %d and %d", what, h, s, hw, sw)
+	}
 }
