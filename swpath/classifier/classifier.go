@@ -73,8 +73,10 @@ func (c *Classifier) Swap(set *rule.Set) error {
 	defer c.mu.Unlock()
 	c.reclaim()
 	slots := make(map[string]slotRef, len(set.Rules))
+	t.prio = make([]uint32, len(set.Rules))
 	for i := range set.Rules {
 		id := set.Rules[i].ID
+		t.prio[i] = set.Rules[i].Priority
 		ref, ok := slots[id]
 		if !ok {
 			old, kept := c.slots[id]
@@ -517,10 +519,26 @@ type Snapshot struct {
 // Snapshot sums the counters of every worker, open or closed, for the rules
 // of the current set. Counts of a burst in flight may be partly included.
 func (c *Classifier) Snapshot() Snapshot {
+	var s Snapshot
+	c.SnapshotInto(&s)
+	return s
+}
+
+// SnapshotInto is Snapshot written into s, in s.Rules' array when it has
+// room: a caller that reads the counters every second with the same s
+// allocates nothing per rule.
+func (c *Classifier) SnapshotInto(s *Snapshot) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := c.cur.Load()
-	s := Snapshot{Rules: make([]RuleCount, len(t.set.Rules)), PassPackets: c.retPass.packets, PassBytes: c.retPass.bytes,
+	rules := s.Rules[:0]
+	if n := len(t.set.Rules); cap(rules) < n {
+		rules = make([]RuleCount, n)
+	} else {
+		rules = rules[:n]
+		clear(rules)
+	}
+	*s = Snapshot{Rules: rules, PassPackets: c.retPass.packets, PassBytes: c.retPass.bytes,
 		Packets: c.retStat[0], TablesProbed: c.retStat[1], CacheHits: c.retStat[2]}
 	for i := range t.set.Rules {
 		rc := &s.Rules[i]
@@ -543,5 +561,4 @@ func (c *Classifier) Snapshot() Snapshot {
 		s.TablesProbed += w.probes.Load()
 		s.CacheHits += w.cacheHits.Load()
 	}
-	return s
 }

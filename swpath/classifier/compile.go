@@ -325,7 +325,10 @@ type Table struct {
 	// (no rule decided). verdict is its tail.
 	verdictAt []Verdict
 	// slot maps a rule index to its counter slot (set by a Classifier).
-	slot   []uint32
+	slot []uint32
+	// prio is each rule's priority by rule index, for Patch (set by a
+	// Classifier: Swap, Patch, a fold).
+	prio   []uint32
 	nslots int
 	gen    uint64 // generation in its Classifier (0: not published by one)
 	build  time.Duration

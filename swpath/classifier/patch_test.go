@@ -287,7 +287,7 @@ func TestPatchChecks(t *testing.T) {
 	next := &rule.Set{Rules: slices.Clone(set.Rules[1:])}
 	other := &rule.Set{Rules: slices.Clone(set.Rules)}
 	swapped := &rule.Set{Rules: slices.Clone(set.Rules[1:])}
-	swapped.Rules[3], swapped.Rules[4] = swapped.Rules[4], swapped.Rules[3]
+	swapped.Rules[0], swapped.Rules[1] = swapped.Rules[1], swapped.Rules[0] // right after the change
 	for _, x := range []struct {
 		from, set      *rule.Set
 		removed, added []int
@@ -298,7 +298,7 @@ func TestPatchChecks(t *testing.T) {
 		{set, next, []int{20}, nil, "removed[0] = 20"},
 		{set, next, nil, []int{-1}, "added[0] = -1"},
 		{set, next, nil, nil, "20 rules - 0 removed + 0 added = 20, but the new set has 19"},
-		{set, swapped, []int{0}, nil, "rule 3 of the new set"},
+		{set, swapped, []int{0}, nil, "rule 0 of the new set"},
 	} {
 		err := c.Patch(x.from, x.set, x.removed, x.added)
 		if err == nil || !strings.Contains(err.Error(), x.want) {

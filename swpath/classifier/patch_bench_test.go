@@ -1,0 +1,146 @@
+package classifier
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+	"github.com/scrubd/scrubd/swpath/traffic"
+)
+
+// changeMetrics reports what changes cost: wall time of the calls
+// (ns/change), CPU time of the process over them, a fold's goroutine
+// included (cpu-ns/change), and bytes allocated (B/change).
+type changeMetrics struct {
+	wall    time.Duration
+	cpu0    int64
+	alloc0  uint64
+	changes int
+	ms      runtime.MemStats
+}
+
+func (m *changeMetrics) begin() {
+	runtime.ReadMemStats(&m.ms)
+	m.alloc0 = m.ms.TotalAlloc
+	m.cpu0 = processCPU()
+}
+
+func (m *changeMetrics) report(b *testing.B) {
+	cpu := processCPU() - m.cpu0
+	runtime.ReadMemStats(&m.ms)
+	b.ReportMetric(float64(m.wall.Nanoseconds())/float64(m.changes), "ns/change")
+	if cpu > 0 {
+		b.ReportMetric(float64(cpu)/float64(m.changes), "cpu-ns/change")
+	}
+	b.ReportMetric(float64(m.ms.TotalAlloc-m.alloc0)/float64(m.changes), "B/change")
+	b.ReportMetric(0, "ns/op") // an op is two changes: per change above
+}
+
+// BenchmarkChange: one rule added (in the middle of the set) and removed
+// again, on ClassBench-style sets of 1k, 10k and 100k rules: Patch against
+// Swap. The set stays one rule from its compiled base, so no fold runs.
+//
+//	go test -run '^$' -bench 'Change$' -benchtime 4x ./swpath/classifier/
+func BenchmarkChange(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		set := traffic.ClassBenchRules(uint64(n), n)
+		extra := traffic.ClassBenchRules(uint64(n)+1, 1).Rules[0]
+		extra.ID = "added"
+		with := &rule.Set{Rules: slices.Insert(slices.Clone(set.Rules), n/2, extra)}
+		for _, how := range []string{"swap", "patch"} {
+			b.Run(fmt.Sprintf("%s/%d", how, n), func(b *testing.B) {
+				c, err := New(set)
+				if err != nil {
+					b.Fatal(err)
+				}
+				runtime.GC()
+				var m changeMetrics
+				m.begin()
+				for range b.N {
+					t0 := time.Now()
+					if how == "swap" {
+						err = c.Swap(with)
+					} else {
+						err = c.Patch(set, with, nil, []int{n / 2})
+					}
+					if err == nil {
+						if how == "swap" {
+							err = c.Swap(set)
+						} else {
+							err = c.Patch(with, set, []int{n / 2}, nil)
+						}
+					}
+					m.wall += time.Since(t0)
+					if err != nil {
+						b.Fatal(err)
+					}
+					m.changes += 2
+				}
+				c.Settle()
+				m.report(b)
+			})
+		}
+	}
+}
+
+// BenchmarkChangeStream: rules added one by one at the end of the set
+// (as a store delta appends them), 4√n + 64 of them, so that Patch's
+// overlay passes its fold bound and folds run on their goroutine; their
+// CPU time is in cpu-ns/change (the caller's is ns/change).
+//
+//	go test -run '^$' -bench 'ChangeStream' -benchtime 1x ./swpath/classifier/
+func BenchmarkChangeStream(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		set := traffic.ClassBenchRules(uint64(n), n)
+		k := 4*foldAt(n) + 64
+		adds := traffic.ClassBenchRules(uint64(n)+2, k).Rules
+		// One array: set i is its first n+i rules, so building a set
+		// copies nothing.
+		all := append(slices.Clone(set.Rules), adds...)
+		for i := range adds {
+			all[n+i].ID = fmt.Sprintf("added%d", i)
+		}
+		for _, how := range []string{"swap", "patch"} {
+			b.Run(fmt.Sprintf("%s/%d", how, n), func(b *testing.B) {
+				var m changeMetrics
+				var folds PatchStats
+				for range b.N {
+					b.StopTimer()
+					cur := &rule.Set{Rules: all[:n:n]}
+					c, err := New(cur)
+					if err != nil {
+						b.Fatal(err)
+					}
+					runtime.GC()
+					b.StartTimer()
+					m.begin()
+					for i := range k {
+						next := &rule.Set{Rules: all[: n+i+1 : n+i+1]}
+						t0 := time.Now()
+						if how == "swap" {
+							err = c.Swap(next)
+						} else {
+							err = c.Patch(cur, next, nil, []int{n + i})
+						}
+						m.wall += time.Since(t0)
+						if err != nil {
+							b.Fatal(err)
+						}
+						cur = next
+						m.changes++
+					}
+					c.Settle()
+					folds = c.PatchStats()
+				}
+				m.report(b)
+				if how == "patch" {
+					b.ReportMetric(float64(folds.Folds), "folds")
+					b.ReportMetric(float64(folds.SyncFolds), "syncfolds")
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package classifier
+
+func processCPU() int64 { return 0 }
