@@ -2,11 +2,13 @@ package swengine
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/scrubd/scrubd/agent/dataplane"
 	"github.com/scrubd/scrubd/swpath/barrier"
+	"github.com/scrubd/scrubd/swpath/classifier"
 	"github.com/scrubd/scrubd/swpath/dv"
 	"github.com/scrubd/scrubd/swpath/dv/dvsim"
 	"github.com/scrubd/scrubd/swpath/rule"
@@ -31,6 +33,13 @@ type Emulated struct {
 
 	mu     sync.Mutex
 	frozen *dataplane.SWStats // after Freeze
+	// read's buffers (under mu): the classifier's counters of the last
+	// two reads, and the per-rule map the last read returned, which the
+	// next returns again if no count moved and the set is the same (an
+	// idle engine's reads allocate nothing per rule). A map once returned
+	// is never written.
+	snap, prev classifier.Snapshot
+	rules      map[string]dataplane.Counter
 }
 
 // EmulatedConfig is what the simulated NIC gives its software path.
@@ -115,11 +124,15 @@ func (s *Emulated) Stats() dataplane.SWStats {
 }
 
 func (s *Emulated) read() dataplane.SWStats {
-	snap := s.dv.Class.Snapshot()
-	out := dataplane.SWStats{At: time.Now(), Rules: make(map[string]dataplane.Counter, len(snap.Rules))}
-	for _, rc := range snap.Rules {
-		out.Rules[rc.ID] = dataplane.Counter{Packets: s.up(rc.Packets), Bytes: s.up(rc.Bytes)}
+	s.snap, s.prev = s.prev, s.snap
+	s.dv.Class.SnapshotInto(&s.snap)
+	if s.rules == nil || !slices.Equal(s.snap.Rules, s.prev.Rules) {
+		s.rules = make(map[string]dataplane.Counter, len(s.snap.Rules))
+		for _, rc := range s.snap.Rules {
+			s.rules[rc.ID] = dataplane.Counter{Packets: s.up(rc.Packets), Bytes: s.up(rc.Bytes)}
+		}
 	}
+	out := dataplane.SWStats{At: time.Now(), Rules: s.rules}
 	ps := s.dv.Pool.Snapshot()
 	var size, outstanding int
 	node := 0
