@@ -1,0 +1,102 @@
+package placement_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/agent/placement"
+	"github.com/scrubd/scrubd/swpath/classifier"
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// swapSW is the Go classifier as the software path, given whole sets
+// (Swap): what the agent's dv engines did before they took changes.
+type swapSW struct{ c *classifier.Classifier }
+
+func (s *swapSW) Name() string                        { return "swap" }
+func (s *swapSW) SetRules(set *rule.Set) error        { return s.c.Swap(set) }
+func (s *swapSW) Stats() dataplane.SWStats            { return dataplane.SWStats{} }
+func (s *swapSW) Capacity() (workers int, hz float64) { return 4, 2e9 }
+
+// patchSW is the same path taking changes (dataplane.SWPatcher), as the
+// dv engines do now.
+type patchSW struct{ swapSW }
+
+func (s *patchSW) Name() string { return "patch" }
+func (s *patchSW) PatchRules(from, to *rule.Set, removed, added []int) error {
+	return s.c.Patch(from, to, removed, added)
+}
+
+// BenchmarkPlacementChangeSW: BenchmarkPlacementChange's round (one drop
+// rule added to n ClassBench-style placed rules, or one removed, read
+// from the store's delta) with the Go classifier as the software path,
+// given the whole set (sw=swap) or the change (sw=patch). Per change:
+// wall ns/op, the process's CPU (cpu-ns/change, a fold's goroutine
+// included) and bytes allocated (B/change, the classifier's included).
+//
+//	go test -run '^$' -bench PlacementChangeSW -benchtime 20x ./agent/placement/
+func BenchmarkPlacementChangeSW(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		for _, op := range []string{"add", "remove"} {
+			for _, sw := range []string{"swap", "patch"} {
+				b.Run(fmt.Sprintf("rules=%d/op=%s/sw=%s", n, op, sw), func(b *testing.B) {
+					st := classBenchStore(b, n)
+					c, err := classifier.New(&rule.Set{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					var s dataplane.SW = &swapSW{c}
+					if sw == "patch" {
+						s = &patchSW{swapSW{c}}
+					}
+					p := placement.New(placement.Config{MinDwell: time.Second}, simPath(4096), s, quiet(), time.Now)
+					ctx := context.Background()
+					p.ApplyStore(ctx, st)
+					one := func(i int) rule.Rule {
+						return rule.Rule{ID: fmt.Sprintf("one%d", i), Priority: 100, Action: rule.Drop,
+							Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), 32), Proto: []uint8{rule.ProtoUDP}}}
+					}
+					i := 0
+					var cpu time.Duration
+					var ms runtime.MemStats
+					var alloc uint64
+					for b.Loop() {
+						b.StopTimer()
+						r := one(i)
+						i++
+						if _, err := st.Put("api", r); err != nil {
+							b.Fatal(err)
+						}
+						if op == "remove" {
+							p.ApplyStore(ctx, st)
+							if err := st.Delete("api", r.ID); err != nil {
+								b.Fatal(err)
+							}
+						}
+						runtime.ReadMemStats(&ms)
+						a0 := ms.TotalAlloc
+						b.StartTimer()
+						c0 := cpuTime()
+						p.ApplyStore(ctx, st)
+						cpu += cpuTime() - c0
+						b.StopTimer()
+						runtime.ReadMemStats(&ms)
+						alloc += ms.TotalAlloc - a0
+						b.StartTimer()
+					}
+					c.Settle()
+					b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/change")
+					b.ReportMetric(float64(alloc)/float64(b.N), "B/change")
+					if got := c.Table().Set(); len(got.Rules) != len(st.Effective().Set.Rules) {
+						b.Fatalf("the classifier holds %d rules, the store %d", len(got.Rules), len(st.Effective().Set.Rules))
+					}
+				})
+			}
+		}
+	}
+}
