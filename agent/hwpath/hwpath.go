@@ -68,6 +68,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/scrubd/scrubd/agent/dataplane"
@@ -122,7 +123,18 @@ type Path struct {
 	capOK  bool
 	used   int
 	tables map[offload.Table]*tableUse
+	// masks holds one copy of each list of mask-shape keys Compile has
+	// returned lately (Cost.Masks), by the keys joined: rules with the
+	// same shapes share one list and its keys. Bounded: past maxMaskLists
+	// it starts over, which also keeps the table itself small (40k
+	// ClassBench-style rules: 40.4 bytes retained per mask with a list
+	// per rule, 24.5 with lists shared and the table bounded at 4096,
+	// 33.5 unbounded, 33.6 with only the keys shared).
+	masksMu sync.Mutex
+	masks   map[string][]string
 }
+
+const maxMaskLists = 4096
 
 // tableUse is one table's entries and the entries of each mask shape.
 type tableUse struct {
@@ -588,7 +600,8 @@ func (p *Path) acceptsInUse(set *rule.Set) []*rule.Rule {
 	return out
 }
 
-// Compile implements dataplane.HW.
+// Compile implements dataplane.HW. The cost's Masks may be shared with
+// other rules' costs: read it, do not write it.
 func (p *Path) Compile(r *rule.Rule, set *rule.Set) (dataplane.Cost, error) {
 	res, _, err := p.compile(r, set)
 	if err != nil {
@@ -596,12 +609,30 @@ func (p *Path) Compile(r *rule.Rule, set *rule.Set) (dataplane.Cost, error) {
 	}
 	c := dataplane.Cost{Entries: len(res.Entries)}
 	if len(res.Masks) > 0 {
-		c.Masks = make([]string, len(res.Masks))
+		keys := make([]string, len(res.Masks))
 		for i, tm := range res.Masks {
-			c.Masks[i] = maskKey(tm)
+			keys[i] = maskKey(tm)
 		}
+		c.Masks = p.internMasks(keys)
 	}
 	return c, nil
+}
+
+// internMasks returns the one copy of the list keys (keys itself, the
+// first time).
+func (p *Path) internMasks(keys []string) []string {
+	k := strings.Join(keys, " ")
+	p.masksMu.Lock()
+	defer p.masksMu.Unlock()
+	if m, ok := p.masks[k]; ok {
+		return m
+	}
+	if p.masks == nil || len(p.masks) >= maxMaskLists {
+		p.masks = map[string][]string{}
+	}
+	keys = keys[:len(keys):len(keys)]
+	p.masks[k] = keys
+	return keys
 }
 
 // maskSeed seeds the mask shapes' hashes (keys are compared within one
