@@ -211,37 +211,61 @@ type View struct {
 	Ready   bool
 }
 
+// ruleState is one rule's placement (100k of them at 100k rules: 280
+// bytes each, where the booleans each padded to a word and two more
+// time.Time made it 336).
 type ruleState struct {
 	r        *rule.Rule // in Placer.set: one copy of each rule, not two
 	path     Path
 	reason   string
 	since    time.Time
 	moves    uint64
-	hwOK     bool // Compile accepted it against the current set
 	hwReason string
 	hwKind   dataplane.Kind
 	cost     dataplane.Cost
 	// cumulative monotonic totals and last raw readings
 	hwTot, swTot   dataplane.Counter
 	hwLast, swLast dataplane.Counter
-	hwSeen, swSeen bool
 	// rates over the last round
 	hwPPS, swPPS, avgFrame float64
-	hwRetryAt              time.Time
-	key                    string    // hardware key while in hardware
-	hwChanged              time.Time // when the hardware counters last moved
+	// hwRetryAt is when hardware may be tried again after a refusal,
+	// hwChanged when the hardware counters last moved (Placer.stamp;
+	// 0: never).
+	hwRetryAt, hwChanged stamp
+	key                  string // hardware key while in hardware
 	// mkey is r.Match.String() as placed: what tells a changed rule.
 	mkey string
+	// seq is the rule's place in the store's order (store.Snapshot.Seqs).
+	seq  uint64
+	hwOK bool // Compile accepted it against the current set
 	// compiled says hwOK, hwReason, hwKind and cost hold for this rule in
 	// a set with the accept rules of Placer.acceptSig: an unchanged rule
 	// in a set whose accept rules did not change is not compiled again.
-	compiled bool
-	// seq is the rule's place in the store's order (store.Snapshot.Seqs).
-	seq uint64
+	compiled       bool
+	hwSeen, swSeen bool
 	// dirty: its RuleView changed since the last publish (Placer.dirty
 	// lists it).
 	dirty bool
 }
+
+// stamp is a time as the nanoseconds since the placer's epoch (its clock
+// when New ran: monotonic when the clock is), 0 for none: 8 bytes where a
+// time.Time is 24.
+type stamp int64
+
+// stamp returns t as a stamp.
+func (p *Placer) stamp(t time.Time) stamp {
+	if s := stamp(t.Sub(p.epoch)); s != 0 {
+		return s
+	}
+	return 1 // the epoch itself, a nanosecond on: 0 is none
+}
+
+// since is the time from stamp s to t.
+func (p *Placer) since(t time.Time, s stamp) time.Duration { return time.Duration(p.stamp(t) - s) }
+
+// before reports whether t is before stamp s.
+func (p *Placer) before(t time.Time, s stamp) bool { return p.stamp(t) < s }
 
 // roundCounts are what one placement round did, for its one log line.
 type roundCounts struct {
@@ -257,6 +281,8 @@ type Placer struct {
 	sw  dataplane.SW
 	log *slog.Logger
 	now func() time.Time
+	// epoch is the clock when New ran: stamps count from it.
+	epoch time.Time
 
 	// swBackstop: the last set pushed to software held the hardware
 	// rules too (the backstop).
@@ -431,7 +457,7 @@ func New(cfg Config, hw dataplane.HW, sw dataplane.SW, log *slog.Logger, now fun
 	if cfg.HWStatsPeriod <= 0 {
 		cfg.HWStatsPeriod = time.Second
 	}
-	p := &Placer{cfg: cfg, hw: hw, sw: sw, log: log, now: now, rules: map[string]*ruleState{},
+	p := &Placer{cfg: cfg, hw: hw, sw: sw, log: log, now: now, epoch: now(), rules: map[string]*ruleState{},
 		moves: map[[2]Path]uint64{}, failures: map[dataplane.Kind]uint64{}, hwUp: hw != nil, cpp: cfg.CyclesPerPacket,
 		resyncReq: make(chan string, 1), retired: map[string]retired{}}
 	p.publish()
@@ -1029,7 +1055,7 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 		p.touch(rs)
 		return false
 	}
-	if !rs.hwRetryAt.IsZero() && now.Before(rs.hwRetryAt) {
+	if rs.hwRetryAt != 0 && p.before(now, rs.hwRetryAt) {
 		return false
 	}
 	if t, why := p.noShape(rs); why != "" {
@@ -1038,7 +1064,7 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 		p.failures[dataplane.KindMaskBudget]++
 		rs.reason = p.intern("software: hardware refused: " + why)
 		p.touch(rs)
-		rs.hwRetryAt = now.Add(p.cfg.MinDwell)
+		rs.hwRetryAt = p.stamp(now.Add(p.cfg.MinDwell))
 		p.countRefused(dataplane.KindMaskBudget)
 		p.log.Debug("hardware install not tried; rule stays in software", "rule", rs.r.ID, "table", t, "why", why)
 		return false
@@ -1056,13 +1082,13 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 			p.noteOverlap(rs)
 			rs.compiled = false // the next Apply asks Compile again
 		}
-		rs.hwRetryAt = now.Add(p.cfg.MinDwell)
+		rs.hwRetryAt = p.stamp(now.Add(p.cfg.MinDwell))
 		p.countRefused(k)
 		p.log.Debug("hardware install failed; rule stays in software", "rule", rs.r.ID, "kind", k.String(), "err", err)
 		return false
 	}
 	rs.key = p.hw.Key(rs.r)
-	rs.hwChanged = now
+	rs.hwChanged = p.stamp(now)
 	for _, m := range rs.cost.Masks {
 		if p.shapes != nil {
 			p.shapes[m] = true
@@ -1133,16 +1159,16 @@ func (p *Placer) Tick(ctx context.Context) {
 			switch {
 			case dh.Packets > 0:
 				since := dt
-				if !rs.hwChanged.IsZero() {
-					since = now.Sub(rs.hwChanged).Seconds()
+				if rs.hwChanged != 0 {
+					since = p.since(now, rs.hwChanged).Seconds()
 				}
 				rs.hwPPS = float64(dh.Packets) / since
-				rs.hwChanged = now
-			case rs.hwChanged.IsZero() || now.Sub(rs.hwChanged) > 2*p.cfg.HWStatsPeriod+time.Duration(dt*float64(time.Second)):
+				rs.hwChanged = p.stamp(now)
+			case rs.hwChanged == 0 || p.since(now, rs.hwChanged) > 2*p.cfg.HWStatsPeriod+time.Duration(dt*float64(time.Second)):
 				rs.hwPPS = 0
 			}
-			if dh.Packets == 0 && rs.hwChanged.IsZero() {
-				rs.hwChanged = now
+			if dh.Packets == 0 && rs.hwChanged == 0 {
+				rs.hwChanged = p.stamp(now)
 			}
 			rs.swPPS = float64(ds.Packets) / dt
 			if n := dh.Packets + ds.Packets; n > 0 {
@@ -1294,7 +1320,7 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 		if hot && rs.swPPS == 0 {
 			continue
 		}
-		if !hot && (!p.hasRoom(rs) || (!rs.hwRetryAt.IsZero() && now.Before(rs.hwRetryAt))) {
+		if !hot && (!p.hasRoom(rs) || (rs.hwRetryAt != 0 && p.before(now, rs.hwRetryAt))) {
 			continue
 		}
 		cands = append(cands, rs)
@@ -1348,7 +1374,7 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 		}
 		in := p.inputs(rs)
 		if p.hasRoom(rs) {
-			if rs.hwRetryAt.IsZero() || !now.Before(rs.hwRetryAt) {
+			if rs.hwRetryAt == 0 || !p.before(now, rs.hwRetryAt) {
 				tries++
 			}
 			why := "offload first: room in hardware again"
@@ -1522,7 +1548,7 @@ func (p *Placer) Resync(ctx context.Context, reason string) int {
 	p.refreshBudget(ctx)
 	now := p.now()
 	for _, rs := range lost {
-		rs.hwRetryAt = time.Time{}
+		rs.hwRetryAt = 0
 		p.toHW(ctx, rs, "reinstalled after "+reason, now)
 	}
 	_ = p.pushSW(nil)
