@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	rtdebug "runtime/debug"
 	"syscall"
 	"time"
 
@@ -129,11 +128,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.Metrics.Listen = *metricsAddr
 	}
 	opt.Log = slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
-	if mb := cfg.MemoryLimitMB; mb > 0 {
-		prev := rtdebug.SetMemoryLimit(int64(mb) << 20)
-		defer rtdebug.SetMemoryLimit(prev)
-		opt.Log.Info("Go runtime soft memory limit set", "memory_limit_mb", mb)
-	}
+	defer setMemoryPolicy(cfg, opt.Log)()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

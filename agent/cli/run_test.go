@@ -6,11 +6,13 @@ import (
 	"path/filepath"
 	"regexp"
 	rtdebug "runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/scrubd/scrubd/agent/api"
+	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/internal/syncbuf"
 	"github.com/scrubd/scrubd/internal/testenv"
 )
@@ -179,18 +181,21 @@ func TestRunConfigBadRuleFile(t *testing.T) {
 
 // memory_limit_mb sets the Go runtime's soft memory limit while scrubd run
 // runs, and the previous limit is back once it returns.
+// memory_limit_mb and gc_percent are the runtime's while the agent runs,
+// logged, and put back after.
 func TestRunConfigMemoryLimit(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte("rules:\n  - {id: a, action: drop, match: {dst: 203.0.113.30/32, proto: udp}}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg := "state_dir: " + dir + "/state\napi: {socket: " + dir + "/api.sock}\nmetrics: {listen: '127.0.0.1:0'}\n" +
-		"rules: {files: [rules.yaml]}\noffload: {backend: sim, max_entries: 10}\nsoftware: {engine: dv, workers: 2}\nmemory_limit_mb: 300\n"
+		"rules: {files: [rules.yaml]}\noffload: {backend: sim, max_entries: 10}\nsoftware: {engine: dv, workers: 2}\nmemory_limit_mb: 300\ngc_percent: 30\n"
 	path := filepath.Join(dir, "scrubd.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	before := rtdebug.SetMemoryLimit(-1)
+	gcBefore := gogcPercent()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb syncbuf.Buffer
 	done := make(chan int, 1)
@@ -204,6 +209,7 @@ func TestRunConfigMemoryLimit(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	gcRun := gogcPercent()
 	cancel()
 	if rc := <-done; rc != 0 {
 		t.Fatalf("rc %d\n%s", rc, errb.String())
@@ -211,8 +217,45 @@ func TestRunConfigMemoryLimit(t *testing.T) {
 	if got := rtdebug.SetMemoryLimit(-1); got != before {
 		t.Fatalf("memory limit %d after run, want the previous %d", got, before)
 	}
-	if !strings.Contains(errb.String(), "memory_limit_mb=300") {
-		t.Fatalf("no log line for the limit:\n%s", errb.String())
+	if gcRun != 30 || gogcPercent() != gcBefore {
+		t.Fatalf("gc percent %d before, %d while running (want 30), %d after", gcBefore, gcRun, gogcPercent())
+	}
+	for _, want := range []string{"memory_limit_mb=300", "gc_percent=30 from=gc_percent"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Fatalf("no log line with %s:\n%s", want, errb.String())
+		}
+	}
+}
+
+// gogcPercent reads the collector's target from runtime/metrics.
+func gogcPercent() int64 {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
+}
+
+// Where scrubd run's collector target comes from: gc_percent, else GOGC
+// (which the runtime applied at start: scrubd leaves it), else
+// config.DefaultGCPercent; a GOGC the runtime cannot read is ignored.
+func TestGCPercentSource(t *testing.T) {
+	for _, c := range []struct {
+		cfg  int
+		gogc string
+		pct  int
+		from string
+		set  bool
+	}{
+		{0, "", config.DefaultGCPercent, "default", true},
+		{0, "200", 200, "GOGC", false},
+		{0, "off", -1, "GOGC", false},
+		{0, "lots", config.DefaultGCPercent, "default", true},
+		{30, "200", 30, "gc_percent", true},
+		{400, "", 400, "gc_percent", true},
+	} {
+		pct, from, set := gcPercent(&config.Config{GCPercent: c.cfg}, c.gogc)
+		if pct != c.pct || from != c.from || set != c.set {
+			t.Errorf("gc_percent %d, GOGC %q: %d from %s (set %v), want %d from %s (set %v)", c.cfg, c.gogc, pct, from, set, c.pct, c.from, c.set)
+		}
 	}
 }
 

@@ -49,6 +49,11 @@ type Config struct {
 	// (runtime/debug.SetMemoryLimit), set by scrubd run; 0 sets none (the
 	// heap may grow to twice the live heap, or GOMEMLIMIT's limit).
 	MemoryLimitMB int `yaml:"memory_limit_mb"`
+	// GCPercent is the Go collector's target (runtime/debug.SetGCPercent),
+	// set by scrubd run: the heap grows to the live heap times 1 +
+	// GCPercent/100 before it is collected. 0 (the default): GOGC from the
+	// environment if it is set, else DefaultGCPercent.
+	GCPercent int `yaml:"gc_percent"`
 }
 
 // RuleFiles are the YAML rule files (swpath/rule format).
@@ -573,7 +578,20 @@ func (c *Config) checkBasics(p *problems) {
 	if n := c.MemoryLimitMB; n != 0 && n < MinMemoryLimitMB {
 		p.bad("memory_limit_mb", strconv.Itoa(n), "must be 0 (no limit) or at least %d", MinMemoryLimitMB)
 	}
+	if n := c.GCPercent; n != 0 && (n < MinGCPercent || n > MaxGCPercent) {
+		p.bad("gc_percent", strconv.Itoa(n), "must be 0 (the default) or %d-%d", MinGCPercent, MaxGCPercent)
+	}
 }
+
+// The range of gc_percent, and the collector target scrubd run sets when
+// neither gc_percent nor GOGC gives one. Below 10 the collector would run
+// almost back to back; above 1000 the heap may grow to eleven times what
+// is live.
+const (
+	MinGCPercent     = 10
+	MaxGCPercent     = 1000
+	DefaultGCPercent = 50
+)
 
 // MinMemoryLimitMB is the smallest memory_limit_mb: the agent with a few
 // rules on the simulated NIC holds about 45 MB.

@@ -69,6 +69,9 @@ func TestRefused(t *testing.T) {
 		{"link_gbps: -1\n", `link_gbps "-1"`},
 		{"memory_limit_mb: 63\n", `memory_limit_mb "63": must be 0 (no limit) or at least 64`},
 		{"memory_limit_mb: -1\n", `memory_limit_mb "-1": must be 0 (no limit) or at least 64`},
+		{"gc_percent: 9\n", `gc_percent "9": must be 0 (the default) or 10-1000`},
+		{"gc_percent: 1001\n", `gc_percent "1001": must be 0 (the default) or 10-1000`},
+		{"gc_percent: -1\n", `gc_percent "-1": must be 0 (the default) or 10-1000`},
 		{"metrics: {max_rule_series: 0}\n", "metrics.max_rule_series"},
 		{"placement: {interval: banana}\n", "x:1"},
 		{"- a\n- b\n", "x:1"},
@@ -240,6 +243,20 @@ func TestLoadForRunLeavesFilesToValidateRun(t *testing.T) {
 	writeFile(t, dir+"/scrubd.yaml", "rules: {files: [good.yaml], poll: -1s}\n")
 	if _, err := LoadForRun(dir + "/scrubd.yaml"); err == nil || !strings.Contains(err.Error(), "rules.poll") {
 		t.Fatalf("LoadForRun of a bad poll: %v", err)
+	}
+}
+
+// gc_percent: 0 (the default: GOGC, else DefaultGCPercent) and 10-1000
+// are taken as given.
+func TestGCPercentAccepted(t *testing.T) {
+	if d := Defaults(); d.GCPercent != 0 {
+		t.Fatalf("default gc_percent %d, want 0", d.GCPercent)
+	}
+	for _, n := range []int{10, 50, 1000} {
+		c, err := Parse("x", []byte(fmt.Sprintf("gc_percent: %d\nsoftware: {engine: none}\n", n)), false)
+		if err != nil || c.GCPercent != n {
+			t.Fatalf("gc_percent %d: %v %+v", n, err, c)
+		}
 	}
 }
 
