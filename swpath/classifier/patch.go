@@ -353,15 +353,22 @@ func (p *patch) liveBest(f *rule.Fields) uint64 {
 	return best
 }
 
+// baseKey returns the key of the best live base rule for f given the
+// base lookup's rule bi.
+func (p *patch) baseKey(f *rule.Fields, bi int32) uint64 {
+	if bi < 0 {
+		return noRank
+	}
+	if k := p.bkey[bi]; k != noRank {
+		return k
+	}
+	return p.liveBest(f)
+}
+
 // decide returns the key of the deciding rule of f given the base
 // lookup's rule bi, and the overlay's probes.
 func (p *patch) decide(f *rule.Fields, bi int32) (uint64, int) {
-	best := noRank
-	if bi >= 0 {
-		if best = p.bkey[bi]; best == noRank {
-			best = p.liveBest(f)
-		}
-	}
+	best := p.baseKey(f, bi)
 	if p.ov == nil {
 		return best, 0
 	}
@@ -400,10 +407,24 @@ func (t *Table) patchBurst(fs []rule.Fields, out []int32, jobs []stagedProbe) in
 	} else {
 		n = p.base.decideBurst(fs, out, jobs)
 	}
-	for i := range fs {
-		k, m := p.decide(&fs[i], out[i])
-		out[i] = keyRule(k)
-		n += m
+	if p.ov == nil {
+		for i := range fs {
+			out[i] = keyRule(p.baseKey(&fs[i], out[i]))
+		}
+		return n
+	}
+	// The overlay decides the burst too, a group at a time.
+	var ovOut [stagedGroup]int32
+	for g := 0; g < len(fs); g += stagedGroup {
+		gfs := fs[g:min(g+stagedGroup, len(fs))]
+		n += p.ov.DecideBurst(gfs, ovOut[:len(gfs)])
+		for i := range gfs {
+			k := p.baseKey(&gfs[i], out[g+i])
+			if oi := ovOut[i]; oi >= 0 {
+				k = min(k, p.okey[oi])
+			}
+			out[g+i] = keyRule(k)
+		}
 	}
 	return n
 }

@@ -144,3 +144,70 @@ func BenchmarkChangeStream(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPatchedLookup: what a patched table costs a lookup, against
+// the compiled table of the same set, on ClassBench-style sets of 10k and
+// 100k rules and fresh traffic (every packet a new flow) steered at the
+// rules: DecideBurst (api=table) and a worker's bursts with its flow cache
+// off (api=burst-nocache). "patched-1" has one rule removed and one added;
+// "patched-fold" an overlay and masked rules just under the fold bounds
+// (√n added, n/16 removed).
+//
+//	go test -run '^$' -bench PatchedLookup ./swpath/classifier/
+func BenchmarkPatchedLookup(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		for _, how := range []string{"compiled", "patched-1", "patched-fold"} {
+			for _, api := range []string{"table", "burst-nocache"} {
+				b.Run(fmt.Sprintf("rules=%dk/%s/api=%s", n/1000, how, api), func(b *testing.B) {
+					wl := classBench(b, n, true)
+					base := wl.set
+					c, err := New(base)
+					if err != nil {
+						b.Fatal(err)
+					}
+					nadd, nrm := 1, 1
+					if how == "patched-fold" {
+						nadd, nrm = foldAt(n), n/16
+					}
+					if how != "compiled" {
+						adds := traffic.ClassBenchRules(uint64(n)+3, nadd).Rules
+						// Remove every (n/nrm)-th rule, add the new ones spread
+						// over the set.
+						step := n / nrm
+						next := &rule.Set{}
+						var removed, added []int
+						for i, r := range base.Rules {
+							if i%step == step/2 && len(removed) < nrm {
+								removed = append(removed, i)
+								continue
+							}
+							if k := len(added); k < nadd && i%(n/nadd) == 0 {
+								a := adds[k]
+								a.ID = fmt.Sprintf("added%d", k)
+								added = append(added, len(next.Rules))
+								next.Rules = append(next.Rules, a)
+							}
+							next.Rules = append(next.Rules, r)
+						}
+						if err := c.Patch(base, next, removed, added); err != nil {
+							b.Fatal(err)
+						}
+						if c.Table().pt == nil {
+							b.Fatal("not patched")
+						}
+					}
+					switch api {
+					case "table":
+						runTable(b, c.Table(), wl.fs)
+					default:
+						w := c.NewWorker()
+						defer w.Close()
+						w.cache.off = true
+						runBursts(b, w, wl.fs, wl.lens)
+					}
+					c.Settle()
+				})
+			}
+		}
+	}
+}
