@@ -1,9 +1,12 @@
 package store
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"reflect"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -125,4 +128,137 @@ func TestEntryFieldsReadBack(t *testing.T) {
 	if e, ok := s.Get("s1"); !ok || !e.StaleAt.IsZero() {
 		t.Fatalf("s1 after the sweep: %v %+v", ok, e)
 	}
+}
+
+// Reads of the effective set after random puts (most of new rules, so the
+// set grows at its end), replacements, deletions, transactions, file
+// replaces, stale marks and sweeps equal the set built afresh from the
+// stored entries, and every set handed out before still reads as it did.
+// A read after rules were only added hands out the same array, longer.
+func TestEffectiveExtendsInPlace(t *testing.T) {
+	s, c := newStore()
+	rng := rand.New(rand.NewPCG(3, 4))
+	next := 0
+	rnd := func(fresh bool) rule.Rule {
+		id := fmt.Sprintf("d%d", rng.IntN(max(next, 1)))
+		if fresh {
+			id = fmt.Sprintf("d%d", next)
+			next++
+		}
+		x := rule.Rule{ID: id, Priority: uint32(1000 + rng.IntN(3)), Action: rule.Drop,
+			Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(8 + rng.IntN(4))}), 32)}} // .10 is protected: refused
+		if rng.IntN(8) == 0 {
+			x.Expires = c.t.Add(time.Duration(1+rng.IntN(3)) * time.Second)
+		}
+		return x
+	}
+	type held struct {
+		snap  Snapshot
+		rules []rule.Rule
+		seqs  []uint64
+	}
+	var hs []held
+	prev := s.Effective()
+	shared := 0
+	steps := 2000
+	if testing.Short() {
+		steps = 600 // CI's -race -short
+	}
+	for step := range steps {
+		c.t = c.t.Add(time.Second)
+		switch k := rng.IntN(20); {
+		case k < 12:
+			_, _ = s.Put("api", rnd(true))
+		case k < 13:
+			_, _ = s.Put("api", rnd(false))
+		case k < 14:
+			_ = s.Delete("api", fmt.Sprintf("d%d", rng.IntN(max(next, 1))))
+		case k < 16:
+			s.Update(func(tx *Tx) {
+				for range 1 + rng.IntN(5) {
+					_, _ = tx.Put("api", rnd(rng.IntN(4) != 0))
+				}
+			})
+		case k < 17:
+			var rs []rule.Rule
+			for i := range rng.IntN(5) {
+				x := rnd(false)
+				x.ID = fmt.Sprintf("f%d", i+rng.IntN(3))
+				if !slices.ContainsFunc(rs, func(y rule.Rule) bool { return y.ID == x.ID }) {
+					rs = append(rs, x)
+				}
+			}
+			_, _ = s.Replace("file:a", rs)
+		case k < 18:
+			s.MarkStale("api", c.t.Add(time.Hour))
+		default:
+			s.Sweep()
+		}
+		var cur Snapshot
+		if rng.IntN(2) == 0 {
+			cur = s.Effective()
+		} else {
+			cur = s.Snapshot()
+		}
+		var wantRules []rule.Rule
+		var wantSeqs []uint64
+		for _, r := range s.ProtectRules() {
+			wantRules, wantSeqs = append(wantRules, r), append(wantSeqs, 0)
+		}
+		for _, e := range s.List() {
+			if e.InForce() {
+				wantRules, wantSeqs = append(wantRules, e.Rule), append(wantSeqs, e.seq)
+			}
+		}
+		if !slices.EqualFunc(cur.Set.Rules, wantRules, sameTestRule) || !slices.Equal(cur.Seqs, wantSeqs) {
+			t.Fatalf("step %d: the effective set\n got %v\nwant %v", step, cur.Set.Rules, wantRules)
+		}
+		if cap(cur.Set.Rules) != len(cur.Set.Rules) || cap(cur.Seqs) != len(cur.Seqs) {
+			t.Fatalf("step %d: a set handed out with room beyond its length", step)
+		}
+		if len(cur.Set.Rules) > len(prev.Set.Rules) && len(prev.Set.Rules) > 0 && &cur.Set.Rules[0] == &prev.Set.Rules[0] {
+			shared++
+		}
+		prev = cur
+		if step%10 == 0 {
+			hs = append(hs, held{cur, slices.Clone(cur.Set.Rules), slices.Clone(cur.Seqs)})
+		}
+		if step%500 == 499 {
+			for _, h := range hs {
+				if !slices.EqualFunc(h.snap.Set.Rules, h.rules, sameTestRule) || !slices.Equal(h.snap.Seqs, h.seqs) {
+					t.Fatalf("step %d: the set of version %d changed after it was handed out", step, h.snap.Version)
+				}
+			}
+		}
+	}
+	// Rules added one by one past the room the array has: a new array.
+	first := &s.Effective().Set.Rules[0]
+	for i := 0; ; i++ {
+		if i == 5000 {
+			t.Fatal("5000 rules added in place after the last copy")
+		}
+		r := rnd(true)
+		r.Expires, r.Match.Dst = time.Time{}, netip.MustParsePrefix("198.51.100.0/24")
+		if _, err := s.Put("api", r); err != nil {
+			t.Fatal(err)
+		}
+		cur := s.Effective()
+		if n := len(cur.Set.Rules); !sameTestRule(cur.Set.Rules[n-1], r) {
+			t.Fatalf("the last rule of the set is %v, want %v", cur.Set.Rules[n-1], r)
+		}
+		if &cur.Set.Rules[0] != first {
+			t.Logf("a new array after %d rules added in place", i)
+			break
+		}
+	}
+	t.Logf("%d of %d reads extended the last set in place", shared, steps)
+	if shared < steps/10 {
+		t.Fatalf("only %d of %d reads extended the last set in place", shared, steps)
+	}
+}
+
+// sameTestRule compares what the rules of TestEffectiveExtendsInPlace and
+// the protect list's differ in.
+func sameTestRule(a, b rule.Rule) bool {
+	return a.ID == b.ID && a.Priority == b.Priority && a.Action == b.Action && a.Expires.Equal(b.Expires) && a.Match.Dst == b.Match.Dst
 }

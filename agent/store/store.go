@@ -203,15 +203,42 @@ type Store struct {
 	sweepWalks uint64
 	// srcs holds one copy of each source's name for the entries (stored.src).
 	srcs map[string]*string
-	// eff is the effective set last handed out (Effective, Snapshot), with
-	// its Seqs, at version effVer: read again at the same version it is
-	// handed out again, not copied, so that placement and a second reader
-	// (the simulated NIC's reference) share one array. The entries in
-	// force point into it until the next copy.
-	eff     rule.Set
-	effSeqs []uint64
-	effVer  uint64
-	effOK   bool
+	// effRules and effSeqs are the effective set last handed out
+	// (Effective, Snapshot) and its Seqs, at version effVer, valid while
+	// effOK: read again at the same version they are handed out again,
+	// not copied, so that placement and a second reader (the simulated
+	// NIC's reference) share one array; the entries in force point into
+	// it. Their arrays have room beyond their length, which no holder
+	// sees (each gets them with the capacity at the length): rules added
+	// since (effNew, in the store's order) are written there by the next
+	// read, which hands out the longer set without a copy. Any other
+	// change to the set (a rule replaced or removed) drops them (dropEff)
+	// and the next read copies every rule again.
+	effRules []rule.Rule
+	effSeqs  []uint64
+	effNew   []*stored
+	effVer   uint64
+	effOK    bool
+}
+
+// dropEffLocked forgets the last effective set handed out: the set changed
+// other than by rules added at its end.
+func (s *Store) dropEffLocked() {
+	s.effRules, s.effSeqs, s.effNew, s.effOK = nil, nil, nil, false
+}
+
+// noteEffLocked records for the last effective set handed out that entry
+// e, in force, is added after every rule in it (or drops the set when its
+// array has no room for it).
+func (s *Store) noteEffLocked(e *stored) {
+	if !s.effOK {
+		return
+	}
+	if len(s.effRules)+len(s.effNew) >= cap(s.effRules) {
+		s.dropEffLocked()
+		return
+	}
+	s.effNew = append(s.effNew, e)
 }
 
 // srcLocked returns the store's copy of source name src.
@@ -337,7 +364,14 @@ func (s *Store) tooManyLocked(src string, n int) error {
 
 // setLocked stores e under its rule id, keeping the per-source counts.
 func (s *Store) setLocked(e *stored) {
-	if old, ok := s.entries[e.r.ID]; ok {
+	old, replaced := s.entries[e.r.ID]
+	switch {
+	case replaced && (old.InForce() || e.InForce()):
+		s.dropEffLocked() // changed in its place
+	case !replaced && e.InForce():
+		s.noteEffLocked(e) // its seq is the store's last: at the end
+	}
+	if replaced {
 		s.perSource[old.source()]--
 		s.uncountLocked(old)
 		if old.source() != e.source() {
@@ -374,6 +408,9 @@ func (s *Store) uncountLocked(e *stored) {
 // delLocked removes rule id, keeping the per-source counts.
 func (s *Store) delLocked(id string) {
 	if old, ok := s.entries[id]; ok {
+		if old.InForce() {
+			s.dropEffLocked()
+		}
 		s.perSource[old.source()]--
 		s.untouchLocked(old.source())
 		s.uncountLocked(old)
@@ -426,9 +463,6 @@ func (s *Store) OnRemove(f func(Entry, string)) {
 
 func (s *Store) bumpLocked() {
 	s.version++
-	// The last copy of the effective set is of the version before: let
-	// it go with the entries that still point into it.
-	s.eff, s.effSeqs, s.effOK = rule.Set{}, nil, false
 	select {
 	case s.changed <- struct{}{}:
 	default:
@@ -800,9 +834,12 @@ func (s *Store) snapshot(set, entries bool) Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := Snapshot{Version: s.version}
-	if set && s.effOK && s.effVer == s.version {
-		// Nothing changed since the last copy: hand it out again.
-		snap.Set, snap.Seqs = s.eff, s.effSeqs
+	if set && s.effOK {
+		// Nothing changed since the last copy but rules added after it:
+		// hand it out again, with those written after its end.
+		s.extendEffLocked()
+		n := len(s.effRules)
+		snap.Set.Rules, snap.Seqs = s.effRules[:n:n], s.effSeqs[:n:n]
 		if !entries {
 			return snap
 		}
@@ -812,9 +849,12 @@ func (s *Store) snapshot(set, entries bool) Snapshot {
 	if set {
 		pr := s.protect.Rules()
 		first = len(pr)
-		snap.Set.Rules = make([]rule.Rule, 0, len(pr)+len(s.entries))
+		// Room for rules added later (extendEffLocked), about 6%.
+		n := len(pr) + len(s.entries)
+		c := n + n/16 + 16
+		snap.Set.Rules = make([]rule.Rule, 0, c)
 		snap.Set.Rules = append(snap.Set.Rules, pr...)
-		snap.Seqs = make([]uint64, len(pr), cap(snap.Set.Rules))
+		snap.Seqs = make([]uint64, len(pr), c)
 	}
 	if entries {
 		snap.Entries = make([]Entry, 0, len(s.entries))
@@ -843,13 +883,31 @@ func (s *Store) snapshot(set, entries bool) Snapshot {
 				k++
 			}
 		}
-		// Shared by every reader of this version: the capacity ends at
-		// the length, so a holder that appends gets an array of its own.
+		// Shared by every reader of this version and the store: the
+		// capacity handed out ends at the length, so a holder that
+		// appends gets an array of its own.
+		s.effRules, s.effSeqs, s.effNew, s.effVer, s.effOK = snap.Set.Rules, snap.Seqs, nil, s.version, true
 		n := len(snap.Set.Rules)
 		snap.Set.Rules, snap.Seqs = snap.Set.Rules[:n:n], snap.Seqs[:n:n]
-		s.eff, s.effSeqs, s.effVer, s.effOK = snap.Set, snap.Seqs, s.version, true
 	}
 	return snap
+}
+
+// extendEffLocked brings the last effective set handed out to the current
+// version: the rules added since are written after its end, in the room
+// its array has (noteEffLocked checked), where no holder of a shorter
+// set reads, and their entries point at them there.
+func (s *Store) extendEffLocked() {
+	if s.effVer == s.version {
+		return
+	}
+	n := len(s.effRules)
+	rules, seqs := s.effRules[:n+len(s.effNew)], s.effSeqs[:n+len(s.effNew)]
+	for i, e := range s.effNew {
+		rules[n+i], seqs[n+i] = *e.r, e.seq
+		e.r = &rules[n+i]
+	}
+	s.effRules, s.effSeqs, s.effNew, s.effVer = rules, seqs, nil, s.version
 }
 
 // ProtectRules returns the protect list's accept rules.
