@@ -823,7 +823,8 @@ func (s *Store) Snapshot() Snapshot { return s.snapshot(true, true) }
 
 // Effective returns a Snapshot's Version and Set, Entries left nil: what
 // placement reads, without a second copy of every rule. Read again at the
-// same version it returns the same arrays, not a new copy.
+// same version it returns the same arrays, not a new copy; read after
+// rules were only added, the same arrays, longer (extendEffLocked).
 func (s *Store) Effective() Snapshot { return s.snapshot(true, false) }
 
 // List returns a Snapshot's Entries (every stored rule, refused ones too,
