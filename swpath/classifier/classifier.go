@@ -28,10 +28,13 @@ type Classifier struct {
 	// tests).
 	mode int
 	// folding: a fold (patch.go) is compiling in the background; folds
-	// waits for it.
-	folding bool
-	folds   sync.WaitGroup
-	pstat   PatchStats
+	// waits for it. flog are the changes Patch published since it began,
+	// which it replays; foldBroken: a Swap since, which it cannot.
+	folding    bool
+	foldBroken bool
+	flog       []patchRec
+	folds      sync.WaitGroup
+	pstat      PatchStats
 }
 
 // slotRef is a rule id's counter slot and how many rules of the current
@@ -72,6 +75,9 @@ func (c *Classifier) Swap(set *rule.Set) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.reclaim()
+	if c.folding {
+		c.foldBroken, c.flog = true, nil // a fold in flight is of an older set
+	}
 	slots := make(map[string]slotRef, len(set.Rules))
 	t.prio = make([]uint32, len(set.Rules))
 	for i := range set.Rules {

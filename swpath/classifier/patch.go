@@ -3,6 +3,7 @@ package classifier
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/scrubd/scrubd/swpath/rule"
@@ -29,10 +30,11 @@ import (
 //
 // When the overlay passes max(foldMin, √n) rules, or the masked base rules
 // max(foldMin, n/16), the classifier folds: it compiles the current set in
-// the background (as Swap would) and publishes that table in the patched
-// one's place if no change came meanwhile (else it tries again with the
-// newest set). An overlay past four times that bound is folded on the
-// caller's path (Swap). So a change costs, amortized, a full compile per
+// the background (as Swap would), replays on that table the changes
+// patched in meanwhile (each one more patch, on the new base), and
+// publishes it in the current table's place (a Swap meanwhile drops it).
+// An overlay past four times that bound is folded on the caller's path
+// (Swap). So a change costs, amortized, a full compile per
 // √n changes (at 100k rules one per 316) on another goroutine, plus its
 // own part: the overlay's compile (at most 4√n rules) and one pass over
 // the set's index arrays (the new table's counter slots and verdicts by
@@ -63,6 +65,7 @@ type PatchStats struct {
 	Folds      uint64 // background folds published
 	FoldsStale uint64 // background folds dropped: the set changed meanwhile
 	SyncFolds  uint64 // patches that compiled the whole set (overlay too big)
+	Replayed   uint64 // changes a fold replayed on its table (they came during its compile)
 	Overlay    int    // rules in the current table's overlay
 	Masked     int    // base rules the current table masks
 }
@@ -110,89 +113,11 @@ func (c *Classifier) Patch(from, set *rule.Set, removed, added []int) error {
 		return fmt.Errorf("classifier: patch: %d rules - %d removed + %d added = %d, but the new set has %d",
 			len(from.Rules), len(removed), len(added), n, len(set.Rules))
 	}
-	cp := cur.pt
-	base := cur
-	if cp != nil {
-		base = cp.base
+	t, err := c.patchTable(cur, set, removed, added)
+	if err != nil {
+		return err
 	}
-	nb := len(base.set.Rules)
-	t := &Table{set: set, verdictAt: make([]Verdict, len(set.Rules)+1), slot: make([]uint32, len(set.Rules)),
-		prio: make([]uint32, len(set.Rules))}
-	t.verdict = t.verdictAt[1:]
-	p := &patch{base: base, bkey: make([]uint64, nb)}
-	for i := range p.bkey {
-		p.bkey[i] = noRank
-	}
-	var ovIdx []int // indexes in set of the overlay's rules, ascending
-	// The sources of the current set's rules, in its order: the live base
-	// rules (ascending) merged with the overlay's (okey's new indexes).
-	bi, oi := 0, 0
-	ci, ri, ai := 0, 0, 0
-	// The kept rules are not read (at 100k rules that is 29 MB of them):
-	// the pair after each change, and the first and last, are checked.
-	check := true
-	for j := range set.Rules {
-		if ai < len(added) && added[ai] == j {
-			ai++
-			ovIdx = append(ovIdx, j)
-			check = true
-			continue
-		}
-		// The next kept rule of the current set, and its source.
-		var fromOv bool
-		var src int
-		for {
-			if ci >= len(from.Rules) {
-				return fmt.Errorf("classifier: patch: rule %d of the new set (%q) has no rule of the current set left to be", j, set.Rules[j].ID)
-			}
-			fromOv, src = false, ci
-			if cp != nil {
-				if oi < len(cp.okey) && int(uint32(cp.okey[oi])) == ci {
-					fromOv, src = true, oi
-					oi++
-				} else {
-					for cp.bkey[bi] == noRank {
-						bi++
-					}
-					src = bi
-					bi++
-				}
-			}
-			if ri < len(removed) && removed[ri] == ci {
-				ri++
-				ci++
-				check = true
-				continue
-			}
-			break
-		}
-		if check || j == len(set.Rules)-1 {
-			check = false
-			if a, b := &from.Rules[ci], &set.Rules[j]; a != b && (a.ID != b.ID || a.Priority != b.Priority || a.Action != b.Action) {
-				return fmt.Errorf("classifier: patch: rule %d of the new set (%q, priority %d, %v) is not rule %d of the current set (%q, priority %d, %v), yet neither is listed",
-					j, b.ID, b.Priority, b.Action, ci, a.ID, a.Priority, a.Action)
-			}
-		}
-		if fromOv {
-			ovIdx = append(ovIdx, j)
-		} else {
-			p.bkey[src] = uint64(cur.prio[ci])<<32 | uint64(j)
-		}
-		t.slot[j] = cur.slot[ci]
-		t.verdict[j] = cur.verdict[ci]
-		t.prio[j] = cur.prio[ci]
-		ci++
-	}
-	// The current set's rules left over are all removed ones: the counts
-	// agree, and the removed indexes ascend below len(from.Rules).
-	live := 0
-	for _, k := range p.bkey {
-		if k != noRank {
-			live++
-		}
-	}
-	p.dead = nb - live
-	if len(ovIdx) > 4*foldAt(len(set.Rules)) {
+	if t == nil {
 		if err := c.Swap(set); err != nil {
 			return err
 		}
@@ -202,34 +127,6 @@ func (c *Classifier) Patch(from, set *rule.Set, removed, added []int) error {
 		c.mu.Unlock()
 		return nil
 	}
-	t.used = base.used
-	if len(ovIdx) > 0 {
-		ovSet := &rule.Set{Rules: make([]rule.Rule, len(ovIdx))}
-		p.okey = make([]uint64, len(ovIdx))
-		for k, j := range ovIdx {
-			ovSet.Rules[k] = set.Rules[j]
-			p.okey[k] = uint64(set.Rules[j].Priority)<<32 | uint64(j)
-		}
-		ov, err := compile(ovSet, c.mode)
-		if err != nil {
-			return err
-		}
-		p.ov = ov
-		t.used.or(&ov.used)
-		for _, j := range added {
-			t.prio[j] = set.Rules[j].Priority
-			t.verdict[j] = Drop
-			if set.Rules[j].Action == rule.Accept {
-				t.verdict[j] = Accept
-			}
-		}
-	}
-	t.cacheW0, t.cacheW1 = t.used.cacheMasks()
-	t.ntables = base.ntables
-	if p.ov != nil {
-		t.ntables = max(t.ntables, p.ov.ntables)
-	}
-	t.pt = p
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -266,10 +163,143 @@ func (c *Classifier) Patch(from, set *rule.Set, removed, added []int) error {
 	c.cur.Store(t)
 	c.reclaim()
 	c.pstat.Patches++
+	if c.folding {
+		// The fold in flight replays this change on its table.
+		c.flog = append(c.flog, patchRec{set, slices.Clone(removed), slices.Clone(added)})
+	}
 	if c.foldDue(t) {
 		c.foldLater(t)
 	}
 	return nil
+}
+
+// patchRec is a change Patch published while a fold was compiling.
+type patchRec struct {
+	set            *rule.Set
+	removed, added []int
+}
+
+// patchTable returns the table of set as a patch over cur, whose set set
+// differs from by removed and added (checked by Patch): its lookup, and its
+// verdicts, priorities and counter slots by rule index, those of the added
+// rules' slots left 0 (Patch fills them). It returns nil when the overlay
+// would pass four times the fold bound: the set is to be compiled whole.
+func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int) (*Table, error) {
+	from := cur.set
+	cp := cur.pt
+	base := cur
+	if cp != nil {
+		base = cp.base
+	}
+	nb := len(base.set.Rules)
+	t := &Table{set: set, verdictAt: make([]Verdict, len(set.Rules)+1), slot: make([]uint32, len(set.Rules)),
+		prio: make([]uint32, len(set.Rules))}
+	t.verdict = t.verdictAt[1:]
+	p := &patch{base: base, bkey: make([]uint64, nb)}
+	for i := range p.bkey {
+		p.bkey[i] = noRank
+	}
+	var ovIdx []int // indexes in set of the overlay's rules, ascending
+	// The sources of the current set's rules, in its order: the live base
+	// rules (ascending) merged with the overlay's (okey's new indexes).
+	bi, oi := 0, 0
+	ci, ri, ai := 0, 0, 0
+	// The kept rules are not read (at 100k rules that is 29 MB of them):
+	// the pair after each change, and the first and last, are checked.
+	check := true
+	for j := range set.Rules {
+		if ai < len(added) && added[ai] == j {
+			ai++
+			ovIdx = append(ovIdx, j)
+			check = true
+			continue
+		}
+		// The next kept rule of the current set, and its source.
+		var fromOv bool
+		var src int
+		for {
+			if ci >= len(from.Rules) {
+				return nil, fmt.Errorf("classifier: patch: rule %d of the new set (%q) has no rule of the current set left to be", j, set.Rules[j].ID)
+			}
+			fromOv, src = false, ci
+			if cp != nil {
+				if oi < len(cp.okey) && int(uint32(cp.okey[oi])) == ci {
+					fromOv, src = true, oi
+					oi++
+				} else {
+					for cp.bkey[bi] == noRank {
+						bi++
+					}
+					src = bi
+					bi++
+				}
+			}
+			if ri < len(removed) && removed[ri] == ci {
+				ri++
+				ci++
+				check = true
+				continue
+			}
+			break
+		}
+		if check || j == len(set.Rules)-1 {
+			check = false
+			if a, b := &from.Rules[ci], &set.Rules[j]; a != b && (a.ID != b.ID || a.Priority != b.Priority || a.Action != b.Action) {
+				return nil, fmt.Errorf("classifier: patch: rule %d of the new set (%q, priority %d, %v) is not rule %d of the current set (%q, priority %d, %v), yet neither is listed",
+					j, b.ID, b.Priority, b.Action, ci, a.ID, a.Priority, a.Action)
+			}
+		}
+		if fromOv {
+			ovIdx = append(ovIdx, j)
+		} else {
+			p.bkey[src] = uint64(cur.prio[ci])<<32 | uint64(j)
+		}
+		t.slot[j] = cur.slot[ci]
+		t.verdict[j] = cur.verdict[ci]
+		t.prio[j] = cur.prio[ci]
+		ci++
+	}
+	// The current set's rules left over are all removed ones: the counts
+	// agree, and the removed indexes ascend below len(from.Rules).
+	live := 0
+	for _, k := range p.bkey {
+		if k != noRank {
+			live++
+		}
+	}
+	p.dead = nb - live
+	if len(ovIdx) > 4*foldAt(len(set.Rules)) {
+		return nil, nil
+	}
+	t.used = base.used
+	if len(ovIdx) > 0 {
+		ovSet := &rule.Set{Rules: make([]rule.Rule, len(ovIdx))}
+		p.okey = make([]uint64, len(ovIdx))
+		for k, j := range ovIdx {
+			ovSet.Rules[k] = set.Rules[j]
+			p.okey[k] = uint64(set.Rules[j].Priority)<<32 | uint64(j)
+		}
+		ov, err := compile(ovSet, c.mode)
+		if err != nil {
+			return nil, err
+		}
+		p.ov = ov
+		t.used.or(&ov.used)
+		for _, j := range added {
+			t.prio[j] = set.Rules[j].Priority
+			t.verdict[j] = Drop
+			if set.Rules[j].Action == rule.Accept {
+				t.verdict[j] = Accept
+			}
+		}
+	}
+	t.cacheW0, t.cacheW1 = t.used.cacheMasks()
+	t.ntables = base.ntables
+	if p.ov != nil {
+		t.ntables = max(t.ntables, p.ov.ntables)
+	}
+	t.pt = p
+	return t, nil
 }
 
 // checkIndexes checks that xs is ascending, without repeats, within [0, n).
@@ -292,35 +322,72 @@ func (c *Classifier) foldDue(t *Table) bool {
 	return len(p.okey) > foldAt(n) || p.dead > max(foldMin, n/16)
 }
 
-// foldLater compiles t's set on a goroutine of its own and publishes it in
-// t's place if t is still current then; else it starts over with the
-// current table if that is due. One fold at a time. c.mu held.
+// foldLater compiles t's set on a goroutine of its own, replays on that
+// table the changes Patch published meanwhile (flog), and publishes the
+// result in the current table's place; a Swap meanwhile drops it. One fold
+// at a time. c.mu held.
 func (c *Classifier) foldLater(t *Table) {
 	if c.folding {
 		return
 	}
-	c.folding = true
+	c.folding, c.foldBroken, c.flog = true, false, nil
 	c.folds.Add(1)
 	go func() {
 		defer c.folds.Done()
 		nt, err := compile(t.set, c.mode)
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.folding = false
-		if err != nil || c.cur.Load() != t {
-			c.pstat.FoldsStale++
-			if n := c.cur.Load(); c.foldDue(n) {
-				c.foldLater(n)
-			}
-			return
+		if err == nil {
+			nt.prio = t.prio
 		}
-		// The same set and slots: only the lookup changes.
-		nt.slot, nt.nslots, nt.prio = t.slot, t.nslots, t.prio
-		c.gen++
-		nt.gen = c.gen
-		c.cur.Store(nt)
-		c.reclaim()
-		c.pstat.Folds++
+		applied := 0
+		for {
+			c.mu.Lock()
+			cur := c.cur.Load()
+			if err != nil || c.foldBroken || (applied == len(c.flog) && cur.set != nt.set) {
+				c.folding, c.flog = false, nil
+				c.pstat.FoldsStale++
+				if c.foldDue(cur) {
+					c.foldLater(cur)
+				}
+				c.mu.Unlock()
+				return
+			}
+			if applied == len(c.flog) {
+				// The current set: its slots, verdicts and priorities by
+				// rule index are the current table's.
+				nt.slot, nt.nslots, nt.prio, nt.verdictAt, nt.verdict = cur.slot, cur.nslots, cur.prio, cur.verdictAt, cur.verdict
+				c.pstat.Replayed += uint64(applied)
+				c.gen++
+				nt.gen = c.gen
+				c.cur.Store(nt)
+				c.reclaim()
+				c.folding, c.flog = false, nil
+				c.pstat.Folds++
+				if c.foldDue(nt) {
+					c.foldLater(nt)
+				}
+				c.mu.Unlock()
+				return
+			}
+			recs := c.flog[applied:]
+			c.mu.Unlock()
+			for _, r := range recs {
+				var pt *Table
+				if pt, err = c.patchTable(nt, r.set, r.removed, r.added); err != nil {
+					break
+				}
+				if pt == nil { // past the overlay's bound: compiled whole
+					if pt, err = compile(r.set, c.mode); err != nil {
+						break
+					}
+					pt.prio = make([]uint32, len(r.set.Rules))
+					for i := range r.set.Rules {
+						pt.prio[i] = r.set.Rules[i].Priority
+					}
+				}
+				nt = pt
+				applied++
+			}
+		}
 	}()
 }
 

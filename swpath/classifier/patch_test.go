@@ -496,3 +496,50 @@ func TestPatchAtomic(t *testing.T) {
 		t.Fatalf("%+v: want 200 patches and folds tried", ps)
 	}
 }
+
+// TestPatchFoldReplays: changes patched in while a fold compiles are
+// replayed on the folded table, which then lands (not dropped as stale),
+// and decides as the reference.
+func TestPatchFoldReplays(t *testing.T) {
+	set := traffic.ClassBenchRules(101, 20000)
+	c, err := New(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One change past the fold bound starts a fold (compiling 20k rules
+	// takes far longer than the patches below).
+	adds := traffic.ClassBenchRules(102, foldAt(20000)+30).Rules
+	next := &rule.Set{Rules: slices.Clone(set.Rules)}
+	var added []int
+	for k, r := range adds {
+		r.ID = fmt.Sprintf("add%d", k)
+		at := k * 100
+		next.Rules = slices.Insert(next.Rules, at, r)
+		added = append(added, at)
+	}
+	if err := c.Patch(set, next, nil, added); err != nil {
+		t.Fatal(err)
+	}
+	cur := next
+	for k := range 20 {
+		nx := &rule.Set{Rules: slices.Delete(slices.Clone(cur.Rules), 5*k, 5*k+1)}
+		if err := c.Patch(cur, nx, []int{5 * k}, nil); err != nil {
+			t.Fatal(err)
+		}
+		cur = nx
+	}
+	c.Settle()
+	ps := c.PatchStats()
+	if ps.Folds != 1 || ps.FoldsStale != 0 || ps.Replayed == 0 {
+		t.Fatalf("%+v: want one fold, landed, with changes replayed", ps)
+	}
+	if c.Table().Set() != cur {
+		t.Fatal("the fold published another set")
+	}
+	fs, _ := burstFields(t, &rule.Set{Rules: append(slices.Clip(cur.Rules), set.Rules[:100]...)}, 7, 2000)
+	want := make([]int32, len(fs))
+	for i := range fs {
+		want[i] = int32(cur.Decide(&fs[i]))
+	}
+	checkPatchedLookups(t, "after the replayed fold", c.Table(), cur, fs, want)
+}
