@@ -2,6 +2,7 @@ package classifier
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 
@@ -140,4 +141,53 @@ func TestTreesIPv6LikeIPv4(t *testing.T) {
 	}
 	g := traffic.NewGenerator(traffic.Config{Seed: 8, Rules: set6, RuleFraction: 0.9, Odd: true})
 	checkAgainstReference(t, "classbench 10k ipv6", set6, parseAll(g.Frames(3000)))
+}
+
+// TestTreeCounts: sets whose rules fall into one to five of the prefix
+// groups (a long source prefix, a long destination prefix, a medium
+// source, a medium destination, the rest: see buildTrees) make that many
+// trees, and each decides as the linear reference does, per packet and in
+// bursts on both burst paths (checkAgainstReference). The per-packet walk
+// keeps up to four walks in registers and takes a loop over the trees for
+// five, so both are covered.
+func TestTreeCounts(t *testing.T) {
+	type span struct{ lo, hi int }
+	groups := []struct{ src, dst span }{
+		{span{16, 32}, span{0, 32}},
+		{span{0, 15}, span{16, 32}},
+		{span{8, 15}, span{0, 15}},
+		{span{0, 7}, span{8, 15}},
+		{span{0, 7}, span{0, 7}},
+	}
+	r := rand.New(rand.NewPCG(7, 11))
+	prefix := func(s span) netip.Prefix {
+		a := netip.AddrFrom4([4]byte{10, byte(r.IntN(4)), byte(r.IntN(256)), byte(r.IntN(256))})
+		return netip.PrefixFrom(a, s.lo+r.IntN(s.hi-s.lo+1)).Masked()
+	}
+	for _, use := range [][]int{{0}, {0, 1}, {0, 1, 4}, {0, 1, 2, 3}, {0, 1, 2, 3, 4}, {2, 4}} {
+		set := &rule.Set{}
+		for i := range 400 {
+			g := groups[use[i%len(use)]]
+			m := rule.Match{Src: prefix(g.src), Dst: prefix(g.dst), Proto: []uint8{[]uint8{rule.ProtoTCP, rule.ProtoUDP}[r.IntN(2)]}}
+			if p := uint32(r.IntN(1024)); r.IntN(2) == 0 {
+				m.DstPort = rule.Ranges{{Lo: p, Hi: p + uint32(r.IntN(4))}}
+			}
+			set.Rules = append(set.Rules, rule.Rule{ID: fmt.Sprint("r", i), Priority: uint32(r.IntN(50)), Action: rule.Drop, Match: m})
+		}
+		tab, err := Compile(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tab.tr == nil {
+			t.Fatalf("groups %v: no trees (%d hash tables)", use, tab.ntables)
+		}
+		if len(tab.tr.t) != len(use) {
+			t.Fatalf("groups %v: %d trees, want %d", use, len(tab.tr.t), len(use))
+		}
+		g := traffic.NewGenerator(traffic.Config{Seed: uint64(len(use)), Rules: set, RuleFraction: 0.9})
+		name := fmt.Sprintf("groups %v", use)
+		if matched := checkAgainstReference(t, name, set, parseAll(g.Frames(3000))); matched < 1000 {
+			t.Errorf("%s: only %d of 3000 packets matched a rule", name, matched)
+		}
+	}
 }
