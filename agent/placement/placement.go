@@ -1145,10 +1145,12 @@ func (p *Placer) Tick(ctx context.Context) {
 		rs := p.states[i]
 		was := countsOf(rs)
 		var dh, ds dataplane.Counter
-		if c, ok := hwStats[rs.key]; rs.key != "" && ok {
-			dh = delta(&rs.hwLast, &rs.hwSeen, c)
-			rs.hwTot.Packets += dh.Packets
-			rs.hwTot.Bytes += dh.Bytes
+		if rs.key != "" { // in hardware: no map lookup for the others
+			if c, ok := hwStats[rs.key]; ok {
+				dh = delta(&rs.hwLast, &rs.hwSeen, c)
+				rs.hwTot.Packets += dh.Packets
+				rs.hwTot.Bytes += dh.Bytes
+			}
 		}
 		if c, ok := sw.Rules[id]; ok {
 			ds = delta(&rs.swLast, &rs.swSeen, c)

@@ -16,8 +16,8 @@ import (
 // idle engine's reads of n rules allocate nothing per rule (the per-rule
 // map of the last read is returned again, the classifier's counters are
 // read into the same buffers); once a rule counts a packet the next read
-// returns a new map with the count (scaled), and the map returned before
-// is left as it was.
+// returns a new map with the count (scaled) and every other rule's, and
+// the map returned before is left as it was.
 func TestEmulatedIdleReadsAllocateNothingPerRule(t *testing.T) {
 	const n = 5000
 	set := &rule.Set{}
@@ -52,13 +52,16 @@ func TestEmulatedIdleReadsAllocateNothingPerRule(t *testing.T) {
 	if per := (m1.TotalAlloc - m0.TotalAlloc) / reads; per > 4096 {
 		t.Errorf("an idle read of %d rules allocates %d bytes", n, per)
 	}
-	// Traffic: one packet to r7.
-	w := s.Workers[0]
-	w.Step()
-	s.RX[0].Deliver(traffic.AppendFrame(nil, &traffic.Frame{Family: rule.IPv4, Src: netip.MustParseAddr("198.18.0.1"),
-		Dst: netip.MustParseAddr("10.0.0.7"), Proto: rule.ProtoUDP, SrcPort: 1, DstPort: 2, Size: 100}))
-	for w.Step() > 0 {
+	// Traffic: one packet to r7, then one to r9.
+	send := func(dst string) {
+		w := s.Workers[0]
+		w.Step()
+		s.RX[0].Deliver(traffic.AppendFrame(nil, &traffic.Frame{Family: rule.IPv4, Src: netip.MustParseAddr("198.18.0.1"),
+			Dst: netip.MustParseAddr(dst), Proto: rule.ProtoUDP, SrcPort: 1, DstPort: 2, Size: 100}))
+		for w.Step() > 0 {
+		}
 	}
+	send("10.0.0.7")
 	got := e.Stats()
 	if c := got.Rules["r7"]; c.Packets != 10 || c.Bytes != 10*100 {
 		t.Fatalf("r7 counts %+v after one 100-byte packet at scale 10", c)
@@ -68,5 +71,10 @@ func TestEmulatedIdleReadsAllocateNothingPerRule(t *testing.T) {
 	}
 	if len(got.Rules) != n {
 		t.Fatalf("%d rules counted, want %d", len(got.Rules), n)
+	}
+	send("10.0.0.9")
+	next := e.Stats()
+	if len(next.Rules) != n || next.Rules["r7"].Packets != 10 || next.Rules["r9"].Packets != 10 || got.Rules["r9"].Packets != 0 {
+		t.Fatalf("after a packet to r9: %d rules, r7 %+v, r9 %+v (the read before: r9 %+v)", len(next.Rules), next.Rules["r7"], next.Rules["r9"], got.Rules["r9"])
 	}
 }
