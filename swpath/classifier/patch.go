@@ -31,7 +31,7 @@ import (
 // When the overlay passes max(foldMin, √n) rules, or the masked base rules
 // max(foldMin, n/16), the classifier folds: it compiles the current set in
 // the background (as Swap would), replays on that table the changes
-// patched in meanwhile (each one more patch, on the new base), and
+// patched in meanwhile (together, as one more patch on the new base), and
 // publishes it in the current table's place (a Swap meanwhile drops it).
 // An overlay past four times that bound is folded on the caller's path
 // (Swap). So a change costs, amortized, a full compile per
@@ -65,7 +65,7 @@ type PatchStats struct {
 	Folds      uint64 // background folds published
 	FoldsStale uint64 // background folds dropped: the set changed meanwhile
 	SyncFolds  uint64 // patches that compiled the whole set (overlay too big)
-	Replayed   uint64 // changes a fold replayed on its table (they came during its compile)
+	Replayed   uint64 // changes a fold replayed on its table (they came during its compile), as one
 	Overlay    int    // rules in the current table's overlay
 	Masked     int    // base rules the current table masks
 }
@@ -113,26 +113,35 @@ func (c *Classifier) Patch(from, set *rule.Set, removed, added []int) error {
 		return fmt.Errorf("classifier: patch: %d rules - %d removed + %d added = %d, but the new set has %d",
 			len(from.Rules), len(removed), len(added), n, len(set.Rules))
 	}
-	t, err := c.patchTable(cur, set, removed, added)
-	if err != nil {
-		return err
-	}
-	if t == nil {
-		if err := c.Swap(set); err != nil {
+	var t *Table
+	for {
+		var err error
+		if t, err = c.patchTable(cur, set, removed, added); err != nil {
 			return err
 		}
+		if t == nil {
+			if err := c.Swap(set); err != nil {
+				return err
+			}
+			c.mu.Lock()
+			c.pstat.Patches++
+			c.pstat.SyncFolds++
+			c.mu.Unlock()
+			return nil
+		}
 		c.mu.Lock()
-		c.pstat.Patches++
-		c.pstat.SyncFolds++
+		now := c.cur.Load()
+		if now == cur {
+			break
+		}
 		c.mu.Unlock()
-		return nil
+		if now.set != from {
+			return fmt.Errorf("classifier: patch: the rule set changed during the patch")
+		}
+		// A fold landed meanwhile (the same set, a new base): patch that.
+		cur = now
 	}
-
-	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cur.Load().set != from {
-		return fmt.Errorf("classifier: patch: the rule set changed during the patch")
-	}
 	c.reclaim()
 	// Counters follow IDs as Swap's do: the added rules first (a changed
 	// rule's ID is both removed and added and keeps its slot).
@@ -370,25 +379,71 @@ func (c *Classifier) foldLater(t *Table) {
 			}
 			recs := c.flog[applied:]
 			c.mu.Unlock()
-			for _, r := range recs {
-				var pt *Table
-				if pt, err = c.patchTable(nt, r.set, r.removed, r.added); err != nil {
-					break
-				}
-				if pt == nil { // past the overlay's bound: compiled whole
-					if pt, err = compile(r.set, c.mode); err != nil {
-						break
+			// The changes since, as one (replayed one by one, they would
+			// take as long as they took to patch in, and a steady stream
+			// would never be caught up with).
+			last := recs[len(recs)-1].set
+			removed, added := composeChanges(nt.set, recs)
+			var pt *Table
+			if pt, err = c.patchTable(nt, last, removed, added); err == nil && pt == nil {
+				// Past the overlay's bound: compiled whole.
+				if pt, err = compile(last, c.mode); err == nil {
+					pt.prio = make([]uint32, len(last.Rules))
+					for i := range last.Rules {
+						pt.prio[i] = last.Rules[i].Priority
 					}
-					pt.prio = make([]uint32, len(r.set.Rules))
-					for i := range r.set.Rules {
-						pt.prio[i] = r.set.Rules[i].Priority
-					}
 				}
+			}
+			if err == nil {
 				nt = pt
-				applied++
+				applied += len(recs)
 			}
 		}
 	}()
+}
+
+// composeChanges returns the change from set from to the set of the last
+// of recs, each rec a change from the set before it (Patch's removed and
+// added indexes): the rules of from no set since holds as they are, and
+// the rules of the last set added since.
+func composeChanges(from *rule.Set, recs []patchRec) (removed, added []int) {
+	// orig: by rule of the latest set, its index in from, or -1.
+	orig := make([]int32, len(from.Rules))
+	for i := range orig {
+		orig[i] = int32(i)
+	}
+	for _, r := range recs {
+		next := make([]int32, len(r.set.Rules))
+		ci, ri, ai := 0, 0, 0
+		for j := range next {
+			if ai < len(r.added) && r.added[ai] == j {
+				ai++
+				next[j] = -1
+				continue
+			}
+			for ri < len(r.removed) && r.removed[ri] == ci {
+				ri++
+				ci++
+			}
+			next[j] = orig[ci]
+			ci++
+		}
+		orig = next
+	}
+	kept := make([]bool, len(from.Rules))
+	for j, o := range orig {
+		if o < 0 {
+			added = append(added, j)
+		} else {
+			kept[o] = true
+		}
+	}
+	for i, k := range kept {
+		if !k {
+			removed = append(removed, i)
+		}
+	}
+	return removed, added
 }
 
 // Settle waits until no fold is compiling (tests and shutdown: a fold's

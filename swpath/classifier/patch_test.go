@@ -543,3 +543,41 @@ func TestPatchFoldReplays(t *testing.T) {
 	}
 	checkPatchedLookups(t, "after the replayed fold", c.Table(), cur, fs, want)
 }
+
+// TestPatchStream: rules appended one by one, 4√n + 64 of them, as a
+// store delta appends them: the folds land as the stream goes on (a fold
+// that lands during a patch is patched over, not overwritten), so the
+// overlay never reaches the bound that compiles the set on the caller's
+// path.
+func TestPatchStream(t *testing.T) {
+	n := 10000
+	set := traffic.ClassBenchRules(uint64(n), n)
+	k := 4*foldAt(n) + 64
+	adds := traffic.ClassBenchRules(uint64(n)+2, k).Rules
+	all := append(slices.Clone(set.Rules), adds...)
+	for i := range adds {
+		all[n+i].ID = fmt.Sprintf("added%d", i)
+	}
+	cur := &rule.Set{Rules: all[:n:n]}
+	c, err := New(cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range k {
+		next := &rule.Set{Rules: all[: n+i+1 : n+i+1]}
+		if err := c.Patch(cur, next, nil, []int{n + i}); err != nil {
+			t.Fatal(err)
+		}
+		cur = next
+	}
+	c.Settle()
+	if ps := c.PatchStats(); ps.SyncFolds != 0 || ps.Folds < 2 {
+		t.Fatalf("%+v: want folds in the background only", ps)
+	}
+	fs, _ := burstFields(t, cur, 8, 2000)
+	want := make([]int32, len(fs))
+	for i := range fs {
+		want[i] = int32(cur.Decide(&fs[i]))
+	}
+	checkPatchedLookups(t, "after the stream", c.Table(), cur, fs, want)
+}
