@@ -3,7 +3,8 @@
 # would: tests/scale/agent100k.sh SCRUBD_BINARY [RULES] [WORKDIR]
 #   start `scrubd run --config` (offload.backend sim, 4096 entries,
 #   software.engine dv with 2 workers), poll /readyz every 200 ms, read the
-#   peak RSS (VmHWM) at ready, time `scrubd rules list` (table and --json)
+#   peak RSS (VmHWM) and the CPU used (utime+stime) at ready, time
+#   `scrubd rules list` (table and --json)
 #   and `--limit 1000`, one /metrics scrape, time `scrubd rules add` of one rule (the agent
 #   saves its state before it answers), then SIGTERM and time the exit.
 # Prints one line of key=value figures. RULES defaults to 100000.
@@ -79,6 +80,7 @@ while kill -0 $pid 2>/dev/null; do
 done
 [[ -n $ready ]] || { echo "agent exited before ready"; tail "$dir/run.log"; exit 1; }
 hwm_ready=$(awk '/VmHWM/{print $2}' /proc/$pid/status)
+cpu_ready=$(awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' /proc/$pid/stat)
 rss_ready=$(awk '/VmRSS/{print $2}' /proc/$pid/status)
 sleep 2 # placement's first round is done; the list reads a quiet agent
 l0=$(now); "$bin" rules --socket "$dir/api.sock" list >"$dir/list.txt"; l1=$(now)
@@ -98,7 +100,7 @@ fi
 s0=$(now); kill -TERM $pid; wait $pid || true; s1=$(now)
 trap - EXIT
 f() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
-echo "rules=$n ready_s=$(f "$t0" "$ready") vmhwm_ready_mb=$((hwm_ready / 1024)) vmrss_ready_mb=$((rss_ready / 1024))" \
+echo "rules=$n ready_s=$(f "$t0" "$ready") cpu_ready_s=$cpu_ready vmhwm_ready_mb=$((hwm_ready / 1024)) vmrss_ready_mb=$((rss_ready / 1024))" \
 	"list_s=$(f "$l0" "$l1") list_lines=$(wc -l <"$dir/list.txt") list_json_s=$(f "$j0" "$j1") list_json_mb=$(($(stat -c %s "$dir/list.json") / 1048576))" \
 	"page1000_s=$(f "$p0" "$p1") api_add_s=$(f "$a0" "$a1") metrics_s=$(f "$m0" "$m1") vmhwm_after_list_mb=$((hwm_list / 1024)) vmrss_after_list_mb=$((rss_steady / 1024)) sigterm_exit_s=$(f "$s0" "$s1")" \
 	${idle:+"$idle"} "load=\"$(cut -d' ' -f1-3 /proc/loadavg)\""
