@@ -176,8 +176,12 @@ func testPatchSequence(t *testing.T, seed uint64, mode int, set0 *rule.Set, step
 		// Packets steered at the new set's rules and at those just
 		// removed (whose masked entries the base still holds).
 		steer := &rule.Set{Rules: append(slices.Clip(next.Rules), out...)}
+		npk := 400
+		if testing.Short() {
+			npk = 150 // the race step: the linear reference is the cost
+		}
 		frames := traffic.NewGenerator(traffic.Config{Seed: seed*1000 + uint64(step), Rules: steer, RuleFraction: 0.85, Odd: true,
-			Sizes: traffic.Sizes{Min: 64, Max: 1518}}).Frames(400)
+			Sizes: traffic.Sizes{Min: 64, Max: 1518}}).Frames(npk)
 		fs := parseAll(frames)
 		lens := make([]uint32, len(fs))
 		want := make([]int32, len(fs))
@@ -536,7 +540,7 @@ func TestPatchFoldReplays(t *testing.T) {
 	if c.Table().Set() != cur {
 		t.Fatal("the fold published another set")
 	}
-	fs, _ := burstFields(t, &rule.Set{Rules: append(slices.Clip(cur.Rules), set.Rules[:100]...)}, 7, 2000)
+	fs, _ := burstFields(t, &rule.Set{Rules: append(slices.Clip(cur.Rules), set.Rules[:100]...)}, 7, shortOr(2000, 300))
 	want := make([]int32, len(fs))
 	for i := range fs {
 		want[i] = int32(cur.Decide(&fs[i]))
@@ -574,10 +578,18 @@ func TestPatchStream(t *testing.T) {
 	if ps := c.PatchStats(); ps.SyncFolds != 0 || ps.Folds < 2 {
 		t.Fatalf("%+v: want folds in the background only", ps)
 	}
-	fs, _ := burstFields(t, cur, 8, 2000)
+	fs, _ := burstFields(t, cur, 8, shortOr(2000, 300))
 	want := make([]int32, len(fs))
 	for i := range fs {
 		want[i] = int32(cur.Decide(&fs[i]))
 	}
 	checkPatchedLookups(t, "after the stream", c.Table(), cur, fs, want)
+}
+
+// shortOr is n, or short under -short.
+func shortOr(n, short int) int {
+	if testing.Short() {
+		return short
+	}
+	return n
 }
