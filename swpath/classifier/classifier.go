@@ -29,10 +29,12 @@ type Classifier struct {
 	mode int
 	// folding: a fold (patch.go) is compiling in the background; folds
 	// waits for it. flog are the changes Patch published since it began,
-	// which it replays; foldBroken: a Swap since, which it cannot.
+	// which it replays, and flast the set of the last; foldBroken: a Swap
+	// since, which it cannot.
 	folding    bool
 	foldBroken bool
 	flog       []patchRec
+	flast      *rule.Set
 	folds      sync.WaitGroup
 	pstat      PatchStats
 }
@@ -76,7 +78,7 @@ func (c *Classifier) Swap(set *rule.Set) error {
 	defer c.mu.Unlock()
 	c.reclaim()
 	if c.folding {
-		c.foldBroken, c.flog = true, nil // a fold in flight is of an older set
+		c.foldBroken, c.flog, c.flast = true, nil, nil // a fold in flight is of an older set
 	}
 	slots := make(map[string]slotRef, len(set.Rules))
 	t.prio = make([]uint32, len(set.Rules))

@@ -174,7 +174,8 @@ func (c *Classifier) Patch(from, set *rule.Set, removed, added []int) error {
 	c.pstat.Patches++
 	if c.folding {
 		// The fold in flight replays this change on its table.
-		c.flog = append(c.flog, patchRec{set, slices.Clone(removed), slices.Clone(added)})
+		c.flog = append(c.flog, patchRec{len(set.Rules), slices.Clone(removed), slices.Clone(added)})
+		c.flast = set
 	}
 	if c.foldDue(t) {
 		c.foldLater(t)
@@ -182,9 +183,12 @@ func (c *Classifier) Patch(from, set *rule.Set, removed, added []int) error {
 	return nil
 }
 
-// patchRec is a change Patch published while a fold was compiling.
+// patchRec is a change Patch published while a fold was compiling: the
+// new set's length and its indexes. Not the set itself: a burst of
+// changes during a fold would keep every intermediate set alive (at 100k
+// rules, each of its own array, 29 MB), where the fold needs the last.
 type patchRec struct {
-	set            *rule.Set
+	n              int
 	removed, added []int
 }
 
@@ -339,7 +343,7 @@ func (c *Classifier) foldLater(t *Table) {
 	if c.folding {
 		return
 	}
-	c.folding, c.foldBroken, c.flog = true, false, nil
+	c.folding, c.foldBroken, c.flog, c.flast = true, false, nil, nil
 	c.folds.Add(1)
 	go func() {
 		defer c.folds.Done()
@@ -352,7 +356,7 @@ func (c *Classifier) foldLater(t *Table) {
 			c.mu.Lock()
 			cur := c.cur.Load()
 			if err != nil || c.foldBroken || (applied == len(c.flog) && cur.set != nt.set) {
-				c.folding, c.flog = false, nil
+				c.folding, c.flog, c.flast = false, nil, nil
 				c.pstat.FoldsStale++
 				if c.foldDue(cur) {
 					c.foldLater(cur)
@@ -369,7 +373,7 @@ func (c *Classifier) foldLater(t *Table) {
 				nt.gen = c.gen
 				c.cur.Store(nt)
 				c.reclaim()
-				c.folding, c.flog = false, nil
+				c.folding, c.flog, c.flast = false, nil, nil
 				c.pstat.Folds++
 				if c.foldDue(nt) {
 					c.foldLater(nt)
@@ -377,12 +381,11 @@ func (c *Classifier) foldLater(t *Table) {
 				c.mu.Unlock()
 				return
 			}
-			recs := c.flog[applied:]
+			recs, last := c.flog[applied:], c.flast
 			c.mu.Unlock()
 			// The changes since, as one (replayed one by one, they would
 			// take as long as they took to patch in, and a steady stream
 			// would never be caught up with).
-			last := recs[len(recs)-1].set
 			removed, added := composeChanges(nt.set, recs)
 			var pt *Table
 			if pt, err = c.patchTable(nt, last, removed, added); err == nil && pt == nil {
@@ -413,7 +416,7 @@ func composeChanges(from *rule.Set, recs []patchRec) (removed, added []int) {
 		orig[i] = int32(i)
 	}
 	for _, r := range recs {
-		next := make([]int32, len(r.set.Rules))
+		next := make([]int32, r.n)
 		ci, ri, ai := 0, 0, 0
 		for j := range next {
 			if ai < len(r.added) && r.added[ai] == j {
