@@ -203,8 +203,18 @@ func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int)
 	base := cur
 	if cp != nil {
 		base = cp.base
+	} else {
+		// The base's lookup only: not its set (whose rules, at 100k 29 MB,
+		// are no longer the current ones and would be held until the
+		// next fold) nor its arrays by rule index.
+		b := *cur
+		b.set, b.verdictAt, b.verdict, b.slot, b.prio = &rule.Set{}, nil, nil, nil, nil
+		base = &b
 	}
-	nb := len(base.set.Rules)
+	nb := len(from.Rules)
+	if cp != nil {
+		nb = len(cp.bkey)
+	}
 	t := &Table{set: set, verdictAt: make([]Verdict, len(set.Rules)+1), slot: make([]uint32, len(set.Rules)),
 		prio: make([]uint32, len(set.Rules))}
 	t.verdict = t.verdictAt[1:]

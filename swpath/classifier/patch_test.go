@@ -318,6 +318,10 @@ func TestPatchChecks(t *testing.T) {
 	if c.Table().Set() != next || c.Table().pt == nil {
 		t.Fatal("the patch was not applied as a patch")
 	}
+	// The base's lookup is kept, not the old set's rules.
+	if b := c.Table().pt.base; len(b.set.Rules) != 0 || b.slot != nil || b.verdict != nil {
+		t.Fatal("the patch holds the old set's rules or its arrays by rule")
+	}
 }
 
 // TestPatchZeroAllocs: a patched table's lookups allocate nothing, on a
