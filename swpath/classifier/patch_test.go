@@ -597,3 +597,81 @@ func shortOr(n, short int) int {
 	}
 	return n
 }
+
+// TestPatchFlowCache: a worker's flow cache, hit by a few flows, serves
+// no decision of the set before a patch: the rules that decided the
+// flows are removed and others added, and the same flows must get the
+// new set's decisions at once (and hit the cache again after).
+func TestPatchFlowCache(t *testing.T) {
+	set := traffic.RandomRules(111, 300)
+	c, err := New(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Table().ntables < minCacheTables {
+		t.Fatalf("%d hash tables: the flow cache would be off", c.Table().ntables)
+	}
+	frames := traffic.NewGenerator(traffic.Config{Seed: 112, Rules: set, RuleFraction: 0.9, Flows: 20}).Frames(640)
+	fs := parseAll(frames)
+	lens := make([]uint32, len(fs))
+	w := c.NewWorker()
+	defer w.Close()
+	out := make([]Result, 64)
+	run := func(s *rule.Set, name string) {
+		t.Helper()
+		for i := 0; i < len(fs); i += 64 {
+			w.ClassifyBurst(fs[i:i+64], lens[i:i+64], out)
+			for j := range out {
+				if want := s.Decide(&fs[i+j]); out[j].Rule != int32(want) {
+					t.Fatalf("%s: packet %d: rule %d, reference %d", name, i+j, out[j].Rule, want)
+				}
+			}
+		}
+	}
+	run(set, "before")
+	hits := c.Snapshot().CacheHits
+	if hits == 0 {
+		t.Fatal("no cache hits: the test proves nothing")
+	}
+	// Remove every rule that decided a packet; add two that match the
+	// flows' packets (a copy of a removed rule under a new id, and its
+	// action turned).
+	decided := map[int]bool{}
+	for i := range fs {
+		if d := set.Decide(&fs[i]); d >= 0 {
+			decided[d] = true
+		}
+	}
+	next := &rule.Set{}
+	var removed, added []int
+	for i, r := range set.Rules {
+		if decided[i] {
+			removed = append(removed, i)
+			continue
+		}
+		next.Rules = append(next.Rules, r)
+	}
+	for k, i := range removed[:2] {
+		r := set.Rules[i]
+		r.ID = fmt.Sprintf("again%d", k)
+		r.Action = rule.Accept + rule.Drop - r.Action
+		next.Rules = append(next.Rules, r)
+		added = append(added, len(next.Rules)-1)
+	}
+	if err := c.Patch(set, next, removed, added); err != nil {
+		t.Fatal(err)
+	}
+	differ := 0
+	for i := range fs {
+		if set.Decide(&fs[i]) != next.Decide(&fs[i]) {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Fatal("the patch changes no decision of the flows")
+	}
+	run(next, "after")
+	if c.Snapshot().CacheHits == hits {
+		t.Fatal("no cache hits after the patch")
+	}
+}
