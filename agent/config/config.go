@@ -590,7 +590,7 @@ func (c *Config) checkBasics(p *problems) {
 const (
 	MinGCPercent     = 10
 	MaxGCPercent     = 1000
-	DefaultGCPercent = 50
+	DefaultGCPercent = 25
 )
 
 // MinMemoryLimitMB is the smallest memory_limit_mb: the agent with a few
