@@ -1,11 +1,17 @@
 package placement
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/swpath/rule"
 )
 
 // The list editor against a plain slice doing the same edits: random
@@ -56,10 +62,14 @@ func TestRuleListEditsEqualSlice(t *testing.T) {
 			t.Fatalf("step %d: totals %v %v %v %v, want %v %v %v %v", step, h, s, hb, sb, hw, sw, hwB, swB)
 		}
 	}
-	for step := range 20000 {
+	steps, big := 20000, 3000
+	if testing.Short() {
+		steps, big = 4000, 1200 // -race -short in CI
+	}
+	for step := range steps {
 		switch k := rng.IntN(10); {
-		case step == 5000:
-			rvs := make([]RuleView, 3000)
+		case step == steps/4:
+			rvs := make([]RuleView, big)
 			for i := range rvs {
 				rvs[i] = rv(i)
 			}
@@ -127,4 +137,69 @@ func checkList(t *testing.T, p *Placer, what string) {
 	if h, s := p.View().Rules.paths(); h != hw || s != sw {
 		t.Fatalf("%s: the list counts %d in hardware and %d in software, the rules %d and %d", what, h, s, hw, sw)
 	}
+}
+
+// Readers of the published View walk its list while the placer edits the
+// next one: run with -race, a write to anything a View holds is reported.
+// The readers also check that a View's list does not change under them.
+func TestRuleListReadersRaceFree(t *testing.T) {
+	w := newWorld(t, 8)
+	p := New(cfg(), w.hw, w.sw, quiet(), w.now)
+	ctx := context.Background()
+	var rs []rule.Rule
+	for i := range 600 {
+		rs = append(rs, drop(fmt.Sprintf("r%d", i), fmt.Sprintf("10.%d.%d.0/24", i/256, i%256)))
+	}
+	st := store.New(nil, w.now)
+	if _, err := st.Replace("api", rs); err != nil {
+		t.Fatal(err)
+	}
+	w.want(st.Effective().Set.Rules...)
+	p.ApplyStore(ctx, st)
+	done := make(chan struct{})
+	var readers sync.WaitGroup
+	for range 2 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				v := p.View()
+				first := v.Rules.Slice()
+				for i, r := range v.Rules.All() {
+					if r != first[i] || *v.Rules.At(i) != r {
+						t.Errorf("a published list changed under its reader at %d", i)
+						return
+					}
+				}
+			}
+		}()
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	rounds := 300
+	if testing.Short() {
+		rounds = 60
+	}
+	for i := range rounds {
+		w.clock = w.clock.Add(time.Second)
+		id := fmt.Sprintf("r%d", rng.IntN(700))
+		if rng.IntN(2) == 0 {
+			_ = st.Delete("api", id)
+		} else {
+			_, _ = st.Put("api", drop(id, fmt.Sprintf("10.9.%d.0/24", i%256)))
+		}
+		w.want(st.Effective().Set.Rules...)
+		p.ApplyStore(ctx, st)
+		c := w.sw.stats.Rules[id]
+		c.Packets += 10
+		w.sw.stats.Rules[id] = c
+		p.Tick(ctx)
+	}
+	close(done)
+	readers.Wait()
+	checkList(t, p, "end")
 }
