@@ -2,6 +2,8 @@ package hwpath
 
 import (
 	"context"
+	"reflect"
+	"sync"
 
 	"github.com/scrubd/scrubd/agent/dataplane"
 	"github.com/scrubd/scrubd/swpath/rule"
@@ -17,18 +19,33 @@ type Scaled struct {
 	Scale float64
 	// NIC returns the simulated NIC's drop counters (mlx5's names).
 	NIC func() map[string]uint64
+
+	// in is the path's last map (held, so that its address is not reused)
+	// and out the scaled copy Stats made of it, returned again while the
+	// path returns the same map. Neither is written (the path's may be its
+	// cached map).
+	mu      sync.Mutex
+	in, out map[string]dataplane.Counter
 }
 
-// Stats implements dataplane.HW: the path's counters times Scale.
+// Stats implements dataplane.HW: the path's counters times Scale, in a map
+// of its own.
 func (h *Scaled) Stats(ctx context.Context) (map[string]dataplane.Counter, error) {
 	st, err := h.HW.Stats(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for k, c := range st {
-		st[k] = dataplane.Counter{Packets: uint64(float64(c.Packets) * h.Scale), Bytes: uint64(float64(c.Bytes) * h.Scale)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.out != nil && reflect.ValueOf(st).Pointer() == reflect.ValueOf(h.in).Pointer() {
+		return h.out, nil
 	}
-	return st, nil
+	out := make(map[string]dataplane.Counter, len(st))
+	for k, c := range st {
+		out[k] = dataplane.Counter{Packets: uint64(float64(c.Packets) * h.Scale), Bytes: uint64(float64(c.Bytes) * h.Scale)}
+	}
+	h.in, h.out = st, out
+	return out, nil
 }
 
 // NICCounters reports the simulated NIC's counters.

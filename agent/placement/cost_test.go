@@ -84,7 +84,9 @@ func TestChangeCostDoesNotGrowWithRules(t *testing.T) {
 	if add10 > 1.5*add1+margin {
 		t.Errorf("one rule added allocates %.0f bytes at 10k rules, %.0f at 1k: it grows with the set", add10, add1)
 	}
-	if tick10 > 1.5*tick1+margin {
+	// An idle tick's bytes are the View and the counters of the few rules
+	// in hardware at most (the table holds 512 entries at both sizes).
+	if tick10 > 1.5*tick1+margin/2 {
 		t.Errorf("an idle tick allocates %.0f bytes at 10k rules, %.0f at 1k: it grows with the set", tick10, tick1)
 	}
 }
