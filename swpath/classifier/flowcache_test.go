@@ -14,7 +14,7 @@ import (
 // first two (the first finds it empty and does not count), then one after
 // each bypass, at most 2 + log2(cacheBypassMax/cacheBypass) + 1 +
 // packets/cacheBypassMax bursts (10 for 2^18 packets in bursts of 256; a
-// fixed bypass of 8192 took one burst in 33, 31). When the traffic turns
+// fixed bypass of 8192 took one burst in 33, 32). When the traffic turns
 // to 1000 flows the cache is back within two bypasses (the window after
 // the first fills it) and then decides most packets; a flood after that
 // starts over at cacheBypass.
