@@ -494,15 +494,24 @@ func testZeroAllocs(t *testing.T, set *rule.Set) {
 	}
 	fs, lens := burstFields(t, set, 1, 256)
 	frames := traffic.NewGenerator(traffic.Config{Seed: 2, Rules: set, RuleFraction: 0.8, Odd: true}).Frames(256)
+	checkNoAllocs(t, c, fs, lens, frames, false)
+}
+
+// checkNoAllocs fails t where a lookup API of c's current table (a
+// worker's ClassifyBurst, ClassifyFrames and Classify; the table's
+// DecideBurst and AppendMatching; Decide too with decide) allocates on
+// fs, lens and frames, after one warming burst sized its counters.
+func checkNoAllocs(t *testing.T, c *Classifier, fs []rule.Fields, lens []uint32, frames [][]byte, decide bool) {
+	t.Helper()
 	w := c.NewWorker()
 	defer w.Close()
-	out := make([]Result, 256)
-	ids := make([]int32, 256)
+	out := make([]Result, len(fs))
+	ids := make([]int32, len(fs))
 	buf := make([]int32, 0, 1024)
 	w.ClassifyBurst(fs, lens, out) // warm: counters sized
 	w.ClassifyFrames(frames, out)
 	tab := c.Table()
-	for name, fn := range map[string]func(){
+	apis := map[string]func(){
 		"ClassifyBurst":  func() { w.ClassifyBurst(fs, lens, out) },
 		"ClassifyFrames": func() { w.ClassifyFrames(frames, out) },
 		"Classify":       func() { w.Classify(&fs[3], lens[3]) },
@@ -512,7 +521,15 @@ func testZeroAllocs(t *testing.T, set *rule.Set) {
 				buf = tab.AppendMatching(buf[:0], &fs[i])
 			}
 		},
-	} {
+	}
+	if decide {
+		apis["Decide"] = func() {
+			for i := range fs {
+				tab.Decide(&fs[i])
+			}
+		}
+	}
+	for name, fn := range apis {
 		if n := testing.AllocsPerRun(20, fn); n != 0 {
 			t.Errorf("%s: %v allocations per run", name, n)
 		}

@@ -368,34 +368,7 @@ func TestPatchZeroAllocs(t *testing.T) {
 		t.Fatal("no packet takes the masked-rule path")
 	}
 	frames := traffic.NewGenerator(traffic.Config{Seed: 4, Rules: steer, RuleFraction: 0.8, Odd: true}).Frames(256)
-	w := c.NewWorker()
-	defer w.Close()
-	out := make([]Result, 256)
-	ids := make([]int32, 256)
-	buf := make([]int32, 0, 1024)
-	w.ClassifyBurst(fs, lens, out)
-	w.ClassifyFrames(frames, out)
-	tab := c.Table()
-	for name, fn := range map[string]func(){
-		"ClassifyBurst":  func() { w.ClassifyBurst(fs, lens, out) },
-		"ClassifyFrames": func() { w.ClassifyFrames(frames, out) },
-		"Classify":       func() { w.Classify(&fs[3], lens[3]) },
-		"DecideBurst":    func() { tab.DecideBurst(fs, ids) },
-		"Decide": func() {
-			for i := range fs {
-				tab.Decide(&fs[i])
-			}
-		},
-		"AppendMatching": func() {
-			for i := range fs {
-				buf = tab.AppendMatching(buf[:0], &fs[i])
-			}
-		},
-	} {
-		if n := testing.AllocsPerRun(20, fn); n != 0 {
-			t.Errorf("%s: %v allocations per run", name, n)
-		}
-	}
+	checkNoAllocs(t, c, fs, lens, frames, true)
 }
 
 // TestPatchSyncFold: a change bigger than four times the fold bound (at
