@@ -25,9 +25,10 @@ import (
 // rules still hold.
 //
 // What stays linear in the set: the software engine is handed the whole
-// new set (dataplane.SW.SetRules takes a set), and a removal or a rule
-// placed in the middle of the order copies the set's arrays once per
-// round. The View's list of rules is edited where the rules changed
+// new set (dataplane.SW.SetRules takes a set), a removal copies the
+// set's rules into a new array (closeSlots; the placer's other arrays
+// close the hole in place, a move of memory), and a rule placed in the
+// middle of the order copies the set's arrays once per round. The View's list of rules is edited where the rules changed
 // (RuleList: a chunk of 256 copied per rule changed).
 func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 	if d.From != p.version || p.seqs == nil {
@@ -68,6 +69,8 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 	p.deltas++
 	var removedHW []string // hardware keys to remove
 	relayout := false      // a slot emptied or a rule placed before the last
+	middle := false        // a rule placed before the last, or moved
+	var emptied []int      // the slots of the rules removed
 	for _, id := range d.Removed {
 		rs := p.rules[id]
 		if rs == nil {
@@ -81,14 +84,10 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 			p.retired[id] = retired{hwTot: rs.hwTot, swTot: rs.swTot, moves: rs.moves, at: now}
 		}
 		delete(p.rules, id)
-		p.states[p.slot(rs)] = nil
+		i := p.slot(rs)
+		p.states[i] = nil
+		emptied = append(emptied, i)
 		relayout = true
-	}
-	type insert struct {
-		r   rule.Rule
-		seq uint64
-		rs  *ruleState
-		mk  string
 	}
 	var ins []insert
 	var fresh, recompile []*ruleState
@@ -146,10 +145,10 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 		}
 		if old != nil {
 			p.states[p.slot(old)] = nil // it moves to its new place
-			relayout = true
+			relayout, middle = true, true
 		}
 		if u.Seq <= last {
-			relayout = true
+			relayout, middle = true, true
 		}
 		last = max(last, u.Seq)
 		rs.seq = u.Seq
@@ -165,6 +164,17 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 	// ones in, each where it is.
 	listOK := !p.viewAll && p.list.l.Len() == len(p.states)
 	switch {
+	case relayout && !middle:
+		// Rules removed, and any new ones after the last: the holes are
+		// closed (closeSlots), the new rules appended.
+		slices.Sort(emptied)
+		p.closeSlots(emptied, len(ins))
+		if listOK {
+			for k := len(emptied) - 1; k >= 0; k-- {
+				p.list.remove(emptied[k])
+			}
+		}
+		p.appendIns(ins, listOK)
 	case relayout:
 		// New arrays (the hardware path indexes a set by its array): the
 		// slots still held and the new rules, merged in the store's order.
@@ -202,7 +212,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 			put(&ins[j].r, ins[j].seq, ins[j].mk, ins[j].rs)
 		}
 		p.set.Rules, p.seqs, p.mkeys, p.order, p.states = rules, seqs, mkeys, order, states
-		p.shared = false
+		p.shared, p.seqsOwn = false, true
 		p.repoint()
 		if listOK {
 			for k := len(gone) - 1; k >= 0; k-- {
@@ -213,27 +223,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 			}
 		}
 	case len(ins) > 0:
-		grown := cap(p.set.Rules) < len(p.set.Rules)+len(ins)
-		for k := range ins {
-			p.set.Rules = append(p.set.Rules, ins[k].r)
-			p.seqs = append(p.seqs, ins[k].seq)
-			p.mkeys = append(p.mkeys, ins[k].mk)
-			p.order = append(p.order, ins[k].r.ID)
-			p.states = append(p.states, ins[k].rs)
-		}
-		if grown {
-			p.shared = false // a new array
-			p.repoint()
-		} else {
-			for i := len(p.set.Rules) - len(ins); i < len(p.set.Rules); i++ {
-				p.states[i].r = &p.set.Rules[i]
-			}
-		}
-		if listOK {
-			for i := len(p.states) - len(ins); i < len(p.states); i++ {
-				p.list.insert(i, viewOf(p.order[i], p.states[i]))
-			}
-		}
+		p.appendIns(ins, listOK)
 	}
 	if !listOK {
 		p.viewAll = true
@@ -286,6 +276,98 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 	p.publish()
 	p.endRound("delta", start, changed)
 	return true
+}
+
+// insert is a rule a delta places, with its place in the store's order,
+// its state and its match key.
+type insert struct {
+	r   rule.Rule
+	seq uint64
+	rs  *ruleState
+	mk  string
+}
+
+// appendIns appends ins (each after every rule held) to the set's arrays,
+// in place where they have room, and to the published list unless it is
+// to be built anew (!listOK).
+func (p *Placer) appendIns(ins []insert, listOK bool) {
+	if len(ins) == 0 {
+		return
+	}
+	grown := cap(p.set.Rules) < len(p.set.Rules)+len(ins)
+	for k := range ins {
+		p.set.Rules = append(p.set.Rules, ins[k].r)
+		p.seqs = append(p.seqs, ins[k].seq)
+		p.mkeys = append(p.mkeys, ins[k].mk)
+		p.order = append(p.order, ins[k].r.ID)
+		p.states = append(p.states, ins[k].rs)
+	}
+	if grown {
+		p.shared = false // a new array
+		p.repoint()
+	} else {
+		for i := len(p.set.Rules) - len(ins); i < len(p.set.Rules); i++ {
+			p.states[i].r = &p.set.Rules[i]
+		}
+	}
+	if listOK {
+		for i := len(p.states) - len(ins); i < len(p.states); i++ {
+			p.list.insert(i, viewOf(p.order[i], p.states[i]))
+		}
+	}
+}
+
+// closeSlots takes the rules at positions gone (ascending) out of the
+// set's arrays, leaving room for more rules to be appended in place. The
+// rules go into a new array (the software engine and the hardware path's
+// index may hold the old one, and an engine's set must not change under
+// it), copied run by run between the holes, and every rule state is
+// pointed at it: that copy is what a removal costs in proportion to the
+// set (at 100k rules about 29 MB, at memory speed). The other arrays are
+// the placer's own and are closed in place (seqs once copied when it is
+// still the store's snapshot's).
+func (p *Placer) closeSlots(gone []int, room int) {
+	n := len(p.set.Rules) - len(gone)
+	c := n + room + (n+room)/16 + 16
+	rules := make([]rule.Rule, n, c)
+	closeRuns(rules, p.set.Rules, gone)
+	p.set.Rules = rules
+	p.shared = false
+	if !p.seqsOwn {
+		p.seqs = append(make([]uint64, 0, c), p.seqs...)
+		p.seqsOwn = true
+	}
+	p.seqs = closeInPlace(p.seqs, gone)
+	p.mkeys = closeInPlace(p.mkeys, gone)
+	p.order = closeInPlace(p.order, gone)
+	p.states = closeInPlace(p.states, gone)
+	p.repoint()
+}
+
+// closeRuns copies src into dst (len(src)-len(gone) long) without the
+// elements at positions gone (ascending), one copy per run between them.
+func closeRuns[T any](dst, src []T, gone []int) {
+	k, from := 0, 0
+	for _, g := range gone {
+		k += copy(dst[k:], src[from:g])
+		from = g + 1
+	}
+	copy(dst[k:], src[from:])
+}
+
+// closeInPlace takes the elements at positions gone (ascending) out of s,
+// moving the runs after each hole down, and clears the tail it leaves.
+func closeInPlace[T any](s []T, gone []int) []T {
+	k := gone[0]
+	for j, g := range gone {
+		end := len(s)
+		if j+1 < len(gone) {
+			end = gone[j+1]
+		}
+		k += copy(s[k:], s[g+1:end])
+	}
+	clear(s[k:])
+	return s[:k]
 }
 
 // slot returns the position of rs in the set (by its place in the store's

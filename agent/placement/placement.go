@@ -335,6 +335,10 @@ type Placer struct {
 	mkeys  []string
 	states []*ruleState
 	seqs   []uint64
+	// seqsOwn: seqs is an array of the placer's own (not the snapshot's,
+	// which the store shares and extends), so a removal may close its
+	// hole in place.
+	seqsOwn bool
 	// deltas counts the rounds applied from a store delta (applyDelta).
 	deltas uint64
 	// overlapHeld are the rules Compile last refused for an accept rule
@@ -687,9 +691,9 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	keep := map[string]bool{}
 	p.mkeys = make([]string, len(snap.Set.Rules))
 	p.states = make([]*ruleState, len(snap.Set.Rules))
-	p.seqs = nil
-	if len(snap.Seqs) == len(snap.Set.Rules) {
-		p.seqs = snap.Seqs
+	p.seqs, p.seqsOwn = nil, false
+	if n := len(snap.Set.Rules); len(snap.Seqs) == n {
+		p.seqs = snap.Seqs[:n:n] // the caller's: appended to in a new array
 	}
 	var sig strings.Builder
 	for i, r := range snap.Set.Rules {
