@@ -146,14 +146,39 @@ type WorkerStats struct {
 
 // SWStats are the software path's cumulative counters.
 type SWStats struct {
-	At      time.Time
-	Rules   map[string]Counter // packets and bytes decided (dropped or accepted) per rule id
+	At time.Time
+	// Set is the rule set the engine enforces: the one it was last given
+	// (SetRules or PatchRules), shared, never written. Counts[i] is the
+	// packets and bytes Set.Rules[i] decided (dropped or accepted) since
+	// the rule first came to the engine: a rule's counts follow its id
+	// across sets. Set is nil, and Counts empty, when the engine has no
+	// per-rule counters. Counts is the engine's own buffer, reused: it
+	// holds until the engine's second Stats call after the one that
+	// returned it (engines keep two and write them in turn, so that a
+	// read of 100k counters allocates nothing). A reader that keeps
+	// counts longer copies them.
+	Set     *rule.Set
+	Counts  []Counter
 	Workers []WorkerStats
 	// EstCyclesPerPacket is, for an engine that counts no cycles (xdp),
 	// its cost per packet estimated from test runs of its program with the
 	// rules in force (0: no estimate). The placer takes it where it would
 	// take measured cycles.
 	EstCyclesPerPacket float64
+}
+
+// Rule returns the counts of the rule with the given id, by a walk of the
+// set (linear: for tests and one-off reads; the placer reads by position).
+func (s SWStats) Rule(id string) (Counter, bool) {
+	if s.Set == nil {
+		return Counter{}, false
+	}
+	for i := range s.Set.Rules {
+		if s.Set.Rules[i].ID == id && i < len(s.Counts) {
+			return s.Counts[i], true
+		}
+	}
+	return Counter{}, false
 }
 
 // Totals sums the workers.

@@ -30,7 +30,7 @@ func TestCountersAddUpAcrossMatchChange(t *testing.T) {
 	}
 	tick := func(counts map[string]uint64) {
 		for id, n := range counts {
-			w.sw.stats.Rules[id] = dataplane.Counter{Packets: n, Bytes: 64 * n}
+			w.sw.rules[id] = dataplane.Counter{Packets: n, Bytes: 64 * n}
 		}
 		w.clock = w.clock.Add(time.Second)
 		p.Tick(ctx)

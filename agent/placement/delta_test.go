@@ -181,11 +181,11 @@ func TestDeltaPlacementEqualsFullPlacement(t *testing.T) {
 					// (the same counters: the twins stay equal).
 					for range 4 {
 						id := fmt.Sprintf("r%d", rng.IntN(48))
-						c := wi.sw.stats.Rules[id]
+						c := wi.sw.rules[id]
 						c.Packets += uint64(1 + rng.IntN(1000))
 						c.Bytes += 64 * c.Packets
-						wi.sw.stats.Rules[id] = c
-						wt.sw.stats.Rules[id] = c
+						wi.sw.rules[id] = c
+						wt.sw.rules[id] = c
 					}
 					inc.Tick(ctx)
 					twin.Tick(ctx)

@@ -123,7 +123,12 @@ func (h *fakeHW) NICCounters(ctx context.Context) (map[string]uint64, error) {
 type fakeSW struct {
 	w     *world
 	set   *rule.Set
-	stats dataplane.SWStats
+	stats dataplane.SWStats // Stats' workers and estimate
+	// rules are the per-rule counts Stats returns for the rules of set (by
+	// position in it, in one of two buffers written in turn, as engines do).
+	rules  map[string]dataplane.Counter
+	counts [2][]dataplane.Counter
+	turn   int
 	// maxRules, when set, makes SetRules refuse larger sets (an engine limit).
 	maxRules int
 	// workers and hz, when set, are the capacity the engine reports
@@ -144,7 +149,23 @@ func (s *fakeSW) SetRules(set *rule.Set) error {
 	s.w.check(fmt.Sprintf("sw=%d", len(set.Rules)))
 	return nil
 }
-func (s *fakeSW) Stats() dataplane.SWStats { return s.stats }
+func (s *fakeSW) Stats() dataplane.SWStats {
+	st := s.stats
+	if s.set != nil {
+		s.turn ^= 1
+		b := s.counts[s.turn]
+		if cap(b) < len(s.set.Rules) {
+			b = make([]dataplane.Counter, len(s.set.Rules))
+		}
+		b = b[:len(s.set.Rules)]
+		for i := range s.set.Rules {
+			b[i] = s.rules[s.set.Rules[i].ID]
+		}
+		s.counts[s.turn] = b
+		st.Set, st.Counts = s.set, b
+	}
+	return st
+}
 func (s *fakeSW) Capacity() (int, float64) {
 	if s.workers > 0 {
 		return s.workers, s.hz
@@ -154,7 +175,7 @@ func (s *fakeSW) Capacity() (int, float64) {
 func newWorld(t *testing.T, hwMax int) *world {
 	w := &world{t: t, wanted: map[string]bool{}, clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	w.hw = &fakeHW{w: w, installed: map[string]bool{}, max: hwMax, stats: map[string]dataplane.Counter{}}
-	w.sw = &fakeSW{w: w, stats: dataplane.SWStats{Rules: map[string]dataplane.Counter{}}}
+	w.sw = &fakeSW{w: w, rules: map[string]dataplane.Counter{}}
 	return w
 }
 

@@ -1143,6 +1143,24 @@ func (p *Placer) Tick(ctx context.Context) {
 		}
 	}
 	sw := p.sw.Stats()
+	// Software counts by position: the engine's set is the subsequence of
+	// p.order it was pushed as (swSet keeps the order), so one walk pairs
+	// each rule with its count (j follows the engine's set). A set that is
+	// not (a push refused, a rule of the old set gone before the push) is
+	// paired by an index of its ids, built for this tick only.
+	var swRules []rule.Rule
+	var swIdx map[string]int
+	if sw.Set != nil && len(sw.Counts) == len(sw.Set.Rules) {
+		swRules = sw.Set.Rules
+		if !inOrder(swRules, p.order) {
+			swIdx = make(map[string]int, len(swRules))
+			for j := range swRules {
+				swIdx[swRules[j].ID] = j
+			}
+			swRules = nil
+		}
+	}
+	j := 0
 	// Rates. The states by position (p.states follows p.order), not a map
 	// lookup per rule; only rules in hardware have a key to look up.
 	for i, id := range p.order {
@@ -1156,8 +1174,14 @@ func (p *Placer) Tick(ctx context.Context) {
 				rs.hwTot.Bytes += dh.Bytes
 			}
 		}
-		if c, ok := sw.Rules[id]; ok {
-			ds = delta(&rs.swLast, &rs.swSeen, c)
+		at := -1
+		if j < len(swRules) && swRules[j].ID == id {
+			at, j = j, j+1
+		} else if k, ok := swIdx[id]; ok {
+			at = k
+		}
+		if at >= 0 {
+			ds = delta(&rs.swLast, &rs.swSeen, sw.Counts[at])
 			rs.swTot.Packets += ds.Packets
 			rs.swTot.Bytes += ds.Bytes
 		}
@@ -1211,7 +1235,10 @@ func (p *Placer) Tick(ctx context.Context) {
 			p.cpp = p.measured
 		}
 	}
+	// Kept for the next tick's totals and the View: the workers, not the
+	// per-rule counts (the engine's buffer, written again two reads on).
 	p.lastSW = sw
+	p.lastSW.Set, p.lastSW.Counts = nil, nil
 	if !first && p.hw != nil && p.hwUp {
 		p.regime(ctx, now)
 	}

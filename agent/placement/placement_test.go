@@ -102,7 +102,7 @@ func TestRegimeSwap(t *testing.T) {
 	// 64 B to software, 1 kpps of 1500 B to hardware.
 	for i := 1; i <= 3; i++ {
 		w.clock = w.clock.Add(5 * time.Second)
-		w.sw.stats.Rules["flood"] = dataplane.Counter{Packets: uint64(i) * 5 * 9_500_000, Bytes: uint64(i) * 5 * 9_500_000 * 64}
+		w.sw.rules["flood"] = dataplane.Counter{Packets: uint64(i) * 5 * 9_500_000, Bytes: uint64(i) * 5 * 9_500_000 * 64}
 		w.sw.stats.Workers = []dataplane.WorkerStats{{RxPackets: uint64(i) * 5 * 9_600_000, Cycles: uint64(i) * 5 * 9_600_000 * 100}}
 		w.hw.stats["quiet"] = dataplane.Counter{Packets: uint64(i) * 5000, Bytes: uint64(i) * 5000 * 1500}
 		p.Tick(ctx)
@@ -126,9 +126,12 @@ func TestRegimeSwap(t *testing.T) {
 	if !sawInputs {
 		t.Fatalf("decision inputs not recorded: %+v", v.Decisions)
 	}
-	// Counters add up across the paths: flood's software total stays.
+	// Counters add up across the paths: flood's software total stays what
+	// software counted while it held flood (two ticks: at the second flood
+	// went to hardware; the engine reports counts for its set's rules only,
+	// so the third tick's software count of flood is not read).
 	for _, r := range v.Rules.All() {
-		if r.ID == "flood" && r.SW.Packets != 3*5*9_500_000 {
+		if r.ID == "flood" && r.SW.Packets != 2*5*9_500_000 {
 			t.Fatalf("flood sw total %d", r.SW.Packets)
 		}
 	}

@@ -33,7 +33,7 @@ func ringRounds(t *testing.T, c Config, workers int, hz float64, rx, oob []float
 	for i := 1; i <= 3; i++ {
 		w.clock = w.clock.Add(5 * time.Second)
 		secs := float64(i * 5)
-		w.sw.stats.Rules["flood"] = dataplane.Counter{Packets: uint64(total * secs), Bytes: uint64(total*secs) * 64}
+		w.sw.rules["flood"] = dataplane.Counter{Packets: uint64(total * secs), Bytes: uint64(total*secs) * 64}
 		w.sw.stats.Workers = nil // a fresh slice: the placer keeps the last one
 		for q := range rx {
 			w.sw.stats.Workers = append(w.sw.stats.Workers, dataplane.WorkerStats{Worker: q,
@@ -143,8 +143,8 @@ func TestSwapCountsTheRulesLostPackets(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		w.clock = w.clock.Add(5 * time.Second)
 		secs := float64(i * 5)
-		w.sw.stats.Rules["flood"] = dataplane.Counter{Packets: uint64(50e6 * secs), Bytes: uint64(50e6*secs) * 64}
-		w.sw.stats.Rules["tiny"] = dataplane.Counter{Packets: uint64(10e6 * secs), Bytes: uint64(10e6*secs) * 64}
+		w.sw.rules["flood"] = dataplane.Counter{Packets: uint64(50e6 * secs), Bytes: uint64(50e6*secs) * 64}
+		w.sw.rules["tiny"] = dataplane.Counter{Packets: uint64(10e6 * secs), Bytes: uint64(10e6*secs) * 64}
 		w.sw.stats.Workers = nil
 		for q := 0; q < 16; q++ {
 			w.sw.stats.Workers = append(w.sw.stats.Workers, dataplane.WorkerStats{Worker: q,

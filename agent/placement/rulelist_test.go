@@ -194,9 +194,9 @@ func TestRuleListReadersRaceFree(t *testing.T) {
 		}
 		w.want(st.Effective().Set.Rules...)
 		p.ApplyStore(ctx, st)
-		c := w.sw.stats.Rules[id]
+		c := w.sw.rules[id]
 		c.Packets += 10
-		w.sw.stats.Rules[id] = c
+		w.sw.rules[id] = c
 		p.Tick(ctx)
 	}
 	close(done)

@@ -29,6 +29,10 @@ type dvSW struct {
 	mu     sync.Mutex
 	closed bool
 	last   dataplane.SWStats
+	// Stats' buffers (under mu): the classifier's counts and the counts
+	// returned, two written in turn (countBufs).
+	raw    []classifier.Count
+	counts countBufs
 }
 
 func newDVSW(cls *classifier.Classifier, p *pool.Pool, workers int, hz float64, engines ...*dv.Engine) *dvSW {
@@ -60,10 +64,11 @@ func (d *dvSW) Stats() dataplane.SWStats {
 	if d.closed {
 		return d.last
 	}
-	snap := d.cls.Snapshot()
-	out := dataplane.SWStats{At: time.Now(), Rules: make(map[string]dataplane.Counter, len(snap.Rules))}
-	for _, rc := range snap.Rules {
-		out.Rules[rc.ID] = dataplane.Counter{Packets: rc.Packets, Bytes: rc.Bytes}
+	set, raw := d.cls.CountsInto(d.raw)
+	d.raw = keepRaw(raw)
+	out := dataplane.SWStats{At: time.Now(), Set: set, Counts: d.counts.next(len(raw))}
+	for i, c := range raw {
+		out.Counts[i] = dataplane.Counter(c)
 	}
 	ps := d.pool.Snapshot()
 	free := map[int][2]int{} // node: size, free

@@ -57,7 +57,7 @@ func TestDVSW(t *testing.T) {
 	send(1, 5, rule.ProtoTCP)
 	st := sw.Stats()
 	tot := st.Totals()
-	if st.Rules["drop-udp"].Packets != 10 || tot.RxPackets != 15 || tot.Dropped != 10 || tot.Passed != 5 || len(st.Workers) != 2 {
+	if c, _ := st.Rule("drop-udp"); st.Set != set || c.Packets != 10 || tot.RxPackets != 15 || tot.Dropped != 10 || tot.Passed != 5 || len(st.Workers) != 2 {
 		t.Fatalf("stats %+v totals %+v", st, tot)
 	}
 	raw := dv.Total(s.Engine.Snapshot())
@@ -84,8 +84,10 @@ func TestDVSW(t *testing.T) {
 	}
 	send(1, 3, rule.ProtoTCP)
 	st = sw.Stats()
-	if tot := st.Totals(); st.Rules["drop-udp"].Packets != 10 || st.Rules["drop-tcp"].Packets != 3 || tot.Dropped != 13 || tot.Passed != 5 {
-		t.Fatalf("after the patch: %+v, %+v", st.Rules, tot)
+	udp, _ := st.Rule("drop-udp")
+	tcp, _ := st.Rule("drop-tcp")
+	if tot := st.Totals(); st.Set != next || st.Counts[0] != udp || st.Counts[1] != tcp || udp.Packets != 10 || tcp.Packets != 3 || tot.Dropped != 13 || tot.Passed != 5 {
+		t.Fatalf("after the patch: %+v, %+v", st.Counts, tot)
 	}
 	if err := sw.SetRules(&rule.Set{}); err != nil {
 		t.Fatal(err)

@@ -1,9 +1,7 @@
 package swengine
 
 import (
-	"maps"
 	"math"
-	"slices"
 	"sync"
 	"time"
 
@@ -34,14 +32,11 @@ type Emulated struct {
 
 	mu     sync.Mutex
 	frozen *dataplane.SWStats // after Freeze
-	// read's buffers (under mu): the classifier's counters of the last
-	// two reads, and the per-rule map the last read returned, which the
-	// next returns again if no count moved and the set is the same (an
-	// idle engine's reads allocate nothing per rule), or a copy of it
-	// with the counts that moved (a map copy costs a fraction of 100k
-	// inserts). A map once returned is never written.
-	snap, prev classifier.Snapshot
-	rules      map[string]dataplane.Counter
+	// read's buffers (under mu): the classifier's counts and the scaled
+	// counts returned, two buffers written in turn (countBufs): an idle
+	// engine's reads allocate nothing per rule.
+	raw    []classifier.Count
+	counts countBufs
 }
 
 // EmulatedConfig is what the simulated NIC gives its software path.
@@ -126,28 +121,12 @@ func (s *Emulated) Stats() dataplane.SWStats {
 }
 
 func (s *Emulated) read() dataplane.SWStats {
-	s.snap, s.prev = s.prev, s.snap
-	s.dv.Class.SnapshotInto(&s.snap)
-	if s.rules != nil && sameIDs(s.snap.Rules, s.prev.Rules) {
-		var m map[string]dataplane.Counter
-		for i, rc := range s.snap.Rules {
-			if rc != s.prev.Rules[i] {
-				if m == nil {
-					m = maps.Clone(s.rules)
-				}
-				m[rc.ID] = dataplane.Counter{Packets: s.up(rc.Packets), Bytes: s.up(rc.Bytes)}
-			}
-		}
-		if m != nil {
-			s.rules = m
-		}
-	} else {
-		s.rules = make(map[string]dataplane.Counter, len(s.snap.Rules))
-		for _, rc := range s.snap.Rules {
-			s.rules[rc.ID] = dataplane.Counter{Packets: s.up(rc.Packets), Bytes: s.up(rc.Bytes)}
-		}
+	set, raw := s.dv.Class.CountsInto(s.raw)
+	s.raw = keepRaw(raw)
+	out := dataplane.SWStats{At: time.Now(), Set: set, Counts: s.counts.next(len(raw))}
+	for i, c := range raw {
+		out.Counts[i] = dataplane.Counter{Packets: s.up(c.Packets), Bytes: s.up(c.Bytes)}
 	}
-	out := dataplane.SWStats{At: time.Now(), Rules: s.rules}
 	ps := s.dv.Pool.Snapshot()
 	var size, outstanding int
 	node := 0
@@ -172,11 +151,6 @@ func (s *Emulated) read() dataplane.SWStats {
 		out.Workers = append(out.Workers, w)
 	}
 	return out
-}
-
-// sameIDs reports whether a and b count the same rules in the same order.
-func sameIDs(a, b []classifier.RuleCount) bool {
-	return slices.EqualFunc(a, b, func(x, y classifier.RuleCount) bool { return x.ID == y.ID })
 }
 
 // Freeze keeps the last counters for readers once the engine is closed.

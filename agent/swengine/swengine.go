@@ -103,21 +103,26 @@ type xdpSW struct {
 	workers int
 	hz      float64
 	cost    *xdpCost // nil: no sampling
+	mu      sync.Mutex
+	counts  countBufs // Stats' counts, two written in turn (under mu)
 }
 
 func (x *xdpSW) Name() string                 { return "xdp" }
 func (x *xdpSW) SetRules(set *rule.Set) error { return x.e.Replace(set) }
 func (x *xdpSW) Capacity() (int, float64)     { return x.workers, x.hz }
 func (x *xdpSW) Stats() dataplane.SWStats {
-	out := dataplane.SWStats{At: time.Now(), Rules: map[string]dataplane.Counter{}}
+	out := dataplane.SWStats{At: time.Now()}
+	// The set and its counters are read apart: a SetRules between the two
+	// reads gives counters of another length, and the read has none.
 	set := x.e.Set()
 	cs, err := x.e.Counters()
-	if err == nil && set != nil {
+	if err == nil && set != nil && len(cs) == len(set.Rules) {
+		x.mu.Lock()
+		out.Set, out.Counts = set, x.counts.next(len(cs))
 		for i, c := range cs {
-			if i < len(set.Rules) {
-				out.Rules[set.Rules[i].ID] = dataplane.Counter{Packets: c.Packets, Bytes: c.Bytes}
-			}
+			out.Counts[i] = dataplane.Counter{Packets: c.Packets, Bytes: c.Bytes}
 		}
+		x.mu.Unlock()
 	}
 	if v, err := x.e.Verdicts(); err == nil {
 		w := xdpWorkerStats(v[:])

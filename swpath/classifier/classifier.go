@@ -532,6 +532,43 @@ func (c *Classifier) Snapshot() Snapshot {
 	return s
 }
 
+// Count is one rule's packets and bytes (CountsInto).
+type Count struct {
+	Packets uint64
+	Bytes   uint64
+}
+
+// CountsInto writes the per-rule counters of Snapshot, without ids or
+// verdicts, into dst's array when it has room (else a new one), indexed
+// like the current set's Rules, and returns the set and the counts. A
+// caller that reads every second with its last slice allocates nothing.
+func (c *Classifier) CountsInto(dst []Count) (*rule.Set, []Count) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.cur.Load()
+	n := len(t.set.Rules)
+	if cap(dst) < n {
+		dst = make([]Count, n)
+	}
+	dst = dst[:n]
+	for i := range dst {
+		dst[i] = Count{}
+		if sl := int(t.slot[i]); sl < len(c.retired) {
+			dst[i] = Count{c.retired[sl].packets, c.retired[sl].bytes}
+		}
+	}
+	for w := range c.workers {
+		ctr := *w.ctr.Load()
+		for i := range dst {
+			if sl := int(t.slot[i]); sl < len(ctr) {
+				dst[i].Packets += ctr[sl].packets.Load()
+				dst[i].Bytes += ctr[sl].bytes.Load()
+			}
+		}
+	}
+	return t.set, dst
+}
+
 // SnapshotInto is Snapshot written into s, in s.Rules' array when it has
 // room: a caller that reads the counters every second with the same s
 // allocates nothing per rule.

@@ -369,6 +369,18 @@ func testCountersAndSwap(t *testing.T, n int) {
 		if hits == 0 {
 			t.Fatal("no rule was hit: the test proves nothing")
 		}
+		// CountsInto: the same counts by the set's index, without ids,
+		// into the caller's buffer.
+		buf := make([]Count, 0, len(set.Rules)+8)
+		cs, counts := c.CountsInto(buf)
+		if cs != set || len(counts) != len(set.Rules) || &counts[0] != &buf[:1][0] {
+			t.Fatalf("CountsInto: set %p (want %p), %d counts (want %d), in the caller's buffer %v", cs, set, len(counts), len(set.Rules), &counts[0] == &buf[:1][0])
+		}
+		for i, ct := range counts {
+			if w := want[set.Rules[i].ID]; ct != (Count{w[0], w[1]}) {
+				t.Errorf("CountsInto rule %s: %+v, want %v", set.Rules[i].ID, ct, w)
+			}
+		}
 	}
 	check(snap, setA, want)
 	if snap.PassPackets != passP || snap.PassBytes != passB || snap.Packets != uint64(len(fs)) {

@@ -92,7 +92,12 @@ func TestAgentHundredThousandRules(t *testing.T) {
 	if used := nic.Device().Capacity().Entries; used < hw || v.HWBudget.UsedEntries != used {
 		t.Errorf("simulated table holds %d entries, placement counts %d, for %d rules in hardware", used, v.HWBudget.UsedEntries, hw)
 	}
-	inSW := nic.SW().Stats().Rules
+	inSW := map[string]bool{}
+	if set := nic.SW().Stats().Set; set != nil {
+		for i := range set.Rules {
+			inSW[set.Rules[i].ID] = true
+		}
+	}
 	missing := 0
 	for _, r := range v.Rules.All() {
 		if _, ok := inSW[r.ID]; r.Path == placement.SW && !ok {

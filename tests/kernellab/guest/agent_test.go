@@ -53,7 +53,7 @@ func (s *recSW) SetRules(set *rule.Set) error {
 	return nil
 }
 func (s *recSW) Stats() dataplane.SWStats {
-	return dataplane.SWStats{Rules: map[string]dataplane.Counter{}}
+	return dataplane.SWStats{}
 }
 func (s *recSW) Capacity() (int, float64) { return 1, 1e9 }
 
