@@ -211,20 +211,44 @@ type Store struct {
 	// it. Their arrays have room beyond their length, which no holder
 	// sees (each gets them with the capacity at the length): rules added
 	// since (effNew, in the store's order) are written there by the next
-	// read, which hands out the longer set without a copy. Any other
-	// change to the set (a rule replaced or removed) drops them (dropEff)
-	// and the next read copies every rule again.
+	// read, which hands out the longer set without a copy. Rules removed
+	// since (effGone, their places in the order) are taken out by the
+	// next read, which copies the set into a new array run by run between
+	// them (closeEffLocked): a move of memory, not a walk and sort of
+	// every entry. A rule replaced in force drops them (dropEff) and the
+	// next read builds the set from the entries again. effEnt holds, by
+	// position, the entry of each rule of effRules (nil: a protect rule),
+	// to point the entries at a new array.
 	effRules []rule.Rule
 	effSeqs  []uint64
+	effEnt   []*stored
 	effNew   []*stored
+	effGone  []uint64
 	effVer   uint64
 	effOK    bool
+	// effBuilds counts the reads that built the effective set from the
+	// entries (a walk and sort of every entry), for tests.
+	effBuilds uint64
 }
 
 // dropEffLocked forgets the last effective set handed out: the set changed
-// other than by rules added at its end.
+// other than by rules added at its end or removed.
 func (s *Store) dropEffLocked() {
-	s.effRules, s.effSeqs, s.effNew, s.effOK = nil, nil, nil, false
+	s.effRules, s.effSeqs, s.effEnt, s.effNew, s.effGone, s.effOK = nil, nil, nil, nil, nil, false
+}
+
+// goneEffLocked records for the last effective set handed out that entry
+// e, in force, left the set: taken out of the rules added since when it
+// is one of them, else out of the set at the next read.
+func (s *Store) goneEffLocked(e *stored) {
+	if !s.effOK {
+		return
+	}
+	if i, ok := slices.BinarySearchFunc(s.effNew, e.seq, func(x *stored, seq uint64) int { return cmp.Compare(x.seq, seq) }); ok && s.effNew[i] == e {
+		s.effNew = slices.Delete(s.effNew, i, i+1)
+		return
+	}
+	s.effGone = append(s.effGone, e.seq)
 }
 
 // noteEffLocked records for the last effective set handed out that entry
@@ -234,7 +258,9 @@ func (s *Store) noteEffLocked(e *stored) {
 	if !s.effOK {
 		return
 	}
-	if len(s.effRules)+len(s.effNew) >= cap(s.effRules) {
+	if len(s.effGone) == 0 && len(s.effRules)+len(s.effNew) >= cap(s.effRules) {
+		// No room to extend in place (with rules removed, the next read
+		// copies into an array sized for the rules added).
 		s.dropEffLocked()
 		return
 	}
@@ -409,7 +435,7 @@ func (s *Store) uncountLocked(e *stored) {
 func (s *Store) delLocked(id string) {
 	if old, ok := s.entries[id]; ok {
 		if old.InForce() {
-			s.dropEffLocked()
+			s.goneEffLocked(old)
 		}
 		s.perSource[old.source()]--
 		s.untouchLocked(old.source())
@@ -834,10 +860,19 @@ func (s *Store) List() []Entry { return s.snapshot(false, true).Entries }
 func (s *Store) snapshot(set, entries bool) Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.snapshotLocked(set, entries)
+}
+
+func (s *Store) snapshotLocked(set, entries bool) Snapshot {
 	snap := Snapshot{Version: s.version}
 	if set && s.effOK {
-		// Nothing changed since the last copy but rules added after it:
-		// hand it out again, with those written after its end.
+		// Nothing changed since the last copy but rules added after it
+		// and rules removed: hand it out again, with those written after
+		// its end, or a copy without the rules removed.
+		if !s.closeEffLocked() {
+			s.dropEffLocked()
+			return s.snapshotLocked(set, entries)
+		}
 		s.extendEffLocked()
 		n := len(s.effRules)
 		snap.Set.Rules, snap.Seqs = s.effRules[:n:n], s.effSeqs[:n:n]
@@ -848,6 +883,7 @@ func (s *Store) snapshot(set, entries bool) Snapshot {
 	}
 	first := 0 // where the stored rules start in snap.Set.Rules
 	if set {
+		s.effBuilds++
 		pr := s.protect.Rules()
 		first = len(pr)
 		// Room for rules added later (extendEffLocked), about 6%.
@@ -878,16 +914,18 @@ func (s *Store) snapshot(set, entries bool) Snapshot {
 		// The entries in force now point at their rules in the snapshot
 		// (read-only from here on): the copies they held are let go.
 		k := first
+		ent := make([]*stored, first, cap(snap.Seqs))
 		for _, e := range es {
 			if e.InForce() {
 				e.r = &snap.Set.Rules[k]
+				ent = append(ent, e)
 				k++
 			}
 		}
 		// Shared by every reader of this version and the store: the
 		// capacity handed out ends at the length, so a holder that
 		// appends gets an array of its own.
-		s.effRules, s.effSeqs, s.effNew, s.effVer, s.effOK = snap.Set.Rules, snap.Seqs, nil, s.version, true
+		s.effRules, s.effSeqs, s.effEnt, s.effNew, s.effGone, s.effVer, s.effOK = snap.Set.Rules, snap.Seqs, ent, nil, nil, s.version, true
 		n := len(snap.Set.Rules)
 		snap.Set.Rules, snap.Seqs = snap.Set.Rules[:n:n], snap.Seqs[:n:n]
 	}
@@ -907,8 +945,62 @@ func (s *Store) extendEffLocked() {
 	for i, e := range s.effNew {
 		rules[n+i], seqs[n+i] = *e.r, e.seq
 		e.r = &rules[n+i]
+		s.effEnt = append(s.effEnt, e)
 	}
 	s.effRules, s.effSeqs, s.effNew, s.effVer = rules, seqs, nil, s.version
+}
+
+// closeEffLocked takes the rules removed since the last effective set was
+// handed out (effGone) out of it: the rules and their places go into new
+// arrays (holders read the old ones), copied run by run between the
+// holes, with room for the rules added since and as much again as a
+// fresh copy leaves; the entries in force point at their rules there.
+// It costs a move of the set's memory (at 100k rules about 30 MB), not a
+// walk of the entries and a sort. It reports false, with nothing changed,
+// when a rule removed is not in the set (which the store's bookkeeping
+// rules out): the caller builds the set from the entries then.
+func (s *Store) closeEffLocked() bool {
+	if len(s.effGone) == 0 {
+		return true
+	}
+	n := len(s.effRules)
+	gone := make([]int, 0, len(s.effGone))
+	for _, seq := range s.effGone {
+		i, ok := slices.BinarySearch(s.effSeqs[:n], seq)
+		if !ok || s.effEnt[i] == nil || s.effEnt[i].seq != seq {
+			return false
+		}
+		gone = append(gone, i)
+	}
+	slices.Sort(gone)
+	m := n - len(gone)
+	c := m + len(s.effNew)
+	c += c/16 + 16
+	rules := make([]rule.Rule, m, c)
+	seqs := make([]uint64, m, c)
+	closeRuns(rules, s.effRules, gone)
+	closeRuns(seqs, s.effSeqs[:n], gone)
+	ent := make([]*stored, m, c)
+	closeRuns(ent, s.effEnt, gone)
+	for i, e := range ent {
+		if e != nil {
+			e.r = &rules[i]
+		}
+	}
+	s.effRules, s.effSeqs, s.effEnt, s.effGone = rules, seqs, ent, nil
+	s.effVer = 0 // not a version handed out: extendEffLocked brings it to the current one
+	return true
+}
+
+// closeRuns copies src into dst (len(src)-len(gone) long) without the
+// elements at positions gone (ascending), one copy per run between them.
+func closeRuns[T any](dst, src []T, gone []int) {
+	k, from := 0, 0
+	for _, g := range gone {
+		k += copy(dst[k:], src[from:g])
+		from = g + 1
+	}
+	copy(dst[k:], src[from:])
 }
 
 // ProtectRules returns the protect list's accept rules.
