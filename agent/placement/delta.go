@@ -83,6 +83,9 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 		if p.cfg.CounterMemory > 0 {
 			p.retired[id] = retired{hwTot: rs.hwTot, swTot: rs.swTot, moves: rs.moves, at: now}
 		}
+		if rs.path == None {
+			p.noneDrops--
+		}
 		delete(p.rules, id)
 		i := p.slot(rs)
 		p.states[i] = nil
@@ -116,6 +119,10 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 			}
 		} else {
 			rs = &ruleState{path: None, mkey: mk}
+			p.noneDrops++
+			if old != nil && old.path == None {
+				p.noneDrops--
+			}
 			if old != nil { // changed: carry counters, re-place (as Apply)
 				rs.hwTot, rs.swTot, rs.moves = old.hwTot, old.swTot, old.moves
 				rs.swLast, rs.swSeen = old.swLast, old.swSeen

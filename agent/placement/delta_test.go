@@ -191,6 +191,17 @@ func TestDeltaPlacementEqualsFullPlacement(t *testing.T) {
 					twin.Tick(ctx)
 				}
 				checkList(t, inc, fmt.Sprintf("step %d (%s)", step, op))
+				for _, q := range []*Placer{inc, twin} {
+					none := 0
+					for _, rs := range q.states {
+						if rs.r.Action == rule.Drop && rs.path == None {
+							none++
+						}
+					}
+					if q.noneDrops != none {
+						t.Fatalf("step %d (%s): %d drop rules placed nowhere counted, %d in the set", step, op, q.noneDrops, none)
+					}
+				}
 				got, want := placedOf(inc, wi), placedOf(twin, wt)
 				if !reflect.DeepEqual(got, want) {
 					t.Fatalf("step %d (%s): delta placement differs from the snapshot twin's\n got %+v\nwant %+v", step, op, got, want)

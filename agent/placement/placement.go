@@ -292,6 +292,12 @@ type Placer struct {
 	pushed *rule.Set
 	// swPatches counts the sets pushed to software as changes (giveSW).
 	swPatches uint64
+	// noneDrops counts the drop rules of the set placed nowhere yet
+	// (path None): with none outside a push's extra rules, the backstop
+	// set is every rule and swSet hands out the array without walking it.
+	// Apply counts them; record, and applyDelta for the rules it adds and
+	// removes, keep the count.
+	noneDrops int
 	// shared says set.Rules' array is also held outside the placer: by
 	// the caller of Apply (a snapshot), or by the software engine, which
 	// swSet hands the array itself when every rule goes to software (the
@@ -564,6 +570,14 @@ func (p *Placer) record(rs *ruleState, from, to Path, reason string, in Inputs) 
 			p.round.addedSW++
 		}
 	}
+	if rs.r.Action == rule.Drop {
+		if rs.path == None {
+			p.noneDrops--
+		}
+		if to == None {
+			p.noneDrops++
+		}
+	}
 	rs.path, rs.reason, rs.since = to, reason, now
 	p.touch(rs)
 	// One line per rule at debug level; each round logs its counts once
@@ -602,9 +616,15 @@ func (p *Placer) swSet(extra map[string]bool, backstop bool) *rule.Set {
 		return rs.path == SW || (len(extra) > 0 && extra[r.ID]) || (backstop && rs.path == HW)
 	}
 	n := 0
-	for i := range p.set.Rules {
-		if in(i) {
-			n++
+	if backstop && p.seqs != nil && p.noneDrops == p.noneIn(extra) {
+		// Every drop rule is in hardware or software or in extra, and
+		// each id has one place (seqs): every rule is in.
+		n = len(p.set.Rules)
+	} else {
+		for i := range p.set.Rules {
+			if in(i) {
+				n++
+			}
 		}
 	}
 	if n == len(p.set.Rules) {
@@ -618,6 +638,18 @@ func (p *Placer) swSet(extra map[string]bool, backstop bool) *rule.Set {
 		}
 	}
 	return out
+}
+
+// noneIn counts the drop rules placed nowhere yet (path None) among the
+// rules of ids extra.
+func (p *Placer) noneIn(extra map[string]bool) int {
+	k := 0
+	for id := range extra {
+		if rs := p.rules[id]; rs != nil && rs.path == None && rs.r.Action == rule.Drop {
+			k++
+		}
+	}
+	return k
 }
 
 // unshare gives the placer its own copy of set.Rules if the array is
@@ -808,6 +840,7 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 			fresh = append(fresh, rs)
 		}
 	}
+	p.noneDrops = len(fresh)
 	// Adopt what reconcile found in hardware.
 	staleSet := map[string]bool{}
 	for _, id := range p.stale {
