@@ -30,7 +30,7 @@ import (
 // close the hole in place, a move of memory), and a rule placed in the
 // middle of the order copies the set's arrays once per round. The View's list of rules is edited where the rules changed
 // (RuleList: a chunk of 256 copied per rule changed).
-func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
+func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bool {
 	if d.From != p.version || p.seqs == nil {
 		return false
 	}
@@ -181,7 +181,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 				p.list.remove(emptied[k])
 			}
 		}
-		p.appendIns(ins, listOK)
+		p.appendIns(ins, listOK, ext, d.Version)
 	case relayout:
 		// New arrays (the hardware path indexes a set by its array): the
 		// slots still held and the new rules, merged in the store's order.
@@ -230,7 +230,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta) bool {
 			}
 		}
 	case len(ins) > 0:
-		p.appendIns(ins, listOK)
+		p.appendIns(ins, listOK, ext, d.Version)
 	}
 	if !listOK {
 		p.viewAll = true
@@ -297,13 +297,19 @@ type insert struct {
 // appendIns appends ins (each after every rule held) to the set's arrays,
 // in place where they have room, and to the published list unless it is
 // to be built anew (!listOK).
-func (p *Placer) appendIns(ins []insert, listOK bool) {
+func (p *Placer) appendIns(ins []insert, listOK bool, ext extender, version uint64) {
 	if len(ins) == 0 {
 		return
 	}
 	grown := cap(p.set.Rules) < len(p.set.Rules)+len(ins)
+	if grown && p.adopt(ins, ext, version) {
+		grown = false
+	} else {
+		for k := range ins {
+			p.set.Rules = append(p.set.Rules, ins[k].r)
+		}
+	}
 	for k := range ins {
-		p.set.Rules = append(p.set.Rules, ins[k].r)
 		p.seqs = append(p.seqs, ins[k].seq)
 		p.mkeys = append(p.mkeys, ins[k].mk)
 		p.order = append(p.order, ins[k].r.ID)
@@ -322,6 +328,37 @@ func (p *Placer) appendIns(ins []insert, listOK bool) {
 			p.list.insert(i, viewOf(p.order[i], p.states[i]))
 		}
 	}
+}
+
+// extender is the store's Extended: the effective set when the array the
+// placer holds is its beginning, extended in place by the store.
+type extender interface {
+	Extended(first *rule.Rule) (store.Snapshot, bool)
+}
+
+// adopt takes, for rules ins appended after the last, the store's array
+// of version in place of a copy of the placer's own grown by them: when
+// the placer holds the store's array (Apply took it; at 100k rules 29 MB)
+// and the store wrote the same rules after its end, the set is that array,
+// longer, and the rules already placed stay where they are. It reports
+// false, with nothing changed, when the store's set is not that.
+func (p *Placer) adopt(ins []insert, ext extender, version uint64) bool {
+	n := len(p.set.Rules)
+	if ext == nil || n == 0 {
+		return false
+	}
+	snap, ok := ext.Extended(&p.set.Rules[0])
+	if !ok || snap.Version != version || len(snap.Set.Rules) != n+len(ins) || len(snap.Seqs) != len(snap.Set.Rules) {
+		return false
+	}
+	for k := range ins {
+		if snap.Set.Rules[n+k].ID != ins[k].r.ID || snap.Seqs[n+k] != ins[k].seq {
+			return false
+		}
+	}
+	p.set.Rules = snap.Set.Rules
+	p.shared = true // the store's array: copied before a write (unshare)
+	return true
 }
 
 // closeSlots takes the rules at positions gone (ascending) out of the

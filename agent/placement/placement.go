@@ -916,7 +916,7 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 // touches drop rules only (applyDelta), else a snapshot (Apply).
 func (p *Placer) ApplyStore(ctx context.Context, st *store.Store) {
 	if p.seqs != nil && p.stale == nil {
-		if d, ok := st.Delta(p.version); ok && p.applyDelta(ctx, d) {
+		if d, ok := st.Delta(p.version); ok && p.applyDelta(ctx, d, st) {
 			return
 		}
 	}

@@ -950,6 +950,24 @@ func (s *Store) extendEffLocked() {
 	s.effRules, s.effSeqs, s.effNew, s.effVer = rules, seqs, nil, s.version
 }
 
+// Extended returns the effective set as Effective would, but only where
+// that costs no copy of the set: the array last handed out begins at
+// first, and since then rules were only added, into its spare room (they
+// are written after its end, where no holder's capped slice reaches).
+// Otherwise ok is false and nothing is built: a holder that keeps its own
+// copy of an older set (placement, after a delta that only added rules)
+// can take the store's array in place of copying it again.
+func (s *Store) Extended(first *rule.Rule) (snap Snapshot, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.effOK || len(s.effGone) != 0 || len(s.effRules) == 0 || &s.effRules[0] != first {
+		return Snapshot{}, false
+	}
+	s.extendEffLocked()
+	n := len(s.effRules)
+	return Snapshot{Version: s.version, Set: rule.Set{Rules: s.effRules[:n:n]}, Seqs: s.effSeqs[:n:n]}, true
+}
+
 // closeEffLocked takes the rules removed since the last effective set was
 // handed out (effGone) out of it: the rules and their places go into new
 // arrays (holders read the old ones), copied run by run between the
