@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/internal/holes"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
@@ -374,7 +375,7 @@ func (p *Placer) closeSlots(gone []int, room int) {
 	n := len(p.set.Rules) - len(gone)
 	c := n + room + (n+room)/16 + 16
 	rules := make([]rule.Rule, n, c)
-	closeRuns(rules, p.set.Rules, gone)
+	holes.Close(rules, p.set.Rules, gone)
 	p.set.Rules = rules
 	p.shared = false
 	if !p.seqsOwn {
@@ -386,17 +387,6 @@ func (p *Placer) closeSlots(gone []int, room int) {
 	p.order = closeInPlace(p.order, gone)
 	p.states = closeInPlace(p.states, gone)
 	p.repoint()
-}
-
-// closeRuns copies src into dst (len(src)-len(gone) long) without the
-// elements at positions gone (ascending), one copy per run between them.
-func closeRuns[T any](dst, src []T, gone []int) {
-	k, from := 0, 0
-	for _, g := range gone {
-		k += copy(dst[k:], src[from:g])
-		from = g + 1
-	}
-	copy(dst[k:], src[from:])
 }
 
 // closeInPlace takes the elements at positions gone (ascending) out of s,

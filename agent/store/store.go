@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/scrubd/scrubd/agent/protect"
+	"github.com/scrubd/scrubd/internal/holes"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
@@ -996,10 +997,10 @@ func (s *Store) closeEffLocked() bool {
 	c += c/16 + 16
 	rules := make([]rule.Rule, m, c)
 	seqs := make([]uint64, m, c)
-	closeRuns(rules, s.effRules, gone)
-	closeRuns(seqs, s.effSeqs[:n], gone)
+	holes.Close(rules, s.effRules, gone)
+	holes.Close(seqs, s.effSeqs[:n], gone)
 	ent := make([]*stored, m, c)
-	closeRuns(ent, s.effEnt, gone)
+	holes.Close(ent, s.effEnt, gone)
 	for i, e := range ent {
 		if e != nil {
 			e.r = &rules[i]
@@ -1008,17 +1009,6 @@ func (s *Store) closeEffLocked() bool {
 	s.effRules, s.effSeqs, s.effEnt, s.effGone = rules, seqs, ent, nil
 	s.effVer = 0 // not a version handed out: extendEffLocked brings it to the current one
 	return true
-}
-
-// closeRuns copies src into dst (len(src)-len(gone) long) without the
-// elements at positions gone (ascending), one copy per run between them.
-func closeRuns[T any](dst, src []T, gone []int) {
-	k, from := 0, 0
-	for _, g := range gone {
-		k += copy(dst[k:], src[from:g])
-		from = g + 1
-	}
-	copy(dst[k:], src[from:])
 }
 
 // ProtectRules returns the protect list's accept rules.
