@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,8 +66,10 @@ func sourceFile(src string) string {
 }
 
 // writeSource writes one source's rules in force to its file atomically
-// (temp file, fsync, rename), one rule per line as it goes.
-func writeSource(dir, src string, rs []*rule.Rule, now time.Time) error {
+// (temp file, fsync, rename), one rule per line as it goes, with snapshot
+// generation gen, and removes the journal of the file it replaces.
+func writeSource(dir, src string, rs []*rule.Rule, now time.Time, gen string) error {
+	path := filepath.Join(dir, sourceFile(src))
 	tmp, err := os.CreateTemp(dir, ".source-*.yaml")
 	if err != nil {
 		return err
@@ -76,7 +80,7 @@ func writeSource(dir, src string, rs []*rule.Rule, now time.Time) error {
 		return err
 	}
 	w := bufio.NewWriterSize(tmp, 64<<10)
-	fmt.Fprintf(w, "%s%s\n# saved %s\nrules:\n", sourceHeader, strconv.Quote(src), now.UTC().Format(time.RFC3339Nano))
+	fmt.Fprintf(w, "%s%s\n# saved %s\n%s%s\nrules:\n", sourceHeader, strconv.Quote(src), now.UTC().Format(time.RFC3339Nano), generationPrefix, gen)
 	for _, r := range rs {
 		js, err := json.Marshal(r.Spec())
 		if err != nil {
@@ -90,10 +94,10 @@ func writeSource(dir, src string, rs []*rule.Rule, now time.Time) error {
 		if err := fail(nil); err != nil {
 			return err
 		}
-		if err := os.Remove(filepath.Join(dir, sourceFile(src))); err != nil && !os.IsNotExist(err) {
+		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 			return err
 		}
-		return nil
+		return removeJournal(path)
 	}
 	if err := w.Flush(); err != nil {
 		return fail(err)
@@ -105,22 +109,61 @@ func writeSource(dir, src string, rs []*rule.Rule, now time.Time) error {
 		os.Remove(tmp.Name())
 		return err
 	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, sourceFile(src)))
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	// The old journal is the old generation's: ignored from here on even
+	// if it stays (a crash now), removed so it takes no room.
+	return removeJournal(path)
 }
 
-// StateSaver saves the persisted sources of a store, each in its own file,
-// rewriting only the sources changed since its last save
-// (store.SourceVersions) and removing the files of sources gone. Its
-// first save writes every persisted source, removes files of sources the
-// store no longer holds and the older whole-state file. It is safe for
-// concurrent use (the API persists on its handlers, the saver on a tick).
+// removeJournal removes the journal of source file path, if any.
+func removeJournal(path string) error {
+	if err := os.Remove(journalPath(path)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
+}
+
+// StateSaver saves the persisted sources of a store, each in its own
+// file. Its first save writes every persisted source whole, removes files
+// of sources the store no longer holds and the older whole-state file.
+// From then on it appends the changes since its last save to each changed
+// source's journal (store.SourceChanges): one line a rule touched. A
+// source is written whole again when its journal grows past the rules of
+// its snapshot (and journalMinLines), when a rule comes back in force at a place
+// before the last one saved (the journal only appends or replaces), or
+// when the store's log no longer reaches back to the last save. It is
+// safe for concurrent use (the API persists on its handlers, the saver on
+// a tick).
 type StateSaver struct {
 	dir string
 	st  *store.Store
 	now func() time.Time
 
-	mu    sync.Mutex
-	saved map[string]uint64 // source -> its version in the files; nil before the first save
+	mu sync.Mutex
+	// ver is the store version the files hold at least (later changes
+	// may be in some: replaying them again is no change); srcs is, per
+	// persisted source with a file, what the saver knows of it. Both
+	// are valid while ok; a failed write clears ok, and the next save
+	// writes every source whole.
+	ok   bool
+	ver  uint64
+	srcs map[string]*savedSource
+	// journaled and whole count the sources saved each way (tests).
+	journaled, whole uint64
+}
+
+// savedSource is what a source's file and journal hold.
+type savedSource struct {
+	path string
+	gen  string
+	// seqs are the places (store order) of the rules in the file and
+	// journal, ascending: what tells a change in place from an append.
+	seqs []uint64
+	// snap is how many rules the snapshot holds, lines how many lines
+	// the journal does.
+	snap, lines int
 }
 
 // NewStateSaver returns a saver of st's persisted sources into dir.
@@ -136,42 +179,126 @@ func (s *StateSaver) Save() error {
 	if err := os.MkdirAll(sdir, 0o750); err != nil {
 		return err
 	}
-	first := s.saved == nil
-	if first {
-		s.saved = map[string]uint64{}
-	}
-	now := s.now()
-	vers := s.st.SourceVersions()
-	keep := map[string]bool{}
-	for src, v := range vers {
-		if !persisted(src) {
-			continue
-		}
-		keep[sourceFile(src)] = true
-		if old, ok := s.saved[src]; ok && old == v {
-			continue
-		}
-		if err := writeSource(sdir, src, s.st.SourceRules(src), now); err != nil {
-			return fmt.Errorf("state: source %s: %w", src, err)
-		}
-		s.saved[src] = v
-	}
-	for src := range s.saved {
-		if _, ok := vers[src]; !ok {
-			delete(s.saved, src)
-			if err := os.Remove(filepath.Join(sdir, sourceFile(src))); err != nil && !os.IsNotExist(err) {
-				return err
-			}
-		}
-	}
-	if first {
-		return cleanState(s.dir, keep)
+	if err := s.save(sdir); err != nil {
+		s.ok = false
+		return err
 	}
 	return nil
 }
 
-// cleanState removes the source files not in keep and the older
-// whole-state file, once every source in keep is saved.
+func (s *StateSaver) save(sdir string) error {
+	now := s.now()
+	if s.ok {
+		if c, ok := s.st.SourceChanges(s.ver); ok {
+			if err := s.journal(sdir, c, now); err != nil {
+				return err
+			}
+			s.ver = c.Version
+			return nil
+		}
+	}
+	// Every source whole: the first save, after a failed one, or the
+	// store's log does not reach back to the last.
+	ver := s.st.Version()
+	s.srcs = map[string]*savedSource{}
+	keep := map[string]bool{}
+	for src := range s.st.SourceVersions() {
+		if !persisted(src) {
+			continue
+		}
+		keep[sourceFile(src)] = true
+		if err := s.writeWhole(sdir, src, now); err != nil {
+			return err
+		}
+	}
+	if err := cleanState(s.dir, keep); err != nil {
+		return err
+	}
+	s.ok, s.ver = true, ver
+	return nil
+}
+
+// writeWhole writes source src whole and records it.
+func (s *StateSaver) writeWhole(sdir, src string, now time.Time) error {
+	rules, seqs, _ := s.st.SourceState(src)
+	gen := newGeneration()
+	if err := writeSource(sdir, src, rules, now, gen); err != nil {
+		return fmt.Errorf("state: source %s: %w", src, err)
+	}
+	s.whole++
+	if len(rules) == 0 {
+		delete(s.srcs, src)
+		return nil
+	}
+	s.srcs[src] = &savedSource{path: filepath.Join(sdir, sourceFile(src)), gen: gen, seqs: seqs, snap: len(rules)}
+	return nil
+}
+
+// journal writes the changes c: per source, its lines appended to its
+// journal, or the source whole where a journal cannot say them.
+func (s *StateSaver) journal(sdir string, c store.SourceChanges, now time.Time) error {
+	lines := map[string][]byte{}
+	whole := map[string]bool{}
+	for _, g := range c.Gone {
+		ss := s.srcs[g.Source]
+		if !persisted(g.Source) || ss == nil {
+			continue // not saved, or no file: nothing to take out
+		}
+		if i, ok := slices.BinarySearch(ss.seqs, g.Seq); ok {
+			ss.seqs = slices.Delete(ss.seqs, i, i+1)
+			lines[g.Source] = journalDel(lines[g.Source], g.ID)
+		}
+	}
+	for _, p := range c.Now {
+		if !persisted(p.Source) || whole[p.Source] {
+			continue
+		}
+		ss := s.srcs[p.Source]
+		if ss == nil {
+			whole[p.Source] = true // a new file
+			continue
+		}
+		i, in := slices.BinarySearch(ss.seqs, p.Seq)
+		if !in && i < len(ss.seqs) {
+			whole[p.Source] = true // back in force before the last rule saved
+			continue
+		}
+		b, err := journalPut(lines[p.Source], p.Rule)
+		if err != nil {
+			return fmt.Errorf("state: source %s: rule %s: %w", p.Source, p.ID, err)
+		}
+		lines[p.Source] = b
+		if !in {
+			ss.seqs = append(ss.seqs, p.Seq)
+		}
+	}
+	for src, b := range lines {
+		ss := s.srcs[src]
+		n := bytes.Count(b, []byte("\n"))
+		switch {
+		case whole[src]:
+		case len(ss.seqs) == 0:
+			whole[src] = true // nothing in force: no file
+		case ss.lines+n > max(journalMinLines, ss.snap):
+			whole[src] = true // folded into a new snapshot
+		default:
+			if err := appendJournal(journalPath(ss.path), src, ss.gen, b, ss.lines == 0); err != nil {
+				return fmt.Errorf("state: source %s: %w", src, err)
+			}
+			ss.lines += n
+			s.journaled++
+		}
+	}
+	for src := range whole {
+		if err := s.writeWhole(sdir, src, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cleanState removes the source files not in keep, with their journals,
+// and the older whole-state file, once every source in keep is saved.
 func cleanState(dir string, keep map[string]bool) error {
 	sdir := filepath.Join(dir, SourcesDir)
 	names, err := os.ReadDir(sdir)
@@ -179,7 +306,8 @@ func cleanState(dir string, keep map[string]bool) error {
 		return err
 	}
 	for _, n := range names {
-		if strings.HasSuffix(n.Name(), ".yaml") && !keep[n.Name()] {
+		base, _ := strings.CutSuffix(n.Name(), ".journal")
+		if strings.HasSuffix(base, ".yaml") && !keep[base] {
 			if err := os.Remove(filepath.Join(sdir, n.Name())); err != nil {
 				return err
 			}
@@ -213,7 +341,7 @@ func SaveState(dir string, snap store.Snapshot, now time.Time) error {
 	keep := map[string]bool{}
 	for src, rs := range bySrc {
 		keep[sourceFile(src)] = true
-		if err := writeSource(sdir, src, rs, now); err != nil {
+		if err := writeSource(sdir, src, rs, now, newGeneration()); err != nil {
 			return fmt.Errorf("state: source %s: %w", src, err)
 		}
 	}
@@ -317,7 +445,19 @@ func LoadState(dir string, now time.Time) (map[string][]rule.Rule, []error, erro
 			errs = append(errs, fmt.Errorf("source %s: %w", src, err))
 			continue
 		}
-		out[src] = set.Rules
+		rules, err := replayJournal(journalPath(p), src, snapshotGeneration(data), set.Rules, now)
+		if err != nil {
+			var je *JournalError
+			if !errors.As(err, &je) {
+				return nil, nil, err
+			}
+			// The changes before the bad line stand; the journal is kept
+			// aside for inspection.
+			if ferr := aside(journalPath(p), err); ferr != nil {
+				return nil, nil, ferr
+			}
+		}
+		out[src] = rules
 	}
 	if len(out) == 0 {
 		out = nil

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,9 +42,9 @@ func modTimes(t *testing.T, dir string) map[string]int64 {
 	return out
 }
 
-// The saver rewrites only the source a change touched: after an API add
+// The saver writes only the source a change touched: after an API add
 // the rule file's state file (5000 rules) is the same file, untouched, and
-// the API's holds the new rule; a source emptied loses its file; what it
+// the API's journal holds the new rule; a source emptied loses its file; what it
 // wrote loads back rule for rule (Spec for Spec); a source that is not
 // persisted (protect) has no file.
 func TestStateSaverWritesChangedSourcesOnly(t *testing.T) {
@@ -86,8 +87,11 @@ func TestStateSaverWritesChangedSourcesOnly(t *testing.T) {
 	if m1[fileName] != m0[fileName] {
 		t.Errorf("an API add rewrote the rule file's state (%s)", fileName)
 	}
-	if m1[sourceFile("api")] == m0[sourceFile("api")] {
-		t.Errorf("the API's state file was not rewritten after an API add")
+	if m1[sourceFile("api")] != m0[sourceFile("api")] {
+		t.Errorf("an API add rewrote the API's state file, where its journal takes the change")
+	}
+	if j, err := os.ReadFile(journalPath(filepath.Join(dir, SourcesDir, sourceFile("api")))); err != nil || bytes.Count(j, []byte("\n")) != 2 {
+		t.Errorf("the API's journal after one add: %q, %v; want its header and one line", j, err)
 	}
 	if _, ok := m1[sourceFile("bgp:192.0.2.1")]; ok || len(m1) != 2 {
 		t.Errorf("state files after the peer's last rule went: %v", m1)
@@ -140,7 +144,7 @@ func TestStateOlderFileAndCorruptSource(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, SourcesDir), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeSource(filepath.Join(dir, SourcesDir), "api", st.SourceRules("api"), stateT0); err != nil {
+	if err := writeSource(filepath.Join(dir, SourcesDir), "api", st.SourceRules("api"), stateT0, "g1"); err != nil {
 		t.Fatal(err)
 	}
 	got, _, _ = LoadState(dir, stateT0)
@@ -162,7 +166,7 @@ func TestStateOlderFileAndCorruptSource(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, SourcesDir, sourceFile("bgp:y")), []byte("rules:\n  - {id: y, action: drop, match: {dst: 10.9.9.9/32}}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeSource(filepath.Join(dir, SourcesDir), "bgp:z", []*rule.Rule{ptr(dropRule("z1", 5))}, stateT0); err != nil {
+	if err := writeSource(filepath.Join(dir, SourcesDir), "bgp:z", []*rule.Rule{ptr(dropRule("z1", 5))}, stateT0, "g2"); err != nil {
 		t.Fatal(err)
 	}
 	got, _, err = LoadState(dir, stateT0)
@@ -213,6 +217,39 @@ func BenchmarkStateSaveAt100k(b *testing.B) {
 					err = SaveState(dir, st.Snapshot(), now())
 				}
 				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkStateSaveAPIAdd: one rule added through the API beside n API
+// rules, then the state saved, as the API's add does before it answers.
+// The saver appends one journal line (a whole rewrite of the n once the
+// journal outgrows them, amortized over as many adds).
+func BenchmarkStateSaveAPIAdd(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
+			now := func() time.Time { return stateT0 }
+			st := store.New(nil, now)
+			for i := range n {
+				if _, err := st.Put("api", dropRule(fmt.Sprintf("p%d", i), i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s := NewStateSaver(b.TempDir(), st, now)
+			if err := s.Save(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, err := st.Put("api", dropRule(fmt.Sprintf("a%d", i), 1<<22+i)); err != nil {
+					b.Fatal(err)
+				}
+				i++
+				if err := s.Save(); err != nil {
 					b.Fatal(err)
 				}
 			}

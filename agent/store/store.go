@@ -142,10 +142,14 @@ type Upsert struct {
 	Seq  uint64
 }
 
-// change records that rule id changed in store version ver.
+// change records that rule id changed in store version ver, and the
+// source and place (seq) the id had there: the new entry's for a rule
+// stored, the old one's for a rule removed (SourceChanges).
 type change struct {
 	ver uint64
 	id  string
+	src *string
+	seq uint64
 }
 
 // maxChanges bounds the change log (about 24 bytes a change). A reader
@@ -286,16 +290,16 @@ func (s *Store) SweepWalks() uint64 {
 	return s.sweepWalks
 }
 
-// noteLocked logs a change to rule id in the version the store's next
-// bump publishes.
-func (s *Store) noteLocked(id string) {
+// noteLocked logs a change to the rule of entry e (stored or removed) in
+// the version the store's next bump publishes.
+func (s *Store) noteLocked(e *stored) {
 	if len(s.changes) >= maxChanges {
 		// Keep the newer half: deltas from before it read a snapshot.
 		h := len(s.changes) / 2
 		s.logFrom = s.changes[h-1].ver
 		s.changes = append(s.changes[:0], s.changes[h:]...)
 	}
-	s.changes = append(s.changes, change{ver: s.version + 1, id: id})
+	s.changes = append(s.changes, change{ver: s.version + 1, id: e.r.ID, src: e.src, seq: e.seq})
 }
 
 // Delta returns what changed in the effective set after version since, up
@@ -407,7 +411,7 @@ func (s *Store) setLocked(e *stored) {
 	}
 	s.entries[e.r.ID] = e
 	s.sweepOK = false
-	s.noteLocked(e.r.ID)
+	s.noteLocked(e)
 	s.perSource[e.source()]++
 	s.byStatus[sourceStatus{e.source(), e.status()}]++
 	s.touchLocked(e.source())
@@ -442,7 +446,7 @@ func (s *Store) delLocked(id string) {
 		s.untouchLocked(old.source())
 		s.uncountLocked(old)
 		delete(s.entries, id)
-		s.noteLocked(id)
+		s.noteLocked(old)
 	}
 }
 
