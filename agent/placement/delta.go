@@ -50,11 +50,11 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 		if rs != nil && rs.r.Action != rule.Drop {
 			return false
 		}
-		freesHW = freesHW || (rs != nil && rs.path == HW)
+		freesHW = freesHW || (rs != nil && rs.path == pHW)
 	}
 	for i := range d.Upserts {
 		rs := p.rules[d.Upserts[i].Rule.ID]
-		freesHW = freesHW || (rs != nil && rs.path == HW)
+		freesHW = freesHW || (rs != nil && rs.path == pHW)
 	}
 	if _, ok := p.hw.(acceptSyncer); ok && p.hwUp && freesHW && p.anyOverlapHeld() {
 		// A hardware path with pass entries (hwpath) refuses a drop whose
@@ -77,14 +77,14 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 		if rs == nil {
 			continue
 		}
-		if rs.path == HW {
-			removedHW = append(removedHW, rs.key)
+		if rs.path == pHW {
+			removedHW = append(removedHW, rs.key())
 		}
 		p.round.removed++
 		if p.cfg.CounterMemory > 0 {
-			p.retired[id] = retired{hwTot: rs.hwTot, swTot: rs.swTot, moves: rs.moves, at: now}
+			p.retired[id] = retired{hwTot: rs.ex().hwTot, swTot: rs.ex().swTot, moves: rs.ex().moves, at: now}
 		}
-		if rs.path == None {
+		if rs.path == pNone {
 			p.noneDrops--
 		}
 		delete(p.rules, id)
@@ -103,35 +103,28 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 	for _, u := range d.Upserts {
 		r := u.Rule
 		old := p.rules[r.ID]
-		var mk string
-		if old != nil && sameMatch(&r.Match, &old.r.Match) {
-			mk = old.mkey
-		} else {
-			mk = r.Match.String()
-		}
 		if old != nil && old.seq == u.Seq && sameRule(&r, old.r) {
 			continue // put again as it was: nothing to do
 		}
 		touched++
 		rs := old
-		if old != nil && old.mkey == mk && old.r.Action == r.Action {
+		if old != nil && sameMatch(&r.Match, &old.r.Match) && old.r.Action == r.Action {
 			if old.r.Priority != r.Priority {
 				old.compiled = false
 			}
 		} else {
-			rs = &ruleState{path: None, mkey: mk}
+			rs = &ruleState{}
 			p.noneDrops++
-			if old != nil && old.path == None {
+			if old != nil && old.path == pNone {
 				p.noneDrops--
 			}
 			if old != nil { // changed: carry counters, re-place (as Apply)
-				rs.hwTot, rs.swTot, rs.moves = old.hwTot, old.swTot, old.moves
-				rs.swLast, rs.swSeen = old.swLast, old.swSeen
-				if old.path == HW {
-					removedHW = append(removedHW, old.key)
+				rs.carry(old)
+				if old.path == pHW {
+					removedHW = append(removedHW, old.key())
 				}
 			} else if rt, found := p.retired[r.ID]; found {
-				rs.hwTot, rs.swTot, rs.moves = rt.hwTot, rt.swTot, rt.moves
+				rs.carryRetired(rt)
 			}
 			delete(p.retired, r.ID)
 			p.rules[r.ID] = rs
@@ -146,7 +139,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 			p.unshare()
 			i := p.slot(old)
 			p.set.Rules[i] = r
-			p.states[i], p.mkeys[i] = rs, mk
+			p.states[i] = rs
 			rs.r, rs.seq = &p.set.Rules[i], u.Seq
 			p.touch(rs)
 			continue
@@ -160,7 +153,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 		}
 		last = max(last, u.Seq)
 		rs.seq = u.Seq
-		ins = append(ins, insert{r: r, seq: u.Seq, rs: rs, mk: mk})
+		ins = append(ins, insert{r: r, seq: u.Seq, rs: rs})
 	}
 	for id, rt := range p.retired {
 		if now.Sub(rt.at) > p.cfg.CounterMemory {
@@ -192,15 +185,13 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 		c := n + n/16 + 16
 		rules := make([]rule.Rule, 0, c)
 		seqs := make([]uint64, 0, c)
-		mkeys := make([]string, 0, c)
 		order := make([]string, 0, c)
 		states := make([]*ruleState, 0, c)
 		j := 0
 		var gone, added []int // old places emptied; new places filled, ascending
-		put := func(r *rule.Rule, seq uint64, mk string, rs *ruleState) {
+		put := func(r *rule.Rule, seq uint64, rs *ruleState) {
 			rules = append(rules, *r)
 			seqs = append(seqs, seq)
-			mkeys = append(mkeys, mk)
 			order = append(order, r.ID)
 			states = append(states, rs)
 		}
@@ -211,15 +202,15 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 			}
 			for ; j < len(ins) && ins[j].seq < p.seqs[i]; j++ {
 				added = append(added, len(rules))
-				put(&ins[j].r, ins[j].seq, ins[j].mk, ins[j].rs)
+				put(&ins[j].r, ins[j].seq, ins[j].rs)
 			}
-			put(&p.set.Rules[i], p.seqs[i], p.mkeys[i], p.states[i])
+			put(&p.set.Rules[i], p.seqs[i], p.states[i])
 		}
 		for ; j < len(ins); j++ {
 			added = append(added, len(rules))
-			put(&ins[j].r, ins[j].seq, ins[j].mk, ins[j].rs)
+			put(&ins[j].r, ins[j].seq, ins[j].rs)
 		}
-		p.set.Rules, p.seqs, p.mkeys, p.order, p.states = rules, seqs, mkeys, order, states
+		p.set.Rules, p.seqs, p.order, p.states = rules, seqs, order, states
 		p.shared, p.seqsOwn = false, true
 		p.repoint()
 		if listOK {
@@ -227,7 +218,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 				p.list.remove(gone[k])
 			}
 			for _, i := range added {
-				p.list.insert(i, viewOf(p.order[i], p.states[i]))
+				p.list.insert(i, p.viewOf(p.order[i], p.states[i]))
 			}
 		}
 	case len(ins) > 0:
@@ -242,12 +233,12 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 	var demote []*ruleState
 	for _, rs := range recompile {
 		p.compile(rs)
-		if rs.path == HW && !rs.hwOK {
+		if rs.path == pHW && !rs.hwOK {
 			demote = append(demote, rs)
 		}
 	}
 	for _, rs := range demote {
-		p.record(rs, HW, SW, "no longer offloadable: "+rs.hwReason, p.inputs(rs))
+		p.record(rs, HW, SW, "no longer offloadable: "+text(rs.hwReason), p.inputs(rs))
 	}
 	pending := map[string]bool{}
 	for _, rs := range fresh {
@@ -261,7 +252,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 		backstopped = p.pushSW(pending) == nil && p.swBackstop
 	}
 	for _, rs := range demote {
-		p.hwRemove(ctx, rs.key)
+		p.hwRemove(ctx, rs.key())
 	}
 	for _, k := range removedHW {
 		p.hwRemove(ctx, k)
@@ -286,13 +277,12 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 	return true
 }
 
-// insert is a rule a delta places, with its place in the store's order,
-// its state and its match key.
+// insert is a rule a delta places, with its place in the store's order
+// and its state.
 type insert struct {
 	r   rule.Rule
 	seq uint64
 	rs  *ruleState
-	mk  string
 }
 
 // appendIns appends ins (each after every rule held) to the set's arrays,
@@ -312,7 +302,6 @@ func (p *Placer) appendIns(ins []insert, listOK bool, ext extender, version uint
 	}
 	for k := range ins {
 		p.seqs = append(p.seqs, ins[k].seq)
-		p.mkeys = append(p.mkeys, ins[k].mk)
 		p.order = append(p.order, ins[k].r.ID)
 		p.states = append(p.states, ins[k].rs)
 	}
@@ -326,7 +315,7 @@ func (p *Placer) appendIns(ins []insert, listOK bool, ext extender, version uint
 	}
 	if listOK {
 		for i := len(p.states) - len(ins); i < len(p.states); i++ {
-			p.list.insert(i, viewOf(p.order[i], p.states[i]))
+			p.list.insert(i, p.viewOf(p.order[i], p.states[i]))
 		}
 	}
 }
@@ -383,7 +372,6 @@ func (p *Placer) closeSlots(gone []int, room int) {
 		p.seqsOwn = true
 	}
 	p.seqs = closeInPlace(p.seqs, gone)
-	p.mkeys = closeInPlace(p.mkeys, gone)
 	p.order = closeInPlace(p.order, gone)
 	p.states = closeInPlace(p.states, gone)
 	p.repoint()

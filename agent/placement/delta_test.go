@@ -194,7 +194,7 @@ func TestDeltaPlacementEqualsFullPlacement(t *testing.T) {
 				for _, q := range []*Placer{inc, twin} {
 					none := 0
 					for _, rs := range q.states {
-						if rs.r.Action == rule.Drop && rs.path == None {
+						if rs.r.Action == rule.Drop && rs.path == pNone {
 							none++
 						}
 					}

@@ -12,7 +12,7 @@ func TestInternBounded(t *testing.T) {
 	p := &Placer{}
 	a := p.intern(strings.Repeat("x", 3) + "y")
 	if b := p.intern("xxx" + strings.ToLower("Y")); b != a || len(p.texts) != 1 {
-		t.Fatalf("intern of an equal text: %q, %d texts", b, len(p.texts))
+		t.Fatalf("intern of an equal text: %q (another copy), %d texts", *b, len(p.texts))
 	}
 	for i := range 3 * maxTexts {
 		p.intern(fmt.Sprint("reason ", i))

@@ -15,7 +15,7 @@ import (
 func noneDropsIn(p *Placer) int {
 	n := 0
 	for _, rs := range p.states {
-		if rs.r.Action == rule.Drop && rs.path == None {
+		if rs.r.Action == rule.Drop && rs.path == pNone {
 			n++
 		}
 	}

@@ -211,41 +211,145 @@ type View struct {
 	Ready   bool
 }
 
-// ruleState is one rule's placement (100k of them at 100k rules: 280
-// bytes each, where the booleans each padded to a word and two more
-// time.Time made it 336).
+// ruleState is one rule's placement, in two parts: what every rule has
+// (96 bytes), and what only a rule that has been in hardware, moved,
+// carried traffic or been refused by Compile has (ruleExtra, allocated
+// then). At 100k rules with a 4096-entry table, most rules are placed in
+// software once and never see traffic: one state with every field was 280
+// bytes.
 type ruleState struct {
-	r        *rule.Rule // in Placer.set: one copy of each rule, not two
-	path     Path
-	reason   string
-	since    time.Time
-	moves    uint64
-	hwReason string
-	hwKind   dataplane.Kind
-	cost     dataplane.Cost
+	r *rule.Rule // in Placer.set: one copy of each rule, not two
+	// seq is the rule's place in the store's order (store.Snapshot.Seqs).
+	seq uint64
+	// since is when it took its path (with placed set).
+	since stamp
+	// hwRetryAt is when hardware may be tried again after a refusal (0:
+	// now).
+	hwRetryAt stamp
+	// reason is why it is where it is; hwReason why Compile refused it
+	// (both interned: Placer.intern; nil for none).
+	reason   *string
+	hwReason *string
+	// masks and entries are its hardware cost (dataplane.Cost) as Compile
+	// last gave it.
+	masks   []string
+	entries int32
+	path    place
+	hwKind  uint8 // dataplane.Kind
+	hwOK    bool  // Compile accepted it against the current set
+	// compiled says hwOK, hwReason, hwKind and the cost hold for this
+	// rule in a set with the accept rules of Placer.acceptSig: an
+	// unchanged rule in a set whose accept rules did not change is not
+	// compiled again.
+	compiled bool
+	// dirty: its RuleView changed since the last publish (Placer.dirty
+	// lists it).
+	dirty bool
+	// placed: since holds (a path was recorded).
+	placed bool
+	x      *ruleExtra
+}
+
+// ruleExtra is the part of a rule's state that most rules never need.
+type ruleExtra struct {
+	key string // hardware key while in hardware
 	// cumulative monotonic totals and last raw readings
 	hwTot, swTot   dataplane.Counter
 	hwLast, swLast dataplane.Counter
 	// rates over the last round
 	hwPPS, swPPS, avgFrame float64
-	// hwRetryAt is when hardware may be tried again after a refusal,
-	// hwChanged when the hardware counters last moved (Placer.stamp;
-	// 0: never).
-	hwRetryAt, hwChanged stamp
-	key                  string // hardware key while in hardware
-	// mkey is r.Match.String() as placed: what tells a changed rule.
-	mkey string
-	// seq is the rule's place in the store's order (store.Snapshot.Seqs).
-	seq  uint64
-	hwOK bool // Compile accepted it against the current set
-	// compiled says hwOK, hwReason, hwKind and cost hold for this rule in
-	// a set with the accept rules of Placer.acceptSig: an unchanged rule
-	// in a set whose accept rules did not change is not compiled again.
-	compiled       bool
-	hwSeen, swSeen bool
-	// dirty: its RuleView changed since the last publish (Placer.dirty
-	// lists it).
-	dirty bool
+	moves                  uint64
+	// hwChanged is when the hardware counters last moved (0: never).
+	hwChanged stamp
+}
+
+// noExtra is the extra part of a rule without one: read, never written.
+var noExtra ruleExtra
+
+// ex returns rs's extra part to read (the zero one if it has none).
+func (rs *ruleState) ex() *ruleExtra {
+	if rs.x == nil {
+		return &noExtra
+	}
+	return rs.x
+}
+
+// ext returns rs's extra part to write, allocated first if it has none.
+func (rs *ruleState) ext() *ruleExtra {
+	if rs.x == nil {
+		rs.x = &ruleExtra{}
+	}
+	return rs.x
+}
+
+// key is rs's hardware key ("" while not in hardware).
+func (rs *ruleState) key() string { return rs.ex().key }
+
+// setKey sets rs's hardware key.
+func (rs *ruleState) setKey(k string) {
+	if k != "" || rs.x != nil {
+		rs.ext().key = k
+	}
+}
+
+// kind is the dataplane.Kind of Compile's refusal.
+func (rs *ruleState) kind() dataplane.Kind { return dataplane.Kind(rs.hwKind) }
+
+// text is the string s points to ("" for nil).
+func text(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// place is a Path as a rule state holds it.
+type place uint8
+
+const (
+	pNone place = iota
+	pHW
+	pSW
+)
+
+// Path is the Path of p.
+func (p place) Path() Path {
+	switch p {
+	case pHW:
+		return HW
+	case pSW:
+		return SW
+	}
+	return None
+}
+
+// placeOf is the place of path ("" and None: none).
+func placeOf(path Path) place {
+	switch path {
+	case HW:
+		return pHW
+	case SW:
+		return pSW
+	}
+	return pNone
+}
+
+// carry gives rs (new) the totals, moves and last software reading of
+// old, the state of the same id before its rule changed.
+func (rs *ruleState) carry(old *ruleState) {
+	if o := old.x; o != nil {
+		x := rs.ext()
+		x.hwTot, x.swTot, x.moves, x.swLast = o.hwTot, o.swTot, o.moves, o.swLast
+	}
+}
+
+// carryRetired gives rs (new) the totals and moves of a removed rule of
+// its id.
+func (rs *ruleState) carryRetired(rt retired) {
+	if rt.hwTot != (dataplane.Counter{}) || rt.swTot != (dataplane.Counter{}) || rt.moves != 0 {
+		x := rs.ext()
+		x.hwTot, x.swTot, x.moves = rt.hwTot, rt.swTot, rt.moves
+	}
 }
 
 // stamp is a time as the nanoseconds since the placer's epoch (its clock
@@ -308,7 +412,7 @@ type Placer struct {
 	// texts holds one copy of each reason text (intern): at 100k rules
 	// refused by hardware for the same reason, one string instead of
 	// 100k equal ones (about 25 MB).
-	texts map[string]string
+	texts map[string]*string
 
 	rules     map[string]*ruleState
 	order     []string
@@ -334,11 +438,9 @@ type Placer struct {
 	resyncReq chan string
 	view      atomic.Pointer[View]
 	retired   map[string]retired // removed rules' totals, by id
-	// mkeys are the match strings of set.Rules, by position; states the
-	// rules' states, by position; seqs their places in the store's order
-	// (nil when the last snapshot had none: the next round reads a
-	// snapshot again, not a delta).
-	mkeys  []string
+	// states are the rules' states, by position; seqs their places in
+	// the store's order (nil when the last snapshot had none: the next
+	// round reads a snapshot again, not a delta).
 	states []*ruleState
 	seqs   []uint64
 	// seqsOwn: seqs is an array of the placer's own (not the snapshot's,
@@ -385,10 +487,15 @@ func (p *Placer) touch(rs *ruleState) {
 }
 
 // viewOf is rs's RuleView under id.
-func viewOf(id string, rs *ruleState) RuleView {
-	return RuleView{ID: id, Action: rs.r.Action.String(), Path: rs.path, Reason: rs.reason,
-		Since: rs.since, Moves: rs.moves, HW: rs.hwTot, SW: rs.swTot, PPS: rs.hwPPS + rs.swPPS,
-		HWPPS: rs.hwPPS, SWPPS: rs.swPPS, AvgFrame: rs.avgFrame}
+func (p *Placer) viewOf(id string, rs *ruleState) RuleView {
+	x := rs.ex()
+	rv := RuleView{ID: id, Action: rs.r.Action.String(), Path: rs.path.Path(), Reason: text(rs.reason),
+		Moves: x.moves, HW: x.hwTot, SW: x.swTot, PPS: x.hwPPS + x.swPPS,
+		HWPPS: x.hwPPS, SWPPS: x.swPPS, AvgFrame: x.avgFrame}
+	if rs.placed {
+		rv.Since = p.epoch.Add(time.Duration(rs.since))
+	}
+	return rv
 }
 
 // RegimeSorted is how many software rules the last regime pass (Tick)
@@ -417,8 +524,8 @@ func (p *Placer) shapesFull(err error) {
 		p.fullTables = map[string]bool{}
 		p.shapes = map[string]bool{}
 		for _, rs := range p.rules {
-			if rs.path == HW {
-				for _, s := range rs.cost.Masks {
+			if rs.path == pHW {
+				for _, s := range rs.masks {
 					p.shapes[s] = true
 				}
 			}
@@ -434,7 +541,7 @@ func (p *Placer) noShape(rs *ruleState) (string, string) {
 	if len(p.fullTables) == 0 {
 		return "", ""
 	}
-	for _, m := range rs.cost.Masks {
+	for _, m := range rs.masks {
 		if p.shapes[m] {
 			continue
 		}
@@ -541,14 +648,15 @@ func (p *Placer) inputs(rs *ruleState) Inputs {
 		CPUCapacityPPS: cpu, RingCapacityPPS: ring, Limit: limit, Imbalance: p.imbalance,
 		HWUsedEntries: p.budget.UsedEntries, HWMaxEntries: p.budget.MaxEntries}
 	if rs != nil {
-		in.RulePPS = rs.hwPPS + rs.swPPS
-		in.RuleAvgFrame = rs.avgFrame
+		in.RulePPS = rs.ex().hwPPS + rs.ex().swPPS
+		in.RuleAvgFrame = rs.ex().avgFrame
 	}
 	return in
 }
 
 func (p *Placer) record(rs *ruleState, from, to Path, reason string, in Inputs) {
-	reason = p.intern(reason)
+	rp := p.intern(reason)
+	reason = *rp
 	now := p.now()
 	d := Decision{Time: now, Rule: rs.r.ID, From: from, To: to, Reason: reason, Inputs: in}
 	// Only appended to: a View holds the last MaxDecisions of the array
@@ -560,7 +668,7 @@ func (p *Placer) record(rs *ruleState, from, to Path, reason string, in Inputs) 
 	}
 	if from != to && from != None && from != "" {
 		p.moves[[2]Path{from, to}]++
-		rs.moves++
+		rs.ext().moves++
 		p.round.moved++
 	} else if from == None || from == "" {
 		switch to {
@@ -571,14 +679,14 @@ func (p *Placer) record(rs *ruleState, from, to Path, reason string, in Inputs) 
 		}
 	}
 	if rs.r.Action == rule.Drop {
-		if rs.path == None {
+		if rs.path == pNone {
 			p.noneDrops--
 		}
 		if to == None {
 			p.noneDrops++
 		}
 	}
-	rs.path, rs.reason, rs.since = to, reason, now
+	rs.path, rs.reason, rs.since, rs.placed = placeOf(to), rp, stamp(now.Sub(p.epoch)), true
 	p.touch(rs)
 	// One line per rule at debug level; each round logs its counts once
 	// (endRound), so 100k rules are one INFO line, not 100k.
@@ -610,10 +718,10 @@ func (p *Placer) swSet(extra map[string]bool, backstop bool) *rule.Set {
 			return true
 		}
 		rs := p.states[i]
-		if rs == nil || rs.mkey != p.mkeys[i] {
-			return false
+		if rs == nil || (rs.r != r && !sameMatch(&rs.r.Match, &r.Match)) {
+			return false // an id twice in the set: rs is its other place's
 		}
-		return rs.path == SW || (len(extra) > 0 && extra[r.ID]) || (backstop && rs.path == HW)
+		return rs.path == pSW || (len(extra) > 0 && extra[r.ID]) || (backstop && rs.path == pHW)
 	}
 	n := 0
 	if backstop && p.seqs != nil && p.noneDrops == p.noneIn(extra) {
@@ -645,7 +753,7 @@ func (p *Placer) swSet(extra map[string]bool, backstop bool) *rule.Set {
 func (p *Placer) noneIn(extra map[string]bool) int {
 	k := 0
 	for id := range extra {
-		if rs := p.rules[id]; rs != nil && rs.path == None && rs.r.Action == rule.Drop {
+		if rs := p.rules[id]; rs != nil && rs.path == pNone && rs.r.Action == rule.Drop {
 			k++
 		}
 	}
@@ -721,7 +829,6 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	p.order = p.order[:0]
 	var removedHW []string // hardware keys to remove
 	keep := map[string]bool{}
-	p.mkeys = make([]string, len(snap.Set.Rules))
 	p.states = make([]*ruleState, len(snap.Set.Rules))
 	p.seqs, p.seqsOwn = nil, false
 	if n := len(snap.Set.Rules); len(snap.Seqs) == n {
@@ -730,18 +837,14 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	var sig strings.Builder
 	for i, r := range snap.Set.Rules {
 		rs, ok := old[r.ID]
-		var mk string
-		if ok && sameMatch(&r.Match, &rs.r.Match) {
-			mk = rs.mkey // unchanged: rs.r is still the last set's copy
-		} else {
-			mk = r.Match.String()
-		}
-		p.mkeys[i] = mk
 		if r.Action == rule.Accept {
-			fmt.Fprintf(&sig, "%d %s %d %s\n", i, r.ID, r.Priority, mk)
+			fmt.Fprintf(&sig, "%d %s %d %s\n", i, r.ID, r.Priority, r.Match.String())
 		}
 		p.order = append(p.order, r.ID)
-		if ok && rs.mkey == mk && rs.r.Action == r.Action {
+		// Unchanged: rs.r is still the last set's copy, compared field
+		// for field (a rule whose match changed in any field is placed
+		// again).
+		if ok && sameMatch(&r.Match, &rs.r.Match) && rs.r.Action == r.Action {
 			if rs.r.Priority != r.Priority {
 				rs.compiled = false
 			}
@@ -751,20 +854,19 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 			keep[r.ID] = true
 			continue
 		}
-		nrs := &ruleState{r: &p.set.Rules[i], path: None, mkey: mk}
+		nrs := &ruleState{r: &p.set.Rules[i]}
 		if ok { // changed: carry counters, re-place
-			nrs.hwTot, nrs.swTot, nrs.moves = rs.hwTot, rs.swTot, rs.moves
+			nrs.carry(rs)
 			// The software engine keeps its counter slot by rule id across
 			// a change of match (XDP does; one that starts afresh reads
 			// lower and is taken as a reset by delta). Keep the last
 			// reading, or its whole count is added to the total again.
 			// The hardware entry is new (a new key): its reading restarts.
-			nrs.swLast, nrs.swSeen = rs.swLast, rs.swSeen
-			if rs.path == HW {
-				removedHW = append(removedHW, rs.key)
+			if rs.path == pHW {
+				removedHW = append(removedHW, rs.key())
 			}
 		} else if rt, found := p.retired[r.ID]; found { // back: continue its counters
-			nrs.hwTot, nrs.swTot, nrs.moves = rt.hwTot, rt.swTot, rt.moves
+			nrs.carryRetired(rt)
 		}
 		delete(p.retired, r.ID)
 		p.rules[r.ID] = nrs
@@ -784,14 +886,14 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 		}
 	}
 	for id, rs := range old {
-		if !keep[id] && rs.path == HW && p.rules[id] == nil {
-			removedHW = append(removedHW, rs.key)
+		if !keep[id] && rs.path == pHW && p.rules[id] == nil {
+			removedHW = append(removedHW, rs.key())
 		}
 		if p.rules[id] == nil {
 			p.round.removed++
 		}
 		if p.rules[id] == nil && p.cfg.CounterMemory > 0 {
-			p.retired[id] = retired{hwTot: rs.hwTot, swTot: rs.swTot, moves: rs.moves, at: now}
+			p.retired[id] = retired{hwTot: rs.ex().hwTot, swTot: rs.ex().swTot, moves: rs.ex().moves, at: now}
 		}
 	}
 	for id, rt := range p.retired {
@@ -816,10 +918,10 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 		}
 		rs := p.rules[id]
 		if rs.r.Action != rule.Drop {
-			rs.path, rs.reason = None, "accept rule: enforced by software, and in hardware by pass entries in front of the drops it overlaps"
+			rs.path, rs.reason = pNone, p.intern("accept rule: enforced by software, and in hardware by pass entries in front of the drops it overlaps")
 			continue
 		}
-		if all || !rs.compiled || rs.path == HW || rs.hwKind == dataplane.KindAcceptOverlap {
+		if all || !rs.compiled || rs.path == pHW || rs.kind() == dataplane.KindAcceptOverlap {
 			p.compile(rs)
 		}
 	}
@@ -828,7 +930,7 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	var demote []*ruleState
 	for _, id := range p.order {
 		rs := p.rules[id]
-		if rs.path == HW && !rs.hwOK {
+		if rs.path == pHW && !rs.hwOK {
 			demote = append(demote, rs)
 		}
 	}
@@ -836,7 +938,7 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	var fresh []*ruleState
 	for _, id := range p.order {
 		rs := p.rules[id]
-		if rs.r.Action == rule.Drop && rs.path == None {
+		if rs.r.Action == rule.Drop && rs.path == pNone {
 			fresh = append(fresh, rs)
 		}
 	}
@@ -853,7 +955,7 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 			k = p.hw.Key(rs.r)
 		}
 		if k != "" && staleSet[k] && rs.hwOK && p.hwUp {
-			rs.key = k
+			rs.setKey(k)
 			p.record(rs, None, HW, "adopted: already in hardware from the previous run", p.inputs(rs))
 			delete(staleSet, k)
 		} else {
@@ -861,13 +963,13 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 		}
 	}
 	for _, rs := range demote {
-		p.record(rs, HW, SW, "no longer offloadable: "+rs.hwReason, p.inputs(rs))
+		p.record(rs, HW, SW, "no longer offloadable: "+text(rs.hwReason), p.inputs(rs))
 	}
 	// Software now holds every new, changed and demoted rule (and still
 	// nothing was removed from hardware): no gap.
 	backstopped := p.pushSW(pending) == nil && p.swBackstop
 	for _, rs := range demote {
-		p.hwRemove(ctx, rs.key)
+		p.hwRemove(ctx, rs.key())
 	}
 	for _, k := range removedHW {
 		p.hwRemove(ctx, k)
@@ -948,9 +1050,9 @@ func (p *Placer) endRound(what string, start time.Time, always bool) {
 				continue // counted at its id's last place
 			}
 			switch rs.path {
-			case HW:
+			case pHW:
 				hw++
-			case SW:
+			case pSW:
 				sw++
 			}
 		}
@@ -980,42 +1082,43 @@ type acceptSyncer interface {
 
 // intern returns the placer's copy of s. The table is bounded: past
 // maxTexts distinct texts it starts over.
-func (p *Placer) intern(s string) string {
+func (p *Placer) intern(s string) *string {
 	if t, ok := p.texts[s]; ok {
 		return t
 	}
 	if p.texts == nil || len(p.texts) >= maxTexts {
-		p.texts = map[string]string{}
+		p.texts = map[string]*string{}
 	}
-	p.texts[s] = s
-	return s
+	p.texts[s] = &s
+	return &s
 }
 
 const maxTexts = 4096
 
 func (p *Placer) compile(rs *ruleState) {
 	if p.hw == nil {
-		rs.hwOK, rs.hwReason, rs.hwKind = false, "no hardware offload configured", dataplane.KindUnsupported
+		rs.hwOK, rs.hwReason, rs.hwKind = false, p.intern("no hardware offload configured"), uint8(dataplane.KindUnsupported)
 		return
 	}
 	c, err := p.hw.Compile(rs.r, &p.set)
 	if err != nil {
-		rs.hwOK, rs.hwKind, rs.compiled = false, dataplane.KindOf(err), true
-		rs.hwReason = err.Error()
+		rs.hwOK, rs.hwKind, rs.compiled = false, uint8(dataplane.KindOf(err)), true
+		why := err.Error()
 		var he *dataplane.HWError
 		if asHW(err, &he) {
-			rs.hwReason = he.Kind.String() + ": " + he.Detail
+			why = he.Kind.String() + ": " + he.Detail
 		}
-		rs.hwReason = p.intern(rs.hwReason)
+		rs.hwReason = p.intern(why)
 		p.noteOverlap(rs)
 		return
 	}
-	rs.hwOK, rs.hwReason, rs.hwKind, rs.cost, rs.compiled = true, "", 0, c, true
+	rs.hwOK, rs.hwReason, rs.hwKind, rs.compiled = true, nil, 0, true
+	rs.masks, rs.entries = c.Masks, int32(c.Entries)
 }
 
 // noteOverlap remembers rs if an accept rule keeps it out of hardware.
 func (p *Placer) noteOverlap(rs *ruleState) {
-	if rs.hwKind != dataplane.KindAcceptOverlap {
+	if rs.kind() != dataplane.KindAcceptOverlap {
 		return
 	}
 	if p.overlapHeld == nil {
@@ -1028,7 +1131,7 @@ func (p *Placer) noteOverlap(rs *ruleState) {
 // hardware by an accept rule, forgetting the entries that no longer say so.
 func (p *Placer) anyOverlapHeld() bool {
 	for rs := range p.overlapHeld {
-		if p.rules[rs.r.ID] == rs && !rs.hwOK && rs.hwKind == dataplane.KindAcceptOverlap {
+		if p.rules[rs.r.ID] == rs && !rs.hwOK && rs.kind() == dataplane.KindAcceptOverlap {
 			return true
 		}
 		delete(p.overlapHeld, rs)
@@ -1061,7 +1164,7 @@ func (p *Placer) refreshBudget(ctx context.Context) {
 
 func (p *Placer) hasRoom(rs *ruleState) bool {
 	b := p.budget
-	return b.MaxEntries == 0 || b.UsedEntries+rs.cost.Entries <= b.MaxEntries
+	return b.MaxEntries == 0 || b.UsedEntries+int(rs.entries) <= b.MaxEntries
 }
 
 // placeFresh places a rule that is on no path yet (it is in the software
@@ -1072,9 +1175,9 @@ func (p *Placer) placeFresh(ctx context.Context, rs *ruleState, now time.Time) {
 	if rs.hwOK && p.hwUp && p.toHW(ctx, rs, "offload first: hardware can express it exactly", now) {
 		return
 	}
-	why := rs.reason
+	why := text(rs.reason)
 	if !rs.hwOK {
-		why = "software: " + rs.hwReason
+		why = "software: " + text(rs.hwReason)
 	} else if !p.hwUp {
 		why = "software: hardware path down"
 	}
@@ -1088,7 +1191,7 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 		return false
 	}
 	if !p.hasRoom(rs) {
-		rs.reason = p.intern(fmt.Sprintf("software: hardware table full (%d/%d entries, rule needs %d)", p.budget.UsedEntries, p.budget.MaxEntries, rs.cost.Entries))
+		rs.reason = p.intern(fmt.Sprintf("software: hardware table full (%d/%d entries, rule needs %d)", p.budget.UsedEntries, p.budget.MaxEntries, int(rs.entries)))
 		p.touch(rs)
 		return false
 	}
@@ -1115,7 +1218,7 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 		rs.reason = p.intern("software: hardware refused: " + err.Error())
 		p.touch(rs)
 		if k == dataplane.KindUnsupported || k == dataplane.KindAcceptOverlap {
-			rs.hwOK, rs.hwKind, rs.hwReason = false, k, p.intern(err.Error())
+			rs.hwOK, rs.hwKind, rs.hwReason = false, uint8(k), p.intern(err.Error())
 			p.noteOverlap(rs)
 			rs.compiled = false // the next Apply asks Compile again
 		}
@@ -1124,15 +1227,16 @@ func (p *Placer) toHW(ctx context.Context, rs *ruleState, why string, now time.T
 		p.log.Debug("hardware install failed; rule stays in software", "rule", rs.r.ID, "kind", k.String(), "err", err)
 		return false
 	}
-	rs.key = p.hw.Key(rs.r)
-	rs.hwChanged = p.stamp(now)
-	for _, m := range rs.cost.Masks {
+	x := rs.ext()
+	x.key = p.hw.Key(rs.r)
+	x.hwChanged = p.stamp(now)
+	for _, m := range rs.masks {
 		if p.shapes != nil {
 			p.shapes[m] = true
 		}
 	}
-	p.record(rs, rs.path, HW, why, p.inputs(rs))
-	p.budget.UsedEntries += rs.cost.Entries
+	p.record(rs, rs.path.Path(), HW, why, p.inputs(rs))
+	p.budget.UsedEntries += int(rs.entries)
 	return true
 }
 
@@ -1141,10 +1245,10 @@ func (p *Placer) toSW(ctx context.Context, rs *ruleState, why string, in Inputs)
 	if err := p.pushSW(map[string]bool{rs.r.ID: true}); err != nil {
 		return // it stays in hardware: still enforced
 	}
-	p.hwRemove(ctx, rs.key)
-	rs.key = ""
+	p.hwRemove(ctx, rs.key())
+	rs.setKey("")
 	p.record(rs, HW, SW, why, in)
-	p.budget.UsedEntries -= rs.cost.Entries
+	p.budget.UsedEntries -= int(rs.entries)
 }
 
 // Tick reads counters, updates rates and applies the regime model.
@@ -1195,16 +1299,24 @@ func (p *Placer) Tick(ctx context.Context) {
 	}
 	j := 0
 	// Rates. The states by position (p.states follows p.order), not a map
-	// lookup per rule; only rules in hardware have a key to look up.
+	// lookup per rule; only rules in hardware have a key to look up. A
+	// rule without an extra part (never in hardware, never moved, no
+	// traffic yet) whose software count reads zero has nothing to update:
+	// its totals, last reading and rates are zero and stay so, and it is
+	// given no extra part.
 	for i, id := range p.order {
 		rs := p.states[i]
-		was := countsOf(rs)
+		x := rs.x
+		var was counts
+		if x != nil {
+			was = x.counts()
+		}
 		var dh, ds dataplane.Counter
-		if rs.key != "" { // in hardware: no map lookup for the others
-			if c, ok := hwStats[rs.key]; ok {
-				dh = delta(&rs.hwLast, &rs.hwSeen, c)
-				rs.hwTot.Packets += dh.Packets
-				rs.hwTot.Bytes += dh.Bytes
+		if x != nil && x.key != "" { // in hardware: no map lookup for the others
+			if c, ok := hwStats[x.key]; ok {
+				dh = delta(&x.hwLast, c)
+				x.hwTot.Packets += dh.Packets
+				x.hwTot.Bytes += dh.Bytes
 			}
 		}
 		at := -1
@@ -1213,32 +1325,36 @@ func (p *Placer) Tick(ctx context.Context) {
 		} else if k, ok := swIdx[id]; ok {
 			at = k
 		}
-		if at >= 0 {
-			ds = delta(&rs.swLast, &rs.swSeen, sw.Counts[at])
-			rs.swTot.Packets += ds.Packets
-			rs.swTot.Bytes += ds.Bytes
+		if at >= 0 && (x != nil || sw.Counts[at] != (dataplane.Counter{})) {
+			x = rs.ext()
+			ds = delta(&x.swLast, sw.Counts[at])
+			x.swTot.Packets += ds.Packets
+			x.swTot.Bytes += ds.Bytes
+		}
+		if x == nil {
+			continue
 		}
 		if !first && dt > 0 {
 			switch {
 			case dh.Packets > 0:
 				since := dt
-				if rs.hwChanged != 0 {
-					since = p.since(now, rs.hwChanged).Seconds()
+				if x.hwChanged != 0 {
+					since = p.since(now, x.hwChanged).Seconds()
 				}
-				rs.hwPPS = float64(dh.Packets) / since
-				rs.hwChanged = p.stamp(now)
-			case rs.hwChanged == 0 || p.since(now, rs.hwChanged) > 2*p.cfg.HWStatsPeriod+time.Duration(dt*float64(time.Second)):
-				rs.hwPPS = 0
+				x.hwPPS = float64(dh.Packets) / since
+				x.hwChanged = p.stamp(now)
+			case x.hwChanged == 0 || p.since(now, x.hwChanged) > 2*p.cfg.HWStatsPeriod+time.Duration(dt*float64(time.Second)):
+				x.hwPPS = 0
 			}
-			if dh.Packets == 0 && rs.hwChanged == 0 {
-				rs.hwChanged = p.stamp(now)
+			if dh.Packets == 0 && x.hwChanged == 0 {
+				x.hwChanged = p.stamp(now)
 			}
-			rs.swPPS = float64(ds.Packets) / dt
+			x.swPPS = float64(ds.Packets) / dt
 			if n := dh.Packets + ds.Packets; n > 0 {
-				rs.avgFrame = float64(dh.Bytes+ds.Bytes) / float64(n)
+				x.avgFrame = float64(dh.Bytes+ds.Bytes) / float64(n)
 			}
 		}
-		if countsOf(rs) != was {
+		if x.counts() != was {
 			p.touch(rs)
 		}
 	}
@@ -1308,21 +1424,19 @@ type counts struct {
 	hwPPS, swPPS, avgFrame float64
 }
 
-func countsOf(rs *ruleState) counts {
-	return counts{hwTot: rs.hwTot, swTot: rs.swTot, hwPPS: rs.hwPPS, swPPS: rs.swPPS, avgFrame: rs.avgFrame}
+func (x *ruleExtra) counts() counts {
+	return counts{hwTot: x.hwTot, swTot: x.swTot, hwPPS: x.hwPPS, swPPS: x.swPPS, avgFrame: x.avgFrame}
 }
 
-func delta(last *dataplane.Counter, seen *bool, c dataplane.Counter) dataplane.Counter {
-	var d dataplane.Counter
-	switch {
-	case !*seen:
-		d = c
-	case c.Packets < last.Packets || c.Bytes < last.Bytes: // counter reset
-		d = c
-	default:
+// delta is reading c less the last reading (zero before the first: a
+// counter starts from zero), or c itself when it went down (a counter
+// reset); c becomes the last reading.
+func delta(last *dataplane.Counter, c dataplane.Counter) dataplane.Counter {
+	d := c
+	if c.Packets >= last.Packets && c.Bytes >= last.Bytes {
 		d = dataplane.Counter{Packets: c.Packets - last.Packets, Bytes: c.Bytes - last.Bytes}
 	}
-	*last, *seen = c, true
+	*last = c
 	return d
 }
 
@@ -1330,7 +1444,7 @@ func delta(last *dataplane.Counter, seen *bool, c dataplane.Counter) dataplane.C
 func (p *Placer) evacuate(ctx context.Context) {
 	var moved []*ruleState
 	for _, id := range p.order {
-		if rs := p.rules[id]; rs.path == HW {
+		if rs := p.rules[id]; rs.path == pHW {
 			moved = append(moved, rs)
 		}
 	}
@@ -1338,7 +1452,7 @@ func (p *Placer) evacuate(ctx context.Context) {
 		return
 	}
 	for _, rs := range moved {
-		rs.key = ""
+		rs.setKey("")
 		p.record(rs, HW, SW, "hardware path down (device gone): enforced in software", p.inputs(rs))
 	}
 	_ = p.pushSW(nil)
@@ -1354,7 +1468,7 @@ func (p *Placer) Recover(ctx context.Context) {
 	p.refreshBudget(ctx)
 	for _, id := range p.order {
 		rs := p.rules[id]
-		if rs.path == SW && rs.hwOK {
+		if rs.path == pSW && rs.hwOK {
 			p.toHW(ctx, rs, "hardware path back: offload first", p.now())
 		}
 	}
@@ -1364,7 +1478,9 @@ func (p *Placer) Recover(ctx context.Context) {
 
 func (p *Placer) regime(ctx context.Context, now time.Time) {
 	capPPS, cpuPPS, ringPPS, limit := p.capacity()
-	dwelt := func(rs *ruleState) bool { return now.Sub(rs.since) >= p.cfg.MinDwell }
+	dwelt := func(rs *ruleState) bool {
+		return !rs.placed || now.Sub(p.epoch)-time.Duration(rs.since) >= p.cfg.MinDwell
+	}
 	moves := 0
 	changed := false
 	hot := capPPS > 0 && p.swLoad > p.cfg.HighWater*capPPS
@@ -1380,10 +1496,10 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 	var cands []*ruleState
 	for i := range p.order {
 		rs := p.states[i]
-		if rs.path != SW || !rs.hwOK || rs.r.Action != rule.Drop || !dwelt(rs) {
+		if rs.path != pSW || !rs.hwOK || rs.r.Action != rule.Drop || !dwelt(rs) {
 			continue
 		}
-		if hot && rs.swPPS == 0 {
+		if hot && rs.ex().swPPS == 0 {
 			continue
 		}
 		if !hot && (!p.hasRoom(rs) || (rs.hwRetryAt != 0 && p.before(now, rs.hwRetryAt))) {
@@ -1393,26 +1509,26 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 	}
 	p.regimeSorted = len(cands)
 	slices.SortStableFunc(cands, func(a, b *ruleState) int {
-		if c := cmp.Compare(b.swPPS, a.swPPS); c != 0 {
+		if c := cmp.Compare(b.ex().swPPS, a.ex().swPPS); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.avgFrame, b.avgFrame)
+		return cmp.Compare(a.ex().avgFrame, b.ex().avgFrame)
 	})
 	// Hardware rules, cheapest (lowest rate, then largest frames) first:
 	// swap victims, needed only under load.
 	var hwRules []*ruleState
 	if hot && len(cands) > 0 {
 		for i := range p.order {
-			if rs := p.states[i]; rs.path == HW && dwelt(rs) {
+			if rs := p.states[i]; rs.path == pHW && dwelt(rs) {
 				hwRules = append(hwRules, rs)
 			}
 		}
 	}
 	slices.SortStableFunc(hwRules, func(a, b *ruleState) int {
-		if c := cmp.Compare(a.hwPPS, b.hwPPS); c != 0 {
+		if c := cmp.Compare(a.ex().hwPPS, b.ex().hwPPS); c != 0 {
 			return c
 		}
-		return cmp.Compare(b.avgFrame, a.avgFrame)
+		return cmp.Compare(b.ex().avgFrame, a.ex().avgFrame)
 	})
 	load := p.swLoad
 	// The load counts what the rings had no buffer for; a rule's software
@@ -1432,10 +1548,10 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 		if moves >= p.cfg.MaxMoves || tries >= 8*p.cfg.MaxMoves || ctx.Err() != nil {
 			break
 		}
-		offered := rs.swPPS * lossScale
+		offered := rs.ex().swPPS * lossScale
 		// Rules that carry no traffic are worth offloading only when the
 		// table has room (offload first); under load only traffic counts.
-		if hot && rs.swPPS == 0 {
+		if hot && rs.ex().swPPS == 0 {
 			continue
 		}
 		in := p.inputs(rs)
@@ -1461,21 +1577,21 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 		// Full table: swap with the cheapest hardware rule if this one is
 		// SwapFactor times costlier and software can take the victim.
 		for i, v := range hwRules {
-			if v == nil || v.cost.Entries < rs.cost.Entries {
+			if v == nil || int(v.entries) < int(rs.entries) {
 				continue
 			}
-			if offered < p.cfg.SwapFactor*v.hwPPS || load-offered+v.hwPPS > p.cfg.HighWater*capPPS {
+			if offered < p.cfg.SwapFactor*v.ex().hwPPS || load-offered+v.ex().hwPPS > p.cfg.HighWater*capPPS {
 				continue
 			}
 			vin := p.inputs(v)
 			vin.OtherRule, vin.OtherPPS = rs.r.ID, offered
 			p.toSW(ctx, v, fmt.Sprintf("hardware full: makes room for %s (%.0f pps vs %.0f pps, frames %.0f B vs %.0f B)",
-				rs.r.ID, offered, v.hwPPS, rs.avgFrame, v.avgFrame), vin)
+				rs.r.ID, offered, v.ex().hwPPS, rs.ex().avgFrame, v.ex().avgFrame), vin)
 			hwRules[i] = nil
-			in.OtherRule, in.OtherPPS = v.r.ID, v.hwPPS
+			in.OtherRule, in.OtherPPS = v.r.ID, v.ex().hwPPS
 			if p.toHW(ctx, rs, fmt.Sprintf("software load %.0f%% of capacity (%s); swapped with %s", 100*load/capPPS,
 				p.limitText(capPPS, cpuPPS, ringPPS, limit), v.r.ID), now) {
-				load += v.hwPPS - offered
+				load += v.ex().hwPPS - offered
 				changed = true
 			}
 			moves += 2
@@ -1541,7 +1657,7 @@ func (p *Placer) publishRules() RuleList {
 	if p.viewAll || (p.seqs == nil && len(p.dirty) > 0) || len(p.dirty) > len(p.order)/8 {
 		rvs := make([]RuleView, len(p.order))
 		for i, id := range p.order {
-			rvs[i] = viewOf(id, p.states[i])
+			rvs[i] = p.viewOf(id, p.states[i])
 		}
 		p.list.reset(rvs)
 		p.viewAll = false
@@ -1551,7 +1667,7 @@ func (p *Placer) publishRules() RuleList {
 				continue // removed
 			}
 			if i := p.slot(rs); i >= 0 {
-				p.list.set(i, viewOf(p.order[i], rs))
+				p.list.set(i, p.viewOf(p.order[i], rs))
 			}
 		}
 	}
@@ -1596,7 +1712,7 @@ func (p *Placer) Resync(ctx context.Context, reason string) int {
 	}
 	var lost []*ruleState
 	for _, id := range p.order {
-		if rs := p.rules[id]; rs.path == HW && !have[rs.key] {
+		if rs := p.rules[id]; rs.path == pHW && !have[rs.key()] {
 			lost = append(lost, rs)
 		}
 	}
@@ -1607,7 +1723,7 @@ func (p *Placer) Resync(ctx context.Context, reason string) int {
 	p.resyncs++
 	p.log.Warn("resync: hardware lost rules; software enforces them until they are reinstalled", "reason", reason, "rules", len(lost))
 	for _, rs := range lost {
-		rs.key = ""
+		rs.setKey("")
 		p.record(rs, HW, SW, "hardware lost the rule ("+reason+"): software enforces it", p.inputs(rs))
 	}
 	_ = p.pushSW(nil)
@@ -1628,9 +1744,9 @@ func (p *Placer) RemoveAllHW(ctx context.Context) int {
 	n := 0
 	for _, id := range p.order {
 		rs := p.rules[id]
-		if rs.path == HW {
-			p.hwRemove(ctx, rs.key)
-			rs.key = ""
+		if rs.path == pHW {
+			p.hwRemove(ctx, rs.key())
+			rs.setKey("")
 			n++
 		}
 	}

@@ -115,7 +115,7 @@ func checkList(t *testing.T, p *Placer, what string) {
 	t.Helper()
 	want := make([]RuleView, len(p.order))
 	for i, id := range p.order {
-		want[i] = viewOf(id, p.states[i])
+		want[i] = p.viewOf(id, p.states[i])
 	}
 	if got := p.View().Rules.Slice(); !reflect.DeepEqual(got, want) {
 		for i := range min(len(got), len(want)) {
