@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# 100k rules through the API, measured as a detector feeding the agent
+# would see it: tests/scale/apiadd.sh SCRUBD_BINARY [RULES] [WORKDIR]
+#   start `scrubd run --config` (simulated NIC as in agent100k.sh, no rule
+#   file), `scrubd rules add` the RULES-rule file in one request, then add
+#   ADDS (default 20) single rules one request each (the agent persists
+#   each before it answers), read the state directory's size, SIGTERM,
+#   start again on the same state and count the rules it restored.
+# Prints one line of key=value figures: the bulk add's time, each single
+# add's time (min/median/max), the state files' bytes, the restart's time
+# to /readyz 200 and the rules listed after it (RULES + ADDS when every
+# rule survived).
+set -euo pipefail
+bin=$(realpath "$1")
+n=${2:-100000}
+dir=${3:-$(mktemp -d /tmp/apiadd.XXXXXX)}
+adds=${ADDS:-20}
+mkdir -p "$dir/state"
+here=$(cd "$(dirname "$0")/../.." && pwd)
+if [[ ! -s $dir/rules-$n.yaml ]]; then
+	(cd "$here" && go run ./tests/scale/genrules -n "$n") >"$dir/rules-$n.yaml"
+fi
+port=$((20000 + RANDOM % 20000))
+cat >"$dir/scrubd.yaml" <<CFG
+node: scale
+link_gbps: 100
+state_dir: $dir/state
+api:
+  socket: $dir/api.sock
+  max_body_bytes: 67108864
+metrics:
+  listen: 127.0.0.1:$port
+offload:
+  backend: sim
+  max_entries: 4096
+software:
+  engine: dv
+  workers: 2
+placement:
+  interval: 1s
+CFG
+rm -rf "$dir/state"/* "$dir/api.sock"
+now() { date +%s.%N; }
+f() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", b-a}'; }
+start() {
+	"$bin" run --config "$dir/scrubd.yaml" >>"$dir/run.log" 2>&1 &
+	pid=$!
+	local t0 s
+	t0=$(now)
+	while kill -0 $pid 2>/dev/null; do
+		if [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz" || true) == 200 ]]; then
+			ready_s=$(f "$t0" "$(now)")
+			return
+		fi
+		sleep 0.2
+	done
+	echo "agent exited before ready"; tail "$dir/run.log"; exit 1
+}
+trap 'kill -9 $pid 2>/dev/null || true' EXIT
+start
+b0=$(now); "$bin" rules --socket "$dir/api.sock" add "$dir/rules-$n.yaml" >/dev/null; b1=$(now)
+times=()
+for i in $(seq 1 "$adds"); do
+	echo "{id: api-one-$i, action: drop, match: {dst: 198.51.100.$i/32, proto: udp}}" >"$dir/one.yaml"
+	a0=$(now); "$bin" rules --socket "$dir/api.sock" add "$dir/one.yaml" >/dev/null; a1=$(now)
+	times+=("$(f "$a0" "$a1")")
+done
+sorted=$(printf '%s\n' "${times[@]}" | sort -n)
+amin=$(head -1 <<<"$sorted"); amax=$(tail -1 <<<"$sorted"); amed=$(sed -n "$(((adds + 1) / 2))p" <<<"$sorted")
+state_kb=$(du -sk "$dir/state" | cut -f1)
+kill -TERM $pid; wait $pid || true
+start
+listed=$(("$("$bin" rules --socket "$dir/api.sock" list | wc -l)" - 1))
+kill -TERM $pid; wait $pid || true
+trap - EXIT
+echo "rules=$n bulk_add_s=$(f "$b0" "$b1") adds=$adds add_s_min=$amin add_s_median=$amed add_s_max=$amax state_kb=$state_kb restart_ready_s=$ready_s rules_after_restart=$listed load=\"$(cut -d' ' -f1-3 /proc/loadavg)\""
