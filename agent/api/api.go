@@ -172,23 +172,6 @@ func reply(w http.ResponseWriter, code int, v any) {
 
 func fail(w http.ResponseWriter, code int, err error) { reply(w, code, Error{err.Error()}) }
 
-// viewIndex returns the published placements by rule id.
-func (s *Server) viewIndex() map[string]*placement.RuleView {
-	if s.View == nil {
-		return nil
-	}
-	v := s.View()
-	if v == nil {
-		return nil
-	}
-	byID := make(map[string]*placement.RuleView, v.Rules.Len())
-	for i := range v.Rules.All() {
-		rv := v.Rules.At(i)
-		byID[rv.ID] = rv
-	}
-	return byID
-}
-
 // placements returns the published placement of each entry of es (nil
 // for none, and for a rule not in force, which infoOf shows without one).
 // The view lists the rules in force in the store's order (after the
@@ -214,8 +197,8 @@ func (s *Server) placements(es []store.Entry) []*placement.RuleView {
 		id := es[i].Rule.ID
 		found := false
 		for k := j; k < v.Rules.Len() && k < j+ahead; k++ {
-			if rv := v.Rules.At(k); rv.ID == id {
-				out[i], j, found = rv, k+1, true
+			if v.Rules.ID(k) == id {
+				out[i], j, found = v.Rules.At(k), k+1, true
 				break
 			}
 		}
@@ -354,7 +337,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, fmt.Errorf("rule %q not found", id))
 		return
 	}
-	reply(w, http.StatusOK, infoOf(&e, s.viewIndex()[id]))
+	reply(w, http.StatusOK, s.info(e))
 }
 
 // body reads the whole request body; over the limit it answers 413 and
@@ -487,9 +470,9 @@ func (s *Server) addFile(w http.ResponseWriter, data []byte) {
 		return
 	}
 	out := make([]RuleInfo, 0, len(es))
-	byID := s.viewIndex()
+	rvs := s.placements(es)
 	for i := range es {
-		out = append(out, infoOf(&es[i], byID[es[i].Rule.ID]))
+		out = append(out, infoOf(&es[i], rvs[i]))
 	}
 	reply(w, http.StatusCreated, map[string]any{"added": out})
 }

@@ -303,7 +303,7 @@ func TestPlacementsAsByID(t *testing.T) {
 					want = view.Rules.At(k)
 				}
 			}
-			if got[i] != want {
+			if (got[i] == nil) != (want == nil) || (want != nil && *got[i] != *want) {
 				t.Errorf("%s: entry %d (%s): placement %v, want %v", name, i, es[i].Rule.ID, got[i], want)
 			}
 		}

@@ -218,7 +218,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 				p.list.remove(gone[k])
 			}
 			for _, i := range added {
-				p.list.insert(i, p.viewOf(p.order[i], p.states[i]))
+				p.list.insert(i, p.entryOf(p.order[i], p.states[i]))
 			}
 		}
 	case len(ins) > 0:
@@ -315,7 +315,7 @@ func (p *Placer) appendIns(ins []insert, listOK bool, ext extender, version uint
 	}
 	if listOK {
 		for i := len(p.states) - len(ins); i < len(p.states); i++ {
-			p.list.insert(i, p.viewOf(p.order[i], p.states[i]))
+			p.list.insert(i, p.entryOf(p.order[i], p.states[i]))
 		}
 	}
 }

@@ -488,14 +488,27 @@ func (p *Placer) touch(rs *ruleState) {
 
 // viewOf is rs's RuleView under id.
 func (p *Placer) viewOf(id string, rs *ruleState) RuleView {
-	x := rs.ex()
-	rv := RuleView{ID: id, Action: rs.r.Action.String(), Path: rs.path.Path(), Reason: text(rs.reason),
-		Moves: x.moves, HW: x.hwTot, SW: x.swTot, PPS: x.hwPPS + x.swPPS,
-		HWPPS: x.hwPPS, SWPPS: x.swPPS, AvgFrame: x.avgFrame}
-	if rs.placed {
-		rv.Since = p.epoch.Add(time.Duration(rs.since))
+	e := p.entryOf(id, rs)
+	return e.view(p.epoch)
+}
+
+// entryOf is rs's entry in the published list under id (the list's epoch
+// is the placer's).
+func (p *Placer) entryOf(id string, rs *ruleState) ruleEntry {
+	e := ruleEntry{id: id, reason: rs.reason, path: rs.path, since: int64(rs.since), placed: rs.placed}
+	var f ruleFigures
+	if a := rs.r.Action; a < actionOther-1 {
+		e.action = uint8(a) + 1
+	} else {
+		e.action, f.action = actionOther, a.String()
 	}
-	return rv
+	if x := rs.x; x != nil {
+		f.hw, f.sw, f.pps, f.hwPPS, f.swPPS, f.avgFrame, f.moves = x.hwTot, x.swTot, x.hwPPS+x.swPPS, x.hwPPS, x.swPPS, x.avgFrame, x.moves
+	}
+	if f != (ruleFigures{}) {
+		e.fig = &f
+	}
+	return e
 }
 
 // RegimeSorted is how many software rules the last regime pass (Tick)
@@ -577,6 +590,7 @@ func New(cfg Config, hw dataplane.HW, sw dataplane.SW, log *slog.Logger, now fun
 	p := &Placer{cfg: cfg, hw: hw, sw: sw, log: log, now: now, epoch: now(), rules: map[string]*ruleState{},
 		moves: map[[2]Path]uint64{}, failures: map[dataplane.Kind]uint64{}, hwUp: hw != nil, cpp: cfg.CyclesPerPacket,
 		resyncReq: make(chan string, 1), retired: map[string]retired{}}
+	p.list.l.epoch = p.epoch
 	p.publish()
 	return p
 }
@@ -1655,9 +1669,9 @@ func (p *Placer) publish() {
 // when most rules changed, the list is built anew.
 func (p *Placer) publishRules() RuleList {
 	if p.viewAll || (p.seqs == nil && len(p.dirty) > 0) || len(p.dirty) > len(p.order)/8 {
-		rvs := make([]RuleView, len(p.order))
+		rvs := make([]ruleEntry, len(p.order))
 		for i, id := range p.order {
-			rvs[i] = p.viewOf(id, p.states[i])
+			rvs[i] = p.entryOf(id, p.states[i])
 		}
 		p.list.reset(rvs)
 		p.viewAll = false
@@ -1667,7 +1681,7 @@ func (p *Placer) publishRules() RuleList {
 				continue // removed
 			}
 			if i := p.slot(rs); i >= 0 {
-				p.list.set(i, p.viewOf(p.order[i], rs))
+				p.list.set(i, p.entryOf(p.order[i], rs))
 			}
 		}
 	}

@@ -71,13 +71,16 @@ func (s *idleSW) Stats() dataplane.SWStats {
 // TestRetainedPerRule bounds what the placer keeps per rule at 10k rules
 // once they are placed, ticked and one more added. Each rule's state is
 // 96 bytes, with an extra part only for the rules that need one (in
-// hardware, moved, with traffic): 837 bytes per rule when every state
-// had every field and a printed match key, 691 with an extra part given
-// to every rule the software engine counts (at zero).
+// hardware, moved, with traffic), and its entry in the published list 48
+// (figures apart for the rules that have any): 837 bytes per rule when
+// every state had every field and a printed match key and the list held
+// RuleViews; 691 with an extra part given to every rule the software
+// engine counts (at zero); 564 with figures allocated for every entry.
 func TestRetainedPerRule(t *testing.T) {
+	const most = 500
 	b := retainedPerRule(t, 10000)
 	t.Logf("%.0f bytes retained per rule", b)
-	if b > 620 {
-		t.Fatalf("%.0f bytes retained per rule at 10k rules; want at most 620", b)
+	if b > most {
+		t.Fatalf("%.0f bytes retained per rule at 10k rules; want at most %d", b, most)
 	}
 }

@@ -6,7 +6,105 @@ import (
 	"iter"
 	"slices"
 	"sort"
+	"time"
+
+	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/swpath/rule"
 )
+
+// ruleEntry is one rule of a RuleList as the list holds it, 48 bytes
+// where its RuleView is 160: the RuleView is built when read. The figures
+// of a rule with traffic or moves are in a ruleFigures of their own (nil
+// for none), which the copies of the entry share and nothing writes.
+type ruleEntry struct {
+	id     string
+	reason *string
+	fig    *ruleFigures
+	since  int64 // nanoseconds from the list's epoch, with placed
+	action uint8 // actionNone, or a rule.Action plus one, or actionOther
+	path   place
+	placed bool
+}
+
+// ruleEntry.action values beside a rule.Action plus one: no action text,
+// and a text held in fig.action.
+const (
+	actionNone  = 0
+	actionOther = 255
+)
+
+// ruleFigures are the figures of a RuleView that are zero for most rules.
+type ruleFigures struct {
+	hw, sw                      dataplane.Counter
+	pps, hwPPS, swPPS, avgFrame float64
+	moves                       uint64
+	action                      string // with actionOther
+	path                        Path   // with pOther
+}
+
+// pOther is the place of an entry whose Path is none of HW, SW, None (""
+// in a RuleView made outside the placer): held in fig.path.
+const pOther place = 255
+
+// view is e as a RuleView, its since counted from epoch.
+func (e *ruleEntry) view(epoch time.Time) RuleView {
+	rv := RuleView{ID: e.id, Reason: text(e.reason), Path: e.path.Path()}
+	if e.path == pOther {
+		rv.Path = e.figures().path
+	}
+	switch e.action {
+	case actionNone:
+	case actionOther:
+		rv.Action = e.fig.action
+	default:
+		rv.Action = rule.Action(e.action - 1).String()
+	}
+	if e.placed {
+		rv.Since = epoch.Add(time.Duration(e.since))
+	}
+	if f := e.fig; f != nil {
+		rv.HW, rv.SW, rv.PPS, rv.HWPPS, rv.SWPPS, rv.AvgFrame, rv.Moves = f.hw, f.sw, f.pps, f.hwPPS, f.swPPS, f.avgFrame, f.moves
+	}
+	return rv
+}
+
+// entryOf is rv as a list entry, its Since counted from epoch.
+func entryOf(rv RuleView, epoch time.Time) ruleEntry {
+	e := ruleEntry{id: rv.ID, path: placeOf(rv.Path)}
+	f := ruleFigures{hw: rv.HW, sw: rv.SW, pps: rv.PPS, hwPPS: rv.HWPPS, swPPS: rv.SWPPS, avgFrame: rv.AvgFrame, moves: rv.Moves}
+	if e.path.Path() != rv.Path {
+		e.path, f.path = pOther, rv.Path
+	}
+	if rv.Reason != "" {
+		e.reason = &rv.Reason
+	}
+	if !rv.Since.IsZero() {
+		e.since, e.placed = int64(rv.Since.Sub(epoch)), true
+	}
+	switch rv.Action {
+	case "":
+	case rule.Drop.String():
+		e.action = uint8(rule.Drop) + 1
+	case rule.Accept.String():
+		e.action = uint8(rule.Accept) + 1
+	default:
+		e.action, f.action = actionOther, rv.Action
+	}
+	if f != (ruleFigures{}) {
+		e.fig = &f
+	}
+	return e
+}
+
+// figures are e's figures (zero for none).
+func (e *ruleEntry) figures() *ruleFigures {
+	if e.fig == nil {
+		return &noFigures
+	}
+	return e.fig
+}
+
+var noFigures ruleFigures
 
 // chunkLen is how many rules a chunk of a RuleList holds when built; a
 // chunk that grows to twice that is split in two, and an empty one is
@@ -16,7 +114,7 @@ const chunkLen = 256
 // ruleChunk is a run of consecutive rules of a RuleList, with the sums the
 // View's per-path totals are made of.
 type ruleChunk struct {
-	rv []RuleView
+	rv []ruleEntry
 	// hwPPS and swPPS sum the rules' rates, hwBps and swBps their rates
 	// times their mean frame size (for the View's mean frame per path).
 	hwPPS, swPPS, hwBps, swBps float64
@@ -35,16 +133,18 @@ func (c *ruleChunk) sum() {
 	c.hw, c.sw = 0, 0
 	for i := range c.rv {
 		r := &c.rv[i]
-		switch r.Path {
-		case HW:
+		switch r.path {
+		case pHW:
 			c.hw++
-		case SW:
+		case pSW:
 			c.sw++
 		}
-		c.hwPPS += r.HWPPS
-		c.swPPS += r.SWPPS
-		c.hwBps += r.HWPPS * r.AvgFrame
-		c.swBps += r.SWPPS * r.AvgFrame
+		if f := r.fig; f != nil {
+			c.hwPPS += f.hwPPS
+			c.swPPS += f.swPPS
+			c.hwBps += f.hwPPS * f.avgFrame
+			c.swBps += f.swPPS * f.avgFrame
+		}
 	}
 	c.stale = false
 }
@@ -53,17 +153,29 @@ func (c *ruleChunk) sum() {
 // effective-set order. It is read-only and shared: a View keeps the chunks
 // of the View before it that no rule of the round changed, so that a
 // round that changes a few rules of 100k copies the chunks of 256 they are
-// in, not one RuleView per rule. The zero value is an empty list.
+// in, not one RuleView per rule. The list holds each rule compactly and
+// builds its RuleView when read. The zero value is an empty list.
 type RuleList struct {
 	chunks []*ruleChunk
 	ends   []int // ends[k]: the rules in chunks[:k+1]
+	// epoch is the time the rules' Since count from.
+	epoch time.Time
 }
 
 // RuleListOf returns a list of the rules rvs (copied).
 func RuleListOf(rvs ...RuleView) RuleList {
 	var l RuleList
+	for _, rv := range rvs {
+		if !rv.Since.IsZero() {
+			l.epoch = rv.Since
+			break
+		}
+	}
 	for i := 0; i < len(rvs); i += chunkLen {
-		c := &ruleChunk{rv: slices.Clone(rvs[i:min(i+chunkLen, len(rvs))])}
+		c := &ruleChunk{rv: make([]ruleEntry, 0, min(chunkLen, len(rvs)-i))}
+		for _, rv := range rvs[i:min(i+chunkLen, len(rvs))] {
+			c.rv = append(c.rv, entryOf(rv, l.epoch))
+		}
 		c.sum()
 		l.chunks = append(l.chunks, c)
 		l.ends = append(l.ends, min(i+chunkLen, len(rvs)))
@@ -90,9 +202,18 @@ func (l RuleList) find(i int) (k, j int) {
 	return k, j
 }
 
-// At returns rule i (0 <= i < Len). The RuleView is shared: read it, do
-// not write it.
+// At returns rule i (0 <= i < Len), built anew: a copy of the caller's.
 func (l RuleList) At(i int) *RuleView {
+	rv := l.entry(i).view(l.epoch)
+	return &rv
+}
+
+// ID returns the id of rule i (0 <= i < Len), without building its
+// RuleView.
+func (l RuleList) ID(i int) string { return l.entry(i).id }
+
+// entry returns the entry of rule i.
+func (l RuleList) entry(i int) *ruleEntry {
 	if i < 0 || i >= l.Len() {
 		panic(fmt.Sprintf("placement.RuleList.At(%d) of %d rules", i, l.Len()))
 	}
@@ -106,7 +227,7 @@ func (l RuleList) All() iter.Seq2[int, RuleView] {
 		i := 0
 		for _, c := range l.chunks {
 			for k := range c.rv {
-				if !yield(i, c.rv[k]) {
+				if !yield(i, c.rv[k].view(l.epoch)) {
 					return
 				}
 				i++
@@ -119,7 +240,9 @@ func (l RuleList) All() iter.Seq2[int, RuleView] {
 func (l RuleList) Slice() []RuleView {
 	out := make([]RuleView, 0, l.Len())
 	for _, c := range l.chunks {
-		out = append(out, c.rv...)
+		for k := range c.rv {
+			out = append(out, c.rv[k].view(l.epoch))
+		}
 	}
 	return out
 }
@@ -187,7 +310,7 @@ func (e *listEditor) own() {
 func (e *listEditor) chunk(k int) *ruleChunk {
 	c := e.l.chunks[k]
 	if c.gen != e.gen {
-		rv := make([]RuleView, len(c.rv), len(c.rv)+1)
+		rv := make([]ruleEntry, len(c.rv), len(c.rv)+1)
 		copy(rv, c.rv)
 		c = &ruleChunk{rv: rv, gen: e.gen}
 		e.l.chunks[k] = c
@@ -198,8 +321,8 @@ func (e *listEditor) chunk(k int) *ruleChunk {
 
 // reset makes the list rvs (taken, not copied: the caller's array is the
 // list's from now on, and is not written again).
-func (e *listEditor) reset(rvs []RuleView) {
-	e.l = RuleList{}
+func (e *listEditor) reset(rvs []ruleEntry) {
+	e.l = RuleList{epoch: e.l.epoch}
 	e.shared = false
 	for i := 0; i < len(rvs); i += chunkLen {
 		end := min(i+chunkLen, len(rvs))
@@ -209,17 +332,17 @@ func (e *listEditor) reset(rvs []RuleView) {
 }
 
 // set makes rule i rv.
-func (e *listEditor) set(i int, rv RuleView) {
+func (e *listEditor) set(i int, rv ruleEntry) {
 	e.own()
 	k, j := e.l.find(i)
 	e.chunk(k).rv[j] = rv
 }
 
 // insert puts rv at position i (0 <= i <= Len), after the rules before it.
-func (e *listEditor) insert(i int, rv RuleView) {
+func (e *listEditor) insert(i int, rv ruleEntry) {
 	e.own()
 	if len(e.l.chunks) == 0 {
-		e.l.chunks = []*ruleChunk{{rv: []RuleView{rv}, gen: e.gen, stale: true}}
+		e.l.chunks = []*ruleChunk{{rv: []ruleEntry{rv}, gen: e.gen, stale: true}}
 		e.l.ends = []int{1}
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scrubd/scrubd/agent/dataplane"
 	"github.com/scrubd/scrubd/agent/store"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
@@ -73,7 +74,11 @@ func TestRuleListEditsEqualSlice(t *testing.T) {
 			for i := range rvs {
 				rvs[i] = rv(i)
 			}
-			e.reset(slices.Clone(rvs))
+			es := make([]ruleEntry, len(rvs))
+			for i, r := range rvs {
+				es[i] = entryOf(r, time.Time{})
+			}
+			e.reset(es)
 			ref = rvs
 		case k < 4 || len(ref) == 0:
 			i := rng.IntN(len(ref) + 1)
@@ -81,7 +86,7 @@ func TestRuleListEditsEqualSlice(t *testing.T) {
 				i = len(ref) // appends, as the store's new rules
 			}
 			r := rv(step)
-			e.insert(i, r)
+			e.insert(i, entryOf(r, time.Time{}))
 			ref = slices.Insert(ref, i, r)
 		case k < 7:
 			i := rng.IntN(len(ref))
@@ -90,7 +95,7 @@ func TestRuleListEditsEqualSlice(t *testing.T) {
 		default:
 			i := rng.IntN(len(ref))
 			r := rv(step)
-			e.set(i, r)
+			e.set(i, entryOf(r, time.Time{}))
 			ref[i] = r
 		}
 		if rng.IntN(8) == 0 {
@@ -202,4 +207,33 @@ func TestRuleListReadersRaceFree(t *testing.T) {
 	close(done)
 	readers.Wait()
 	checkList(t, p, "end")
+}
+
+// A list made of RuleViews reads them back as they were, whatever their
+// texts: the list holds each compactly and builds the RuleView on read.
+func TestRuleListOfReadsBack(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rvs := []RuleView{
+		{ID: "blank"},
+		{ID: "sw", Action: "drop", Path: SW, Reason: "software: why", Since: t0.Add(time.Second)},
+		{ID: "hw", Action: "drop", Path: HW, Since: t0, Moves: 3, HW: dataplane.Counter{Packets: 5, Bytes: 320},
+			PPS: 7.5, HWPPS: 2.5, SWPPS: 1, AvgFrame: 64},
+		{ID: "acc", Action: "accept", Path: None, Reason: "accept rule"},
+		{ID: "odd", Action: "action(7)", Path: "elsewhere", Since: t0.Add(-time.Hour)},
+	}
+	l := RuleListOf(rvs...)
+	if got := l.Slice(); !reflect.DeepEqual(got, rvs) {
+		t.Fatalf("read back\n%+v\nwant\n%+v", got, rvs)
+	}
+	for i := range rvs {
+		if *l.At(i) != rvs[i] || l.ID(i) != rvs[i].ID {
+			t.Fatalf("At(%d) = %+v, want %+v", i, *l.At(i), rvs[i])
+		}
+	}
+	if h, s, _, _ := l.totals(); h != 2.5 || s != 1 {
+		t.Fatalf("totals %v %v, want 2.5 1", h, s)
+	}
+	if hw, sw := l.paths(); hw != 1 || sw != 1 {
+		t.Fatalf("paths %d %d, want 1 1", hw, sw)
+	}
 }

@@ -13,3 +13,11 @@ func TestRuleStateSize(t *testing.T) {
 		t.Fatalf("ruleState is %d bytes, want at most 96", n)
 	}
 }
+
+// A rule of the published list is held in 48 bytes (its RuleView, 160,
+// is built when read).
+func TestRuleEntrySize(t *testing.T) {
+	if n := reflect.TypeFor[ruleEntry]().Size(); n > 48 {
+		t.Fatalf("ruleEntry is %d bytes, want at most 48", n)
+	}
+}
