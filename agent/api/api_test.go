@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,5 +205,31 @@ func TestLimitListener(t *testing.T) {
 	l.Close()
 	if err := <-waiting; !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("waiting Accept after Close: %v", err)
+	}
+}
+
+// A POST body is a rule file (a top-level rules list: every rule added,
+// all or none) or one rule; a bad body gets the error of what it is: a
+// rule file's names the file's rule and field, one rule's does not speak
+// of a file, and neither adds anything.
+func TestAddBodyKinds(t *testing.T) {
+	st, saves := setup(t, "")
+	c := NewUnixClient(serveUnix(t, &Server{Store: st, Persist: func() error { *saves++; return nil }, Now: func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }}))
+	ctx := context.Background()
+	added, err := c.AddFile(ctx, []byte("rules:\n  - {id: f1, action: drop, match: {dst: 203.0.113.0/24}}\n  - {id: f2, action: drop, match: {dst: 198.51.100.0/24, proto: gre}}\n"))
+	if err != nil || len(added) != 2 || added[0].Rule.ID != "f1" || added[1].Rule.ID != "f2" {
+		t.Fatalf("rule file: %+v %v", added, err)
+	}
+	var ae *APIError
+	_, err = c.AddFile(ctx, []byte("rules:\n  - {id: f3, action: drop, match: {proto: gre}}\n  - {id: f4, action: explode}\n"))
+	if !errors.As(err, &ae) || ae.Code != http.StatusBadRequest || !strings.HasPrefix(ae.Msg, "rule file refused, no rule added") || !strings.Contains(ae.Msg, `"explode"`) {
+		t.Fatalf("bad rule file: %v", err)
+	}
+	_, err = c.Add(ctx, []byte(`{id: one, action: explode}`))
+	if !errors.As(err, &ae) || ae.Code != http.StatusBadRequest || strings.Contains(ae.Msg, "rule file") || !strings.Contains(ae.Msg, `"explode"`) {
+		t.Fatalf("bad rule: %v", err)
+	}
+	if _, ok := st.Get("f3"); ok || *saves != 1 {
+		t.Fatalf("a refused body changed the store (f3 stored %v, saves %d)", ok, *saves)
 	}
 }
