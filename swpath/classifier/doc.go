@@ -80,7 +80,7 @@
 // at a time (the trees' loads of one level overlap) and then scans the
 // leaves; a burst on trees of at most 1 MiB (about 1k ClassBench-style
 // rules) does the same packet by packet, and on bigger trees walks them in
-// groups of 64 packets, tree by tree and level by level (every packet's
+// groups of 128 packets, tree by tree and level by level (every packet's
 // load of one level before any of the next, so their cache misses
 // overlap), reads the first
 // record of every leaf, then scans the leaves. With the hash tables: for

@@ -540,7 +540,11 @@ func (t *Table) treeMatching(dst []int32, f *rule.Fields) []int32 {
 }
 
 // treeGroup is how many packets treeBurst walks level by level at once.
-const treeGroup = 64
+// 128 rather than 64: more independent loads in flight (fresh 5-tuples,
+// old and new alternated burst by burst in one process, thread CPU time:
+// 2-6 % faster at 10k ClassBench-style rules, 1-3 % at 100k; 32 was 3-9 %
+// slower, 256 as 128).
+const treeGroup = 128
 
 // treeBurst decides fs into out with the trees, a group of packets at a
 // time: every packet's node of one level is loaded before any of the next
