@@ -79,9 +79,18 @@ func KindOf(err error) Kind {
 // Cost is what a rule takes in hardware.
 type Cost struct {
 	Entries int
-	// Masks are the distinct mask shapes the rule's entries use, as opaque
-	// keys; the backend's budget counts distinct shapes across rules.
-	Masks []string
+	// Masks are the distinct mask shapes the rule's entries use; the
+	// backend's budget counts distinct shapes across rules.
+	Masks []MaskShape
+}
+
+// MaskShape names a mask shape in one hardware table: the table (chain
+// and priority) and a 64-bit hash of the mask, compared within one
+// process only. Two shapes of a table that hash alike read as one.
+type MaskShape struct {
+	Hash  uint64
+	Chain uint32
+	Prio  uint16
 }
 
 // Budget is the hardware table's capacity and use.

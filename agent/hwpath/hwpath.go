@@ -67,8 +67,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/scrubd/scrubd/agent/dataplane"
@@ -124,14 +122,14 @@ type Path struct {
 	used   int
 	tables map[offload.Table]*tableUse
 	// masks holds one copy of each list of mask-shape keys Compile has
-	// returned lately (Cost.Masks), by the keys joined: rules with the
-	// same shapes share one list and its keys. Bounded: past maxMaskLists
-	// it starts over, which also keeps the table itself small (40k
-	// ClassBench-style rules: 40.4 bytes retained per mask with a list
-	// per rule, 24.5 with lists shared and the table bounded at 4096,
-	// 33.5 unbounded, 33.6 with only the keys shared).
+	// returned lately (Cost.Masks), by a hash of the list: rules with
+	// the same shapes share one list. Bounded: past maxMaskLists it
+	// starts over, which also keeps the table itself small (40k
+	// ClassBench-style rules, keys as strings: 40.4 bytes retained per
+	// mask with a list per rule, 24.5 with lists shared and the table
+	// bounded at 4096, 33.5 unbounded; as dataplane.MaskShape, 9.7).
 	masksMu sync.Mutex
-	masks   map[string][]string
+	masks   map[uint64][]dataplane.MaskShape
 	// statsIn is the backend's last counter reading and statsOut the map
 	// Stats made of it, returned again while the reading is the same (an
 	// idle table's counters, read every placement tick, cost no map and
@@ -616,55 +614,50 @@ func (p *Path) Compile(r *rule.Rule, set *rule.Set) (dataplane.Cost, error) {
 	}
 	c := dataplane.Cost{Entries: len(res.Entries)}
 	if len(res.Masks) > 0 {
-		keys := make([]string, len(res.Masks))
-		for i, tm := range res.Masks {
-			keys[i] = maskKey(tm)
+		var buf [8]dataplane.MaskShape
+		keys := buf[:0]
+		for _, tm := range res.Masks {
+			keys = append(keys, maskKey(tm))
 		}
 		c.Masks = p.internMasks(keys)
 	}
 	return c, nil
 }
 
-// internMasks returns the one copy of the list keys (keys itself, the
-// first time).
-func (p *Path) internMasks(keys []string) []string {
-	k := strings.Join(keys, " ")
+// internMasks returns the one copy of the list keys (a copy of keys, the
+// first time: keys itself is not kept).
+func (p *Path) internMasks(keys []dataplane.MaskShape) []dataplane.MaskShape {
+	k := uint64(len(keys))
+	for _, m := range keys {
+		k = (k*0x100000001b3 ^ m.Hash) + uint64(m.Chain)<<16 + uint64(m.Prio)
+	}
 	p.masksMu.Lock()
 	defer p.masksMu.Unlock()
-	if m, ok := p.masks[k]; ok {
+	if m, ok := p.masks[k]; ok && slices.Equal(m, keys) {
 		return m
 	}
 	if p.masks == nil || len(p.masks) >= maxMaskLists {
-		p.masks = map[string][]string{}
+		p.masks = map[uint64][]dataplane.MaskShape{}
 	}
-	keys = keys[:len(keys):len(keys)]
-	p.masks[k] = keys
-	return keys
+	own := slices.Clip(slices.Clone(keys))
+	p.masks[k] = own // a list of the same hash is replaced: not shared
+	return own
 }
 
 // maskSeed seeds the mask shapes' hashes (keys are compared within one
 // process only).
 var maskSeed = maphash.MakeSeed()
 
-// maskKey returns the opaque key of a mask shape in its table:
-// "chain/prio/" (placement reads the table from it) and a 64-bit hash of
-// the shape in hex. Placement keeps every rule's Cost: at 100k rules the
-// shape printed in full (%v of the mask, about 100 bytes) per rule and
-// shape was 29 MB of the live heap. Two shapes of one table that hash
-// alike would look like one to placement, which then tries a rule it
-// could have skipped and gets the table's mask-budget refusal: the
-// budget itself counts the masks, not the keys.
-func maskKey(tm compile.TableMask) string {
-	b := make([]byte, 0, 40)
-	b = strconv.AppendUint(b, uint64(tm.Table.Chain), 10)
-	b = append(b, '/')
-	b = strconv.AppendUint(b, uint64(tm.Table.Prio), 10)
-	b = append(b, '/')
-	h := maphash.Comparable(maskSeed, tm.Mask)
-	for sh := 60; sh >= 0; sh -= 4 {
-		b = append(b, "0123456789abcdef"[h>>uint(sh)&0xf])
-	}
-	return string(b)
+// maskKey returns the key of a mask shape in its table: the table and a
+// 64-bit hash of the shape, 16 bytes. Placement keeps every rule's Cost:
+// at 100k rules the shape printed in full (%v of the mask, about 100
+// bytes) per rule and shape was 29 MB of the live heap, and as a string
+// ("chain/prio/" and the hash in hex) 40 bytes a shape. Two shapes of
+// one table that hash alike would look like one to placement, which then
+// tries a rule it could have skipped and gets the table's mask-budget
+// refusal: the budget itself counts the masks, not the keys.
+func maskKey(tm compile.TableMask) dataplane.MaskShape {
+	return dataplane.MaskShape{Hash: maphash.Comparable(maskSeed, tm.Mask), Chain: tm.Table.Chain, Prio: tm.Table.Prio}
 }
 
 // capacity reads the device's capacity and applies scrubd's own caps.

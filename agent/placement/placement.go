@@ -50,6 +50,7 @@ import (
 	"log/slog"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -232,7 +233,7 @@ type ruleState struct {
 	hwReason *string
 	// masks and entries are its hardware cost (dataplane.Cost) as Compile
 	// last gave it.
-	masks   []string
+	masks   []dataplane.MaskShape
 	entries int32
 	path    place
 	hwKind  uint8 // dataplane.Kind
@@ -458,14 +459,14 @@ type Placer struct {
 	// changes every drop rule is compiled again.
 	acceptSig string
 	round     roundCounts
-	// fullTables are the hardware tables ("chain/prio") that refused a
+	// fullTables are the hardware tables (chain, prio) that refused a
 	// rule for want of a mask shape since hardware last changed; shapes
 	// are the mask shapes (Cost.Masks) of the rules in hardware then. A
 	// rule needing a shape outside shapes in a full table is not tried
 	// (at 100k rules and a full table, each try costs a compile and a
 	// capacity check). Cleared by any removal and every round.
-	fullTables map[string]bool
-	shapes     map[string]bool
+	fullTables map[hwTable]bool
+	shapes     map[dataplane.MaskShape]bool
 	// regimeSorted is how many candidates the last regime pass gathered
 	// and sorted (RegimeSorted).
 	regimeSorted int
@@ -533,9 +534,14 @@ func (p *Placer) shapesFull(err error) {
 	if m == nil {
 		return
 	}
+	chain, err1 := strconv.ParseUint(m[1], 10, 32)
+	prio, err2 := strconv.ParseUint(m[2], 10, 16)
+	if err1 != nil || err2 != nil {
+		return
+	}
 	if p.fullTables == nil {
-		p.fullTables = map[string]bool{}
-		p.shapes = map[string]bool{}
+		p.fullTables = map[hwTable]bool{}
+		p.shapes = map[dataplane.MaskShape]bool{}
 		for _, rs := range p.rules {
 			if rs.path == pHW {
 				for _, s := range rs.masks {
@@ -544,30 +550,33 @@ func (p *Placer) shapesFull(err error) {
 			}
 		}
 	}
-	p.fullTables[m[1]+"/"+m[2]] = true
+	p.fullTables[hwTable{uint32(chain), uint16(prio)}] = true
 }
+
+// hwTable is a hardware table: its chain and priority.
+type hwTable struct {
+	chain uint32
+	prio  uint16
+}
+
+func (t hwTable) String() string { return fmt.Sprintf("%d/%d", t.chain, t.prio) }
 
 // noShape says why rs cannot go to hardware now ("" if it may be tried):
 // it needs a mask shape no rule in hardware has, in a table that refused
 // new shapes since hardware last changed.
-func (p *Placer) noShape(rs *ruleState) (string, string) {
+func (p *Placer) noShape(rs *ruleState) (hwTable, string) {
 	if len(p.fullTables) == 0 {
-		return "", ""
+		return hwTable{}, ""
 	}
 	for _, m := range rs.masks {
 		if p.shapes[m] {
 			continue
 		}
-		i := strings.Index(m, "/")
-		j := strings.Index(m[i+1:], "/")
-		if i < 0 || j < 0 {
-			return "", ""
-		}
-		if t := m[:i+1+j]; p.fullTables[t] {
-			return t, fmt.Sprintf("mask_budget: needs a new mask shape in chain %s prio %s, none left", m[:i], m[i+1:i+1+j])
+		if t := (hwTable{m.Chain, m.Prio}); p.fullTables[t] {
+			return t, fmt.Sprintf("mask_budget: needs a new mask shape in chain %d prio %d, none left", m.Chain, m.Prio)
 		}
 	}
-	return "", ""
+	return hwTable{}, ""
 }
 
 // New returns a placer. hw may be nil (no offload).
