@@ -185,14 +185,12 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 		c := n + n/16 + 16
 		rules := make([]rule.Rule, 0, c)
 		seqs := make([]uint64, 0, c)
-		order := make([]string, 0, c)
 		states := make([]*ruleState, 0, c)
 		j := 0
 		var gone, added []int // old places emptied; new places filled, ascending
 		put := func(r *rule.Rule, seq uint64, rs *ruleState) {
 			rules = append(rules, *r)
 			seqs = append(seqs, seq)
-			order = append(order, r.ID)
 			states = append(states, rs)
 		}
 		for i := range p.set.Rules {
@@ -210,7 +208,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 			added = append(added, len(rules))
 			put(&ins[j].r, ins[j].seq, ins[j].rs)
 		}
-		p.set.Rules, p.seqs, p.order, p.states = rules, seqs, order, states
+		p.set.Rules, p.seqs, p.states = rules, seqs, states
 		p.shared, p.seqsOwn = false, true
 		p.repoint()
 		if listOK {
@@ -218,7 +216,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 				p.list.remove(gone[k])
 			}
 			for _, i := range added {
-				p.list.insert(i, p.entryOf(p.order[i], p.states[i]))
+				p.list.insert(i, p.entryOf(p.states[i]))
 			}
 		}
 	case len(ins) > 0:
@@ -302,7 +300,6 @@ func (p *Placer) appendIns(ins []insert, listOK bool, ext extender, version uint
 	}
 	for k := range ins {
 		p.seqs = append(p.seqs, ins[k].seq)
-		p.order = append(p.order, ins[k].r.ID)
 		p.states = append(p.states, ins[k].rs)
 	}
 	if grown {
@@ -315,7 +312,7 @@ func (p *Placer) appendIns(ins []insert, listOK bool, ext extender, version uint
 	}
 	if listOK {
 		for i := len(p.states) - len(ins); i < len(p.states); i++ {
-			p.list.insert(i, p.entryOf(p.order[i], p.states[i]))
+			p.list.insert(i, p.entryOf(p.states[i]))
 		}
 	}
 }
@@ -372,7 +369,6 @@ func (p *Placer) closeSlots(gone []int, room int) {
 		p.seqsOwn = true
 	}
 	p.seqs = closeInPlace(p.seqs, gone)
-	p.order = closeInPlace(p.order, gone)
 	p.states = closeInPlace(p.states, gone)
 	p.repoint()
 }

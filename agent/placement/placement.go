@@ -416,7 +416,6 @@ type Placer struct {
 	texts map[string]*string
 
 	rules     map[string]*ruleState
-	order     []string
 	set       rule.Set // effective set as last applied
 	version   uint64
 	hwUp      bool
@@ -487,16 +486,16 @@ func (p *Placer) touch(rs *ruleState) {
 	}
 }
 
-// viewOf is rs's RuleView under id.
-func (p *Placer) viewOf(id string, rs *ruleState) RuleView {
-	e := p.entryOf(id, rs)
+// viewOf is rs's RuleView.
+func (p *Placer) viewOf(rs *ruleState) RuleView {
+	e := p.entryOf(rs)
 	return e.view(p.epoch)
 }
 
-// entryOf is rs's entry in the published list under id (the list's epoch
-// is the placer's).
-func (p *Placer) entryOf(id string, rs *ruleState) ruleEntry {
-	e := ruleEntry{id: id, reason: rs.reason, path: rs.path, since: int64(rs.since), placed: rs.placed}
+// entryOf is rs's entry in the published list (the list's epoch is the
+// placer's).
+func (p *Placer) entryOf(rs *ruleState) ruleEntry {
+	e := ruleEntry{id: rs.r.ID, reason: rs.reason, path: rs.path, since: int64(rs.since), placed: rs.placed}
 	var f ruleFigures
 	if a := rs.r.Action; a < actionOther-1 {
 		e.action = uint8(a) + 1
@@ -849,7 +848,6 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	p.version = snap.Version
 	p.viewAll = true // every position may have changed: publish builds the list anew
 	p.rules = map[string]*ruleState{}
-	p.order = p.order[:0]
 	var removedHW []string // hardware keys to remove
 	keep := map[string]bool{}
 	p.states = make([]*ruleState, len(snap.Set.Rules))
@@ -863,7 +861,6 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 		if r.Action == rule.Accept {
 			fmt.Fprintf(&sig, "%d %s %d %s\n", i, r.ID, r.Priority, r.Match.String())
 		}
-		p.order = append(p.order, r.ID)
 		// Unchanged: rs.r is still the last set's copy, compared field
 		// for field (a rule whose match changed in any field is placed
 		// again).
@@ -895,12 +892,12 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 		p.rules[r.ID] = nrs
 		p.states[i] = nrs
 	}
-	if len(p.rules) != len(p.order) {
+	if len(p.rules) != len(p.states) {
 		// An id twice in the set: one state, that of its last place, for
 		// both places; and no deltas.
 		p.seqs = nil
-		for i, id := range p.order {
-			p.states[i] = p.rules[id]
+		for i := range p.states {
+			p.states[i] = p.rules[p.set.Rules[i].ID]
 		}
 	}
 	for i, rs := range p.states {
@@ -935,11 +932,10 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	// SyncAccepts just tried again).
 	all := sig.String() != p.acceptSig
 	p.acceptSig = sig.String()
-	for n, id := range p.order {
+	for n, rs := range p.states {
 		if n&1023 == 1023 && ctx.Err() != nil {
 			return
 		}
-		rs := p.rules[id]
 		if rs.r.Action != rule.Drop {
 			rs.path, rs.reason = pNone, p.intern("accept rule: enforced by software, and in hardware by pass entries in front of the drops it overlaps")
 			continue
@@ -951,16 +947,14 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	// Rules in hardware that no longer compile (a new accept rule overlaps)
 	// go to software first.
 	var demote []*ruleState
-	for _, id := range p.order {
-		rs := p.rules[id]
+	for _, rs := range p.states {
 		if rs.path == pHW && !rs.hwOK {
 			demote = append(demote, rs)
 		}
 	}
 	// New rules: offload first.
 	var fresh []*ruleState
-	for _, id := range p.order {
-		rs := p.rules[id]
+	for _, rs := range p.states {
 		if rs.r.Action == rule.Drop && rs.path == pNone {
 			fresh = append(fresh, rs)
 		}
@@ -1080,7 +1074,7 @@ func (p *Placer) endRound(what string, start time.Time, always bool) {
 			}
 		}
 	}
-	args := []any{"round", what, "rules", len(p.order), "store_version", p.version,
+	args := []any{"round", what, "rules", len(p.states), "store_version", p.version,
 		"added_hw", c.addedHW, "added_sw", c.addedSW, "moved", c.moved, "removed", c.removed,
 		"hw_refused", refused, "in_hw", hw, "in_sw", sw, "took", time.Since(start).Round(time.Microsecond).String()}
 	kinds := make([]dataplane.Kind, 0, len(c.hwRefused))
@@ -1304,7 +1298,7 @@ func (p *Placer) Tick(ctx context.Context) {
 	}
 	sw := p.sw.Stats()
 	// Software counts by position: the engine's set is the subsequence of
-	// p.order it was pushed as (swSet keeps the order), so one walk pairs
+	// the set it was pushed as (swSet keeps the order), so one walk pairs
 	// each rule with its count (j follows the engine's set). A set that is
 	// not (a push refused, a rule of the old set gone before the push) is
 	// paired by an index of its ids, built for this tick only.
@@ -1312,7 +1306,7 @@ func (p *Placer) Tick(ctx context.Context) {
 	var swIdx map[string]int
 	if sw.Set != nil && len(sw.Counts) == len(sw.Set.Rules) {
 		swRules = sw.Set.Rules
-		if !inOrder(swRules, p.order) {
+		if !inOrder(swRules, p.set.Rules) {
 			swIdx = make(map[string]int, len(swRules))
 			for j := range swRules {
 				swIdx[swRules[j].ID] = j
@@ -1321,14 +1315,14 @@ func (p *Placer) Tick(ctx context.Context) {
 		}
 	}
 	j := 0
-	// Rates. The states by position (p.states follows p.order), not a map
+	// Rates. The states by position (p.states follows p.set.Rules), not a map
 	// lookup per rule; only rules in hardware have a key to look up. A
 	// rule without an extra part (never in hardware, never moved, no
 	// traffic yet) whose software count reads zero has nothing to update:
 	// its totals, last reading and rates are zero and stay so, and it is
 	// given no extra part.
-	for i, id := range p.order {
-		rs := p.states[i]
+	for i, rs := range p.states {
+		id := p.set.Rules[i].ID
 		x := rs.x
 		var was counts
 		if x != nil {
@@ -1466,8 +1460,8 @@ func delta(last *dataplane.Counter, c dataplane.Counter) dataplane.Counter {
 // evacuate puts every hardware rule in software after the device went away.
 func (p *Placer) evacuate(ctx context.Context) {
 	var moved []*ruleState
-	for _, id := range p.order {
-		if rs := p.rules[id]; rs.path == pHW {
+	for _, rs := range p.states {
+		if rs.path == pHW {
 			moved = append(moved, rs)
 		}
 	}
@@ -1489,8 +1483,7 @@ func (p *Placer) Recover(ctx context.Context) {
 	}
 	p.hwUp = true
 	p.refreshBudget(ctx)
-	for _, id := range p.order {
-		rs := p.rules[id]
+	for _, rs := range p.states {
 		if rs.path == pSW && rs.hwOK {
 			p.toHW(ctx, rs, "hardware path back: offload first", p.now())
 		}
@@ -1517,8 +1510,7 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 	// full table sorts nothing, where it sorted every software rule each
 	// round.
 	var cands []*ruleState
-	for i := range p.order {
-		rs := p.states[i]
+	for _, rs := range p.states {
 		if rs.path != pSW || !rs.hwOK || rs.r.Action != rule.Drop || !dwelt(rs) {
 			continue
 		}
@@ -1541,8 +1533,8 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 	// swap victims, needed only under load.
 	var hwRules []*ruleState
 	if hot && len(cands) > 0 {
-		for i := range p.order {
-			if rs := p.states[i]; rs.path == pHW && dwelt(rs) {
+		for _, rs := range p.states {
+			if rs.path == pHW && dwelt(rs) {
 				hwRules = append(hwRules, rs)
 			}
 		}
@@ -1677,10 +1669,10 @@ func (p *Placer) publish() {
 // order), or, after Apply, when the order has no places (an id twice) or
 // when most rules changed, the list is built anew.
 func (p *Placer) publishRules() RuleList {
-	if p.viewAll || (p.seqs == nil && len(p.dirty) > 0) || len(p.dirty) > len(p.order)/8 {
-		rvs := make([]ruleEntry, len(p.order))
-		for i, id := range p.order {
-			rvs[i] = p.entryOf(id, p.states[i])
+	if p.viewAll || (p.seqs == nil && len(p.dirty) > 0) || len(p.dirty) > len(p.states)/8 {
+		rvs := make([]ruleEntry, len(p.states))
+		for i, rs := range p.states {
+			rvs[i] = p.entryOf(rs)
 		}
 		p.list.reset(rvs)
 		p.viewAll = false
@@ -1690,7 +1682,7 @@ func (p *Placer) publishRules() RuleList {
 				continue // removed
 			}
 			if i := p.slot(rs); i >= 0 {
-				p.list.set(i, p.entryOf(p.order[i], rs))
+				p.list.set(i, p.entryOf(rs))
 			}
 		}
 	}
@@ -1699,8 +1691,15 @@ func (p *Placer) publishRules() RuleList {
 	}
 	clear(p.dirty)
 	p.dirty = p.dirty[:0]
+	if cap(p.dirty) > maxDirtyKept {
+		p.dirty = nil // a round that touched every rule: not kept for the next
+	}
 	return p.list.published()
 }
+
+// maxDirtyKept is the largest list of touched rules publish keeps for
+// the next round to reuse (a round touching more allocates its own).
+const maxDirtyKept = 1024
 
 // RequestResync asks the placer's goroutine (Run) to check the hardware
 // table against its placements soon: something (a qdisc monitor) saw the
@@ -1734,8 +1733,8 @@ func (p *Placer) Resync(ctx context.Context, reason string) int {
 		have[k] = true
 	}
 	var lost []*ruleState
-	for _, id := range p.order {
-		if rs := p.rules[id]; rs.path == pHW && !have[rs.key()] {
+	for _, rs := range p.states {
+		if rs.path == pHW && !have[rs.key()] {
 			lost = append(lost, rs)
 		}
 	}
@@ -1765,8 +1764,7 @@ func (p *Placer) Resync(ctx context.Context, reason string) int {
 // keep_on_shutdown: false). Call it only after Run has returned.
 func (p *Placer) RemoveAllHW(ctx context.Context) int {
 	n := 0
-	for _, id := range p.order {
-		rs := p.rules[id]
+	for _, rs := range p.states {
 		if rs.path == pHW {
 			p.hwRemove(ctx, rs.key())
 			rs.setKey("")

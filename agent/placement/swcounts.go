@@ -9,13 +9,13 @@ import "github.com/scrubd/scrubd/swpath/rule"
 // the placer pushed to software is such a subsequence (swSet keeps the
 // effective set's order); a set pushed before rules were removed or
 // reordered need not be.
-func inOrder(rules []rule.Rule, order []string) bool {
+func inOrder(rules, order []rule.Rule) bool {
 	j := 0
-	for _, id := range order {
+	for i := range order {
 		if j == len(rules) {
 			break
 		}
-		if rules[j].ID == id {
+		if rules[j].ID == order[i].ID {
 			j++
 		}
 	}
