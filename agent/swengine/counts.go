@@ -28,12 +28,18 @@ func (c *countBufs) next(n int) []dataplane.Counter {
 	return b
 }
 
-// keepRaw returns b to be passed to the next classifier.CountsInto, or nil
-// when b is far larger than the set it holds (the set shrank): the next
-// read allocates one of the set's size.
-func keepRaw(b []classifier.Count) []classifier.Count {
+// fill reads counts with read (a classifier's CountsInto) into the other
+// buffer, read as classifier counts (the same layout: counts_unsafe.go),
+// and returns it as dataplane counters: the buffer the engine returns is
+// the one the classifier wrote, where a third buffer between the two
+// held every rule's counts once more. The buffer is kept for the read
+// after next unless far larger than the set (after a set shrank).
+func (c *countBufs) fill(read func([]classifier.Count) []classifier.Count) []dataplane.Counter {
+	c.k ^= 1
+	b := asCounters(read(asCounts(c.buf[c.k][:0])))
+	c.buf[c.k] = b
 	if cap(b) > 2*len(b)+1024 {
-		return nil
+		c.buf[c.k] = nil
 	}
 	return b
 }

@@ -29,9 +29,8 @@ type dvSW struct {
 	mu     sync.Mutex
 	closed bool
 	last   dataplane.SWStats
-	// Stats' buffers (under mu): the classifier's counts and the counts
-	// returned, two written in turn (countBufs).
-	raw    []classifier.Count
+	// Stats' buffers (under mu): the counts returned, two written in
+	// turn by the classifier (countBufs.fill).
 	counts countBufs
 }
 
@@ -64,12 +63,13 @@ func (d *dvSW) Stats() dataplane.SWStats {
 	if d.closed {
 		return d.last
 	}
-	set, raw := d.cls.CountsInto(d.raw)
-	d.raw = keepRaw(raw)
-	out := dataplane.SWStats{At: time.Now(), Set: set, Counts: d.counts.next(len(raw))}
-	for i, c := range raw {
-		out.Counts[i] = dataplane.Counter(c)
-	}
+	var set *rule.Set
+	cs := d.counts.fill(func(dst []classifier.Count) []classifier.Count {
+		var raw []classifier.Count
+		set, raw = d.cls.CountsInto(dst)
+		return raw
+	})
+	out := dataplane.SWStats{At: time.Now(), Set: set, Counts: cs}
 	ps := d.pool.Snapshot()
 	free := map[int][2]int{} // node: size, free
 	for _, n := range ps.Nodes {

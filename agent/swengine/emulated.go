@@ -32,10 +32,9 @@ type Emulated struct {
 
 	mu     sync.Mutex
 	frozen *dataplane.SWStats // after Freeze
-	// read's buffers (under mu): the classifier's counts and the scaled
-	// counts returned, two buffers written in turn (countBufs): an idle
-	// engine's reads allocate nothing per rule.
-	raw    []classifier.Count
+	// read's buffers (under mu): the counts returned, two buffers the
+	// classifier writes in turn and read scales in place
+	// (countBufs.fill): an idle engine's reads allocate nothing per rule.
 	counts countBufs
 }
 
@@ -121,12 +120,16 @@ func (s *Emulated) Stats() dataplane.SWStats {
 }
 
 func (s *Emulated) read() dataplane.SWStats {
-	set, raw := s.dv.Class.CountsInto(s.raw)
-	s.raw = keepRaw(raw)
-	out := dataplane.SWStats{At: time.Now(), Set: set, Counts: s.counts.next(len(raw))}
-	for i, c := range raw {
-		out.Counts[i] = dataplane.Counter{Packets: s.up(c.Packets), Bytes: s.up(c.Bytes)}
+	var set *rule.Set
+	cs := s.counts.fill(func(dst []classifier.Count) []classifier.Count {
+		var raw []classifier.Count
+		set, raw = s.dv.Class.CountsInto(dst)
+		return raw
+	})
+	for i, c := range cs {
+		cs[i] = dataplane.Counter{Packets: s.up(c.Packets), Bytes: s.up(c.Bytes)}
 	}
+	out := dataplane.SWStats{At: time.Now(), Set: set, Counts: cs}
 	ps := s.dv.Pool.Snapshot()
 	var size, outstanding int
 	node := 0

@@ -15,9 +15,8 @@ import (
 
 // The simulated NIC's software path read once a second by placement: the
 // engine's reads of n rules allocate nothing per rule, idle or with a few
-// counters moving (the classifier's counts are read into the same buffer
-// and the counts returned go into two buffers written in turn): the bytes
-// a read allocates at 10k rules are those at 1k, within a margin far
+// counters moving (the classifier's counts are read into the two buffers
+// returned in turn): the bytes a read allocates at 10k rules are those at 1k, within a margin far
 // below one byte a rule. With a per-rule map (about 100 bytes a rule
 // built or copied) or a counts slice made every read (16 bytes a rule),
 // the difference is 144 KB or more.
