@@ -632,6 +632,12 @@ func (t *Table) treeGroup(fs []rule.Fields, out []int32) int {
 	for i := range fs {
 		sds[i] = scanSD(&fs[i])
 	}
+	// A record whose entry needs Table.holds (chkFullBit) is listed and
+	// the scan goes on as if it did not hold; the listed ones are checked
+	// after every scan, each against the packet's best then (see
+	// holdsListed). Checked in the scan, each waited on its entry and
+	// residual, dependent loads from arrays the size of the rule set.
+	var held heldList
 	for ti := range trs {
 		d := &trs[ti]
 		rec := d.rec
@@ -654,6 +660,11 @@ func (t *Table) treeGroup(fs []rule.Fields, out []int32) int {
 				}
 				if r.miscMask >= chkPortsBit {
 					if r.miscMask&chkFullBit != 0 {
+						if held.n < len(held.ent) {
+							held.ent[held.n], held.pkt[held.n] = r.ent, uint8(i)
+							held.n++
+							continue
+						}
 						if !t.holds(&t.tr.ents[r.ent], &fs[i], misc) {
 							continue
 						}
@@ -667,8 +678,43 @@ func (t *Table) treeGroup(fs []rule.Fields, out []int32) int {
 			best[i] = b
 		}
 	}
+	if held.n > 0 {
+		t.holdsListed(fs, &held, &keys, &best, &bestRule)
+	}
 	copy(out, bestRule[:len(fs)])
 	return probes
+}
+
+// heldList is treeGroup's list of records whose entries need Table.holds:
+// the entry and the packet's index in the group.
+type heldList struct {
+	ent [treeGroup]uint32
+	pkt [treeGroup]uint8
+	n   int
+}
+
+// holdsListed checks the listed records after the scans: an entry below
+// the packet's best that holds becomes its best. The scans kept the best
+// entry without them (a leaf's scan went on past a listed record), so the
+// best is the lowest of the two, in whatever order the list is checked.
+// The entries are read in one loop before any check, so that their cache
+// misses overlap.
+func (t *Table) holdsListed(fs []rule.Fields, held *heldList, keys *[treeGroup]treeKey, best *[treeGroup]uint32, bestRule *[treeGroup]int32) {
+	ents := t.tr.ents
+	var flags [treeGroup]uint16
+	for j, e := range held.ent[:held.n] {
+		flags[j] = ents[e].flags
+	}
+	for j, e := range held.ent[:held.n] {
+		p := held.pkt[j]
+		if e >= best[p] {
+			continue
+		}
+		en := &ents[e]
+		if flags[j] == 0 || t.holds(en, &fs[p], keys[p][2]) {
+			best[p], bestRule[p] = e, en.rule
+		}
+	}
 }
 
 // useTrees reports whether a set whose entries make ntables hash tables

@@ -191,3 +191,58 @@ func TestTreeCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestTreeBurstHeldRecords: records whose entries need Table.holds are
+// listed by the burst's scans and checked after them (holdsListed), and
+// past the list's room checked in the scan. Every record here needs holds
+// (a port range of more than six prefixes): 64 rules under one source
+// prefix, overlapping ranges, none separable by a cut, so one leaf holds
+// them all and a group's packets list far more records than the list
+// holds. Both burst paths, Decide and the reference must agree.
+func TestTreeBurstHeldRecords(t *testing.T) {
+	set := &rule.Set{}
+	for i := range 64 {
+		lo := uint32(1001 + 7*i)
+		m := rule.Match{Src: netip.MustParsePrefix("10.0.0.0/16"), Proto: []uint8{rule.ProtoTCP}, DstPort: rule.Ranges{{Lo: lo, Hi: lo + 40}}}
+		set.Rules = append(set.Rules, rule.Rule{ID: fmt.Sprint("r", i), Priority: uint32(i % 7), Action: rule.Drop, Match: m})
+	}
+	r := rand.New(rand.NewPCG(3, 5))
+	fs := make([]rule.Fields, 1024)
+	for i := range fs {
+		src := netip.AddrFrom4([4]byte{10, byte(r.IntN(2)), byte(r.IntN(256)), byte(r.IntN(256))})
+		dst := netip.AddrFrom4([4]byte{192, 0, 2, byte(r.IntN(256))})
+		fs[i] = rule.Fields{Family: rule.IPv4, Proto: rule.ProtoTCP, L4: true, Frag: rule.NotFragment,
+			SrcPort: uint16(r.IntN(65536)), DstPort: uint16(950 + r.IntN(560)),
+			Src: rule.AddrFrom(src), Dst: rule.AddrFrom(dst)}
+	}
+	tab, err := compile(set, treesForce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab.tr == nil {
+		t.Fatal("no trees")
+	}
+	// What the first group's scans would list: every record of their
+	// leaves that passes its check and needs holds.
+	listed := 0
+	for i := range fs[:treeGroup] {
+		f := &fs[i]
+		k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f)}
+		sd := scanSD(f)
+		for ti := range tab.tr.t {
+			d := &tab.tr.t[ti]
+			n := d.walk(&k)
+			for _, rc := range d.rec[uint32(n) : uint32(n)+uint32(n>>32)&0xffffff] {
+				if sd&rc.sdMask() == rc.sd && k[2]&rc.miscMask == rc.misc && rc.miscMask&chkFullBit != 0 {
+					listed++
+				}
+			}
+		}
+	}
+	if room := len(heldList{}.ent); listed <= room {
+		t.Fatalf("the first group lists %d records, no more than the list's %d", listed, room)
+	}
+	if matched := checkAgainstReference(t, "held records", set, fs); matched < 300 || matched > 900 {
+		t.Fatalf("%d of %d packets matched a rule", matched, len(fs))
+	}
+}
