@@ -291,7 +291,11 @@ func (p *Placer) appendIns(ins []insert, listOK bool, ext extender, version uint
 		return
 	}
 	grown := cap(p.set.Rules) < len(p.set.Rules)+len(ins)
-	if grown && p.adopt(ins, ext, version) {
+	adopted, seqsToo := false, false
+	if grown {
+		adopted, seqsToo = p.adopt(ins, ext, version)
+	}
+	if adopted {
 		grown = false
 	} else {
 		for k := range ins {
@@ -299,7 +303,9 @@ func (p *Placer) appendIns(ins []insert, listOK bool, ext extender, version uint
 		}
 	}
 	for k := range ins {
-		p.seqs = append(p.seqs, ins[k].seq)
+		if !seqsToo {
+			p.seqs = append(p.seqs, ins[k].seq)
+		}
 		p.states = append(p.states, ins[k].rs)
 	}
 	if grown {
@@ -328,24 +334,31 @@ type extender interface {
 // the placer holds the store's array (Apply took it; at 100k rules 29 MB)
 // and the store wrote the same rules after its end, the set is that array,
 // longer, and the rules already placed stay where they are. It reports
-// false, with nothing changed, when the store's set is not that.
-func (p *Placer) adopt(ins []insert, ext extender, version uint64) bool {
+// false, with nothing changed, when the store's set is not that. The
+// places in the store's order are taken the same way when the placer's
+// are still the store's array (seqsToo; else the caller appends to its
+// own): at 100k rules 0.8 MB not copied.
+func (p *Placer) adopt(ins []insert, ext extender, version uint64) (ok, seqsToo bool) {
 	n := len(p.set.Rules)
 	if ext == nil || n == 0 {
-		return false
+		return false, false
 	}
 	snap, ok := ext.Extended(&p.set.Rules[0])
 	if !ok || snap.Version != version || len(snap.Set.Rules) != n+len(ins) || len(snap.Seqs) != len(snap.Set.Rules) {
-		return false
+		return false, false
 	}
 	for k := range ins {
 		if snap.Set.Rules[n+k].ID != ins[k].r.ID || snap.Seqs[n+k] != ins[k].seq {
-			return false
+			return false, false
 		}
 	}
 	p.set.Rules = snap.Set.Rules
 	p.shared = true // the store's array: copied before a write (unshare)
-	return true
+	if !p.seqsOwn && len(p.seqs) == n && &p.seqs[0] == &snap.Seqs[0] {
+		p.seqs = snap.Seqs // the store's: appended to in a new array, closed in a copy
+		seqsToo = true
+	}
+	return true, seqsToo
 }
 
 // closeSlots takes the rules at positions gone (ascending) out of the

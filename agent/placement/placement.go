@@ -847,7 +847,7 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	p.shared = true
 	p.version = snap.Version
 	p.viewAll = true // every position may have changed: publish builds the list anew
-	p.rules = map[string]*ruleState{}
+	p.rules = make(map[string]*ruleState, len(snap.Set.Rules))
 	var removedHW []string // hardware keys to remove
 	keep := map[string]bool{}
 	p.states = make([]*ruleState, len(snap.Set.Rules))
