@@ -58,7 +58,8 @@
 // a shared prefix such as 2001:db8::/32), and each group becomes a tree whose
 // nodes take k bits of one field (an address's high word, the protocol or a
 // port) and name a child per value, down to leaves of at most 8 entries
-// (or fewer where no cut separates them) in decision order. A packet walks
+// (16 in sets of more than 8192 entries; more where no cut separates
+// them) in decision order. A packet walks
 // each tree to one leaf (a load per level) and scans it with the 32-byte
 // entry checks; the best-ranked entry found in any tree decides. A set
 // decides with the trees when it has more than one hash table and the

@@ -246,3 +246,38 @@ func TestTreeBurstHeldRecords(t *testing.T) {
 		t.Fatalf("%d of %d packets matched a rule", matched, len(fs))
 	}
 }
+
+// TestTreesBigLeaves: a set of more than treeBigEntries entries is cut
+// down to leaves of treeBinthBig (some leaves longer than treeBinth), and
+// decides as the reference does on both burst paths.
+func TestTreesBigLeaves(t *testing.T) {
+	set := traffic.ClassBenchRules(6000, 6000)
+	tab, err := compile(set, treesForce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab.tr == nil || len(tab.tr.ents) <= treeBigEntries {
+		t.Fatalf("trees %v, %d entries: want trees of more than %d", tab.tr != nil, len(tab.tr.ents), treeBigEntries)
+	}
+	long := 0
+	for i := range tab.tr.t {
+		d := &tab.tr.t[i]
+		for _, n := range d.nodes {
+			if c := int(n >> 32 & 0xffffff); n&treeLeaf != 0 && c > treeBinth && c <= treeBinthBig {
+				long++
+			}
+		}
+	}
+	if long == 0 {
+		t.Fatalf("no leaf of %d-%d records", treeBinth+1, treeBinthBig)
+	}
+	pkts := 3000
+	if testing.Short() {
+		pkts = 1000
+	}
+	g := traffic.NewGenerator(traffic.Config{Seed: 11, Rules: set, RuleFraction: 0.9, Odd: true})
+	fs := parseAll(g.Frames(pkts))
+	if m := checkAgainstReference(t, "classbench 6000", set, fs); m < len(fs)/5 {
+		t.Errorf("only %d of %d packets matched", m, len(fs))
+	}
+}
