@@ -156,7 +156,8 @@ var mutations = []mutation{
 	{
 		name: "placement: a rule whose match changed under its id forgets the engine's last reading (double count)",
 		edits: []edit{{"agent/placement/placement.go",
-			"\t\t\tnrs.swLast, nrs.swSeen = rs.swLast, rs.swSeen\n", "\n", 1}},
+			"\t\tx.hwTot, x.swTot, x.moves, x.swLast = o.hwTot, o.swTot, o.moves, o.swLast\n",
+			"\t\tx.hwTot, x.swTot, x.moves = o.hwTot, o.swTot, o.moves\n", 1}},
 		pkgs: []string{"./agent/placement/", "./agent/sim/"}, run: "TestCountersAddUp|TestSimCountersAddUp",
 	},
 	{
