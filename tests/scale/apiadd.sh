@@ -15,6 +15,7 @@ bin=$(realpath "$1")
 n=${2:-100000}
 dir=${3:-$(mktemp -d /tmp/apiadd.XXXXXX)}
 adds=${ADDS:-20}
+dels=${DELS:-5}
 mkdir -p "$dir/state"
 here=$(cd "$(dirname "$0")/../.." && pwd)
 if [[ ! -s $dir/rules-$n.yaml ]]; then
@@ -39,7 +40,7 @@ software:
 placement:
   interval: 1s
 CFG
-rm -rf "$dir/state"/* "$dir/api.sock"
+rm -rf "$dir/state"/* "$dir/api.sock" "$dir/run.log"
 now() { date +%s.%N; }
 f() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", b-a}'; }
 start() {
@@ -65,12 +66,24 @@ for i in $(seq 1 "$adds"); do
 	a0=$(now); "$bin" rules --socket "$dir/api.sock" add "$dir/one.yaml" >/dev/null; a1=$(now)
 	times+=("$(f "$a0" "$a1")")
 done
-sorted=$(printf '%s\n' "${times[@]}" | sort -n)
-amin=$(head -1 <<<"$sorted"); amax=$(tail -1 <<<"$sorted"); amed=$(sed -n "$(((adds + 1) / 2))p" <<<"$sorted")
+# mmm NAME VALUES...: NAME_min=, NAME_median=, NAME_max= of the values.
+mmm() {
+	local name=$1 sorted
+	shift
+	sorted=$(printf '%s\n' "$@" | sort -g)
+	echo "${name}_min=$(head -1 <<<"$sorted") ${name}_median=$(sed -n "$((($# + 1) / 2))p" <<<"$sorted") ${name}_max=$(tail -1 <<<"$sorted")"
+}
+dtimes=()
+for i in $(seq 1 "$dels"); do
+	d0=$(now); "$bin" rules --socket "$dir/api.sock" delete "api-one-$i" >/dev/null; d1=$(now)
+	dtimes+=("$(f "$d0" "$d1")")
+	sleep 1.5 # the placement round that takes it out (placement.interval 1s)
+done
+mapfile -t took < <(grep 'round=delta' "$dir/run.log" | grep ' removed=1 ' | sed -n 's/.* took=\([0-9.]*\)\(µs\|ms\|s\).*/\1 \2/p' | awk '{print ($2 == "ms") ? $1 : ($2 == "s") ? $1 * 1000 : $1 / 1000}')
 state_kb=$(du -sk "$dir/state" | cut -f1)
 kill -TERM $pid; wait $pid || true
 start
 listed=$(("$("$bin" rules --socket "$dir/api.sock" list | wc -l)" - 1))
 kill -TERM $pid; wait $pid || true
 trap - EXIT
-echo "rules=$n bulk_add_s=$(f "$b0" "$b1") adds=$adds add_s_min=$amin add_s_median=$amed add_s_max=$amax state_kb=$state_kb restart_ready_s=$ready_s rules_after_restart=$listed load=\"$(cut -d' ' -f1-3 /proc/loadavg)\""
+echo "rules=$n bulk_add_s=$(f "$b0" "$b1") adds=$adds $(mmm add_s "${times[@]}") dels=$dels $(mmm del_s "${dtimes[@]}") $(mmm remove_round_ms "${took[@]:-none}") state_kb=$state_kb restart_ready_s=$ready_s rules_after_restart=$listed load=\"$(cut -d' ' -f1-3 /proc/loadavg)\""
