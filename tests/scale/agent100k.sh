@@ -19,36 +19,10 @@ bin=$(realpath "$1")
 n=${2:-100000}
 dir=${3:-$(mktemp -d /tmp/agent100k.XXXXXX)}
 mkdir -p "$dir/state"
-here=$(cd "$(dirname "$0")/../.." && pwd)
-if [[ ! -s $dir/rules-$n.yaml ]]; then
-	(cd "$here" && go run ./tests/scale/genrules -n "$n") >"$dir/rules-$n.yaml"
-fi
+. "$(dirname "$0")/lib.sh"
+scale_rules "$dir" "$n"
 port=$((20000 + RANDOM % 20000))
-cat >"$dir/scrubd.yaml" <<CFG
-node: scale
-link_gbps: 100
-state_dir: $dir/state
-rules:
-  files: [$dir/rules-$n.yaml]
-  poll: 1s
-api:
-  socket: $dir/api.sock
-metrics:
-  listen: 127.0.0.1:$port
-protect:
-  - prefix: 192.0.2.1/32
-    note: management
-  - prefix: 192.0.2.2/32
-    note: management
-offload:
-  backend: sim
-  max_entries: 4096
-software:
-  engine: dv
-  workers: 2
-placement:
-  interval: 1s
-CFG
+scale_config "$dir" "$port" "$dir/rules-$n.yaml"
 if [[ ${MEMORY_LIMIT_MB:-0} != 0 ]]; then
 	echo "memory_limit_mb: $MEMORY_LIMIT_MB" >>"$dir/scrubd.yaml"
 fi
@@ -56,7 +30,6 @@ if [[ -n ${GC_PERCENT:-} ]]; then
 	echo "gc_percent: $GC_PERCENT" >>"$dir/scrubd.yaml"
 fi
 rm -rf "$dir/state"/* "$dir/api.sock"
-now() { date +%s.%N; }
 t0=$(now)
 "$bin" run --config "$dir/scrubd.yaml" >"$dir/run.log" 2>&1 &
 pid=$!
@@ -71,13 +44,9 @@ if [[ -n ${TERM_AFTER:-} ]]; then
 	exit 0
 fi
 ready=""
-while kill -0 $pid 2>/dev/null; do
-	if [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz" || true) == 200 ]]; then
-		ready=$(now)
-		break
-	fi
-	sleep 0.2
-done
+if scale_ready $pid "$port"; then
+	ready=$(now)
+fi
 [[ -n $ready ]] || { echo "agent exited before ready"; tail "$dir/run.log"; exit 1; }
 hwm_ready=$(awk '/VmHWM/{print $2}' /proc/$pid/status)
 cpu_ready=$(awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' /proc/$pid/stat)

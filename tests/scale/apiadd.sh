@@ -17,44 +17,21 @@ dir=${3:-$(mktemp -d /tmp/apiadd.XXXXXX)}
 adds=${ADDS:-20}
 dels=${DELS:-5}
 mkdir -p "$dir/state"
-here=$(cd "$(dirname "$0")/../.." && pwd)
-if [[ ! -s $dir/rules-$n.yaml ]]; then
-	(cd "$here" && go run ./tests/scale/genrules -n "$n") >"$dir/rules-$n.yaml"
-fi
+. "$(dirname "$0")/lib.sh"
+scale_rules "$dir" "$n"
 port=$((20000 + RANDOM % 20000))
-cat >"$dir/scrubd.yaml" <<CFG
-node: scale
-link_gbps: 100
-state_dir: $dir/state
-api:
-  socket: $dir/api.sock
-  max_body_bytes: 67108864
-metrics:
-  listen: 127.0.0.1:$port
-offload:
-  backend: sim
-  max_entries: 4096
-software:
-  engine: dv
-  workers: 2
-placement:
-  interval: 1s
-CFG
+scale_config "$dir" "$port"
 rm -rf "$dir/state"/* "$dir/api.sock" "$dir/run.log"
-now() { date +%s.%N; }
 f() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", b-a}'; }
 start() {
 	"$bin" run --config "$dir/scrubd.yaml" >>"$dir/run.log" 2>&1 &
 	pid=$!
-	local t0 s
+	local t0
 	t0=$(now)
-	while kill -0 $pid 2>/dev/null; do
-		if [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz" || true) == 200 ]]; then
-			ready_s=$(f "$t0" "$(now)")
-			return
-		fi
-		sleep 0.2
-	done
+	if scale_ready $pid "$port"; then
+		ready_s=$(f "$t0" "$(now)")
+		return
+	fi
 	echo "agent exited before ready"; tail "$dir/run.log"; exit 1
 }
 trap 'kill -9 $pid 2>/dev/null || true' EXIT
