@@ -96,8 +96,9 @@ func TestChangeCostDoesNotGrowWithRules(t *testing.T) {
 	add10, tick10, rm10 := changeCost(t, 10000)
 	t.Logf("bytes per add: %.0f at 1k rules, %.0f at 10k; per idle tick: %.0f, %.0f; per remove beyond one copy of the rules: %.0f, %.0f",
 		add1, add10, tick1, tick10, rm1, rm10)
-	// Margins: a chunk of the View (256 RuleViews, 40 KB) and the chunk
-	// index may be copied once more at 10k; map growth in the store.
+	// Margins: a chunk of the View (256 entries, 12 KB, with figures for
+	// the rules that have any) and the chunk index may be copied once
+	// more at 10k; map growth in the store.
 	const margin = 64 << 10
 	if add10 > 1.5*add1+margin {
 		t.Errorf("one rule added allocates %.0f bytes at 10k rules, %.0f at 1k: it grows with the set", add10, add1)
@@ -108,8 +109,8 @@ func TestChangeCostDoesNotGrowWithRules(t *testing.T) {
 		t.Errorf("an idle tick allocates %.0f bytes at 10k rules, %.0f at 1k: it grows with the set", tick10, tick1)
 	}
 	// A removal copies the set's rules once (the engines hold the old
-	// array); the placer's other arrays (places, match keys, ids, states:
-	// 48 bytes a rule, 480 KB at 10k) close the hole in place.
+	// array); the placer's other arrays (places and states: 16 bytes a
+	// rule, 160 KB at 10k) close the hole in place.
 	if rm10 > 1.5*max(rm1, 0)+margin {
 		t.Errorf("one rule removed allocates %.0f bytes beyond a copy of the rules at 10k rules, %.0f at 1k: it grows with the set", rm10, rm1)
 	}

@@ -473,7 +473,7 @@ type Placer struct {
 	regimeSorted int
 	// list is the published View.Rules, kept in step with states: rules
 	// added and removed are inserted and taken out where they are, and
-	// publish writes the RuleViews of the rules in dirty (touch) alone,
+	// publish writes the entries of the rules in dirty (touch) alone,
 	// or, with viewAll (after Apply), builds the list anew.
 	list    listEditor
 	dirty   []*ruleState
@@ -1667,7 +1667,7 @@ func (p *Placer) publish() {
 }
 
 // publishRules brings the list in line with the rules' states and returns
-// it for a View: the RuleViews of the rules touched since the last publish
+// it for a View: the entries of the rules touched since the last publish
 // are written where they are (a binary search by place in the store's
 // order), or, after Apply, when the order has no places (an id twice) or
 // when most rules changed, the list is built anew.
