@@ -1,14 +1,8 @@
 package swengine
 
 import (
-	"fmt"
-	"net/netip"
 	"runtime"
 	"testing"
-
-	"github.com/scrubd/scrubd/swpath/classifier"
-	"github.com/scrubd/scrubd/swpath/dv/dvsim"
-	"github.com/scrubd/scrubd/swpath/rule"
 )
 
 // An engine's reads keep the two buffers of counts they return in turn,
@@ -18,21 +12,8 @@ import (
 // own, 48).
 func TestEmulatedReadsRetainTwoBuffers(t *testing.T) {
 	const n = 10000
-	set := &rule.Set{}
-	for i := range n {
-		set.Rules = append(set.Rules, rule.Rule{ID: fmt.Sprintf("r%d", i), Priority: 100, Action: rule.Drop,
-			Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)}})
-	}
-	cls, err := classifier.New(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := dvsim.New(dvsim.Config{Classifier: cls, Workers: 1, Host: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, s := emulatedOver(t, n)
 	defer s.Close()
-	e := NewEmulated(EmulatedConfig{DV: s, Scale: 10, Workers: 1, Hz: 2e9, ModelLost: func(int) uint64 { return 0 }})
 	var m0, m1 runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&m0)

@@ -33,10 +33,11 @@ func TestEmulatedReadsAllocateNothingPerRule(t *testing.T) {
 	}
 }
 
-// emulatedReadBytes returns the bytes one Stats of an Emulated over n
-// rules allocates, idle and after a packet, on average over 10 reads of
-// each (after two reads that size the buffers).
-func emulatedReadBytes(t *testing.T, n int) (idle, busy uint64) {
+// emulatedOver returns an Emulated over a dv engine (one worker, on the
+// NIC emulator) holding n /32 drop rules, and the engine, which the
+// caller closes.
+func emulatedOver(t *testing.T, n int) (*Emulated, *dvsim.Sim) {
+	t.Helper()
 	set := &rule.Set{}
 	for i := range n {
 		set.Rules = append(set.Rules, rule.Rule{ID: fmt.Sprintf("r%d", i), Priority: 100, Action: rule.Drop,
@@ -50,8 +51,15 @@ func emulatedReadBytes(t *testing.T, n int) (idle, busy uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return NewEmulated(EmulatedConfig{DV: s, Scale: 10, Workers: 1, Hz: 2e9, ModelLost: func(int) uint64 { return 0 }}), s
+}
+
+// emulatedReadBytes returns the bytes one Stats of an Emulated over n
+// rules allocates, idle and after a packet, on average over 10 reads of
+// each (after two reads that size the buffers).
+func emulatedReadBytes(t *testing.T, n int) (idle, busy uint64) {
+	e, s := emulatedOver(t, n)
 	defer s.Close()
-	e := NewEmulated(EmulatedConfig{DV: s, Scale: 10, Workers: 1, Hz: 2e9, ModelLost: func(int) uint64 { return 0 }})
 	frame := traffic.AppendFrame(nil, &traffic.Frame{Family: rule.IPv4, Src: netip.MustParseAddr("198.18.0.1"),
 		Dst: netip.MustParseAddr("10.0.0.7"), Proto: rule.ProtoUDP, SrcPort: 1, DstPort: 2, Size: 100})
 	e.Stats()
