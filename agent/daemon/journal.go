@@ -49,16 +49,20 @@ func newGeneration() string { return strconv.FormatUint(rand.Uint64(), 16) }
 // journalPath is the journal beside source file path.
 func journalPath(path string) string { return path + ".journal" }
 
-// journalLine appends to b the journal line of rule r stored.
-func journalPut(b []byte, r *rule.Rule) ([]byte, error) {
+// appendRule appends to b prefix, rule r as JSON (its Spec: what a rule
+// file says) and a newline: a line of a snapshot or a journal.
+func appendRule(b []byte, prefix string, r *rule.Rule) ([]byte, error) {
 	js, err := json.Marshal(r.Spec())
 	if err != nil {
 		return b, err
 	}
-	b = append(b, "+ "...)
+	b = append(b, prefix...)
 	b = append(b, js...)
 	return append(b, '\n'), nil
 }
+
+// journalPut appends to b the journal line of rule r stored.
+func journalPut(b []byte, r *rule.Rule) ([]byte, error) { return appendRule(b, "+ ", r) }
 
 // journalDel appends to b the journal line of rule id removed.
 func journalDel(b []byte, id string) []byte {

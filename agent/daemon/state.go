@@ -81,14 +81,13 @@ func writeSource(dir, src string, rs []*rule.Rule, now time.Time, gen string) er
 	}
 	w := bufio.NewWriterSize(tmp, 64<<10)
 	fmt.Fprintf(w, "%s%s\n# saved %s\n%s%s\nrules:\n", sourceHeader, strconv.Quote(src), now.UTC().Format(time.RFC3339Nano), generationPrefix, gen)
+	var line []byte
 	for _, r := range rs {
-		js, err := json.Marshal(r.Spec())
-		if err != nil {
+		var err error
+		if line, err = appendRule(line[:0], "  - ", r); err != nil {
 			return fail(err)
 		}
-		w.WriteString("  - ")
-		w.Write(js)
-		w.WriteString("\n")
+		w.Write(line)
 	}
 	if len(rs) == 0 { // nothing in force: no file
 		if err := fail(nil); err != nil {
