@@ -207,8 +207,8 @@ func (s *Server) placements(es []store.Entry) []*placement.RuleView {
 		}
 		if byID == nil {
 			byID = make(map[string]int, v.Rules.Len())
-			for k, rv := range v.Rules.All() {
-				byID[rv.ID] = k
+			for k := range v.Rules.Len() {
+				byID[v.Rules.ID(k)] = k
 			}
 		}
 		if k, ok := byID[id]; ok {
@@ -441,8 +441,8 @@ func (s *Server) info(e store.Entry) RuleInfo {
 	var rv *placement.RuleView
 	if s.View != nil {
 		if v := s.View(); v != nil {
-			for i, r := range v.Rules.All() {
-				if r.ID == e.Rule.ID {
+			for i := range v.Rules.Len() {
+				if v.Rules.ID(i) == e.Rule.ID {
 					rv = v.Rules.At(i)
 					break
 				}
