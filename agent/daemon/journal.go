@@ -73,11 +73,14 @@ func journalDel(b []byte, id string) []byte {
 
 // appendJournal appends lines to the journal at path, first writing its
 // header when new is set (the journal is created or truncated then), and
-// syncs it.
+// syncs it. A journal that is not new must exist: one that went (the
+// state directory cleaned under the agent) is not created again without
+// its header, which would make every line after it unread; the error
+// satisfies os.IsNotExist and the caller writes the source whole.
 func appendJournal(path, src, gen string, lines []byte, new bool) error {
-	flags := os.O_WRONLY | os.O_APPEND | os.O_CREATE
+	flags := os.O_WRONLY | os.O_APPEND
 	if new {
-		flags |= os.O_TRUNC
+		flags |= os.O_CREATE | os.O_TRUNC
 	}
 	f, err := os.OpenFile(path, flags, 0o640)
 	if err != nil {

@@ -90,6 +90,7 @@ type agent struct {
 	placer       *placement.Placer
 	d            *Daemon
 	save         func() error
+	saver        *StateSaver
 }
 
 // newAgent takes the options' logger, clock and tickers, or the defaults.
@@ -253,7 +254,8 @@ func (a *agent) newPlacer(ctx context.Context) {
 		CounterMemory: counterMemory(cfg)}
 	a.placer = placement.New(pcfg, a.paths.HW, a.paths.SW, log.With("component", "placement"), a.now)
 	a.d = &Daemon{Cfg: cfg, Store: a.st, Placer: a.placer}
-	a.save = NewStateSaver(cfg.StateDir, a.st, a.now).Save
+	a.saver = NewStateSaver(cfg.StateDir, a.st, a.now)
+	a.save = a.saver.Save
 }
 
 // loadRuleFiles puts the rule files checkConfig parsed in force before
@@ -402,6 +404,10 @@ func (a *agent) startMetrics(g *errgroup.Group, ctx context.Context) {
 	}
 	corrupt := a.stateCorrupt
 	src.StateCorrupt = func() uint64 { return corrupt }
+	src.StateWrites = func() (journaled, whole, failed uint64) {
+		s := a.saver.Stats()
+		return s.Journaled, s.Whole, s.Failed
+	}
 	if d.Files != nil {
 		src.RuleFileRefusals = func() uint64 {
 			var n uint64

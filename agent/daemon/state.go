@@ -132,8 +132,9 @@ func removeJournal(path string) error {
 // source is written whole again when its journal grows past the rules of
 // its snapshot (and journalMinLines), when a rule comes back in force at a place
 // before the last one saved (the journal only appends or replaces), or
-// when the store's log no longer reaches back to the last save. It is
-// safe for concurrent use (the API persists on its handlers, the saver on
+// when the store's log no longer reaches back to the last save, after a
+// failed save, and when its snapshot or journal was removed under it (a
+// journal alone restores nothing). It is safe for concurrent use (the API persists on its handlers, the saver on
 // a tick).
 type StateSaver struct {
 	dir string
@@ -149,8 +150,24 @@ type StateSaver struct {
 	ok   bool
 	ver  uint64
 	srcs map[string]*savedSource
-	// journaled and whole count the sources saved each way (tests).
-	journaled, whole uint64
+	// journaled and whole count the sources saved each way, failed the
+	// saves that returned an error (SaverStats).
+	journaled, whole, failed uint64
+}
+
+// SaverStats counts what a StateSaver wrote: sources whose changes were
+// appended to their journal, sources written whole (a snapshot), and
+// saves that failed (the disk full, the directory gone: the changes stay
+// in the store, and the next save writes every source whole).
+type SaverStats struct {
+	Journaled, Whole, Failed uint64
+}
+
+// Stats returns what s has written so far.
+func (s *StateSaver) Stats() SaverStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return SaverStats{Journaled: s.journaled, Whole: s.whole, Failed: s.failed}
 }
 
 // savedSource is what a source's file and journal hold.
@@ -176,10 +193,13 @@ func (s *StateSaver) Save() error {
 	defer s.mu.Unlock()
 	sdir := filepath.Join(s.dir, SourcesDir)
 	if err := os.MkdirAll(sdir, 0o750); err != nil {
+		s.ok = false
+		s.failed++
 		return err
 	}
 	if err := s.save(sdir); err != nil {
 		s.ok = false
+		s.failed++
 		return err
 	}
 	return nil
@@ -224,11 +244,11 @@ func (s *StateSaver) writeWhole(sdir, src string, now time.Time) error {
 	if err := writeSource(sdir, src, rules, now, gen); err != nil {
 		return fmt.Errorf("state: source %s: %w", src, err)
 	}
-	s.whole++
 	if len(rules) == 0 {
-		delete(s.srcs, src)
+		delete(s.srcs, src) // no file (writeSource removed it)
 		return nil
 	}
+	s.whole++
 	s.srcs[src] = &savedSource{path: filepath.Join(sdir, sourceFile(src)), gen: gen, seqs: seqs, snap: len(rules)}
 	return nil
 }
@@ -280,8 +300,17 @@ func (s *StateSaver) journal(sdir string, c store.SourceChanges, now time.Time) 
 			whole[src] = true // nothing in force: no file
 		case ss.lines+n > max(journalMinLines, ss.snap):
 			whole[src] = true // folded into a new snapshot
+		case !exists(ss.path):
+			// The snapshot went (the state directory cleaned under the
+			// agent): a journal alone restores nothing.
+			whole[src] = true
 		default:
-			if err := appendJournal(journalPath(ss.path), src, ss.gen, b, ss.lines == 0); err != nil {
+			err := appendJournal(journalPath(ss.path), src, ss.gen, b, ss.lines == 0)
+			if os.IsNotExist(err) {
+				whole[src] = true // the journal went: see appendJournal
+				continue
+			}
+			if err != nil {
 				return fmt.Errorf("state: source %s: %w", src, err)
 			}
 			ss.lines += n
@@ -294,6 +323,12 @@ func (s *StateSaver) journal(sdir string, c store.SourceChanges, now time.Time) 
 		}
 	}
 	return nil
+}
+
+// exists reports whether a file is at path.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // cleanState removes the source files not in keep, with their journals,

@@ -68,6 +68,9 @@ func TestStateSaverWritesChangedSourcesOnly(t *testing.T) {
 	if err := s.Save(); err != nil {
 		t.Fatal(err)
 	}
+	if got := s.Stats(); got != (SaverStats{Whole: 3}) {
+		t.Errorf("after the first save: %+v, want every source written whole (3)", got)
+	}
 	m0 := modTimes(t, dir)
 	if len(m0) != 3 {
 		t.Fatalf("state files %v, want one per source (3)", m0)
@@ -82,6 +85,9 @@ func TestStateSaverWritesChangedSourcesOnly(t *testing.T) {
 	}
 	if err := s.Save(); err != nil {
 		t.Fatal(err)
+	}
+	if got := s.Stats(); got != (SaverStats{Journaled: 1, Whole: 3}) {
+		t.Errorf("after an add and a source emptied: %+v, want the API's journal appended to (1) and nothing more written whole", got)
 	}
 	m1 := modTimes(t, dir)
 	if m1[fileName] != m0[fileName] {
@@ -254,5 +260,101 @@ func BenchmarkStateSaveAPIAdd(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A save that cannot write (the state directory's sources/ is a file,
+// as a full or broken disk would refuse) returns the error and is
+// counted; the rules stay in the store, and the next save that can write
+// writes every source whole, so a restart then restores them all.
+func TestStateSaverFailureCounted(t *testing.T) {
+	dir := t.TempDir()
+	now := func() time.Time { return stateT0 }
+	st := store.New(nil, now)
+	if _, err := st.Put("api", dropRule("a1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	s := NewStateSaver(dir, st, now)
+	if err := s.Save(); err != nil {
+		t.Fatal(err)
+	}
+	sdir := filepath.Join(dir, SourcesDir)
+	if err := os.Rename(sdir, sdir+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sdir, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put("api", dropRule("a2", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(); err == nil {
+		t.Fatal("a save into a sources/ that is a file succeeded")
+	}
+	if got := s.Stats(); got.Failed != 1 {
+		t.Errorf("after a failed save: %+v, want Failed 1", got)
+	}
+	if err := os.Remove(sdir); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stats(); got != (SaverStats{Whole: 2, Failed: 1}) {
+		t.Errorf("after the directory came back: %+v, want the source written whole again", got)
+	}
+	got, errs, err := LoadState(dir, stateT0)
+	if err != nil || len(errs) > 0 {
+		t.Fatal(err, errs)
+	}
+	if len(got["api"]) != 2 {
+		t.Errorf("restored %d API rules, want 2", len(got["api"]))
+	}
+}
+
+// State files removed under a running agent (a cleaned state directory)
+// are written again at the next save, not left to a journal that restores
+// nothing: with the snapshot gone the source is written whole; with only
+// its journal gone, too (a journal created again without its header
+// would be ignored on load, every change in it lost).
+func TestStateSaverFilesRemovedUnderIt(t *testing.T) {
+	dir := t.TempDir()
+	now := func() time.Time { return stateT0 }
+	st := store.New(nil, now)
+	s := NewStateSaver(dir, st, now)
+	snap := filepath.Join(dir, SourcesDir, sourceFile("api"))
+	put := func(i int) {
+		t.Helper()
+		if _, err := st.Put("api", dropRule(fmt.Sprintf("a%d", i), i)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Save(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restored := func(want int) {
+		t.Helper()
+		got, errs, err := LoadState(dir, stateT0)
+		if err != nil || len(errs) > 0 {
+			t.Fatal(err, errs)
+		}
+		if len(got["api"]) != want {
+			t.Fatalf("restored %d API rules, want %d (saver %+v)", len(got["api"]), want, s.Stats())
+		}
+	}
+	put(1) // whole: the journal is not yet begun
+	if err := os.Remove(snap); err != nil {
+		t.Fatal(err)
+	}
+	put(2)
+	restored(2)
+	put(3) // journaled
+	if err := os.Remove(journalPath(snap)); err != nil {
+		t.Fatal(err)
+	}
+	put(4)
+	restored(4)
+	if got := s.Stats(); got.Whole != 3 || got.Failed != 0 {
+		t.Errorf("saver %+v: want the source written whole at the start and after each removal (3), no failure", got)
 	}
 }

@@ -45,6 +45,10 @@ type Sources struct {
 	// StateCorrupt, when set, returns how many times the state file was
 	// found corrupt and moved aside.
 	StateCorrupt func() uint64
+	// StateWrites, when set, returns how many times the state saver
+	// appended a source's changes to its journal, wrote a source whole,
+	// and failed a save.
+	StateWrites func() (journaled, whole, failed uint64)
 	// RuleFileRefusals, when set, returns how many times a rule file was
 	// refused (at start or on a reload; its rules in force stayed).
 	RuleFileRefusals func() uint64
@@ -73,7 +77,7 @@ type Collector struct {
 	hwUsed, hwFree, hwMax, maskUsed, maskFree, hwUp     *prometheus.Desc
 	hwFail, nic, moves, rules, info                     *prometheus.Desc
 	fsRefused, fsUp                                     *prometheus.Desc
-	stateCorrupt                                        *prometheus.Desc
+	stateCorrupt, stateWrites, stateFailures            *prometheus.Desc
 	ruleFileRefusals                                    *prometheus.Desc
 	protectedLost                                       *prometheus.Desc
 	version                                             string
@@ -126,6 +130,8 @@ func New(src Sources, maxRuleSeries int) *Collector {
 		fsRefused:        d("flowspec_refused_routes_total", "FlowSpec routes refused (not turned into rules), by reason.", "reason"),
 		fsUp:             d("flowspec_session_up", "1 while the BGP session with a FlowSpec neighbour is established.", "peer"),
 		stateCorrupt:     d("state_file_corrupt_total", "Times the state file could not be read as state and was moved aside (the agent started from its sources)."),
+		stateWrites:      d("state_writes_total", "Writes of a source's state: journal (its changes appended to its journal) or whole (its snapshot written anew, the journal folded in).", "kind"),
+		stateFailures:    d("state_save_failures_total", "State saves that failed (the state directory full or unwritable): the rules stay in force, but a restart would lose the changes since the last good save; the agent retries every 2 s and on every API change."),
 		ruleFileRefusals: d("rule_file_refusals_total", "Times a rule file was refused at start or on a reload (not valid, a rule refused by the guard, over rules.max_rules_per_source); the rules in force stayed."),
 		protectedLost:    d("protected_lost_packets_total", "Packets of protected traffic lost, by cause: hw_rule, sw_rule (a drop rule on that path), out_of_buffer (no receive buffer posted), unforwarded (passed, the send queue full). Only where the data plane can tell protected packets among the lost ones (the simulated NIC).", "cause"),
 	}
@@ -136,7 +142,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ruleDroppedPkts, c.ruleDroppedBytes, c.ruleAcceptedPkts, c.rulePlacement,
 		c.ruleMoves, c.ruleRate, c.pathRate, c.pathFrame, c.swCPP, c.swCap, c.swLoad, c.swHeadroom, c.wRx, c.wRxBytes,
 		c.wDrop, c.wPass, c.wOOB, c.wUnfwd, c.wCycles, c.poolFree, c.poolSize, c.poolFail, c.hwUsed, c.hwFree, c.hwMax,
-		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.swMeasured, c.hwResyncs, c.stateCorrupt, c.ruleFileRefusals, c.protectedLost} {
+		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.swMeasured, c.hwResyncs, c.stateCorrupt, c.stateWrites, c.stateFailures, c.ruleFileRefusals, c.protectedLost} {
 		ch <- d
 	}
 }
@@ -185,6 +191,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.src.StateCorrupt != nil {
 		ch <- prometheus.MustNewConstMetric(c.stateCorrupt, prometheus.CounterValue, float64(c.src.StateCorrupt()))
+	}
+	if c.src.StateWrites != nil {
+		j, w, f := c.src.StateWrites()
+		ch <- prometheus.MustNewConstMetric(c.stateWrites, prometheus.CounterValue, float64(j), "journal")
+		ch <- prometheus.MustNewConstMetric(c.stateWrites, prometheus.CounterValue, float64(w), "whole")
+		ch <- prometheus.MustNewConstMetric(c.stateFailures, prometheus.CounterValue, float64(f))
 	}
 	if c.src.RuleFileRefusals != nil {
 		ch <- prometheus.MustNewConstMetric(c.ruleFileRefusals, prometheus.CounterValue, float64(c.src.RuleFileRefusals()))

@@ -134,8 +134,13 @@ func promtool(t *testing.T, text string) {
 
 func TestPromtoolFullScrape(t *testing.T) {
 	v := view(5)
-	c := New(Sources{View: func() *placement.View { return v }}, 10)
-	promtool(t, scrape(t, c))
+	c := New(Sources{View: func() *placement.View { return v },
+		StateWrites: func() (uint64, uint64, uint64) { return 7, 2, 1 }}, 10)
+	text := scrape(t, c)
+	promtool(t, text)
+	has(t, text, `scrubd_state_writes_total{kind="journal"} 7`)
+	has(t, text, `scrubd_state_writes_total{kind="whole"} 2`)
+	has(t, text, `scrubd_state_save_failures_total 1`)
 }
 
 // /readyz answers 503 with what is pending until the gate opens, then 200;

@@ -283,6 +283,11 @@ func TestAgentEndToEnd(t *testing.T) {
 	if err != nil || !strings.Contains(resp, `scrubd_rule_placement{path="hw",rule="file-a"} 1`) {
 		t.Fatalf("metrics: %v\n%s", err, resp)
 	}
+	// The API's and FlowSpec's rules were saved, without a failure.
+	if !strings.Contains(resp, "\nscrubd_state_save_failures_total 0\n") || strings.Contains(resp, `scrubd_state_writes_total{kind="whole"} 0`) ||
+		!strings.Contains(resp, `scrubd_state_writes_total{kind="whole"} `) {
+		t.Fatalf("state metrics: want saves and no failure:\n%s", resp)
+	}
 
 	// Restart: hardware keeps its entries; the next start adopts them.
 	// (A start validates the rule files as config check does, so the
