@@ -148,8 +148,7 @@ func (c *Classifier) reclaim() {
 		for w := range c.workers {
 			ctr := *w.ctr.Load()
 			if int(l.slot) < len(ctr) {
-				ctr[l.slot].packets.Store(0)
-				ctr[l.slot].bytes.Store(0)
+				ctr[l.slot].zero()
 			}
 		}
 		if int(l.slot) < len(c.retired) {
@@ -164,15 +163,31 @@ func (c *Classifier) reclaim() {
 // Table returns the current compiled set.
 func (c *Classifier) Table() *Table { return c.cur.Load() }
 
-// counter is one rule's counts in one worker: packets and bytes, which
-// other goroutines read, and pend, the current burst's counts, which only
-// the worker touches. pend sits beside the counts it is added to (32
-// bytes together), so counting a packet touches one place in memory, not
-// one in a separate pending array and then one here: on a flood of 10k
-// rules or more nearly every packet's rule is a different cache line.
+// counter is one rule's counts (or the passed packets') in one worker:
+// packets and bytes. Only the worker adds to them (counter.add, one add per
+// packet, or per rule and burst for small sets); other goroutines read them
+// with counter.load, and Classifier.reclaim zeroes them (counter.zero) only
+// when the worker cannot be adding to them (see Worker.acquire). So each
+// word has one writer at a time, and on 64-bit processors the worker adds
+// with plain loads and stores (counter_plain.go), as Linux's per-CPU
+// statistics do on 64-bit (include/linux/u64_stats_sync.h); an atomic add
+// (a locked instruction on amd64) cost a flood a tenth of its time.
+// Under the race detector, and on 32-bit processors where a plain 64-bit
+// store may tear, it adds atomically (counter_atomic.go).
 type counter struct {
-	packets, bytes atomic.Uint64
-	pend           counterVal
+	_              [0]atomic.Uint64 // 64-bit aligned, for the atomics on 32-bit processors
+	packets, bytes uint64
+}
+
+// load reads the counts; safe from any goroutine.
+func (c *counter) load() counterVal {
+	return counterVal{atomic.LoadUint64(&c.packets), atomic.LoadUint64(&c.bytes)}
+}
+
+// zero clears the counts while no one adds to them.
+func (c *counter) zero() {
+	atomic.StoreUint64(&c.packets, 0)
+	atomic.StoreUint64(&c.bytes, 0)
 }
 
 type counterVal struct{ packets, bytes uint64 }
@@ -191,17 +206,15 @@ type Worker struct {
 	// active is the generation of the table this worker is in a burst on,
 	// 0 between bursts (see Classifier.reclaim).
 	active atomic.Uint64
-	// pass counts packets no rule decided.
+	// pass counts packets no rule decided (added to like ctr).
 	pass counter
 	// packets and probes feed the tuples-probed statistic; cacheHits counts
 	// packets decided from the flow cache.
 	packets, probes, cacheHits atomic.Uint64
 
-	cache    flowCache
-	pendPass counterVal
-	touched  []uint32
-	fields   []rule.Fields // scratch for ClassifyFrames
-	ids      []int32       // scratch for ClassifyBurst
+	cache  flowCache
+	fields []rule.Fields // scratch for ClassifyFrames
+	ids    []int32       // scratch for ClassifyBurst
 	// Scratch of ClassifyBurst's staged lookups: probes, and the packets
 	// the flow cache missed (their fields, position in the burst, and
 	// cache set and key).
@@ -272,11 +285,13 @@ func (w *Worker) Close() {
 		c.retired = append(c.retired, make([]counterVal, len(ctr)-len(c.retired))...)
 	}
 	for i := range ctr {
-		c.retired[i].packets += ctr[i].packets.Load()
-		c.retired[i].bytes += ctr[i].bytes.Load()
+		v := ctr[i].load()
+		c.retired[i].packets += v.packets
+		c.retired[i].bytes += v.bytes
 	}
-	c.retPass.packets += w.pass.packets.Load()
-	c.retPass.bytes += w.pass.bytes.Load()
+	v := w.pass.load()
+	c.retPass.packets += v.packets
+	c.retPass.bytes += v.bytes
 	c.retStat[0] += w.packets.Load()
 	c.retStat[1] += w.probes.Load()
 	c.retStat[2] += w.cacheHits.Load()
@@ -293,32 +308,25 @@ func (w *Worker) ensure(t *Table) {
 	}
 	n := make([]counter, t.nslots)
 	for i := range old {
-		n[i].packets.Store(old[i].packets.Load())
-		n[i].bytes.Store(old[i].bytes.Load())
+		v := old[i].load()
+		n[i].packets, n[i].bytes = v.packets, v.bytes
 	}
 	w.ctr.Store(&n)
 }
 
-// note counts a packet of length bytes decided by rule r (-1: passed)
-// into the burst's pending counts; ctr is *w.ctr.Load().
+// note counts a packet of length bytes decided by rule r (-1: passed);
+// ctr is *w.ctr.Load().
 func (w *Worker) note(t *Table, ctr []counter, r int32, length uint32) {
 	if r < 0 {
-		w.pendPass.packets++
-		w.pendPass.bytes += uint64(length)
+		w.pass.add(1, uint64(length))
 		return
 	}
-	s := t.slot[r]
-	p := &ctr[s].pend
-	if p.packets == 0 {
-		w.touched = append(w.touched, s)
-	}
-	p.packets++
-	p.bytes += uint64(length)
+	ctr[t.slot[r]].add(1, uint64(length))
 }
 
 // countSmall writes the results of a burst decided into ids and counts it,
 // for a table of at most smallSet rules: it adds into Worker.small by rule
-// index, then folds each rule that was hit into the burst's pending counts.
+// index, then adds each rule that was hit to its counter.
 func (w *Worker) countSmall(t *Table, ids []int32, lens []uint32, out []Result) {
 	ctr := *w.ctr.Load()
 	n := len(t.verdict)
@@ -333,8 +341,7 @@ func (w *Worker) countSmall(t *Table, ids []int32, lens []uint32, out []Result) 
 		c.bytes += uint64(lens[i])
 	}
 	if c := &cnt[0]; c.packets != 0 {
-		w.pendPass.packets += c.packets
-		w.pendPass.bytes += c.bytes
+		w.pass.add(c.packets, c.bytes)
 		*c = counterVal{}
 	}
 	for r := range n {
@@ -342,30 +349,29 @@ func (w *Worker) countSmall(t *Table, ids []int32, lens []uint32, out []Result) 
 		if c.packets == 0 {
 			continue
 		}
-		s := t.slot[r]
-		p := &ctr[s].pend
-		if p.packets == 0 {
-			w.touched = append(w.touched, s)
-		}
-		p.packets += c.packets
-		p.bytes += c.bytes
+		ctr[t.slot[r]].add(c.packets, c.bytes)
 		*c = counterVal{}
 	}
 }
 
-func (w *Worker) flush() {
+// countBurst writes the results of a burst decided into ids and counts
+// it, packet by packet, for a table of more than smallSet rules.
+func (w *Worker) countBurst(t *Table, ids []int32, lens []uint32, out []Result) {
 	ctr := *w.ctr.Load()
-	for _, s := range w.touched {
-		c := &ctr[s]
-		c.packets.Add(c.pend.packets)
-		c.bytes.Add(c.pend.bytes)
-		c.pend = counterVal{}
+	slot, vs := t.slot, t.verdictAt
+	lens, out = lens[:len(ids)], out[:len(ids)]
+	var pass counterVal
+	for i, r := range ids {
+		out[i] = Result{vs[r+1], r}
+		if r < 0 {
+			pass.packets++
+			pass.bytes += uint64(lens[i])
+			continue
+		}
+		ctr[slot[r]].add(1, uint64(lens[i]))
 	}
-	w.touched = w.touched[:0]
-	if w.pendPass.packets != 0 {
-		w.pass.packets.Add(w.pendPass.packets)
-		w.pass.bytes.Add(w.pendPass.bytes)
-		w.pendPass = counterVal{}
+	if pass.packets != 0 {
+		w.pass.add(pass.packets, pass.bytes)
 	}
 }
 
@@ -387,7 +393,6 @@ func (w *Worker) Classify(f *rule.Fields, length uint32) Result {
 		_, r, n = t.lookup(f)
 	}
 	w.note(t, *w.ctr.Load(), r, length)
-	w.flush()
 	w.packets.Add(1)
 	w.probes.Add(uint64(n))
 	w.cacheHits.Add(uint64(hits))
@@ -450,13 +455,8 @@ func (w *Worker) ClassifyBurst(fs []rule.Fields, lens []uint32, out []Result) {
 	if len(t.verdict) <= smallSet {
 		w.countSmall(t, ids, lens, out)
 	} else {
-		ctr := *w.ctr.Load()
-		for i, r := range ids {
-			out[i] = Result{t.Verdict(int(r)), r}
-			w.note(t, ctr, r, lens[i])
-		}
+		w.countBurst(t, ids, lens, out)
 	}
-	w.flush()
 	w.packets.Add(uint64(len(fs)))
 	w.probes.Add(uint64(probes))
 	w.cacheHits.Add(uint64(hits))
@@ -500,7 +500,6 @@ func (w *Worker) ClassifyFrames(frames [][]byte, out []Result) {
 	if useCache {
 		w.cache.end(hits, len(frames))
 	}
-	w.flush()
 	w.packets.Add(uint64(len(frames)))
 	w.probes.Add(uint64(probes))
 	w.cacheHits.Add(uint64(hits))
@@ -561,8 +560,9 @@ func (c *Classifier) CountsInto(dst []Count) (*rule.Set, []Count) {
 		ctr := *w.ctr.Load()
 		for i := range dst {
 			if sl := int(t.slot[i]); sl < len(ctr) {
-				dst[i].Packets += ctr[sl].packets.Load()
-				dst[i].Bytes += ctr[sl].bytes.Load()
+				v := ctr[sl].load()
+				dst[i].Packets += v.packets
+				dst[i].Bytes += v.bytes
 			}
 		}
 	}
@@ -596,12 +596,14 @@ func (c *Classifier) SnapshotInto(s *Snapshot) {
 		ctr := *w.ctr.Load()
 		for i := range s.Rules {
 			if sl := int(t.slot[i]); sl < len(ctr) {
-				s.Rules[i].Packets += ctr[sl].packets.Load()
-				s.Rules[i].Bytes += ctr[sl].bytes.Load()
+				v := ctr[sl].load()
+				s.Rules[i].Packets += v.packets
+				s.Rules[i].Bytes += v.bytes
 			}
 		}
-		s.PassPackets += w.pass.packets.Load()
-		s.PassBytes += w.pass.bytes.Load()
+		v := w.pass.load()
+		s.PassPackets += v.packets
+		s.PassBytes += v.bytes
 		s.Packets += w.packets.Load()
 		s.TablesProbed += w.probes.Load()
 		s.CacheHits += w.cacheHits.Load()

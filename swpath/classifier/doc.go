@@ -104,8 +104,12 @@
 // pointer once, so no packet sees half a rule set. Workers (one per packet
 // goroutine, not safe for concurrent use) classify single packets or bursts
 // and keep per-rule hit counters (packets and bytes, by the deciding rule and
-// so by its action) in their own memory; a burst adds to them with one atomic
-// add per distinct rule it hit, so there is no shared cache line per packet.
+// so by its action) in their own memory, so there is no shared cache line
+// per packet. Only the worker adds to its counters, so on 64-bit processors
+// it adds with plain loads and stores, once per packet (once per rule hit
+// and burst for sets of at most 64 rules), and Snapshot reads them with
+// atomic loads; under the race detector and on 32-bit processors the adds
+// are atomic.
 // Counters are keyed by rule ID: a rule kept across a Swap keeps its counts;
 // a rule whose ID leaves the set loses them (read them with Snapshot before
 // the Swap), and an ID added again later starts from zero. The counter slot
