@@ -98,6 +98,9 @@ func (t *Table) scanSlot(s *slot, f *rule.Fields, sd, misc uint64) (uint64, int3
 // that the compiler keeps it in registers.
 func (t *Table) lookup(f *rule.Fields) (uint64, int32, int) {
 	if t.tr != nil {
+		if t.tr.vec {
+			return t.treeLookupVec(f)
+		}
 		return t.treeLookup(f)
 	}
 	if t.pt != nil {

@@ -25,7 +25,7 @@ func (t *Table) memBytes() int {
 		n += len(tr.ents) * int(unsafe.Sizeof(entry{}))
 		for i := range tr.t {
 			d := &tr.t[i]
-			n += treeBytes(len(d.nodes), len(d.rec))
+			n += treeBytes(len(d.nodes), len(d.rec)) + len(d.blk)*int(unsafe.Sizeof(sblock{}))
 		}
 	}
 	for i := range t.res {

@@ -103,6 +103,7 @@ type dtree struct {
 	root  uint64
 	nodes []uint64
 	rec   []trec   // leaf records
+	blk   []sblock // rec's checks in blocks (trees.vec only)
 	ent   []uint32 // leaf records' entries while the tree is built
 }
 
@@ -128,6 +129,11 @@ type trees struct {
 	// walk: bursts take the per-packet lookup (trees of at most
 	// treeWalkMax bytes, which stay in the cache).
 	walk bool
+	// vec: the leaves are laid out in blocks (addBlocks) and lookups
+	// test them with leafMasks4 (tree_vec.go); vblk holds each tree's
+	// blocks, a never-passing block for trees the set does not have.
+	vec  bool
+	vblk [4][]sblock
 }
 
 // treeWalkMax: trees (node words and leaf records) of at most this many
@@ -224,6 +230,17 @@ func (t *Table) buildTrees(all []bentry) *trees {
 		}
 		if len(d.nodes) == 0 {
 			d.nodes = []uint64{treeLeaf}
+		}
+	}
+	if tr.walk && vecScan && len(tr.t) <= len(tr.vblk) && len(tr.ents) <= laneEnt {
+		tr.vec = true
+		for i := range tr.vblk {
+			if i < len(tr.t) {
+				tr.t[i].addBlocks()
+				tr.vblk[i] = tr.t[i].blk
+			} else {
+				tr.vblk[i] = neverBlock[:]
+			}
 		}
 	}
 	return tr
@@ -415,7 +432,8 @@ func (d *dtree) walk(k *treeKey) uint64 {
 	return n
 }
 
-// treeLookup is lookup with the trees.
+// treeLookup is lookup with the trees (without blocks: see
+// treeLookupVec).
 func (t *Table) treeLookup(f *rule.Fields) (uint64, int32, int) {
 	if f.Family == 0 {
 		return noRank, -1, 0
@@ -566,6 +584,14 @@ const treeGroup = 128
 func (t *Table) treeBurst(fs []rule.Fields, out []int32) int {
 	out = out[:len(fs)]
 	probes := 0
+	if t.tr.vec {
+		for i := range fs {
+			_, r, n := t.treeLookupVec(&fs[i])
+			out[i] = r
+			probes += n
+		}
+		return probes
+	}
 	if t.tr.walk {
 		for i := range fs {
 			_, r, n := t.treeLookup(&fs[i])

@@ -1,0 +1,19 @@
+//go:build !purego
+
+package classifier
+
+import "golang.org/x/sys/cpu"
+
+// vecScan: the trees of small sets are laid out in blocks and scanned
+// with the AVX2 stub.
+var vecScan = cpu.X86.HasAVX2
+
+// leafScan4 tests the eight lanes of each of the blocks b0-b3 against a
+// packet's address word sd and misc word, and returns the lowest entry of
+// a passing lane without any of flags (laneFlags), treeNoRank when none,
+// and the passing lanes with one of flags (bit 8i+j for lane j of block
+// i). It gives AVX2's eight 32-bit lanes per instruction: four masked
+// compares, the flags and an unsigned minimum per block.
+//
+//go:noescape
+func leafScan4(sd, misc uint64, flags uint32, b0, b1, b2, b3 *sblock) (best, check uint32)

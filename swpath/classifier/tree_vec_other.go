@@ -1,0 +1,12 @@
+//go:build purego || !(amd64 || arm64)
+
+package classifier
+
+// vecScan: without a stub the blocks are not built (the Go scan of the
+// records is the faster there).
+var vecScan = false
+
+// leafScan4 is leafScan4Go where no stub is built.
+func leafScan4(sd, misc uint64, flags uint32, b0, b1, b2, b3 *sblock) (best, check uint32) {
+	return leafScan4Go(sd, misc, flags, b0, b1, b2, b3)
+}
