@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 
 // classBenchFile is a rule file of n ClassBench-style drop rules (each with
 // its action and a source or destination of at least /8).
-func classBenchFile(t *testing.T, n int) string {
+func classBenchFile(t testing.TB, n int) string {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("rules:\n")
@@ -270,4 +271,113 @@ func BenchmarkFlowSpecBurst(b *testing.B) {
 		nic.Close()
 		b.StartTimer()
 	}
+}
+
+// BenchmarkFlowSpecChurn: beside a rule file of bg ClassBench-style rules
+// (0 or 100k) on the simulated NIC (4096 entries), a GoBGP peer announces
+// 10k FlowSpec routes and, once they are all placed, withdraws them all:
+// the churn of an attack's mitigation ending. Reported for the
+// announcements: ms from the last until every route's rule is placed
+// (announce-ms-after-last), ms to send them (announce-ms), and the process's CPU time meanwhile
+// (announce-cpu-ms, the peer's included). For the withdrawals (the
+// timed part): ms from the last withdrawal until no rule of the routes is
+// left in the store or the placement view (ms-after-last), ms to send
+// them (ms-withdraw), and the process's CPU time from the first
+// withdrawal to the end (cpu-ms: every placement round the burst caused,
+// each a removal that copies the rule set, see placement's closeSlots).
+func BenchmarkFlowSpecChurn(b *testing.B) {
+	const n = 10000
+	for _, bg := range []int{0, 100000} {
+		b.Run(fmt.Sprintf("file=%dk", bg/1000), func(b *testing.B) {
+			rules := "rules: []\n"
+			if bg > 0 {
+				rules = classBenchFile(b, bg)
+			}
+			for b.Loop() {
+				b.StopTimer()
+				bgpPort := freePort(b)
+				cfg := testConfig(b, rules, func(c *config.Config) {
+					c.Offload.MaxEntries = 4096
+					c.Rules.Poll = time.Second
+					fs := &c.FlowSpec
+					fs.Enabled, fs.ASN, fs.RouterID, fs.ListenPort, fs.ListenAddress = true, 65010, "192.0.2.10", int32(bgpPort), "127.0.0.1"
+					fs.Neighbors = []config.Neighbor{{Address: "127.0.0.2", ASN: 65000, Passive: true}}
+					fs.OnSessionDown, fs.HoldTime, fs.Priority = "hold", time.Hour, 500
+					fs.AllowedDestinations = []string{"10.0.0.0/8"}
+				})
+				nic, err := sim.New(sim.Options{HWEntries: 4096, Workers: 2, Queues: 2})
+				if err != nil {
+					b.Fatal(err)
+				}
+				a := start(b, &cfg, nic)
+				waitLong(b, "the first placement round", func() bool { return a.d.Placer.View().Ready })
+				pr := startPeer(b, bgpPort)
+				waitLong(b, "the BGP session", func() bool {
+					st, ok := a.d.Speaker.Stats().Sessions["127.0.0.2"]
+					return ok && st
+				})
+				udp := bgp.NewFlowSpecComponent(bgp.FLOW_SPEC_TYPE_IP_PROTO, []*bgp.FlowSpecComponentItem{bgp.NewFlowSpecComponentItem(bgp.DEC_NUM_OP_EQ|bgp.DEC_NUM_OP_END, 17)})
+				nlri := func(i int) bgp.AddrPrefixInterface {
+					addr := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+					return bgp.NewFlowSpecIPv4Unicast([]bgp.FlowSpecComponentInterface{bgp.NewFlowSpecDestinationPrefix(bgp.NewIPAddrPrefix(32, addr)), udp})
+				}
+				a0, ac0 := time.Now(), processCPU()
+				for i := range n {
+					pr.route(b, nlri(i), false)
+				}
+				alast := time.Now()
+				placed := func() int {
+					k := 0
+					for _, r := range a.d.Placer.View().Rules.All() {
+						if strings.HasPrefix(r.ID, "fs-") && (r.Path == placement.HW || r.Path == placement.SW) {
+							k++
+						}
+					}
+					return k
+				}
+				waitLong(b, "every route placed", func() bool { return placed() == n })
+				adone, ac1 := time.Now(), processCPU()
+				b.StartTimer()
+				t0, c0 := time.Now(), processCPU()
+				for i := range n {
+					pr.route(b, nlri(i), true)
+				}
+				last := time.Now()
+				waitLong(b, "every route's rule gone", func() bool {
+					for _, c := range a.d.Store.Counts() {
+						if strings.HasPrefix(c.Source, "bgp:") && c.N > 0 {
+							return false
+						}
+					}
+					v := a.d.Placer.View()
+					for i := range v.Rules.Len() {
+						if strings.HasPrefix(v.Rules.ID(i), "fs-") {
+							return false
+						}
+					}
+					return true
+				})
+				done, c1 := time.Now(), processCPU()
+				b.StopTimer()
+				b.ReportMetric(float64(done.Sub(last).Milliseconds()), "ms-after-last")
+				b.ReportMetric(float64(last.Sub(t0).Milliseconds()), "ms-withdraw")
+				b.ReportMetric(float64((c1 - c0).Milliseconds()), "cpu-ms")
+				b.ReportMetric(float64(adone.Sub(alast).Milliseconds()), "announce-ms-after-last")
+				b.ReportMetric(float64(alast.Sub(a0).Milliseconds()), "announce-ms")
+				b.ReportMetric(float64((ac1 - ac0).Milliseconds()), "announce-cpu-ms")
+				a.stop(b)
+				nic.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// processCPU is the process's CPU time, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
