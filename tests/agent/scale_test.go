@@ -215,6 +215,42 @@ func TestAgentIntakeLimits(t *testing.T) {
 	}
 }
 
+// flowSpecAgent starts an agent with rule file rules on a new simulated
+// NIC (4096 entries, the modelled insertion rate) with FlowSpec from a
+// GoBGP peer in this process (routes to 10.0.0.0/8 allowed, priority
+// 500), waits for its first placement round and the BGP session, and
+// returns the agent, the NIC and the peer (the caller stops the agent
+// and closes the NIC) and the peer's route for UDP to 10.x.y.z/32 by i.
+func flowSpecAgent(b *testing.B, rules string) (a *agent, nic *sim.NIC, pr *peer, nlri func(i int) bgp.AddrPrefixInterface) {
+	bgpPort := freePort(b)
+	cfg := testConfig(b, rules, func(c *config.Config) {
+		c.Offload.MaxEntries = 4096
+		c.Rules.Poll = time.Second
+		fs := &c.FlowSpec
+		fs.Enabled, fs.ASN, fs.RouterID, fs.ListenPort, fs.ListenAddress = true, 65010, "192.0.2.10", int32(bgpPort), "127.0.0.1"
+		fs.Neighbors = []config.Neighbor{{Address: "127.0.0.2", ASN: 65000, Passive: true}}
+		fs.OnSessionDown, fs.HoldTime, fs.Priority = "hold", time.Hour, 500
+		fs.AllowedDestinations = []string{"10.0.0.0/8"}
+	})
+	nic, err := sim.New(sim.Options{HWEntries: 4096, Workers: 2, Queues: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	a = start(b, &cfg, nic)
+	waitLong(b, "the first placement round", func() bool { return a.d.Placer.View().Ready })
+	pr = startPeer(b, bgpPort)
+	waitLong(b, "the BGP session", func() bool {
+		st, ok := a.d.Speaker.Stats().Sessions["127.0.0.2"]
+		return ok && st
+	})
+	udp := bgp.NewFlowSpecComponent(bgp.FLOW_SPEC_TYPE_IP_PROTO, []*bgp.FlowSpecComponentItem{bgp.NewFlowSpecComponentItem(bgp.DEC_NUM_OP_EQ|bgp.DEC_NUM_OP_END, 17)})
+	nlri = func(i int) bgp.AddrPrefixInterface {
+		addr := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+		return bgp.NewFlowSpecIPv4Unicast([]bgp.FlowSpecComponentInterface{bgp.NewFlowSpecDestinationPrefix(bgp.NewIPAddrPrefix(32, addr)), udp})
+	}
+	return a, nic, pr, nlri
+}
+
 // BenchmarkFlowSpecBurst: a GoBGP peer announces a burst of 10k FlowSpec
 // routes (UDP to distinct /32s) to the agent on the simulated NIC (4096
 // entries, the modelled insertion rate); timed from the first
@@ -225,31 +261,11 @@ func BenchmarkFlowSpecBurst(b *testing.B) {
 	const n = 10000
 	for b.Loop() {
 		b.StopTimer()
-		bgpPort := freePort(b)
-		cfg := testConfig(b, "rules: []\n", func(c *config.Config) {
-			c.Offload.MaxEntries = 4096
-			fs := &c.FlowSpec
-			fs.Enabled, fs.ASN, fs.RouterID, fs.ListenPort, fs.ListenAddress = true, 65010, "192.0.2.10", int32(bgpPort), "127.0.0.1"
-			fs.Neighbors = []config.Neighbor{{Address: "127.0.0.2", ASN: 65000, Passive: true}}
-			fs.OnSessionDown, fs.HoldTime, fs.Priority = "hold", time.Hour, 500
-			fs.AllowedDestinations = []string{"10.0.0.0/8"}
-		})
-		nic, err := sim.New(sim.Options{HWEntries: 4096, Workers: 2, Queues: 2})
-		if err != nil {
-			b.Fatal(err)
-		}
-		a := start(b, &cfg, nic)
-		pr := startPeer(b, bgpPort)
-		waitLong(b, "the BGP session", func() bool {
-			st, ok := a.d.Speaker.Stats().Sessions["127.0.0.2"]
-			return ok && st
-		})
-		udp := bgp.NewFlowSpecComponent(bgp.FLOW_SPEC_TYPE_IP_PROTO, []*bgp.FlowSpecComponentItem{bgp.NewFlowSpecComponentItem(bgp.DEC_NUM_OP_EQ|bgp.DEC_NUM_OP_END, 17)})
+		a, nic, pr, nlri := flowSpecAgent(b, "rules: []\n")
 		b.StartTimer()
 		t0 := time.Now()
 		for i := range n {
-			addr := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
-			pr.route(b, bgp.NewFlowSpecIPv4Unicast([]bgp.FlowSpecComponentInterface{bgp.NewFlowSpecDestinationPrefix(bgp.NewIPAddrPrefix(32, addr)), udp}), false)
+			pr.route(b, nlri(i), false)
 		}
 		last := time.Now()
 		waitLong(b, "every route placed", func() bool {
@@ -295,32 +311,7 @@ func BenchmarkFlowSpecChurn(b *testing.B) {
 			}
 			for b.Loop() {
 				b.StopTimer()
-				bgpPort := freePort(b)
-				cfg := testConfig(b, rules, func(c *config.Config) {
-					c.Offload.MaxEntries = 4096
-					c.Rules.Poll = time.Second
-					fs := &c.FlowSpec
-					fs.Enabled, fs.ASN, fs.RouterID, fs.ListenPort, fs.ListenAddress = true, 65010, "192.0.2.10", int32(bgpPort), "127.0.0.1"
-					fs.Neighbors = []config.Neighbor{{Address: "127.0.0.2", ASN: 65000, Passive: true}}
-					fs.OnSessionDown, fs.HoldTime, fs.Priority = "hold", time.Hour, 500
-					fs.AllowedDestinations = []string{"10.0.0.0/8"}
-				})
-				nic, err := sim.New(sim.Options{HWEntries: 4096, Workers: 2, Queues: 2})
-				if err != nil {
-					b.Fatal(err)
-				}
-				a := start(b, &cfg, nic)
-				waitLong(b, "the first placement round", func() bool { return a.d.Placer.View().Ready })
-				pr := startPeer(b, bgpPort)
-				waitLong(b, "the BGP session", func() bool {
-					st, ok := a.d.Speaker.Stats().Sessions["127.0.0.2"]
-					return ok && st
-				})
-				udp := bgp.NewFlowSpecComponent(bgp.FLOW_SPEC_TYPE_IP_PROTO, []*bgp.FlowSpecComponentItem{bgp.NewFlowSpecComponentItem(bgp.DEC_NUM_OP_EQ|bgp.DEC_NUM_OP_END, 17)})
-				nlri := func(i int) bgp.AddrPrefixInterface {
-					addr := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
-					return bgp.NewFlowSpecIPv4Unicast([]bgp.FlowSpecComponentInterface{bgp.NewFlowSpecDestinationPrefix(bgp.NewIPAddrPrefix(32, addr)), udp})
-				}
+				a, nic, pr, nlri := flowSpecAgent(b, rules)
 				a0, ac0 := time.Now(), processCPU()
 				for i := range n {
 					pr.route(b, nlri(i), false)
