@@ -172,6 +172,10 @@ func (t *Table) tssLookup(f *rule.Fields) (uint64, int32, int) {
 // or -1 when no rule matches (the packet passes). It agrees with
 // (*rule.Set).Decide.
 func (t *Table) Decide(f *rule.Fields) int {
+	if tr := t.tr; tr != nil && tr.vec {
+		best, _ := t.vecEntry(f)
+		return int(tr.vecRule(best))
+	}
 	_, r, _ := t.lookup(f)
 	return int(r)
 }

@@ -22,7 +22,7 @@ func (t *Table) memBytes() int {
 		n += int(unsafe.Sizeof(*t.pf.dst8))
 	}
 	if tr := t.tr; tr != nil {
-		n += len(tr.ents) * int(unsafe.Sizeof(entry{}))
+		n += len(tr.ents)*int(unsafe.Sizeof(entry{})) + 4*len(tr.vrule)
 		for i := range tr.t {
 			d := &tr.t[i]
 			n += treeBytes(len(d.nodes), len(d.rec)) + len(d.blk)*int(unsafe.Sizeof(sblock{}))

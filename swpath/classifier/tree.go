@@ -134,6 +134,8 @@ type trees struct {
 	// blocks, a never-passing block for trees the set does not have.
 	vec  bool
 	vblk [4][]sblock
+	// vrule: the rule of each entry, and -1 last (vecRule).
+	vrule []int32
 }
 
 // treeWalkMax: trees (node words and leaf records) of at most this many
@@ -234,6 +236,11 @@ func (t *Table) buildTrees(all []bentry) *trees {
 	}
 	if tr.walk && vecScan && len(tr.t) <= len(tr.vblk) && len(tr.ents) <= laneEnt {
 		tr.vec = true
+		tr.vrule = make([]int32, len(tr.ents)+1)
+		for i := range tr.ents {
+			tr.vrule[i] = tr.ents[i].rule
+		}
+		tr.vrule[len(tr.ents)] = -1
 		for i := range tr.vblk {
 			if i < len(tr.t) {
 				tr.t[i].addBlocks()
@@ -584,10 +591,10 @@ const treeGroup = 128
 func (t *Table) treeBurst(fs []rule.Fields, out []int32) int {
 	out = out[:len(fs)]
 	probes := 0
-	if t.tr.vec {
+	if tr := t.tr; tr.vec {
 		for i := range fs {
-			_, r, n := t.treeLookupVec(&fs[i])
-			out[i] = r
+			best, n := t.vecEntry(&fs[i])
+			out[i] = tr.vecRule(best)
 			probes += n
 		}
 		return probes

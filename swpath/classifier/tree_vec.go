@@ -50,6 +50,10 @@ const (
 // vecBlock is the record index alignment of leaves in trees with blocks.
 const vecBlock = 8
 
+// treeLong marks, in trees with blocks, a leaf word of more than one
+// block (bits 56-62 of a leaf word are free).
+const treeLong = uint64(1) << 62
+
 // neverBlock is the blocks of a tree the set does not have.
 var neverBlock = func() (b [1]sblock) {
 	for j := range vecBlock {
@@ -100,6 +104,9 @@ func (d *dtree) addBlocks() {
 		}
 		first, cnt := uint32(n), uint32(n>>32)&0xffffff
 		m := treeLeaf | uint64(cnt)<<32 | uint64(len(rec))
+		if cnt > vecBlock {
+			m |= treeLong
+		}
 		rec = append(rec, d.rec[first:first+cnt]...)
 		for len(rec)%vecBlock != 0 {
 			rec = append(rec, neverRec)
@@ -163,11 +170,32 @@ func leafScan4Go(sd, misc uint64, flags uint32, b0, b1, b2, b3 *sblock) (best, c
 	return best, check
 }
 
-// treeLookupVec is treeLookup for trees with blocks (at most four): the
-// same walk, then leafScan4 over the first block of each leaf.
+// treeLookupVec is treeLookup for trees with blocks (at most four).
 func (t *Table) treeLookupVec(f *rule.Fields) (uint64, int32, int) {
+	best, n := t.vecEntry(f)
+	// Without a branch on whether a rule matched (about half the
+	// packets of a flood do).
+	e := &t.tr.ents[min(best, uint32(len(t.tr.ents)-1))]
+	rank, rl := e.rank, e.rule
+	if best == treeNoRank {
+		rank, rl = noRank, -1
+	}
+	return rank, rl, n
+}
+
+// vecRule returns the rule of entry best (vecEntry's), -1 for
+// treeNoRank, from vrule (4 bytes an entry, so it stays in the cache)
+// without a branch.
+func (tr *trees) vecRule(best uint32) int32 {
+	return tr.vrule[min(best, uint32(len(tr.vrule)-1))]
+}
+
+// vecEntry returns the deciding entry of f (treeNoRank when none) and the
+// trees walked: the walk of treeLookup, then leafScan4 over the first
+// block of each leaf.
+func (t *Table) vecEntry(f *rule.Fields) (uint32, int) {
 	if f.Family == 0 {
-		return noRank, -1, 0
+		return treeNoRank, 0
 	}
 	tr := t.tr
 	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f)}
@@ -205,21 +233,11 @@ func (t *Table) treeLookupVec(f *rule.Fields) (uint64, int32, int) {
 	vb := &tr.vblk
 	best, check := leafScan4(sd, misc, laneFlags(f), &vb[0][uint32(n0)/vecBlock], &vb[1][uint32(n1)/vecBlock], &vb[2][uint32(n2)/vecBlock], &vb[3][uint32(n3)/vecBlock])
 	// A passing lane that needs more checks, or a leaf of more than one
-	// block (its block count (count+7)/8 has a bit above bit 0), sends
-	// the packet to vecResolve.
-	long := (uint32(n0>>32)&0xffffff+vecBlock-1)/vecBlock | (uint32(n1>>32)&0xffffff+vecBlock-1)/vecBlock |
-		(uint32(n2>>32)&0xffffff+vecBlock-1)/vecBlock | (uint32(n3>>32)&0xffffff+vecBlock-1)/vecBlock
-	if check|long>>1 != 0 {
+	// block, sends the packet to vecResolve.
+	if uint64(check)|(n0|n1|n2|n3)&treeLong != 0 {
 		best = t.vecResolve(f, sd, misc, [4]uint64{n0, n1, n2, n3})
 	}
-	// Without a branch on whether a rule matched (about half the
-	// packets of a flood do).
-	e := &tr.ents[min(best, uint32(len(tr.ents)-1))]
-	rank, rl := e.rank, e.rule
-	if best == treeNoRank {
-		rank, rl = noRank, -1
-	}
-	return rank, rl, len(trs)
+	return best, len(trs)
 }
 
 // vecResolve returns the best entry whose record passes in the leaves

@@ -69,7 +69,8 @@ func TestLeafScan4(t *testing.T) {
 
 // TestTreeBlocks: a 1k ClassBench-style set decides with blocks when the
 // scan stub is on, every leaf's records start a block, the blocks hold
-// the records' checks, and block 0 (the empty leaves') passes nothing.
+// the records' checks, leaves of more than a block are marked (treeLong),
+// and block 0 (the empty leaves') passes nothing.
 func TestTreeBlocks(t *testing.T) {
 	defer func(v bool) { vecScan = v }(vecScan)
 	vecScan = true
@@ -88,6 +89,9 @@ func TestTreeBlocks(t *testing.T) {
 		for _, n := range append([]uint64{d.root}, d.nodes...) {
 			if n&treeLeaf != 0 && uint32(n)%vecBlock != 0 {
 				t.Fatalf("tree %d: leaf %#x does not start a block", i, n)
+			}
+			if long := n&treeLeaf != 0 && n>>32&0xffffff > vecBlock; long != (n&treeLong != 0) {
+				t.Fatalf("tree %d: leaf %#x marked long %v", i, n, !long)
 			}
 		}
 		var want sblock
