@@ -369,7 +369,7 @@ func withoutPrefilter(t *Table) *Table {
 // thread; the metrics are each one's thread CPU time per packet and the
 // share of the cached worker's packets that went through its cache.
 func BenchmarkWorkerFlood(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
+	for _, n := range []int{1000, 10000, 100000} {
 		b.Run(fmt.Sprintf("rules=%dk", n/1000), func(b *testing.B) {
 			set := traffic.ClassBenchRules(uint64(n), n)
 			g := traffic.NewGenerator(traffic.Config{Seed: 99, Rules: set, RuleFraction: 0.95})
