@@ -234,7 +234,7 @@ func (t *Table) buildTrees(all []bentry) *trees {
 			d.nodes = []uint64{treeLeaf}
 		}
 	}
-	if tr.walk && vecScan && len(tr.t) <= len(tr.vblk) && len(tr.ents) <= laneEnt {
+	if tr.walk && vecScan && len(tr.t) > 0 && len(tr.t) <= len(tr.vblk) && len(tr.ents) <= laneEnt {
 		tr.vec = true
 		tr.vrule = make([]int32, len(tr.ents)+1)
 		for i := range tr.ents {

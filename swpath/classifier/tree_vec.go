@@ -231,13 +231,33 @@ func (t *Table) vecEntry(f *rule.Fields) (uint32, int) {
 	}
 	misc := k[2]
 	vb := &tr.vblk
-	best, check := leafScan4(sd, misc, laneFlags(f), &vb[0][uint32(n0)/vecBlock], &vb[1][uint32(n1)/vecBlock], &vb[2][uint32(n2)/vecBlock], &vb[3][uint32(n3)/vecBlock])
-	// A passing lane that needs more checks, or a leaf of more than one
-	// block, sends the packet to vecResolve.
-	if uint64(check)|(n0|n1|n2|n3)&treeLong != 0 {
+	b0, b1, b2, b3 := &vb[0][uint32(n0)/vecBlock], &vb[1][uint32(n1)/vecBlock], &vb[2][uint32(n2)/vecBlock], &vb[3][uint32(n3)/vecBlock]
+	best, check := leafScan4(sd, misc, laneFlags(f), b0, b1, b2, b3)
+	// A leaf of more than one block sends the packet to vecResolve; a
+	// passing lane that needs holds, to vecChecked.
+	if (n0|n1|n2|n3)&treeLong != 0 {
 		best = t.vecResolve(f, sd, misc, [4]uint64{n0, n1, n2, n3})
+	} else if check != 0 {
+		best = t.vecChecked(f, misc, best, check, [4]*sblock{b0, b1, b2, b3})
 	}
 	return best, len(trs)
+}
+
+// vecChecked returns the lower of best and the entries of the lanes named
+// by check (leafScan4's: bit 8i+j for lane j of block i of bs) that hold
+// for f. Such a lane needs holds (laneFull), or ports that f lacks
+// (lanePorts): that one never decides.
+func (t *Table) vecChecked(f *rule.Fields, misc uint64, best, check uint32, bs [4]*sblock) uint32 {
+	for check != 0 {
+		l := bits.TrailingZeros32(check)
+		check &= check - 1
+		e := bs[l/vecBlock].e[l%vecBlock]
+		if e&laneEnt >= best || e&laneFull == 0 || !t.holds(&t.tr.ents[e&laneEnt], f, misc) {
+			continue
+		}
+		best = e & laneEnt
+	}
+	return best
 }
 
 // vecResolve returns the best entry whose record passes in the leaves
