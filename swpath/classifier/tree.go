@@ -136,6 +136,9 @@ type trees struct {
 	vblk [4][]sblock
 	// vrule: the rule of each entry, and -1 last (vecRule).
 	vrule []int32
+	// top6: the top 32 bits of IPv6 source and destination prefixes
+	// that the scan checks cover (tree_v6.go).
+	top6 [2]uint32
 }
 
 // treeWalkMax: trees (node words and leaf records) of at most this many
@@ -159,13 +162,18 @@ func (t *Table) buildTrees(all []bentry) *trees {
 	tr := &trees{ents: make([]entry, len(all))}
 	es := make([]tbEnt, len(all))
 	var parts [maxTrees][]int32
+	tr.top6 = v6Tops(all)
 	for i := range all {
 		b := &all[i]
 		e := b.compact()
 		e.flags &^= chkKeyAddr | chkKeyMisc | chkKeyLo
 		fam := rule.Family(b.val.misc >> 40 & 0xff)
-		if b.mask.misc>>40&0xff != 0 && fam == rule.IPv6 && (e.srcLen|e.dstLen) != 0 {
-			e.flags |= chkKeyAddr // the scan check holds bits 32-63 only
+		if isV6Prefixed(b) {
+			if m, ok := v6Bits(b, tr.top6); ok {
+				e.misc, e.miscMask = e.misc|m, e.miscMask|m
+			} else {
+				e.flags |= chkKeyAddr // the scan check holds bits 32-63 only
+			}
 		}
 		if b.mask.srcLo|b.mask.dstLo != 0 {
 			e.flags |= chkKeyLo // the residual holds the low halves
@@ -445,7 +453,7 @@ func (t *Table) treeLookup(f *rule.Fields) (uint64, int32, int) {
 	if f.Family == 0 {
 		return noRank, -1, 0
 	}
-	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f)}
+	k := treeKey{f.Src.Hi, f.Dst.Hi, t.tr.miscWord(f)}
 	sd := scanSD(f)
 	best := treeNoRank
 	// The trees' walks a level at a time, so that their loads overlap.
@@ -548,7 +556,7 @@ func (t *Table) treeLookup(f *rule.Fields) (uint64, int32, int) {
 // so every matching rule is found.
 func (t *Table) treeMatching(dst []int32, f *rule.Fields) []int32 {
 	start := len(dst)
-	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f)}
+	k := treeKey{f.Src.Hi, f.Dst.Hi, t.tr.miscWord(f)}
 	sd, misc := scanSD(f), k[2]
 	for i := range t.tr.t {
 		d := &t.tr.t[i]
@@ -628,7 +636,7 @@ func (t *Table) treeGroup(fs []rule.Fields, out []int32) int {
 	trs := t.tr.t
 	for i := range fs {
 		f := &fs[i]
-		keys[i] = treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f)}
+		keys[i] = treeKey{f.Src.Hi, f.Dst.Hi, t.tr.miscWord(f)}
 		best[i], bestRule[i] = treeNoRank, -1
 		if f.Family != 0 {
 			probes += len(trs)

@@ -125,7 +125,7 @@ func TestTreesIPv6LikeIPv4(t *testing.T) {
 		m := &set6.Rules[i].Match
 		m.Src, m.Dst = conv(m.Src), conv(m.Dst)
 	}
-	var recs [2]int
+	var recs, full [2]int
 	for i, set := range []*rule.Set{set4, set6} {
 		tab, err := Compile(set)
 		if err != nil {
@@ -135,9 +135,21 @@ func TestTreesIPv6LikeIPv4(t *testing.T) {
 			t.Fatalf("set %d: no trees", i)
 		}
 		_, _, recs[i] = tab.tr.stats()
+		for _, d := range tab.tr.t {
+			for _, r := range d.rec {
+				if r.miscMask&chkFullBit != 0 {
+					full[i]++
+				}
+			}
+		}
 	}
 	if recs[1] > recs[0]*5/4 {
 		t.Errorf("leaf records: IPv6 %d, IPv4 %d: more than 1.25 times", recs[1], recs[0])
+	}
+	// The shared top 32 bits are in the scan checks (tree_v6.go): no more
+	// records need holds than in IPv4.
+	if full[1] > full[0]*5/4 {
+		t.Errorf("leaf records that need holds: IPv6 %d, IPv4 %d: more than 1.25 times", full[1], full[0])
 	}
 	g := traffic.NewGenerator(traffic.Config{Seed: 8, Rules: set6, RuleFraction: 0.9, Odd: true})
 	checkAgainstReference(t, "classbench 10k ipv6", set6, parseAll(g.Frames(3000)))
@@ -227,7 +239,7 @@ func TestTreeBurstHeldRecords(t *testing.T) {
 	listed := 0
 	for i := range fs[:treeGroup] {
 		f := &fs[i]
-		k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f)}
+		k := treeKey{f.Src.Hi, f.Dst.Hi, tab.tr.miscWord(f)}
 		sd := scanSD(f)
 		for ti := range tab.tr.t {
 			d := &tab.tr.t[ti]
@@ -279,5 +291,67 @@ func TestTreesBigLeaves(t *testing.T) {
 	fs := parseAll(g.Frames(pkts))
 	if m := checkAgainstReference(t, "classbench 6000", set, fs); m < len(fs)/5 {
 		t.Errorf("only %d of %d packets matched", m, len(fs))
+	}
+}
+
+// TestTreesIPv6TopBits: the trees' scan checks cover an IPv6 prefix's top
+// 32 bits with a bit of the misc word (tree_v6.go) when they are the
+// set's most common ones, and leave the rest to holds. Rules with that top
+// (2001:db8::/32), with another (2a00:1450::/32) and with prefixes shorter
+// than 32 bits decide as the linear reference does, for packets whose
+// addresses have either top, a top one bit off and one no rule has, on
+// the per-packet walk with blocks (1k rules) and the groups (10k).
+func TestTreesIPv6TopBits(t *testing.T) {
+	sizes := []int{1000, 10000}
+	if testing.Short() {
+		sizes = sizes[:1]
+	}
+	for _, n := range sizes {
+		set4 := traffic.ClassBenchRules(uint64(n), n)
+		set := &rule.Set{Rules: append([]rule.Rule(nil), set4.Rules...)}
+		for i := range set.Rules {
+			conv := func(p netip.Prefix, j int) netip.Prefix {
+				if !p.IsValid() {
+					return p
+				}
+				a := p.Addr().As4()
+				b := [16]byte{0x20, 0x01, 0x0d, 0xb8, a[0], a[1], a[2], a[3]}
+				switch {
+				case (i+j)%5 == 1: // another top
+					b[0], b[1], b[2], b[3] = 0x2a, 0x00, 0x14, 0x50
+				case (i+j)%41 == 2: // shorter than the top: 2001:d00::/20 and shorter
+					return netip.PrefixFrom(netip.AddrFrom16(b), 20-p.Bits()%8).Masked()
+				}
+				return netip.PrefixFrom(netip.AddrFrom16(b), 32+p.Bits()).Masked()
+			}
+			m := &set.Rules[i].Match
+			m.Src, m.Dst = conv(m.Src, 0), conv(m.Dst, 1)
+		}
+		tab, err := Compile(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tab.tr == nil || tab.tr.top6 != [2]uint32{0x20010db8, 0x20010db8} {
+			t.Fatalf("%d rules: trees %v, want them with the top 2001:db8 on both sides", n, tab.tr != nil)
+		}
+		g := traffic.NewGenerator(traffic.Config{Seed: 3, Rules: set, RuleFraction: 0.95, IPv6Fraction: 1})
+		fs := parseAll(g.Frames(3000))
+		tops := []uint64{0x20010db8, 0x2a001450, 0x20010db9, 0x20010d12, 0x30000000}
+		for i := range fs {
+			f := &fs[i]
+			if f.Family != rule.IPv6 {
+				continue
+			}
+			// Most packets keep the top a rule gave them.
+			if x := i % 7; x < len(tops) {
+				f.Src.Hi = f.Src.Hi&0xffffffff | tops[x]<<32
+			}
+			if x := i % 11; x < len(tops) {
+				f.Dst.Hi = f.Dst.Hi&0xffffffff | tops[x]<<32
+			}
+		}
+		if m := checkAgainstReference(t, fmt.Sprintf("%d rules, mixed IPv6 tops", n), set, fs); m < len(fs)/10 {
+			t.Fatalf("%d rules: %d of %d packets matched a rule: the traffic does not probe the rules", n, m, len(fs))
+		}
 	}
 }

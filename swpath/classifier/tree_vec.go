@@ -198,7 +198,7 @@ func (t *Table) vecEntry(f *rule.Fields) (uint32, int) {
 		return treeNoRank, 0
 	}
 	tr := t.tr
-	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f)}
+	k := treeKey{f.Src.Hi, f.Dst.Hi, tr.miscWord(f)}
 	sd := scanSD(f)
 	trs := tr.t
 	n0, n1, n2, n3 := treeLeaf, treeLeaf, treeLeaf, treeLeaf
