@@ -61,7 +61,12 @@
 // (16 in sets of more than 8192 entries; more where no cut separates
 // them) in decision order. A packet walks
 // each tree to one leaf (a load per level) and scans it with the 32-byte
-// entry checks; the best-ranked entry found in any tree decides. A set
+// entry checks; the best-ranked entry found in any tree decides. For
+// IPv6 those checks hold bits 32-63 of the addresses, and two bits of the
+// packet's misc word say whether its addresses' top 32 bits are the set's
+// most common top of IPv6 prefixes of 32 bits or more (tree_v6.go): an
+// entry whose prefixes have that top, or none, needs no holds for its
+// addresses, so an IPv6 set costs what the same set as IPv4 does. A set
 // decides with the trees when it has more than one hash table and the
 // trees fit (at most 16 leaf records per entry, plus 65536, and no leaf
 // over 256 entries; a build that passes either limit stops there);
