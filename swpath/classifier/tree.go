@@ -293,23 +293,21 @@ func (b *treeBuilder) node(ids []int32, cut [nfields]uint8, depth int) uint64 {
 		return b.leaf(ids)
 	}
 	// Bits every entry keys with the same value decide nothing: skip them.
+	// Entries whose prefix ends above them (at cut[fi] or shorter) go to
+	// every child of any cut below, so only the others must agree (see
+	// skipFrom).
 	for fi, fd := range tfields {
 		width := fd.hi - fd.lo
 		for cut[fi] < width {
-			minP := width
-			for _, id := range ids {
-				minP = min(minP, b.es[id].plen[fi])
-			}
+			minP, v0, m := b.skipFrom(ids, fi, cut[fi])
 			if minP <= cut[fi] {
 				break
 			}
-			// Common bits of the values below cut[fi], within minP.
-			sh := fd.hi - minP
-			m := (uint64(1)<<(minP-cut[fi]) - 1) << sh
-			v0 := b.es[ids[0]].val[fd.w] & m
 			diff := uint64(0)
-			for _, id := range ids[1:] {
-				diff |= b.es[id].val[fd.w]&m ^ v0
+			for _, id := range ids {
+				if b.es[id].plen[fi] > cut[fi] {
+					diff |= b.es[id].val[fd.w]&m ^ v0
+				}
 			}
 			same := minP - cut[fi]
 			if diff != 0 {

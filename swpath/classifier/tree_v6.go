@@ -86,3 +86,33 @@ func (tr *trees) miscWord(f *rule.Fields) uint64 {
 	d := uint64(uint32(f.Dst.Hi>>32) ^ tr.top6[1])
 	return miscWord(f) | (s-1)>>63<<48 | (d-1)>>63<<49
 }
+
+// skipFrom returns, for the entries ids whose prefix of field fi is
+// longer than c bits, the shortest such prefix, the first one's value
+// under m and m: the bits from c to that prefix's end (minP <= c when
+// there is none). A node may skip the bits they all share there even when
+// other entries' prefixes end above them, since those go to every child
+// of a cut below, and a record's check tests every bit of its prefix (the
+// top 32 bits of IPv6 ones with the misc word's bits or holds): a packet
+// that differs in a skipped bit reaches a leaf whose records of the
+// longer prefixes fail their checks. With the shared 2001:db8::/32 of an
+// IPv6 set, a node with one source wildcard among its entries could not
+// cut the source at all before.
+func (b *treeBuilder) skipFrom(ids []int32, fi int, c uint8) (minP uint8, v0, m uint64) {
+	fd := tfields[fi]
+	minP = fd.hi - fd.lo
+	first := int32(-1)
+	for _, id := range ids {
+		if p := b.es[id].plen[fi]; p > c {
+			minP = min(minP, p)
+			if first < 0 {
+				first = id
+			}
+		}
+	}
+	if first < 0 {
+		return 0, 0, 0
+	}
+	m = (uint64(1)<<(minP-c) - 1) << (fd.hi - minP)
+	return minP, b.es[first].val[fd.w] & m, m
+}
