@@ -392,35 +392,16 @@ func BenchmarkWorkerFlood(b *testing.B) {
 			plain.cache.off = true
 			ids := make([]int32, burstSize)
 			res := make([]Result, burstSize)
-			const step = 16 * burstSize
-			var cpu [3]int64
-			pkts, off := 0, 0
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if off+step > len(fs) {
-					off = 0
+			cpu, pkts := interleave3(b, len(fs), func(v, o int) {
+				switch v {
+				case 0:
+					tab.DecideBurst(fs[o:o+burstSize], ids)
+				case 1:
+					plain.ClassifyBurst(fs[o:o+burstSize], lens[o:o+burstSize], res)
+				case 2:
+					cached.ClassifyBurst(fs[o:o+burstSize], lens[o:o+burstSize], res)
 				}
-				for k := range 3 {
-					v := (k + i) % 3 // each goes first in turn (it reads the packets from memory)
-					t0 := threadCPU()
-					for o := off; o < off+step; o += burstSize {
-						switch v {
-						case 0:
-							tab.DecideBurst(fs[o:o+burstSize], ids)
-						case 1:
-							plain.ClassifyBurst(fs[o:o+burstSize], lens[o:o+burstSize], res)
-						case 2:
-							cached.ClassifyBurst(fs[o:o+burstSize], lens[o:o+burstSize], res)
-						}
-					}
-					cpu[v] += threadCPU() - t0
-				}
-				off += step
-				pkts += step
-			}
-			b.StopTimer()
+			})
 			b.ReportMetric(float64(cpu[0])/float64(pkts), "table-cpu-ns/pkt")
 			b.ReportMetric(float64(cpu[1])/float64(pkts), "nocache-cpu-ns/pkt")
 			b.ReportMetric(float64(cpu[2])/float64(pkts), "cache-cpu-ns/pkt")
@@ -428,4 +409,34 @@ func BenchmarkWorkerFlood(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// interleave3 runs three variants of a burst lookup, v = 0, 1, 2, over
+// the same packets b.N times, 16 bursts (burstSize packets from offset o
+// of n, by run(v, o)) each in turn, each variant first in turn (it reads
+// the packets from memory), on one locked OS thread, and returns each
+// variant's thread CPU time and the packets each ran.
+func interleave3(b *testing.B, n int, run func(v, o int)) (cpu [3]int64, pkts int) {
+	const step = 16 * burstSize
+	off := 0
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if off+step > n {
+			off = 0
+		}
+		for k := range 3 {
+			v := (k + i) % 3
+			t0 := threadCPU()
+			for o := off; o < off+step; o += burstSize {
+				run(v, o)
+			}
+			cpu[v] += threadCPU() - t0
+		}
+		off += step
+		pkts += step
+	}
+	b.StopTimer()
+	return cpu, pkts
 }

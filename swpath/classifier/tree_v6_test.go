@@ -3,7 +3,6 @@ package classifier
 import (
 	"fmt"
 	"net/netip"
-	"runtime"
 	"testing"
 
 	"github.com/scrubd/scrubd/swpath/packet"
@@ -90,29 +89,9 @@ func BenchmarkTreesIPv6(b *testing.B) {
 			}
 			withoutTop6(tabs[2])
 			ids := make([]int32, burstSize)
-			const step = 16 * burstSize
-			var cpu [3]int64
-			pkts, off := 0, 0
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if off+step > len(fss[0]) {
-					off = 0
-				}
-				for k := range 3 {
-					v := (k + i) % 3
-					tab, fs := tabs[v], fss[v]
-					t0 := threadCPU()
-					for o := off; o < off+step; o += burstSize {
-						tab.DecideBurst(fs[o:o+burstSize], ids)
-					}
-					cpu[v] += threadCPU() - t0
-				}
-				off += step
-				pkts += step
-			}
-			b.StopTimer()
+			cpu, pkts := interleave3(b, len(fss[0]), func(v, o int) {
+				tabs[v].DecideBurst(fss[v][o:o+burstSize], ids)
+			})
 			b.ReportMetric(float64(cpu[0])/float64(pkts), "v4-cpu-ns/pkt")
 			b.ReportMetric(float64(cpu[1])/float64(pkts), "v6-cpu-ns/pkt")
 			b.ReportMetric(float64(cpu[2])/float64(pkts), "v6-holds-cpu-ns/pkt")
