@@ -130,7 +130,7 @@ type trees struct {
 	// treeWalkMax bytes, which stay in the cache).
 	walk bool
 	// vec: the leaves are laid out in blocks (addBlocks) and lookups
-	// test them with leafMasks4 (tree_vec.go); vblk holds each tree's
+	// test them with leafScan4 (tree_vec.go); vblk holds each tree's
 	// blocks, a never-passing block for trees the set does not have.
 	vec  bool
 	vblk [4][]sblock
@@ -445,6 +445,22 @@ func (d *dtree) walk(k *treeKey) uint64 {
 	return n
 }
 
+// recRest reports whether the rest of record r's entry holds for f (misc
+// its tree misc word) once r's scan check passed: holds for an entry
+// that needs it (chkFullBit), the packet's ports for one that needs only
+// those (chkPortsBit), nothing more for the others. Callers test
+// r.miscMask >= chkPortsBit first, inline: most records need nothing
+// more, and recRest is too big to inline.
+func (t *Table) recRest(r *trec, f *rule.Fields, misc uint64) bool {
+	if r.miscMask < chkPortsBit {
+		return true
+	}
+	if r.miscMask&chkFullBit != 0 {
+		return t.holds(&t.tr.ents[r.ent], f, misc)
+	}
+	return f.HasPorts()
+}
+
 // treeLookup is lookup with the trees (without blocks: see
 // treeLookupVec).
 func (t *Table) treeLookup(f *rule.Fields) (uint64, int32, int) {
@@ -527,14 +543,8 @@ func (t *Table) treeLookup(f *rule.Fields) (uint64, int32, int) {
 			if r.ent >= best {
 				break
 			}
-			if r.miscMask >= chkPortsBit {
-				if r.miscMask&chkFullBit != 0 {
-					if !t.holds(&t.tr.ents[r.ent], f, misc) {
-						continue
-					}
-				} else if !f.HasPorts() {
-					continue
-				}
+			if r.miscMask >= chkPortsBit && !t.recRest(r, f, misc) {
+				continue
 			}
 			best = r.ent
 			break
@@ -567,14 +577,8 @@ func (t *Table) treeMatching(dst []int32, f *rule.Fields) []int32 {
 			if sd&r.sdMask() != r.sd || misc&r.miscMask != r.misc {
 				continue
 			}
-			if r.miscMask >= chkPortsBit {
-				if r.miscMask&chkFullBit != 0 {
-					if !t.holds(&t.tr.ents[r.ent], f, misc) {
-						continue
-					}
-				} else if !f.HasPorts() {
-					continue
-				}
+			if r.miscMask >= chkPortsBit && !t.recRest(r, f, misc) {
+				continue
 			}
 			for _, x := range dst[start:] {
 				if x == r.rule {

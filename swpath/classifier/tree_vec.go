@@ -286,14 +286,8 @@ func (t *Table) vecResolve(f *rule.Fields, sd, misc uint64, cur [4]uint64) uint3
 				if r.ent >= best {
 					break leaf
 				}
-				if r.miscMask >= chkPortsBit {
-					if r.miscMask&chkFullBit != 0 {
-						if !t.holds(&t.tr.ents[r.ent], f, misc) {
-							continue
-						}
-					} else if !f.HasPorts() {
-						continue
-					}
+				if r.miscMask >= chkPortsBit && !t.recRest(r, f, misc) {
+					continue
 				}
 				best = r.ent
 				break leaf
