@@ -130,12 +130,12 @@ func removeJournal(path string) error {
 // From then on it appends the changes since its last save to each changed
 // source's journal (store.SourceChanges): one line a rule touched. A
 // source is written whole again when its journal grows past the rules of
-// its snapshot (and journalMinLines), when a rule comes back in force at a place
-// before the last one saved (the journal only appends or replaces), or
-// when the store's log no longer reaches back to the last save, after a
-// failed save, and when its snapshot or journal was removed under it (a
-// journal alone restores nothing). It is safe for concurrent use (the API persists on its handlers, the saver on
-// a tick).
+// its snapshot (and journalMinLines), when a rule comes back in force at
+// a place before the last one saved (the journal only appends or
+// replaces), when the store's log no longer reaches back to the last
+// save, after a failed save, and when its snapshot or journal was removed
+// under it (a journal alone restores nothing). It is safe for concurrent
+// use (the API persists on its handlers, the saver on a tick).
 type StateSaver struct {
 	dir string
 	st  *store.Store
