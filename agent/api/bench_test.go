@@ -7,12 +7,12 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/scrubd/scrubd/agent/placement"
 	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/internal/cputime"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
@@ -36,15 +36,6 @@ func apiAt100k(b *testing.B) (*Client, *store.Store) {
 	return NewUnixClient(sock), st
 }
 
-// cpuTime is the CPU time (user and system) this process has used.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkAPIListAt100k: GET /v1/rules of 100k rules, read whole by the
 // client (ms per list; cpu-ms/list is the CPU time of the process, agent
 // and client together, which moves less with the machine's load).
@@ -53,9 +44,9 @@ func BenchmarkAPIListAt100k(b *testing.B) {
 	ctx := context.Background()
 	var total, cpu time.Duration
 	for b.Loop() {
-		t0, c0 := time.Now(), cpuTime(b)
+		t0, c0 := time.Now(), cputime.Process()
 		list, err := c.List(ctx)
-		total, cpu = total+time.Since(t0), cpu+cpuTime(b)-c0
+		total, cpu = total+time.Since(t0), cpu+cputime.Process()-c0
 		if err != nil || len(list) != 100000 {
 			b.Fatalf("%d rules, %v", len(list), err)
 		}
@@ -78,7 +69,7 @@ func BenchmarkAPIListServerAt100k(b *testing.B) {
 			var total, cpu time.Duration
 			var size int64
 			for b.Loop() {
-				t0, c0 := time.Now(), cpuTime(b)
+				t0, c0 := time.Now(), cputime.Process()
 				req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+"/v1/rules", nil)
 				if err != nil {
 					b.Fatal(err)
@@ -90,7 +81,7 @@ func BenchmarkAPIListServerAt100k(b *testing.B) {
 				}
 				n, err := io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
-				total, cpu = total+time.Since(t0), cpu+cpuTime(b)-c0
+				total, cpu = total+time.Since(t0), cpu+cputime.Process()-c0
 				if err != nil || resp.StatusCode != http.StatusOK || n < 100000*100 {
 					b.Fatalf("status %d, %d bytes, %v", resp.StatusCode, n, err)
 				}

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/scrubd/scrubd/agent/placement"
 	"github.com/scrubd/scrubd/agent/protect"
 	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/internal/cputime"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
@@ -293,15 +293,6 @@ func TestRulesListCutOrMalformed(t *testing.T) {
 	}
 }
 
-// cpuTime is the CPU time (user and system) this process has used.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkRulesList: rules list of 10k rules through the API on a unix
 // socket, printed (to io.Discard) as the command does (streamed) and as it
 // did (every rule decoded, then printed); ns/rule is the time per rule,
@@ -319,10 +310,10 @@ func BenchmarkRulesList(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			var cpu time.Duration
 			for b.Loop() {
-				c0 := cpuTime(b)
+				c0 := cputime.Process()
 				if tc.old {
 					reference(b, sock, tc.asJSON)
-					cpu += cpuTime(b) - c0
+					cpu += cputime.Process() - c0
 					continue
 				}
 				format := listTableFormat
@@ -332,7 +323,7 @@ func BenchmarkRulesList(b *testing.B) {
 				if _, err := listRules(context.Background(), c, "", 0, format, io.Discard); err != nil {
 					b.Fatal(err)
 				}
-				cpu += cpuTime(b) - c0
+				cpu += cputime.Process() - c0
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/rule")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/n, "cpu-ns/rule")

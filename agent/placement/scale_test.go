@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"runtime"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/scrubd/scrubd/agent/placement"
 	"github.com/scrubd/scrubd/agent/protect"
 	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/internal/cputime"
 	"github.com/scrubd/scrubd/offload"
 	"github.com/scrubd/scrubd/offload/compile"
 	"github.com/scrubd/scrubd/offload/sim"
@@ -135,16 +135,6 @@ func (s *compileSW) SetRules(set *rule.Set) error {
 	return nil
 }
 
-// cpuTime is the process's CPU time so far (user and system, every
-// thread: the garbage collector's work included).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkPlacementChange: with n ClassBench-style rules placed (on the
 // simulated 4096-entry table, behind a protect list of two accept rules),
 // one drop rule is added to the store, or one is removed, and placement
@@ -189,9 +179,9 @@ func BenchmarkPlacementChange(b *testing.B) {
 							}
 						}
 						b.StartTimer()
-						c0 := cpuTime()
+						c0 := cputime.Process()
 						p.ApplyStore(ctx, st)
-						cpu += cpuTime() - c0
+						cpu += cputime.Process() - c0
 					}
 					b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/change")
 					if v := p.View(); v.StoreVersion != st.Version() {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/scrubd/scrubd/agent/dataplane"
 	"github.com/scrubd/scrubd/agent/placement"
+	"github.com/scrubd/scrubd/internal/cputime"
 	"github.com/scrubd/scrubd/swpath/classifier"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
@@ -81,9 +82,9 @@ func BenchmarkPlacementChangeSW(b *testing.B) {
 						runtime.ReadMemStats(&ms)
 						a0 := ms.TotalAlloc
 						b.StartTimer()
-						c0 := cpuTime()
+						c0 := cputime.Process()
 						p.ApplyStore(ctx, st)
-						cpu += cpuTime() - c0
+						cpu += cputime.Process() - c0
 						b.StopTimer()
 						runtime.ReadMemStats(&ms)
 						alloc += ms.TotalAlloc - a0

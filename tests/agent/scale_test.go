@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/agent/placement"
 	"github.com/scrubd/scrubd/agent/sim"
+	"github.com/scrubd/scrubd/internal/cputime"
 	"github.com/scrubd/scrubd/swpath/traffic"
 )
 
@@ -312,7 +312,7 @@ func BenchmarkFlowSpecChurn(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				a, nic, pr, nlri := flowSpecAgent(b, rules)
-				a0, ac0 := time.Now(), processCPU()
+				a0, ac0 := time.Now(), cputime.Process()
 				for i := range n {
 					pr.route(b, nlri(i), false)
 				}
@@ -327,9 +327,9 @@ func BenchmarkFlowSpecChurn(b *testing.B) {
 					return k
 				}
 				waitLong(b, "every route placed", func() bool { return placed() == n })
-				adone, ac1 := time.Now(), processCPU()
+				adone, ac1 := time.Now(), cputime.Process()
 				b.StartTimer()
-				t0, c0 := time.Now(), processCPU()
+				t0, c0 := time.Now(), cputime.Process()
 				for i := range n {
 					pr.route(b, nlri(i), true)
 				}
@@ -348,7 +348,7 @@ func BenchmarkFlowSpecChurn(b *testing.B) {
 					}
 					return true
 				})
-				done, c1 := time.Now(), processCPU()
+				done, c1 := time.Now(), cputime.Process()
 				b.StopTimer()
 				b.ReportMetric(float64(done.Sub(last).Milliseconds()), "ms-after-last")
 				b.ReportMetric(float64(last.Sub(t0).Milliseconds()), "ms-withdraw")
@@ -362,13 +362,4 @@ func BenchmarkFlowSpecChurn(b *testing.B) {
 			}
 		})
 	}
-}
-
-// processCPU is the process's CPU time, user and system.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
