@@ -191,6 +191,8 @@ func TestDeltaPlacementEqualsFullPlacement(t *testing.T) {
 					twin.Tick(ctx)
 				}
 				checkList(t, inc, fmt.Sprintf("step %d (%s)", step, op))
+				checkFind(t, inc, st, fmt.Sprintf("step %d (%s)", step, op))
+				checkFind(t, twin, st, fmt.Sprintf("step %d (%s), the snapshot twin", step, op))
 				for _, q := range []*Placer{inc, twin} {
 					none := 0
 					for _, rs := range q.states {

@@ -497,7 +497,7 @@ func (p *Placer) viewOf(rs *ruleState) RuleView {
 // entryOf is rs's entry in the published list (the list's epoch is the
 // placer's).
 func (p *Placer) entryOf(rs *ruleState) ruleEntry {
-	e := ruleEntry{id: rs.r.ID, reason: rs.reason, path: rs.path, since: int64(rs.since), placed: rs.placed}
+	e := ruleEntry{id: rs.r.ID, reason: rs.reason, path: rs.path, since: int64(rs.since), seq: rs.seq, placed: rs.placed}
 	var f ruleFigures
 	if a := rs.r.Action; a < actionOther-1 {
 		e.action = uint8(a) + 1
@@ -905,6 +905,8 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	for i, rs := range p.states {
 		if p.seqs != nil {
 			rs.seq = p.seqs[i]
+		} else {
+			rs.seq = 0 // no places: the published list is all place 0 (RuleList.Find walks it)
 		}
 	}
 	for id, rs := range old {

@@ -71,7 +71,7 @@ func (s *idleSW) Stats() dataplane.SWStats {
 // TestRetainedPerRule bounds what the placer keeps per rule at 10k rules
 // once they are placed, ticked and one more added. Each rule's state is
 // 80 bytes, with an extra part only for the rules that need one (in
-// hardware, moved, with traffic), and its entry in the published list 48
+// hardware, moved, with traffic), and its entry in the published list 56
 // (figures apart for the rules that have any): 837 bytes per rule when
 // every state had every field and a printed match key and the list held
 // RuleViews; 691 with an extra part given to every rule the software
@@ -80,9 +80,11 @@ func (s *idleSW) Stats() dataplane.SWStats {
 // rules' ids in an array of the placer's besides the set's, and the list
 // of rules touched kept at the size of the last full round's; 342 with
 // the places in the store's order copied on the first add; 331 with the
-// state at 96 bytes (its mask shapes as a slice).
+// state at 96 bytes (its mask shapes as a slice); 316 (most 325) before
+// each list entry held its place in the store's order, 8 bytes that make
+// RuleList.Find (an API read of one rule) a binary search, not a walk.
 func TestRetainedPerRule(t *testing.T) {
-	const most = 325
+	const most = 333
 	b := retainedPerRule(t, 10000)
 	t.Logf("%.0f bytes retained per rule", b)
 	if b > most {

@@ -144,6 +144,34 @@ func checkList(t *testing.T, p *Placer, what string) {
 	}
 }
 
+// checkFind checks RuleList.Find on p's published list against a walk of
+// the list by id, for every rule of the store (placed at the store's
+// version): a rule in force is found, as the walk finds it, and a refused
+// one (not in the set) and an id the store does not hold are not.
+func checkFind(t *testing.T, p *Placer, st *store.Store, what string) {
+	t.Helper()
+	l := p.View().Rules
+	byID := map[string]RuleView{}
+	for _, rv := range l.All() {
+		byID[rv.ID] = rv
+	}
+	for _, e := range st.List() {
+		got, ok := l.Find(e.Rule.ID, e.Seq())
+		want, in := byID[e.Rule.ID]
+		switch {
+		case e.InForce() && !ok:
+			t.Fatalf("%s: Find(%q, %d) found nothing; the list holds %+v", what, e.Rule.ID, e.Seq(), want)
+		case !e.InForce() && ok:
+			t.Fatalf("%s: Find(%q, %d) found %+v for a rule not in force", what, e.Rule.ID, e.Seq(), *got)
+		case ok && (!in || *got != want):
+			t.Fatalf("%s: Find(%q, %d) = %+v, the list holds %+v", what, e.Rule.ID, e.Seq(), *got, want)
+		}
+	}
+	if rv, ok := l.Find("no-such-rule", 1); ok {
+		t.Fatalf("%s: Find of an id not held found %+v", what, *rv)
+	}
+}
+
 // Readers of the published View walk its list while the placer edits the
 // next one: run with -race, a write to anything a View holds is reported.
 // The readers also check that a View's list does not change under them.
@@ -235,5 +263,14 @@ func TestRuleListOfReadsBack(t *testing.T) {
 	}
 	if hw, sw := l.paths(); hw != 1 || sw != 1 {
 		t.Fatalf("paths %d %d, want 1 1", hw, sw)
+	}
+	// A list without places: Find walks it, whatever place it is given.
+	for i, rv := range rvs {
+		if got, ok := l.Find(rv.ID, uint64(i)*7); !ok || *got != rv {
+			t.Fatalf("Find(%q) in a list without places = %v, %v; want %+v", rv.ID, got, ok, rv)
+		}
+	}
+	if _, ok := l.Find("missing", 0); ok {
+		t.Fatal("Find of an id not held found it")
 	}
 }

@@ -46,6 +46,11 @@ type Entry struct {
 // InForce reports whether the entry is enforced.
 func (e *Entry) InForce() bool { return e.Status != Refused }
 
+// Seq is the entry's place in the store's order (Snapshot.Seqs): a
+// replaced rule keeps it, a rule added anew takes one after every other.
+// Zero for an entry not made by the store.
+func (e *Entry) Seq() uint64 { return e.seq }
+
 // stored is an Entry as the store holds it: the rule by pointer, to a
 // copy never written after it is made. Once a snapshot of the effective
 // set is taken, an entry in force points at its rule in the snapshot's
