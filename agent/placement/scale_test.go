@@ -137,8 +137,10 @@ func (s *compileSW) SetRules(set *rule.Set) error {
 
 // BenchmarkPlacementChange: with n ClassBench-style rules placed (on the
 // simulated 4096-entry table, behind a protect list of two accept rules),
-// one drop rule is added to the store, or one is removed, and placement
-// takes the change the way its goroutine does (ApplyStore). Reported per
+// one drop rule is added to the store, or one is removed (op=remove: the
+// one added last, at the end of the order; op=removemid: one from the
+// middle, see removeMid), and placement takes the change the way its
+// goroutine does (ApplyStore). Reported per
 // change: ns, bytes and allocations of the placement round alone (the
 // store's Put or Delete is outside the timer). With sw=count the software
 // path only keeps the set; with sw=compile it compiles it with the Go
@@ -147,7 +149,7 @@ func (s *compileSW) SetRules(set *rule.Set) error {
 // collection included), steadier than ns/op on a shared machine.
 func BenchmarkPlacementChange(b *testing.B) {
 	for _, sw := range []string{"count", "compile"} {
-		for _, op := range []string{"add", "remove"} {
+		for _, op := range []string{"add", "remove", "removemid"} {
 			for _, n := range []int{1000, 10000, 100000} {
 				b.Run(fmt.Sprintf("sw=%s/op=%s/rules=%d", sw, op, n), func(b *testing.B) {
 					st := classBenchStore(b, n)
@@ -165,17 +167,22 @@ func BenchmarkPlacementChange(b *testing.B) {
 					b.ReportAllocs()
 					i := 0
 					var cpu time.Duration
+					var back rule.Rule // removemid: the rule to put back
 					for b.Loop() {
 						b.StopTimer()
-						r := one(i)
-						i++
-						if _, err := st.Put("api", r); err != nil {
-							b.Fatal(err)
-						}
-						if op == "remove" {
-							p.ApplyStore(ctx, st)
-							if err := st.Delete("api", r.ID); err != nil {
+						if op == "removemid" {
+							removeMid(ctx, b, st, p, &back)
+						} else {
+							r := one(i)
+							i++
+							if _, err := st.Put("api", r); err != nil {
 								b.Fatal(err)
+							}
+							if op == "remove" {
+								p.ApplyStore(ctx, st)
+								if err := st.Delete("api", r.ID); err != nil {
+									b.Fatal(err)
+								}
 							}
 						}
 						b.StartTimer()
@@ -229,4 +236,30 @@ func BenchmarkRuleFind(b *testing.B) {
 			}
 		})
 	}
+}
+
+// removeMid prepares a removal from the middle of the store's order for
+// the benchmarks' op=removemid: the rule deleted last (*back, unless its
+// ID is empty) is put back, at the end, and placed; then the rule now at
+// the middle of the effective set is deleted (and kept in *back), for the
+// caller's timed round to take out. The op=remove rounds take out the
+// rule added last, the set's last: a case that need not move any rule
+// (from the middle every rule after it moves, or a hole is left).
+func removeMid(ctx context.Context, b *testing.B, st *store.Store, p *placement.Placer, back *rule.Rule) {
+	b.Helper()
+	if back.ID != "" {
+		if _, err := st.Put("file:bench", *back); err != nil {
+			b.Fatal(err)
+		}
+		p.ApplyStore(ctx, st)
+	}
+	rs := st.Effective().Set.Rules
+	r := rs[len(rs)/2]
+	if r.Action != rule.Drop {
+		b.Fatalf("the middle rule %s is not a drop", r.ID)
+	}
+	if err := st.Delete("file:bench", r.ID); err != nil {
+		b.Fatal(err)
+	}
+	*back = r
 }

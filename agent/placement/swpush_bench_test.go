@@ -34,8 +34,8 @@ func (s *patchSW) PatchRules(from, to *rule.Set, removed, added []int) error {
 }
 
 // BenchmarkPlacementChangeSW: BenchmarkPlacementChange's round (one drop
-// rule added to n ClassBench-style placed rules, or one removed, read
-// from the store's delta) with the Go classifier as the software path,
+// rule added to n ClassBench-style placed rules, or one removed: the last
+// one added, or one from the middle; read from the store's delta) with the Go classifier as the software path,
 // given the whole set (sw=swap) or the change (sw=patch). Per change:
 // wall ns/op, the process's CPU (cpu-ns/change, a fold's goroutine
 // included) and bytes allocated (B/change, the classifier's included).
@@ -43,7 +43,7 @@ func (s *patchSW) PatchRules(from, to *rule.Set, removed, added []int) error {
 //	go test -run '^$' -bench PlacementChangeSW -benchtime 20x ./agent/placement/
 func BenchmarkPlacementChangeSW(b *testing.B) {
 	for _, n := range []int{10000, 100000} {
-		for _, op := range []string{"add", "remove"} {
+		for _, op := range []string{"add", "remove", "removemid"} {
 			for _, sw := range []string{"swap", "patch"} {
 				b.Run(fmt.Sprintf("rules=%d/op=%s/sw=%s", n, op, sw), func(b *testing.B) {
 					st := classBenchStore(b, n)
@@ -66,17 +66,22 @@ func BenchmarkPlacementChangeSW(b *testing.B) {
 					var cpu time.Duration
 					var ms runtime.MemStats
 					var alloc uint64
+					var back rule.Rule // removemid: the rule to put back
 					for b.Loop() {
 						b.StopTimer()
-						r := one(i)
-						i++
-						if _, err := st.Put("api", r); err != nil {
-							b.Fatal(err)
-						}
-						if op == "remove" {
-							p.ApplyStore(ctx, st)
-							if err := st.Delete("api", r.ID); err != nil {
+						if op == "removemid" {
+							removeMid(ctx, b, st, p, &back)
+						} else {
+							r := one(i)
+							i++
+							if _, err := st.Put("api", r); err != nil {
 								b.Fatal(err)
+							}
+							if op == "remove" {
+								p.ApplyStore(ctx, st)
+								if err := st.Delete("api", r.ID); err != nil {
+									b.Fatal(err)
+								}
 							}
 						}
 						runtime.ReadMemStats(&ms)
