@@ -47,7 +47,8 @@ type Config struct {
 	Shutdown ShutdownCfg `yaml:"shutdown"`
 	// MemoryLimitMB is the Go runtime's soft memory limit in MiB
 	// (runtime/debug.SetMemoryLimit), set by scrubd run; 0 sets none (the
-	// heap may grow to twice the live heap, or GOMEMLIMIT's limit).
+	// heap grows by GCPercent over the live heap, up to GOMEMLIMIT's limit
+	// if the environment sets one).
 	MemoryLimitMB int `yaml:"memory_limit_mb"`
 	// GCPercent is the Go collector's target (runtime/debug.SetGCPercent),
 	// set by scrubd run: the heap grows to the live heap times 1 +
@@ -487,6 +488,11 @@ func parse(name string, data []byte, checkRuleFiles bool, dir string) (*Config, 
 	if dir != "" {
 		c.resolve(dir)
 	}
+	if c.Node == "" {
+		// The documented default: without it every agent of a fleet
+		// reported scrubd_info{node=""}.
+		c.Node, _ = os.Hostname()
+	}
 	if err := c.Validate(name, checkRuleFiles); err != nil {
 		return nil, err
 	}
@@ -913,9 +919,6 @@ func (c *Config) checkPlacement(p *problems) {
 
 // checkShutdown checks shutdown.*.
 func (c *Config) checkShutdown(p *problems) {
-	if c.Shutdown.Timeout <= 0 {
-		p.bad("shutdown.timeout", c.Shutdown.Timeout.String(), "must be positive")
-	}
 	if c.Shutdown.Timeout <= 0 {
 		p.bad("shutdown.timeout", c.Shutdown.Timeout.String(), "must be positive")
 	}

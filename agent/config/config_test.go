@@ -48,6 +48,36 @@ func TestEmptyFileIsDefaults(t *testing.T) {
 	}
 }
 
+// node defaults to the host name (docs/config.md); a config that names
+// one keeps it.
+func TestNodeDefaultsToHostName(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		t.Skipf("no host name: %v", err)
+	}
+	c, err := Parse("x", []byte("software: {interfaces: [eth0]}\n"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Node != host {
+		t.Errorf("node %q without a node key, want the host name %q", c.Node, host)
+	}
+	if c, err = Parse("x", []byte("node: edge-1\nsoftware: {interfaces: [eth0]}\n"), false); err != nil || c.Node != "edge-1" {
+		t.Errorf("node: edge-1 gave %q, %v", c.Node, err)
+	}
+}
+
+// A bad shutdown.timeout is one error, not the same error twice.
+func TestShutdownTimeoutOneError(t *testing.T) {
+	_, err := Parse("x", []byte("shutdown: {timeout: 0s}\nsoftware: {interfaces: [eth0]}\n"), false)
+	if err == nil {
+		t.Fatal("shutdown.timeout 0s accepted")
+	}
+	if n := strings.Count(err.Error(), "shutdown.timeout"); n != 1 {
+		t.Errorf("shutdown.timeout named %d times: %v", n, err)
+	}
+}
+
 func TestRefused(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"bogus: 1\n", "x:1: bogus: unknown key"},
