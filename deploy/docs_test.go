@@ -1,10 +1,13 @@
 package deploy_test
 
 import (
+	"fmt"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/agent/dataplane"
@@ -61,6 +64,92 @@ func TestConfigReferenceComplete(t *testing.T) {
 				t.Errorf("docs/config.md documents %s, which agent/config does not have", k)
 			}
 		}
+	}
+}
+
+// defaultValues maps each key path of v's yaml tags to its value, for the
+// keys outside lists (a list element has no default to compare).
+func defaultValues(v reflect.Value, prefix string, out map[string]reflect.Value) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		f := v.Field(i)
+		out[prefix+name] = f
+		if f.Kind() == reflect.Struct && f.Type().PkgPath() == t.PkgPath() {
+			defaultValues(f, prefix+name+".", out)
+		}
+	}
+}
+
+// TestConfigReferenceDefaults: the default column of docs/config.md, where
+// it gives a value (the first `quoted` word), is the default
+// config.Defaults sets; a key whose default is not the zero value gives it.
+// Structs, lists and unset pointers (documented in words: "enabled",
+// "`[]`") are left out, as is node (the host name, set at parse).
+func TestConfigReferenceDefaults(t *testing.T) {
+	doc, err := os.ReadFile("../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells := map[string]string{}
+	for _, l := range strings.Split(string(doc), "\n") {
+		if rest, ok := strings.CutPrefix(l, "| `"); ok {
+			k, rest, _ := strings.Cut(rest, "`")
+			if c := strings.Split(rest, "|"); len(c) > 2 {
+				cells[k] = strings.TrimSpace(c[1])
+			}
+		}
+	}
+	vals := map[string]reflect.Value{}
+	defaultValues(reflect.ValueOf(config.Defaults()), "", vals)
+	checked := 0
+	for k, v := range vals {
+		cell, ok := cells[k]
+		if !ok || k == "node" {
+			continue // TestConfigReferenceComplete reports a missing row
+		}
+		switch v.Kind() {
+		case reflect.Struct, reflect.Slice, reflect.Pointer:
+			continue
+		}
+		word := ""
+		if _, after, ok := strings.Cut(cell, "`"); ok {
+			word, _, _ = strings.Cut(after, "`")
+		}
+		if word == "" {
+			if !v.IsZero() {
+				t.Errorf("docs/config.md: %s: default cell %q names no value; the code's default is %v", k, cell, v.Interface())
+			}
+			continue
+		}
+		checked++
+		var same bool
+		switch x := v.Interface().(type) {
+		case time.Duration:
+			d, err := time.ParseDuration(word)
+			if word == "0" {
+				d, err = 0, nil
+			}
+			same = err == nil && d == x
+		case fmt.Stringer: // software.cycles_per_packet: auto
+			same = word == x.String()
+		case string:
+			same = word == x
+		case bool:
+			same = word == strconv.FormatBool(x)
+		default:
+			f, err := strconv.ParseFloat(word, 64)
+			same = err == nil && f == v.Convert(reflect.TypeOf(float64(0))).Float()
+		}
+		if !same {
+			t.Errorf("docs/config.md: %s defaults to `%s`; config.Defaults sets %v", k, word, v.Interface())
+		}
+	}
+	if checked < 40 {
+		t.Fatalf("only %d defaults compared", checked)
 	}
 }
 

@@ -389,7 +389,7 @@ func Defaults() Config {
 		FlowSpec: FlowSpec{ListenPort: 179, OnSessionDown: "hold", HoldTime: 5 * time.Minute, Priority: 500,
 			ConnectRetry: 5 * time.Second, GracefulRestart: GracefulRestart{RestartTime: 120 * time.Second}},
 		Offload:  Offload{Backend: "none", MaxEntriesPerRule: DefaultMaxEntriesPerRule},
-		Software: Software{Engine: "xdp", Workers: 1, XDPPinPath: "/sys/fs/bpf/scrubd"},
+		Software: Software{Engine: "xdp", Workers: 1, XDPPinPath: "/sys/fs/bpf/scrubd", BufferNode: "worker"},
 		Place: Placement{Interval: time.Second, HighWater: 0.8, LowWater: 0.5,
 			MinDwell: 30 * time.Second, MaxMovesPerRound: 8},
 		Shutdown: ShutdownCfg{Timeout: 10 * time.Second},
