@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -106,6 +107,81 @@ func TestExitCodes(t *testing.T) {
 	} {
 		if rc, _, errs := runCmd(tc.args...); rc != tc.rc {
 			t.Errorf("scrubd %v: rc %d, want %d (%s)", tc.args, rc, tc.rc, errs)
+		}
+	}
+}
+
+// docs/cli.md's "Every flag" has a table for each command with a row for
+// each flag its -h lists, and no other; a default the help prints is the
+// first `quoted` word of the row's default cell, and a row whose flag has
+// no printed default gives none.
+func TestCLIReferenceFlags(t *testing.T) {
+	data, err := os.ReadFile("../../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ref, ok := strings.Cut(string(data), "\n## Every flag\n")
+	if !ok {
+		t.Fatal(`docs/cli.md has no "## Every flag" section`)
+	}
+	if i := strings.Index(ref, "\n## "); i >= 0 {
+		ref = ref[:i]
+	}
+	sections := map[string]string{}
+	for _, s := range strings.Split(ref, "\n### `scrubd ")[1:] {
+		name, body, _ := strings.Cut(s, "`")
+		sections[name] = body
+	}
+	flagLine := regexp.MustCompile(`^  -(\S+)`)
+	defaultRe := regexp.MustCompile(`\(default (.+)\)$`)
+	for _, name := range helpChecked {
+		body, ok := sections[name]
+		if !ok {
+			t.Errorf("docs/cli.md: no \"### `scrubd %s`\" under \"## Every flag\"", name)
+			continue
+		}
+		doc := map[string]string{} // flag -> default cell
+		for _, l := range strings.Split(body, "\n") {
+			if rest, ok := strings.CutPrefix(l, "| `--"); ok {
+				f, rest, _ := strings.Cut(rest, "`")
+				if c := strings.Split(rest, "|"); len(c) > 2 {
+					doc[f] = strings.TrimSpace(c[1])
+				}
+			}
+		}
+		_, out, _ := runCmd(name, "-h")
+		help := map[string]string{} // flag -> printed default
+		lines := strings.Split(out, "\n")
+		for i, l := range lines {
+			m := flagLine.FindStringSubmatch(l)
+			if m == nil {
+				continue
+			}
+			help[m[1]] = ""
+			for j := i + 1; j < len(lines) && strings.HasPrefix(lines[j], "    \t"); j++ {
+				if d := defaultRe.FindStringSubmatch(lines[j]); d != nil {
+					help[m[1]] = strings.Trim(d[1], `"`)
+				}
+			}
+		}
+		for f, def := range help {
+			cell, ok := doc[f]
+			if !ok {
+				t.Errorf("docs/cli.md: scrubd %s --%s has no row", name, f)
+				continue
+			}
+			word := ""
+			if _, after, ok := strings.Cut(cell, "`"); ok {
+				word, _, _ = strings.Cut(after, "`")
+			}
+			if word != def {
+				t.Errorf("docs/cli.md: scrubd %s --%s: default cell %q, the help prints %q", name, f, cell, def)
+			}
+		}
+		for f := range doc {
+			if _, ok := help[f]; !ok {
+				t.Errorf("docs/cli.md documents scrubd %s --%s, which its -h does not list", name, f)
+			}
 		}
 	}
 }
