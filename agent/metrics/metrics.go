@@ -104,7 +104,7 @@ func New(src Sources, maxRuleSeries int) *Collector {
 		swMeasured:       d("sw_measured_cycles_per_packet", "Cycles per received packet the software engine measured over the last round (0: none measured)."),
 		hwResyncs:        d("hw_resyncs_total", "Times the hardware table was found to have lost scrubd's rules (qdisc deleted, e.g. OVS restarting) and they were reinstalled."),
 		swCap:            d("sw_capacity_packets_per_second", "Software capacity: the smaller of the CPU's (workers x clock / cycles per packet) and the receive rings' (queues x drain rate / the workers' imbalance; what the workers received while out-of-buffer grew)."),
-		swLoad:           d("sw_load_packets_per_second", "Packets per second the software path received over the last round."),
+		swLoad:           d("sw_load_packets_per_second", "Packets per second offered to the software path over the last round: what the workers received plus what the rings had no buffer for (out-of-buffer)."),
 		swHeadroom:       d("sw_headroom_ratio", "1 - load/capacity of the software path (negative when overloaded)."),
 		wRx:              d("sw_worker_received_packets_total", "Packets a software worker received.", "worker"),
 		wRxBytes:         d("sw_worker_received_bytes_total", "Bytes a software worker received.", "worker"),
