@@ -644,3 +644,83 @@ func TestWorkerCache(t *testing.T) {
 		w1.Close()
 	}
 }
+
+// TestWorkerStatistics: Snapshot's Packets, TablesProbed and CacheHits
+// after Classify, ClassifyBurst and ClassifyFrames (one worker each, open
+// and then closed) are the packets classified, the tables a lookup of
+// each packet probes (Table.Probes; the cache off) and, with the cache,
+// the packets repeated within the flows the cache holds.
+func TestWorkerStatistics(t *testing.T) {
+	set := traffic.RandomRules(7, 3*smallSet)
+	g := traffic.NewGenerator(traffic.Config{Seed: 3, Rules: set, RuleFraction: 0.8})
+	frames := g.Frames(501)
+	fs := parseAll(frames)
+	lens := make([]uint32, len(fs))
+	for i := range frames {
+		lens[i] = uint32(len(frames[i]))
+	}
+	for _, api := range []string{"Classify", "ClassifyBurst", "ClassifyFrames"} {
+		c, err := New(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tab := c.Table()
+		if tab.ntables < minCacheTables {
+			t.Fatalf("%d tables: the set does not use the flow cache", tab.ntables)
+		}
+		wantProbes := uint64(0)
+		for i := range fs {
+			wantProbes += uint64(tab.Probes(&fs[i]))
+		}
+		run := func(w *Worker, fs []rule.Fields, lens []uint32, frames [][]byte) {
+			out := make([]Result, 64)
+			for i := 0; i < len(fs); i += 64 {
+				j := min(i+64, len(fs))
+				switch api {
+				case "Classify":
+					for k := i; k < j; k++ {
+						w.Classify(&fs[k], lens[k])
+					}
+				case "ClassifyBurst":
+					w.ClassifyBurst(fs[i:j], lens[i:j], out)
+				default:
+					w.ClassifyFrames(frames[i:j], out)
+				}
+			}
+		}
+		w := c.NewWorker()
+		w.cache.off = true
+		run(w, fs, lens, frames)
+		s := c.Snapshot()
+		if s.Packets != uint64(len(fs)) || s.TablesProbed != wantProbes || s.CacheHits != 0 {
+			t.Errorf("%s, cache off: packets %d probes %d hits %d, want %d %d 0", api, s.Packets, s.TablesProbed, s.CacheHits, len(fs), wantProbes)
+		}
+		w.Close()
+		// With the cache: the first 21 packets, 24 times over. The cold
+		// cache misses only the first pass, or with ClassifyBurst the
+		// first burst (misses are inserted after a burst's lookup); no
+		// window falls below the hit rate that bypasses the cache.
+		wc := c.NewWorker()
+		var rfs []rule.Fields
+		var rlens []uint32
+		var rframes [][]byte
+		for range 24 {
+			rfs = append(rfs, fs[:21]...)
+			rlens = append(rlens, lens[:21]...)
+			rframes = append(rframes, frames[:21]...)
+		}
+		run(wc, rfs, rlens, rframes)
+		misses := 21
+		if api == "ClassifyBurst" {
+			misses = 64
+		}
+		wantHits := uint64(len(rfs) - misses)
+		if got := c.Snapshot(); got.Packets != s.Packets+uint64(len(rfs)) || got.CacheHits != wantHits {
+			t.Errorf("%s, cache on: packets %d hits %d, want %d %d", api, got.Packets, got.CacheHits, s.Packets+uint64(len(rfs)), wantHits)
+		}
+		wc.Close()
+		if got := c.Snapshot(); got.Packets != s.Packets+uint64(len(rfs)) || got.CacheHits != wantHits {
+			t.Errorf("%s, closed: packets %d hits %d", api, got.Packets, got.CacheHits)
+		}
+	}
+}

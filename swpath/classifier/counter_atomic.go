@@ -11,3 +11,6 @@ func (c *counter) add(packets, bytes uint64) {
 	atomic.AddUint64(&c.packets, packets)
 	atomic.AddUint64(&c.bytes, bytes)
 }
+
+// add adds to the statistic atomically.
+func (s *stat) add(n uint64) { atomic.AddUint64(&s.n, n) }

@@ -12,3 +12,6 @@ func (c *counter) add(packets, bytes uint64) {
 	c.packets += packets
 	c.bytes += bytes
 }
+
+// add adds to the statistic as counter.add does.
+func (s *stat) add(n uint64) { s.n += n }
