@@ -944,9 +944,10 @@ func ifaceNameProblem(s string) string {
 	return ""
 }
 
-// Rules turns a protect entry into the accept rules that enforce it: one for
-// traffic from the prefix and one for traffic to it. Priority 0 and a place
-// before every other rule make them decide first.
+// Rules turns a protect entry into the accept rules that enforce it: one
+// for traffic to the prefix (direction dst, the default), one for traffic
+// from it (src), or both. Priority 0 and a place before every other rule
+// make them decide first.
 func (p Protect) Rules(id string) ([]rule.Rule, error) {
 	pf, err := netip.ParsePrefix(p.Prefix)
 	if err != nil {
