@@ -55,7 +55,11 @@
 // entries are split into up to five groups by which address prefix is long
 // (source of 16 bits or more, else destination, else source of 8 or more,
 // else destination, else the rest; IPv6 prefixes counted from bit 32, past
-// a shared prefix such as 2001:db8::/32), and each group becomes a tree whose
+// a shared prefix such as 2001:db8::/32; in sets of more than 8192 entries
+// the two groups of 8 bits or more join the two of 16 or more, so that
+// ClassBench-style sets make two trees there rather than four: a walk and
+// a leaf scan fewer per packet, for longer leaves and more copies), and
+// each group becomes a tree whose
 // nodes take k bits of one field (an address's high word, the protocol or a
 // port) and name a child per value, down to leaves of at most 8 entries
 // (16 in sets of more than 8192 entries; more where no cut separates

@@ -32,7 +32,9 @@ import (
 // prefix of at least treeSmallBits bits, one for the others with such a
 // destination prefix, one each for a source and then a destination prefix
 // of at least half that, one for the rest (IPv6 prefixes counted from bit
-// 32); empty groups make no tree. A packet walks every tree and the
+// 32); empty groups make no tree. In sets of more than treeBigEntries
+// entries the two groups of half-long prefixes join the first two (see
+// treeJoin). A packet walks every tree and the
 // best-ranked entry that holds wins: entries are numbered in decision order,
 // so the lowest number found.
 //
@@ -54,6 +56,22 @@ const (
 	// 16, so small sets keep 8.
 	treeBinthBig   = 16
 	treeBigEntries = 8192
+	// treeJoin: in sets of more than treeBigEntries entries, the group of
+	// source prefixes of treeSmallBits/2 bits or more joins the tree of
+	// long source prefixes, and that of such destination prefixes the tree
+	// of long destination prefixes: ClassBench-style sets make two trees
+	// instead of four. A walk and a leaf scan fewer per packet cost less
+	// than the longer leaves and the copies the joined entries add: fresh
+	// 5-tuple bursts at 10k rules took 0.79-0.85 of the time, at 100k
+	// 0.91-0.98, Decide 0.90 and 0.97-1.01 (old and new table alternated
+	// burst by burst in one process, thread CPU time), for 3.10 -> 3.38
+	// MiB and 31.8 -> 42.6 MiB (records 473k -> 756k at 100k; a packet
+	// scans 9.6 records instead of 11.3 at 10k and 14.1 at 100k). Joining
+	// only the destination groups was 0.89-0.91 and 0.96-0.97; one tree
+	// for both half-long groups was 1.05-1.08 and 1.41 (104 MiB at 100k);
+	// a fifth tree, the source prefixes of 16-23 bits apart from the
+	// longer ones, 1.09-1.13 and 1.17 (24.4 MiB).
+	treeJoin = true
 	// treeMaxDepth bounds a walk; a node that deep is a leaf whatever its size.
 	treeMaxDepth = 16
 	// treeMaxCut is the most bits one node cuts (65536 children).
@@ -163,6 +181,7 @@ func (t *Table) buildTrees(all []bentry) *trees {
 	es := make([]tbEnt, len(all))
 	var parts [maxTrees][]int32
 	tr.top6 = v6Tops(all)
+	join := treeJoin && len(all) > treeBigEntries
 	for i := range all {
 		b := &all[i]
 		e := b.compact()
@@ -192,18 +211,21 @@ func (t *Table) buildTrees(all []bentry) *trees {
 		if fam == rule.IPv6 {
 			sp, dp = sp-32, dp-32
 		}
+		k := 4
 		switch {
 		case sp >= treeSmallBits:
-			parts[0] = append(parts[0], int32(i))
+			k = 0
 		case dp >= treeSmallBits:
-			parts[1] = append(parts[1], int32(i))
+			k = 1
 		case sp >= treeSmallBits/2:
-			parts[2] = append(parts[2], int32(i))
+			k = 2
 		case dp >= treeSmallBits/2:
-			parts[3] = append(parts[3], int32(i))
-		default:
-			parts[4] = append(parts[4], int32(i))
+			k = 3
 		}
+		if join && k < 4 {
+			k &= 1 // 2 joins 0, 3 joins 1
+		}
+		parts[k] = append(parts[k], int32(i))
 	}
 	b := &treeBuilder{es: es, tr: tr, budget: treeMaxRecords*len(all) + treeRecordSlack, binth: treeBinth}
 	if len(all) > treeBigEntries {

@@ -265,8 +265,10 @@ func TestTreeBurstHeldRecords(t *testing.T) {
 }
 
 // TestTreesBigLeaves: a set of more than treeBigEntries entries is cut
-// down to leaves of treeBinthBig (some leaves longer than treeBinth), and
-// decides as the reference does on both burst paths.
+// down to leaves of treeBinthBig (some leaves longer than treeBinth), its
+// groups of half-long prefixes join the long ones (treeJoin: two trees
+// where a smaller ClassBench-style set makes four), and it decides as the
+// reference does on both burst paths.
 func TestTreesBigLeaves(t *testing.T) {
 	set := traffic.ClassBenchRules(6000, 6000)
 	tab, err := compile(set, treesForce)
@@ -275,6 +277,29 @@ func TestTreesBigLeaves(t *testing.T) {
 	}
 	if tab.tr == nil || len(tab.tr.ents) <= treeBigEntries {
 		t.Fatalf("trees %v, %d entries: want trees of more than %d", tab.tr != nil, len(tab.tr.ents), treeBigEntries)
+	}
+	small, err := compile(traffic.ClassBenchRules(6000, 1000), treesForce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tab.tr.t) != 2 || small.tr == nil || len(small.tr.t) != 4 {
+		t.Fatalf("%d trees for %d entries, %v for 1000 rules: want 2 and 4", len(tab.tr.t), len(tab.tr.ents), small.tr != nil && len(small.tr.t) == 4)
+	}
+	// Every entry is in the tree of its group: the source tree holds the
+	// entries with a source prefix of 8 bits or more, unless the
+	// destination's is 16 or more and the source's under 16.
+	for ti := range tab.tr.t {
+		d := &tab.tr.t[ti]
+		for _, r := range d.rec {
+			if r.ent == treeNoRank {
+				continue
+			}
+			e := &tab.tr.ents[r.ent]
+			src := e.srcLen >= treeSmallBits || e.srcLen >= treeSmallBits/2 && e.dstLen < treeSmallBits
+			if src != (ti == 0) {
+				t.Fatalf("entry %d (source /%d, destination /%d) in tree %d", r.ent, e.srcLen, e.dstLen, ti)
+			}
+		}
 	}
 	long := 0
 	for i := range tab.tr.t {
