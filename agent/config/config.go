@@ -656,7 +656,7 @@ func (c *Config) checkAPI(p *problems, readFiles bool) {
 	// goes through the same functions, so check and run agree.
 	ap := &c.API
 	if ap.TCP != "" {
-		if a, err := netip.ParseAddrPort(ap.TCP); err != nil {
+		if a, err := netip.ParseAddrPort(ap.TCP); err != nil || a.Port() == 0 {
 			p.bad("api.tcp", ap.TCP, "must be ip:port (port 1-65535)")
 		} else if !a.Addr().Unmap().IsLoopback() && !ap.TLS() {
 			p.bad("api.tcp", ap.TCP, "not a loopback address, and the bearer token would cross the network in clear text: set api.tls_cert_file and api.tls_key_file, or listen on 127.0.0.1 or [::1]")

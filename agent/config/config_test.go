@@ -84,6 +84,7 @@ func TestRefused(t *testing.T) {
 		{"api:\n  sockit: /x\n", "x:2: api.sockit: unknown key"},
 		{"api: {tcp: 127.0.0.1:80}\n", `api.token_file: required`},
 		{"api: {tcp: localhost, token_file: t}\n", `api.tcp "localhost": must be ip:port`},
+		{"api: {tcp: '127.0.0.1:0', token_file: t}\n", `api.tcp "127.0.0.1:0": must be ip:port (port 1-65535)`},
 		{"flowspec: {enabled: true, asn: 1, router_id: 1.2.3.4}\n", "flowspec.neighbors: at least one"},
 		{"flowspec: {enabled: true, asn: 1, router_id: '::1', neighbors: [{address: 1.2.3.4, asn: 2}]}\n", `flowspec.router_id "::1"`},
 		{"flowspec: {enabled: true, asn: 1, router_id: 1.1.1.1, on_session_down: forget, neighbors: [{address: x, asn: 2}]}\n", `flowspec.neighbors[0].address "x"`},
