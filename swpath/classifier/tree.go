@@ -79,6 +79,18 @@ const (
 	// treeSpace bounds replication at a node: its children hold at most
 	// treeSpace times its entries (HiCuts' spfac), plus the child count.
 	treeSpace = 4
+	// treeSpaceBig is treeSpace for sets of more than treeBigEntries
+	// entries (with treeJoin): narrower cuts, deeper trees, fewer copies.
+	// Fresh 5-tuple bursts at 10k ClassBench-style rules took 0.84-0.91
+	// of the time with 4, at 100k 0.94-1.02, Decide 0.88 and 0.91-1.04
+	// (the two tables alternated burst by burst in one process, thread
+	// CPU time), for 3.38 -> 2.54 MiB and 42.6 -> 30.7 MiB (records 756k
+	// -> 479k at 100k). 3 was 0.91-0.93 and 0.97-0.99; 8 1.08 and
+	// 0.99-1.03; 2 with leaves of 12 0.98-1.00 and 0.96-0.99 against 2
+	// with 16 (35.3 MiB), with leaves of 24 0.90-0.94 and 0.96 against 4
+	// with 16 (26.4 MiB); the progress bound (treeProgress) of 4 or 16
+	// changed nothing.
+	treeSpaceBig = 2
 	// treeSmallBits: an address prefix this long or longer is "small".
 	treeSmallBits = 16
 	// treeMaxRecords: a set whose trees would hold more leaf records than
@@ -227,9 +239,9 @@ func (t *Table) buildTrees(all []bentry) *trees {
 		}
 		parts[k] = append(parts[k], int32(i))
 	}
-	b := &treeBuilder{es: es, tr: tr, budget: treeMaxRecords*len(all) + treeRecordSlack, binth: treeBinth}
+	b := &treeBuilder{es: es, tr: tr, budget: treeMaxRecords*len(all) + treeRecordSlack, binth: treeBinth, space: treeSpace}
 	if len(all) > treeBigEntries {
-		b.binth = treeBinthBig
+		b.binth, b.space = treeBinthBig, treeSpaceBig
 	}
 	for _, p := range parts {
 		if len(p) == 0 {
@@ -289,6 +301,7 @@ type treeBuilder struct {
 	d      *dtree
 	budget int  // leaf records left to place
 	binth  int  // a node of at most this many entries is a leaf
+	space  int  // replication bound (treeSpace)
 	failed bool // a leaf too long, or the budget spent: the build stops
 	diff   []int32
 }
@@ -343,7 +356,7 @@ func (b *treeBuilder) node(ids []int32, cut [nfields]uint8, depth int) uint64 {
 	// at most treeSpace times the entries; then the field whose largest
 	// child is smallest (ties: fewest copies).
 	bestF, bestK, bestMax, bestSum := -1, uint8(0), len(ids), 0
-	limit := treeSpace*len(ids) + 16
+	limit := b.space*len(ids) + 16
 	kmax := uint8(min(treeMaxCut, bits.Len(uint(2*len(ids)))))
 	for fi, fd := range tfields {
 		rem := fd.hi - fd.lo - cut[fi]

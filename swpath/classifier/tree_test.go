@@ -2,6 +2,7 @@ package classifier
 
 import (
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
@@ -265,7 +266,8 @@ func TestTreeBurstHeldRecords(t *testing.T) {
 }
 
 // TestTreesBigLeaves: a set of more than treeBigEntries entries is cut
-// down to leaves of treeBinthBig (some leaves longer than treeBinth), its
+// down to leaves of treeBinthBig (some leaves longer than treeBinth) with
+// cuts that copy entries at most treeSpaceBig times, its
 // groups of half-long prefixes join the long ones (treeJoin: two trees
 // where a smaller ClassBench-style set makes four), and it decides as the
 // reference does on both burst paths.
@@ -313,6 +315,23 @@ func TestTreesBigLeaves(t *testing.T) {
 	if long == 0 {
 		t.Fatalf("no leaf of %d-%d records", treeBinth+1, treeBinthBig)
 	}
+	// Every cut keeps within treeSpaceBig: a node of n entries cutting k
+	// bits gives its children at most treeSpaceBig*n + 16 entries, the
+	// builder's count (2^k, plus 2^(k-p) for an entry whose prefix covers
+	// p of the k bits). A node's entries are those of its parent that
+	// agree with the child's index on the bits their masks cover.
+	for ti := range tab.tr.t {
+		d := &tab.tr.t[ti]
+		seen := map[uint32]bool{}
+		var ids []uint32
+		for _, r := range d.rec {
+			if r.ent != treeNoRank && !seen[r.ent] { // not a block's padding
+				seen[r.ent] = true
+				ids = append(ids, r.ent)
+			}
+		}
+		checkTreeSpace(t, tab, d, d.root, ids, treeSpaceBig)
+	}
 	pkts := 3000
 	if testing.Short() {
 		pkts = 1000
@@ -321,6 +340,36 @@ func TestTreesBigLeaves(t *testing.T) {
 	fs := parseAll(g.Frames(pkts))
 	if m := checkAgainstReference(t, "classbench 6000", set, fs); m < len(fs)/5 {
 		t.Errorf("only %d of %d packets matched", m, len(fs))
+	}
+}
+
+// checkTreeSpace checks the replication bound space at node n of d and
+// below, ids being the entries that reach n.
+func checkTreeSpace(t *testing.T, tab *Table, d *dtree, n uint64, ids []uint32, space int) {
+	t.Helper()
+	if n&treeLeaf != 0 {
+		return
+	}
+	w, shift, cm := n>>56&3, n>>48&63, n>>32&0xffff
+	k := bits.Len64(cm)
+	sum := 1 << k
+	kids := make([][]uint32, cm+1)
+	for _, id := range ids {
+		e := &tab.tr.ents[id]
+		val := [3]uint64{e.srcHi, e.dstHi, e.misc}[w]
+		mask := [3]uint64{hiMask(e.srcLen), hiMask(e.dstLen), e.miscMask}[w] >> shift & cm
+		sum += 1 << (k - bits.OnesCount64(mask))
+		for c := range kids {
+			if (uint64(c)^val>>shift)&mask == 0 {
+				kids[c] = append(kids[c], id)
+			}
+		}
+	}
+	if sum > space*len(ids)+16 {
+		t.Fatalf("a node of %d entries cuts %d bits of word %d: %d > %d*%d+16", len(ids), k, w, sum, space, len(ids))
+	}
+	for c := range kids {
+		checkTreeSpace(t, tab, d, d.nodes[uint32(n)+uint32(c)], kids[c], space)
 	}
 }
 
