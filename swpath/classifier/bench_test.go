@@ -440,3 +440,59 @@ func interleave3(b *testing.B, n int, run func(v, o int)) (cpu [3]int64, pkts in
 	b.StopTimer()
 	return cpu, pkts
 }
+
+// BenchmarkSmallBursts: BenchmarkWorkerFlood's flood of new 5-tuples in
+// bursts of a few packets, as a receive queue polled before it fills
+// hands them over: Table.Decide a packet at a time, Table.DecideBurst and
+// a Worker (its cache off) in bursts of the given size, alternated in one
+// process (interleave3). No burst should cost more a packet than Decide.
+func BenchmarkSmallBursts(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		set := traffic.ClassBenchRules(uint64(n), n)
+		g := traffic.NewGenerator(traffic.Config{Seed: 99, Rules: set, RuleFraction: 0.95})
+		fs := make([]rule.Fields, 1<<18)
+		lens := make([]uint32, len(fs))
+		var buf []byte
+		for i := range fs {
+			buf = g.Next(buf[:0])
+			packet.Parse(buf, &fs[i])
+			lens[i] = uint32(len(buf))
+		}
+		c, err := New(set)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tab := c.Table()
+		for _, size := range []int{1, 2, 4, 8, 16} {
+			b.Run(fmt.Sprintf("rules=%dk/burst=%d", n/1000, size), func(b *testing.B) {
+				w := c.NewWorker()
+				defer w.Close()
+				w.cache.off = true
+				ids := make([]int32, size)
+				res := make([]Result, size)
+				sink := 0
+				cpu, pkts := interleave3(b, len(fs), func(v, o int) {
+					for p := o; p < o+burstSize; p += size {
+						switch v {
+						case 0:
+							for i := p; i < p+size; i++ {
+								sink += tab.Decide(&fs[i])
+							}
+						case 1:
+							tab.DecideBurst(fs[p:p+size], ids)
+						case 2:
+							w.ClassifyBurst(fs[p:p+size], lens[p:p+size], res)
+						}
+					}
+				})
+				b.ReportMetric(float64(cpu[0])/float64(pkts), "decide-cpu-ns/pkt")
+				b.ReportMetric(float64(cpu[1])/float64(pkts), "table-cpu-ns/pkt")
+				b.ReportMetric(float64(cpu[2])/float64(pkts), "worker-cpu-ns/pkt")
+				b.ReportMetric(0, "ns/op")
+				if sink == -1 {
+					b.Log(sink)
+				}
+			})
+		}
+	}
+}

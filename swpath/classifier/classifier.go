@@ -233,6 +233,7 @@ type Worker struct {
 	// the flow cache missed (their fields, position in the burst, and
 	// cache set and key).
 	jobs     []stagedProbe
+	tree     *treeScratch // the tree walk's, of a group of packets
 	missFs   []rule.Fields
 	missAt   []int32
 	missSet  []uint32
@@ -443,12 +444,13 @@ func (w *Worker) ClassifyBurst(fs []rule.Fields, lens []uint32, out []Result) {
 	}
 	if w.jobs == nil {
 		w.jobs = make([]stagedProbe, stagedJobs)
+		w.tree = new(treeScratch)
 	}
 	ids := w.ids[:len(fs)]
 	probes, hits := 0, 0
 	useCache := w.cache.begin(t, len(fs))
 	if !useCache {
-		probes = t.decideBurst(fs, ids, w.jobs)
+		probes = t.decideBurst(fs, ids, w.jobs, w.tree)
 	} else {
 		if cap(w.missFs) < len(fs) {
 			w.missFs = make([]rule.Fields, len(fs))
@@ -471,7 +473,7 @@ func (w *Worker) ClassifyBurst(fs []rule.Fields, lens []uint32, out []Result) {
 		}
 		if nm > 0 {
 			res := w.missIds[:nm]
-			probes = t.decideBurst(w.missFs[:nm], res, w.jobs)
+			probes = t.decideBurst(w.missFs[:nm], res, w.jobs, w.tree)
 			for j, at := range w.missAt[:nm] {
 				ids[at] = res[j]
 				w.cache.insert(w.missSet[j], &w.missKeys[j], res[j])

@@ -200,10 +200,10 @@ func (t *Table) Verdict(i int) Verdict {
 func (t *Table) DecideBurst(fs []rule.Fields, out []int32) int {
 	out = out[:len(fs)]
 	if t.tr != nil {
-		return t.treeBurst(fs, out)
+		return t.treeBurst(fs, out, nil)
 	}
 	if t.pt != nil {
-		return t.patchBurst(fs, out, nil)
+		return t.patchBurst(fs, out, nil, nil)
 	}
 	if len(t.tables) == 1 {
 		return t.decideSingle(fs, out)
@@ -217,12 +217,12 @@ func (t *Table) DecideBurst(fs []rule.Fields, out []int32) int {
 
 // decideBurst is DecideBurst with the staged lookup's scratch supplied (a
 // Worker's), so that it is not cleared on every call.
-func (t *Table) decideBurst(fs []rule.Fields, out []int32, jobs []stagedProbe) int {
+func (t *Table) decideBurst(fs []rule.Fields, out []int32, jobs []stagedProbe, tree *treeScratch) int {
 	if t.tr != nil {
-		return t.treeBurst(fs, out)
+		return t.treeBurst(fs, out, tree)
 	}
 	if t.pt != nil {
-		return t.patchBurst(fs, out, jobs)
+		return t.patchBurst(fs, out, jobs, tree)
 	}
 	if len(t.tables) == 1 {
 		return t.decideSingle(fs, out[:len(fs)])

@@ -533,14 +533,14 @@ func (t *Table) patchLookup(f *rule.Fields) (uint64, int32, int) {
 
 // patchBurst is decideBurst on a patched table (jobs nil: DecideBurst's
 // own scratch).
-func (t *Table) patchBurst(fs []rule.Fields, out []int32, jobs []stagedProbe) int {
+func (t *Table) patchBurst(fs []rule.Fields, out []int32, jobs []stagedProbe, tree *treeScratch) int {
 	p := t.pt
 	out = out[:len(fs)]
 	var n int
 	if jobs == nil {
 		n = p.base.DecideBurst(fs, out)
 	} else {
-		n = p.base.decideBurst(fs, out, jobs)
+		n = p.base.decideBurst(fs, out, jobs, tree)
 	}
 	if p.ov == nil {
 		for i := range fs {

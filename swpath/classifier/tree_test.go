@@ -434,3 +434,57 @@ func TestTreesIPv6TopBits(t *testing.T) {
 		}
 	}
 }
+
+// TestTreeBurstSizes: the trees' group walk decides bursts of every size
+// as Decide does, single packets (which take the single-packet walk),
+// groups that end mid-burst, and one scratch reused by every burst (a
+// worker's) as well as DecideBurst's own.
+func TestTreeBurstSizes(t *testing.T) {
+	set := traffic.ClassBenchRules(5, 2000)
+	c, err := New(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := c.Table()
+	if tab.tr == nil {
+		t.Fatal("no trees")
+	}
+	tab.tr.walk, tab.tr.vec = false, false // the group walk, whatever the size chose
+	g := traffic.NewGenerator(traffic.Config{Seed: 8, Rules: set, RuleFraction: 0.9})
+	fs := parseAll(g.Frames(4000))
+	lens := make([]uint32, len(fs))
+	want := make([]int32, len(fs))
+	for i := range fs {
+		want[i] = int32(tab.Decide(&fs[i]))
+		lens[i] = 64
+	}
+	sizes := []int{1, 2, 3, 5, 64, 127, 128, 129, 200, 256, 1}
+	w := c.NewWorker()
+	defer w.Close()
+	w.cache.off = true
+	sc := new(treeScratch)
+	out := make([]int32, 256)
+	res := make([]Result, 256)
+	for k, i := 0, 0; i < len(fs); k++ {
+		n := min(sizes[k%len(sizes)], len(fs)-i)
+		for api := range 3 {
+			switch api {
+			case 0:
+				tab.treeBurst(fs[i:i+n], out, sc)
+			case 1:
+				tab.DecideBurst(fs[i:i+n], out)
+			default:
+				w.ClassifyBurst(fs[i:i+n], lens[i:i+n], res)
+				for j := range n {
+					out[j] = res[j].Rule
+				}
+			}
+			for j := range n {
+				if out[j] != want[i+j] {
+					t.Fatalf("api %d, burst of %d at %d: packet %d decided %d, Decide %d", api, n, i, i+j, out[j], want[i+j])
+				}
+			}
+		}
+		i += n
+	}
+}
