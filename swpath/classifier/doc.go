@@ -107,7 +107,11 @@
 // groups of 128 packets, tree by tree and level by level (every packet's
 // load of one level before any of the next, so their cache misses
 // overlap), reads the first
-// record of every leaf, then scans the leaves. With the hash tables: for
+// record of every leaf, then scans the leaves; the group walk's working
+// memory (about 13 KiB) is the worker's, as clearing it on the stack cost
+// a burst of one packet twice its Decide, and DecideBurst, which has no
+// worker, walks bursts of fewer than 4 packets one at a time. With the
+// hash tables: for
 // small sets (prefilter hash at most 64 KiB, as about 1k ClassBench-style
 // rules) DecideBurst is the single-packet walk in
 // a loop, which was the faster there. For bigger ones it is staged over
@@ -132,7 +136,11 @@
 // it adds with plain loads and stores, once per packet (once per rule hit
 // and burst for sets of at most 64 rules), and Snapshot reads them with
 // atomic loads; under the race detector and on 32-bit processors the adds
-// are atomic.
+// are atomic. A burst first lists the packets some rule decided, without
+// a branch (on a flood about half pass, and a branch on it was
+// mispredicted for about every other packet), then adds them. The
+// worker's statistics (packets, tables probed, cache hits) are added the
+// same way.
 // Counters are keyed by rule ID: a rule kept across a Swap keeps its counts;
 // a rule whose ID leaves the set loses them (read them with Snapshot before
 // the Swap), and an ID added again later starts from zero. The counter slot
