@@ -417,7 +417,7 @@ func (w *Worker) Classify(f *rule.Fields, length uint32) Result {
 		}
 		w.cache.end(hits, 1)
 	} else {
-		_, r, n = t.lookup(f)
+		r, n = t.lookup(f)
 	}
 	w.note(t, *w.ctr.Load(), r, length)
 	w.packets.add(1)
@@ -516,7 +516,7 @@ func (w *Worker) ClassifyFrames(frames [][]byte, out []Result) {
 				hits++
 			}
 		} else {
-			_, r, n = t.lookup(f)
+			r, n = t.lookup(f)
 		}
 		probes += n
 		v := Pass

@@ -213,7 +213,7 @@ func (c *flowCache) decide(t *Table, f *rule.Fields) (r int32, probes int, hit b
 		set[0], set[1] = set[1], set[0]
 		return set[0].rule, 0, true
 	}
-	_, r, probes = t.lookup(f)
+	r, probes = t.lookup(f)
 	set[1] = set[0]
 	set[0] = cacheEntry{k, r, true}
 	return r, probes, false

@@ -93,10 +93,10 @@ func (t *Table) scanSlot(s *slot, f *rule.Fields, sd, misc uint64) (uint64, int3
 	return noRank, -1
 }
 
-// lookup returns the rank and rule of the deciding entry (noRank, -1 when
-// none) and how many hash tables it probed. The key stays in five locals so
+// lookup returns the rule of the deciding entry (-1 when none) and how
+// many hash tables it probed. The key stays in five locals so
 // that the compiler keeps it in registers.
-func (t *Table) lookup(f *rule.Fields) (uint64, int32, int) {
+func (t *Table) lookup(f *rule.Fields) (int32, int) {
 	if t.tr != nil {
 		if t.tr.vec {
 			return t.treeLookupVec(f)
@@ -110,9 +110,9 @@ func (t *Table) lookup(f *rule.Fields) (uint64, int32, int) {
 }
 
 // tssLookup is lookup with the hash tables.
-func (t *Table) tssLookup(f *rule.Fields) (uint64, int32, int) {
+func (t *Table) tssLookup(f *rule.Fields) (int32, int) {
 	if f.Family == 0 {
-		return noRank, -1, 0
+		return -1, 0
 	}
 	s0, s1, d0, d1 := f.Src.Hi, f.Src.Lo, f.Dst.Hi, f.Dst.Lo
 	misc := miscWord(f)
@@ -165,7 +165,7 @@ func (t *Table) tssLookup(f *rule.Fields) (uint64, int32, int) {
 			break
 		}
 	}
-	return best, bestRule, probes
+	return bestRule, probes
 }
 
 // Decide returns the index of the deciding rule for f in the compiled set,
@@ -176,13 +176,13 @@ func (t *Table) Decide(f *rule.Fields) int {
 		best, _ := t.vecEntry(f)
 		return int(tr.vecRule(best))
 	}
-	_, r, _ := t.lookup(f)
+	r, _ := t.lookup(f)
 	return int(r)
 }
 
 // Probes returns how many hash tables a lookup of f probes.
 func (t *Table) Probes(f *rule.Fields) int {
-	_, _, n := t.lookup(f)
+	_, n := t.lookup(f)
 	return n
 }
 

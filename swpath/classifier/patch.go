@@ -507,7 +507,7 @@ func (p *patch) decide(f *rule.Fields, bi int32) (uint64, int) {
 	if p.ov == nil {
 		return best, 0
 	}
-	_, oi, n := p.ov.lookup(f)
+	oi, n := p.ov.lookup(f)
 	if oi >= 0 {
 		best = min(best, p.okey[oi])
 	}
@@ -522,13 +522,13 @@ func keyRule(k uint64) int32 {
 	return int32(uint32(k))
 }
 
-// patchLookup is lookup on a patched table: the key of the deciding rule
-// (its rank in the new set), the rule, and the tables probed.
-func (t *Table) patchLookup(f *rule.Fields) (uint64, int32, int) {
+// patchLookup is lookup on a patched table: the deciding rule and the
+// tables probed.
+func (t *Table) patchLookup(f *rule.Fields) (int32, int) {
 	p := t.pt
-	_, bi, n := p.base.lookup(f)
+	bi, n := p.base.lookup(f)
 	k, m := p.decide(f, bi)
-	return k, keyRule(k), n + m
+	return keyRule(k), n + m
 }
 
 // patchBurst is decideBurst on a patched table (jobs nil: DecideBurst's

@@ -72,7 +72,7 @@ func (t *Table) decideStaged(fs []rule.Fields, out []int32, jobs []stagedProbe) 
 	if len(t.tables) > maxStagedTables || t.burstWalk {
 		probes := 0
 		for i := range fs {
-			_, r, n := t.lookup(&fs[i])
+			r, n := t.lookup(&fs[i])
 			out[i] = r
 			probes += n
 		}

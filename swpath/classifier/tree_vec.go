@@ -174,16 +174,9 @@ func leafScan4Go(sd, misc uint64, flags uint32, b0, b1, b2, b3 *sblock) (best, c
 }
 
 // treeLookupVec is treeLookup for trees with blocks (at most four).
-func (t *Table) treeLookupVec(f *rule.Fields) (uint64, int32, int) {
+func (t *Table) treeLookupVec(f *rule.Fields) (int32, int) {
 	best, n := t.vecEntry(f)
-	// Without a branch on whether a rule matched (about half the
-	// packets of a flood do).
-	e := &t.tr.ents[min(best, uint32(len(t.tr.ents)-1))]
-	rank, rl := e.rank, e.rule
-	if best == treeNoRank {
-		rank, rl = noRank, -1
-	}
-	return rank, rl, n
+	return t.tr.vecRule(best), n
 }
 
 // vecRule returns the rule of entry best (vecEntry's), -1 for
