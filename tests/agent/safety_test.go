@@ -516,9 +516,11 @@ func TestCheckAgreesWithRun(t *testing.T) {
 		name, text, want string
 		checkOK          bool // a run-time failure `config check` cannot see (a port in use)
 	}{
-		{"missing token file", base + "software: {engine: dv}\napi: {socket: " + sock + ", tcp: '127.0.0.1:0', token_file: " + dir + "/nonexistent}\n",
+		// api.tcp names a port (port 0 is refused), one in use: the start
+		// must stop at the token before it tries to listen.
+		{"missing token file", base + "software: {engine: dv}\napi: {socket: " + sock + ", tcp: '" + busy.Addr().String() + "', token_file: " + dir + "/nonexistent}\n",
 			`api.token_file "` + dir + `/nonexistent": stat`, false},
-		{"empty token file", base + "software: {engine: dv}\napi: {socket: " + sock + ", tcp: '127.0.0.1:0', token_file: " + empty + "}\n",
+		{"empty token file", base + "software: {engine: dv}\napi: {socket: " + sock + ", tcp: '" + busy.Addr().String() + "', token_file: " + empty + "}\n",
 			`api.token_file "` + empty + `": empty`, false},
 		{"metrics port out of range", base + "software: {engine: dv}\napi: {socket: " + sock + "}\nmetrics: {listen: '127.0.0.1:99999'}\n",
 			`metrics.listen "127.0.0.1:99999"`, false},
