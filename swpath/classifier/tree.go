@@ -500,10 +500,12 @@ func (t *Table) recRest(r *trec, f *rule.Fields, misc uint64) bool {
 // treeLookupVec). The rule comes from the deciding record, not from its
 // entry in ents: no caller needs the entry's rank, and that load waited
 // on the scan and missed the cache in big sets (ents of 10k and 100k
-// entries). Old and new alternated on fresh 5-tuples in one process
-// (thread CPU time, pinned): 0.76 of the time at 10k ClassBench-style
-// rules, 0.89 at 100k, 0.96 at 1k (trees with blocks) and 1.00 at 1k in
-// the purego build.
+// entries). Old and new alternated on fresh 5-tuples in one process,
+// 32768 packets each in turn (thread CPU time, pinned): 0.86-0.88 of the
+// time at 10k ClassBench-style rules and 0.92 at 100k, where old against
+// old gave 1.04 and 1.005-1.05; 1k no change. (Alternated every 2048
+// packets it looked better, 0.76 and 0.89: the old lookup paid for
+// cache lines of ents the new one had let go.)
 func (t *Table) treeLookup(f *rule.Fields) (int32, int) {
 	if f.Family == 0 {
 		return -1, 0
