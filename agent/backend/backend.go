@@ -147,7 +147,7 @@ func NewSim(cfg *config.Config, scale float64) (*sim.NIC, error) {
 // qdisc) is reported to Watch as the qdisc monitor reports a deleted
 // qdisc.
 func SimPaths(n *sim.NIC) daemon.Paths {
-	return daemon.Paths{HW: n.HW(), SW: n.SW(), Watch: func(ctx context.Context, lost func(string)) error {
+	return daemon.Paths{HW: n.HW(), SW: n.SW(), Watch: func(lost func(string)) func(context.Context) error {
 		flushed := make(chan struct{}, 1)
 		n.Device().OnFlush(func() {
 			select {
@@ -155,12 +155,14 @@ func SimPaths(n *sim.NIC) daemon.Paths {
 			default:
 			}
 		})
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-flushed:
-				lost("simulated flow table flushed (qdisc deleted)")
+		return func(ctx context.Context) error {
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-flushed:
+					lost("simulated flow table flushed (qdisc deleted)")
+				}
 			}
 		}
 	}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/agent/sim"
@@ -104,5 +105,36 @@ func TestPathsFromConfig(t *testing.T) {
 		if _, err := Paths(ctx, &b); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%s/%s: err %v, want one naming %s", bad.backend, bad.engine, err, bad.want)
 		}
+	}
+}
+
+// A flush of the simulated table after Watch returns is reported even
+// when it comes before the watch loop runs: the agent subscribes before
+// placement starts, so a qdisc deleted while the first rules go in is not
+// missed (the loop's goroutine may start after the placer's has placed
+// them).
+func TestSimWatchSubscribesBeforeItRuns(t *testing.T) {
+	n, err := sim.New(sim.Options{HWEntries: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	lost := make(chan string, 4)
+	run := SimPaths(n).Watch(func(r string) { lost <- r })
+	n.Device().Flush() // before the loop runs
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	select {
+	case r := <-lost:
+		if !strings.Contains(r, "flushed") {
+			t.Errorf("lost(%q), want the flush named", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a flush between Watch and its loop was not reported")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -71,11 +71,15 @@ type Paths struct {
 	SW dataplane.SW
 	// Close releases them (may be nil).
 	Close func() error
-	// Watch, if set, runs until ctx ends and calls lost whenever the
-	// hardware table may have lost scrubd's entries (the clsact qdisc
-	// deleted: OVS restarting); the placer then re-reads the table and
-	// reinstalls what is missing.
-	Watch func(ctx context.Context, lost func(reason string)) error
+	// Watch, if set, subscribes to what tells that the hardware table
+	// may have lost scrubd's entries (the clsact qdisc deleted: OVS
+	// restarting) and returns the loop that calls lost for each, run
+	// until ctx ends; the placer then re-reads the table and reinstalls
+	// what is missing. It subscribes before it returns, and the agent
+	// calls it before placement starts: a loss while the first rules go
+	// in is reported, not missed (placement's first pass reads the table,
+	// so a loss before the call is seen too).
+	Watch func(lost func(reason string)) (run func(ctx context.Context) error)
 	// Run, if set, runs until ctx ends: the dataplane's own background
 	// work (the XDP engine's cost sampling, the simulated NIC's traffic).
 	Run func(ctx context.Context, log *slog.Logger) error

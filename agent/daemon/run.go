@@ -275,12 +275,12 @@ func (a *agent) loadRuleFiles(rules config.LoadedRules) {
 // state), the hardware table's watch and the dataplane's own work.
 func (a *agent) startPlacement(g *errgroup.Group, ctx context.Context) {
 	if a.paths.Watch != nil && a.paths.HW != nil {
-		g.Go(func() error {
-			return a.paths.Watch(ctx, func(reason string) {
-				a.log.Warn("hardware table may have lost rules; resync requested", "reason", reason)
-				a.placer.RequestResync(reason)
-			})
+		// Subscribed here, before the placer's goroutine starts.
+		watch := a.paths.Watch(func(reason string) {
+			a.log.Warn("hardware table may have lost rules; resync requested", "reason", reason)
+			a.placer.RequestResync(reason)
 		})
+		g.Go(func() error { return watch(ctx) })
 	}
 	ptick := a.tick(a.cfg.Place.Interval)
 	g.Go(func() error { return a.placer.Run(ctx, a.st, ptick) })

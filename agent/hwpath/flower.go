@@ -31,9 +31,10 @@ const (
 // Flower is the tc flower hardware path on the devices of a config.
 type Flower struct {
 	HW dataplane.HW
-	// Watch runs until ctx ends and calls lost whenever an offload
-	// device's clsact qdisc is deleted (every filter goes with it).
-	Watch func(ctx context.Context, lost func(reason string)) error
+	// Watch subscribes to the deletions of an offload device's clsact
+	// qdisc (every filter goes with it) and returns the loop that calls
+	// lost for each, run until ctx ends (daemon.Paths.Watch).
+	Watch func(lost func(reason string)) (run func(ctx context.Context) error)
 	// Close closes the netlink socket.
 	Close func() error
 }
@@ -82,7 +83,7 @@ func NewFlower(cfg *config.Config) (Flower, error) {
 		Owner: offload.Owner{Chain: hwChain, PrioLo: hwPassPrioV4, PrioHi: hwPrioV6}, MaxEntries: cfg.Offload.MaxEntries, MaxMasks: cfg.Offload.MaxMasks,
 		MaxEntriesPerRule: cfg.Offload.MaxEntriesPerRule}, b)
 	return Flower{HW: hw, Close: closeAll,
-		Watch: func(ctx context.Context, lost func(string)) error { return watchQdisc(ctx, devs, lost) }}, nil
+		Watch: func(lost func(string)) func(context.Context) error { return watchQdisc(devs, lost) }}, nil
 }
 
 // dropCounters reads dev's ethtool statistics and keeps the drop counters
@@ -98,20 +99,24 @@ func dropCounters(et *devcheck.Ethtool, dev string) func(context.Context) (map[s
 	}
 }
 
-// watchQdisc follows the rtnetlink TC group: when the clsact (or ingress)
-// qdisc of an offload device (devs: by ifindex) is deleted (OVS deletes it when it
-// restarts, and every filter goes with it) it calls lost at once. Lost
+// watchQdisc joins the rtnetlink TC group now and returns the loop that
+// follows it: when the clsact (or ingress) qdisc of an offload device
+// (devs: by ifindex) is deleted (OVS deletes it when it restarts, and
+// every filter goes with it) it calls lost at once. A deletion after
+// watchQdisc returns is reported even if the loop starts later. Lost
 // notifications (ENOBUFS) count as a possible deletion too. A monitor that
 // cannot be opened is logged by the caller's lack of resyncs only: the
 // agent runs on without it.
-func watchQdisc(ctx context.Context, devs map[int]string, lost func(string)) error {
+func watchQdisc(devs map[int]string, lost func(string)) (run func(context.Context) error) {
 	m, err := tcflower.NewMonitor()
 	if err != nil {
 		lost("qdisc monitor unavailable (" + err.Error() + "): checking once")
-		return nil
+		return func(context.Context) error { return nil }
 	}
-	defer m.Close()
-	return followQdisc(ctx, m, devs, lost)
+	return func(ctx context.Context) error {
+		defer m.Close()
+		return followQdisc(ctx, m, devs, lost)
+	}
 }
 
 // followQdisc is watchQdisc's loop over an open monitor.
