@@ -65,7 +65,12 @@
 // (16 in sets of more than 8192 entries; more where no cut separates
 // them) in decision order. A packet walks
 // each tree to one leaf (a load per level) and scans it with the 32-byte
-// entry checks; the best-ranked entry found in any tree decides. For
+// entry checks, in leaf records that also hold the entry's index and rule
+// (40 bytes; 32 in trees of more than 1 MiB, whose records keep the
+// address mask as its two prefix lengths beside the entry's index, so
+// that a leaf of 16 records spans 8 cache lines instead of 10: sets of
+// 2^21-1 entries or more keep the hash tables); the best-ranked entry
+// found in any tree decides. For
 // IPv6 those checks hold bits 32-63 of the addresses, and two bits of the
 // packet's misc word say whether its addresses' top 32 bits are the set's
 // most common top of IPv6 prefixes of 32 bits or more (tree_v6.go): an

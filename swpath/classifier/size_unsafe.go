@@ -25,7 +25,7 @@ func (t *Table) memBytes() int {
 		n += len(tr.ents)*int(unsafe.Sizeof(entry{})) + 4*len(tr.vrule)
 		for i := range tr.t {
 			d := &tr.t[i]
-			n += treeBytes(len(d.nodes), len(d.rec)) + len(d.blk)*int(unsafe.Sizeof(sblock{}))
+			n += treeBytes(len(d.nodes), len(d.rec)) + len(d.crec)*int(unsafe.Sizeof(crec{})) + len(d.blk)*int(unsafe.Sizeof(sblock{}))
 		}
 	}
 	for i := range t.res {

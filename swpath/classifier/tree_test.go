@@ -5,6 +5,8 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"net/netip"
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/scrubd/scrubd/swpath/rule"
@@ -137,7 +139,7 @@ func TestTreesIPv6LikeIPv4(t *testing.T) {
 		}
 		_, nodes[i], recs[i] = tab.tr.stats()
 		for _, d := range tab.tr.t {
-			for _, r := range d.rec {
+			for _, r := range d.records() {
 				if r.miscMask&chkFullBit != 0 {
 					full[i]++
 				}
@@ -250,14 +252,14 @@ func TestTreeBurstHeldRecords(t *testing.T) {
 		for ti := range tab.tr.t {
 			d := &tab.tr.t[ti]
 			n := d.walk(&k)
-			for _, rc := range d.rec[uint32(n) : uint32(n)+uint32(n>>32)&0xffffff] {
+			for _, rc := range d.records()[uint32(n) : uint32(n)+uint32(n>>32)&0xffffff] {
 				if sd&rc.sdMask() == rc.sd && k[2]&rc.miscMask == rc.misc && rc.miscMask&chkFullBit != 0 {
 					listed++
 				}
 			}
 		}
 	}
-	if room := len(heldList{}.ent); listed <= room {
+	if room := len(heldList{}.key); listed <= room {
 		t.Fatalf("the first group lists %d records, no more than the list's %d", listed, room)
 	}
 	if matched := checkAgainstReference(t, "held records", set, fs); matched < 300 || matched > 900 {
@@ -292,7 +294,7 @@ func TestTreesBigLeaves(t *testing.T) {
 	// destination's is 16 or more and the source's under 16.
 	for ti := range tab.tr.t {
 		d := &tab.tr.t[ti]
-		for _, r := range d.rec {
+		for _, r := range d.records() {
 			if r.ent == treeNoRank {
 				continue
 			}
@@ -324,7 +326,7 @@ func TestTreesBigLeaves(t *testing.T) {
 		d := &tab.tr.t[ti]
 		seen := map[uint32]bool{}
 		var ids []uint32
-		for _, r := range d.rec {
+		for _, r := range d.records() {
 			if r.ent != treeNoRank && !seen[r.ent] { // not a block's padding
 				seen[r.ent] = true
 				ids = append(ids, r.ent)
@@ -486,5 +488,119 @@ func TestTreeBurstSizes(t *testing.T) {
 			}
 		}
 		i += n
+	}
+}
+
+// records returns d's leaf records as trec, the compact ones (crec)
+// expanded.
+func (d *dtree) records() []trec {
+	if d.crec == nil {
+		return d.rec
+	}
+	out := make([]trec, len(d.crec))
+	for j := range d.crec {
+		c := &d.crec[j]
+		out[j] = trec{sd: c.sd, sdm: c.sdMask(), misc: c.misc, miscMask: c.miscMask, ent: c.ent(), rule: c.rule}
+	}
+	return out
+}
+
+// toCompact converts the trees' leaf records to crec (trees without
+// blocks), so that the group walk can run on small trees; false when a
+// record has no compact form.
+func (tr *trees) toCompact() bool {
+	for i := range tr.t {
+		d := &tr.t[i]
+		d.crec = make([]crec, len(d.rec))
+		for j := range d.rec {
+			c, ok := crecOf(&d.rec[j])
+			if !ok {
+				return false
+			}
+			d.crec[j] = c
+		}
+		d.rec = nil
+	}
+	tr.compact = true
+	return true
+}
+
+// TestCompactRecords: a compact leaf record (crec) keeps the address mask
+// of every pair of prefix lengths, the entry and the rule, refuses masks
+// that are not two prefixes and entries past recMaxEnts, orders its keys
+// as its entries; the trees of sets that take the group walk hold only
+// compact records (32 bytes) and small ones only trec, and both decide
+// and match as the linear reference does.
+func TestCompactRecords(t *testing.T) {
+	if sz := reflect.TypeFor[crec]().Size(); sz != 32 {
+		t.Fatalf("crec is %d bytes, want 32", sz)
+	}
+	for s := range uint8(33) {
+		for d := range uint8(33) {
+			m := hiMask(s) | hiMask(d)>>32
+			for _, ent := range []uint32{0, 1, 12345, recMaxEnts - 1} {
+				r := trec{sd: 0x0a0b0c0d_c0a80001 & m, sdm: m, misc: 7, miscMask: chkFullBit | 0xff, ent: ent, rule: int32(ent) - 3}
+				c, ok := crecOf(&r)
+				if !ok {
+					t.Fatalf("/%d /%d entry %d: no compact form", s, d, ent)
+				}
+				back := trec{sd: c.sd, sdm: c.sdMask(), misc: c.misc, miscMask: c.miscMask, ent: c.ent(), rule: c.rule}
+				if back != r {
+					t.Fatalf("/%d /%d: %+v became %+v", s, d, r, back)
+				}
+			}
+		}
+	}
+	for _, m := range []uint64{0x00ff0000_00000000, 0xffffffff_0000ff00, 0x80000000_00000001, 0xfffffff7_ffffffff} {
+		if _, ok := crecOf(&trec{sdm: m}); ok {
+			t.Fatalf("mask %#x: a compact form", m)
+		}
+	}
+	if _, ok := crecOf(&trec{ent: recMaxEnts}); ok {
+		t.Fatal("entry recMaxEnts: a compact form")
+	}
+	lo, _ := crecOf(&trec{sdm: ^uint64(0), ent: 41})
+	hi, _ := crecOf(&trec{ent: 42})
+	if lo.key >= hi.key || hi.key >= recNoKey {
+		t.Fatalf("keys %#x (entry 41, longest mask), %#x (entry 42): out of order", lo.key, hi.key)
+	}
+
+	big := traffic.ClassBenchRules(6000, 10000)
+	for _, set := range []*rule.Set{big, traffic.ClassBenchRules(6000, 1000)} {
+		tab, err := compile(set, treesForce)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tab.tr
+		if tr == nil || tr.compact == tr.walk || tr.compact != (set == big) {
+			t.Fatalf("%d rules: trees %v, walk %v, compact %v (%d entries)", len(set.Rules), tr != nil, tr != nil && tr.walk, tr != nil && tr.compact, len(tab.tr.ents))
+		}
+		for i := range tr.t {
+			if d := &tr.t[i]; (len(d.crec) == 0) != (d.rec != nil) || (len(d.rec) == 0) != (d.crec != nil) {
+				t.Fatalf("%d rules, tree %d: %d trec and %d crec", len(set.Rules), i, len(d.rec), len(d.crec))
+			}
+		}
+		g := traffic.NewGenerator(traffic.Config{Seed: 17, Rules: set, RuleFraction: 0.95})
+		fs := parseAll(g.Frames(3000))
+		out := make([]int32, len(fs))
+		tab.DecideBurst(fs, out)
+		matched := 0
+		for i := range fs {
+			want := set.Decide(&fs[i])
+			if int(out[i]) != want || tab.Decide(&fs[i]) != want {
+				t.Fatalf("%d rules, packet %d: burst %d, Decide %d, reference %d", len(set.Rules), i, out[i], tab.Decide(&fs[i]), want)
+			}
+			got := tab.AppendMatching(nil, &fs[i])
+			slices.Sort(got)
+			if ref := refMatching(set, &fs[i]); !slices.Equal(got, ref) {
+				t.Fatalf("%d rules, packet %d: matching %v, reference %v", len(set.Rules), i, got, ref)
+			}
+			if want >= 0 {
+				matched++
+			}
+		}
+		if matched < len(fs)/4 {
+			t.Fatalf("%d rules: %d of %d packets matched", len(set.Rules), matched, len(fs))
+		}
 	}
 }

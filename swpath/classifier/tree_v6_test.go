@@ -120,7 +120,7 @@ func TestWithoutTop6(t *testing.T) {
 	}
 	full := 0
 	for _, d := range tab.tr.t {
-		for _, r := range d.rec {
+		for _, r := range d.records() {
 			if r.miscMask&chkFullBit != 0 && r.ent != treeNoRank {
 				full++
 			}

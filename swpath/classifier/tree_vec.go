@@ -279,7 +279,7 @@ func (t *Table) vecResolve(f *rule.Fields, sd, misc uint64, cur [4]uint64) uint3
 				if r.ent >= best {
 					break leaf
 				}
-				if r.miscMask >= chkPortsBit && !t.recRest(r, f, misc) {
+				if r.miscMask >= chkPortsBit && !t.recRest(r.miscMask, r.ent, f, misc) {
 					continue
 				}
 				best = r.ent
