@@ -160,31 +160,12 @@ func BenchmarkPlacementChange(b *testing.B) {
 					p := placement.New(placement.Config{MinDwell: time.Second}, simPath(4096), s, quiet(), time.Now)
 					ctx := context.Background()
 					p.ApplyStore(ctx, st)
-					one := func(i int) rule.Rule {
-						return rule.Rule{ID: fmt.Sprintf("one%d", i), Priority: 100, Action: rule.Drop,
-							Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), 32), Proto: []uint8{rule.ProtoUDP}}}
-					}
 					b.ReportAllocs()
-					i := 0
+					var ch change
 					var cpu time.Duration
-					var back rule.Rule // removemid: the rule to put back
 					for b.Loop() {
 						b.StopTimer()
-						if op == "removemid" {
-							removeMid(ctx, b, st, p, &back)
-						} else {
-							r := one(i)
-							i++
-							if _, err := st.Put("api", r); err != nil {
-								b.Fatal(err)
-							}
-							if op == "remove" {
-								p.ApplyStore(ctx, st)
-								if err := st.Delete("api", r.ID); err != nil {
-									b.Fatal(err)
-								}
-							}
-						}
+						ch.make(ctx, b, op, st, p)
 						b.StartTimer()
 						c0 := cputime.Process()
 						p.ApplyStore(ctx, st)
@@ -245,6 +226,35 @@ func BenchmarkRuleFind(b *testing.B) {
 // caller's timed round to take out. The op=remove rounds take out the
 // rule added last, the set's last: a case that need not move any rule
 // (from the middle every rule after it moves, or a hole is left).
+// change makes, in the store, the change a round of BenchmarkPlacementChange
+// or BenchmarkPlacementChangeSW then places (op): add, one drop rule added
+// through the API; remove, one added (and placed) and then deleted, the
+// set's last; removemid, the rule in the middle deleted (removeMid).
+type change struct {
+	i    int       // rules added so far
+	back rule.Rule // removemid: the rule to put back
+}
+
+func (c *change) make(ctx context.Context, b *testing.B, op string, st *store.Store, p *placement.Placer) {
+	b.Helper()
+	if op == "removemid" {
+		removeMid(ctx, b, st, p, &c.back)
+		return
+	}
+	r := rule.Rule{ID: fmt.Sprintf("one%d", c.i), Priority: 100, Action: rule.Drop,
+		Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(c.i >> 8), byte(c.i)}), 32), Proto: []uint8{rule.ProtoUDP}}}
+	c.i++
+	if _, err := st.Put("api", r); err != nil {
+		b.Fatal(err)
+	}
+	if op == "remove" {
+		p.ApplyStore(ctx, st)
+		if err := st.Delete("api", r.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func removeMid(ctx context.Context, b *testing.B, st *store.Store, p *placement.Placer, back *rule.Rule) {
 	b.Helper()
 	if back.ID != "" {

@@ -3,7 +3,6 @@ package placement_test
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"runtime"
 	"testing"
 	"time"
@@ -58,32 +57,13 @@ func BenchmarkPlacementChangeSW(b *testing.B) {
 					p := placement.New(placement.Config{MinDwell: time.Second}, simPath(4096), s, quiet(), time.Now)
 					ctx := context.Background()
 					p.ApplyStore(ctx, st)
-					one := func(i int) rule.Rule {
-						return rule.Rule{ID: fmt.Sprintf("one%d", i), Priority: 100, Action: rule.Drop,
-							Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), 32), Proto: []uint8{rule.ProtoUDP}}}
-					}
-					i := 0
+					var ch change
 					var cpu time.Duration
 					var ms runtime.MemStats
 					var alloc uint64
-					var back rule.Rule // removemid: the rule to put back
 					for b.Loop() {
 						b.StopTimer()
-						if op == "removemid" {
-							removeMid(ctx, b, st, p, &back)
-						} else {
-							r := one(i)
-							i++
-							if _, err := st.Put("api", r); err != nil {
-								b.Fatal(err)
-							}
-							if op == "remove" {
-								p.ApplyStore(ctx, st)
-								if err := st.Delete("api", r.ID); err != nil {
-									b.Fatal(err)
-								}
-							}
-						}
+						ch.make(ctx, b, op, st, p)
 						runtime.ReadMemStats(&ms)
 						a0 := ms.TotalAlloc
 						b.StartTimer()

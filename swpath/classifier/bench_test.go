@@ -372,15 +372,7 @@ func BenchmarkWorkerFlood(b *testing.B) {
 	for _, n := range []int{1000, 10000, 100000} {
 		b.Run(fmt.Sprintf("rules=%dk", n/1000), func(b *testing.B) {
 			set := traffic.ClassBenchRules(uint64(n), n)
-			g := traffic.NewGenerator(traffic.Config{Seed: 99, Rules: set, RuleFraction: 0.95})
-			fs := make([]rule.Fields, 1<<20)
-			lens := make([]uint32, len(fs))
-			var buf []byte
-			for i := range fs {
-				buf = g.Next(buf[:0])
-				packet.Parse(buf, &fs[i])
-				lens[i] = uint32(len(buf))
-			}
+			fs, lens := floodTrace(set, 1<<20)
 			c, err := New(set)
 			if err != nil {
 				b.Fatal(err)
@@ -441,6 +433,21 @@ func interleave3(b *testing.B, n int, run func(v, o int)) (cpu [3]int64, pkts in
 	return cpu, pkts
 }
 
+// floodTrace is a flood of n new 5-tuples for set (95 % of them aimed at
+// its rules), parsed, with each packet's length.
+func floodTrace(set *rule.Set, n int) ([]rule.Fields, []uint32) {
+	g := traffic.NewGenerator(traffic.Config{Seed: 99, Rules: set, RuleFraction: 0.95})
+	fs := make([]rule.Fields, n)
+	lens := make([]uint32, n)
+	var buf []byte
+	for i := range fs {
+		buf = g.Next(buf[:0])
+		packet.Parse(buf, &fs[i])
+		lens[i] = uint32(len(buf))
+	}
+	return fs, lens
+}
+
 // BenchmarkSmallBursts: BenchmarkWorkerFlood's flood of new 5-tuples in
 // bursts of a few packets, as a receive queue polled before it fills
 // hands them over: Table.Decide a packet at a time, Table.DecideBurst and
@@ -449,15 +456,7 @@ func interleave3(b *testing.B, n int, run func(v, o int)) (cpu [3]int64, pkts in
 func BenchmarkSmallBursts(b *testing.B) {
 	for _, n := range []int{10000, 100000} {
 		set := traffic.ClassBenchRules(uint64(n), n)
-		g := traffic.NewGenerator(traffic.Config{Seed: 99, Rules: set, RuleFraction: 0.95})
-		fs := make([]rule.Fields, 1<<18)
-		lens := make([]uint32, len(fs))
-		var buf []byte
-		for i := range fs {
-			buf = g.Next(buf[:0])
-			packet.Parse(buf, &fs[i])
-			lens[i] = uint32(len(buf))
-		}
+		fs, lens := floodTrace(set, 1<<18)
 		c, err := New(set)
 		if err != nil {
 			b.Fatal(err)
