@@ -11,6 +11,7 @@ import (
 
 	"github.com/scrubd/scrubd/agent/config"
 	"github.com/scrubd/scrubd/agent/dataplane"
+	"github.com/scrubd/scrubd/internal/doctable"
 )
 
 // yamlKeys lists every key path of t's yaml tags ("offload.devices",
@@ -57,12 +58,9 @@ func TestConfigReferenceComplete(t *testing.T) {
 			t.Errorf("config key %s has no row in docs/config.md", k)
 		}
 	}
-	for _, l := range strings.Split(string(doc), "\n") {
-		if k, ok := strings.CutPrefix(l, "| `"); ok {
-			k, _, _ = strings.Cut(k, "`")
-			if !known[k] {
-				t.Errorf("docs/config.md documents %s, which agent/config does not have", k)
-			}
+	for k := range doctable.Rows(string(doc), "") {
+		if !known[k] {
+			t.Errorf("docs/config.md documents %s, which agent/config does not have", k)
 		}
 	}
 }
@@ -95,12 +93,9 @@ func TestConfigReferenceDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	cells := map[string]string{}
-	for _, l := range strings.Split(string(doc), "\n") {
-		if rest, ok := strings.CutPrefix(l, "| `"); ok {
-			k, rest, _ := strings.Cut(rest, "`")
-			if c := strings.Split(rest, "|"); len(c) > 2 {
-				cells[k] = strings.TrimSpace(c[1])
-			}
+	for k, c := range doctable.Rows(string(doc), "") {
+		if len(c) > 0 {
+			cells[k] = c[0]
 		}
 	}
 	vals := map[string]reflect.Value{}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/scrubd/scrubd/internal/doctable"
 )
 
 // TestMetricsReferenceComplete fails when the agent exports a scrubd_
@@ -17,19 +19,13 @@ func TestMetricsReferenceComplete(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := map[string][]string{} // metric -> labels, from the doc's tables
-	for _, l := range strings.Split(string(doc), "\n") {
-		rest, ok := strings.CutPrefix(l, "| `scrubd_")
-		if !ok {
+	for name, cells := range doctable.Rows(string(doc), "scrubd_") {
+		if len(cells) < 2 {
+			t.Errorf("docs/metrics.md: row %s has fewer than four columns", name)
 			continue
 		}
-		cells := strings.Split(rest, "|")
-		if len(cells) < 4 {
-			t.Errorf("docs/metrics.md: row %q has fewer than four columns", l)
-			continue
-		}
-		name := "scrubd_" + strings.TrimSuffix(strings.TrimSpace(cells[0]), "`")
 		var labels []string
-		for _, f := range strings.Split(cells[2], ",") {
+		for _, f := range strings.Split(cells[1], ",") {
 			if f = strings.Trim(strings.TrimSpace(f), "`"); f != "" {
 				labels = append(labels, f)
 			}

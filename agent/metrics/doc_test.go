@@ -7,6 +7,7 @@ import (
 
 	"github.com/scrubd/scrubd/agent/placement"
 	"github.com/scrubd/scrubd/agent/store"
+	"github.com/scrubd/scrubd/internal/doctable"
 )
 
 // The type column of docs/metrics.md is the type the agent exports, for
@@ -18,13 +19,9 @@ func TestMetricsReferenceTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := map[string]string{}
-	for _, l := range strings.Split(string(data), "\n") {
-		rest, ok := strings.CutPrefix(l, "| `scrubd_")
-		if !ok {
-			continue
-		}
-		if c := strings.Split(rest, "|"); len(c) > 2 {
-			doc["scrubd_"+strings.TrimSuffix(strings.TrimSpace(c[0]), "`")] = strings.TrimSpace(c[1])
+	for name, cells := range doctable.Rows(string(data), "scrubd_") {
+		if len(cells) > 0 {
+			doc[name] = cells[0]
 		}
 	}
 	v := view(3)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/scrubd/scrubd/agent/version"
+	"github.com/scrubd/scrubd/internal/doctable"
 )
 
 // helpChecked lists the commands whose -h, flag names and exit codes are
@@ -141,12 +142,9 @@ func TestCLIReferenceFlags(t *testing.T) {
 			continue
 		}
 		doc := map[string]string{} // flag -> default cell
-		for _, l := range strings.Split(body, "\n") {
-			if rest, ok := strings.CutPrefix(l, "| `--"); ok {
-				f, rest, _ := strings.Cut(rest, "`")
-				if c := strings.Split(rest, "|"); len(c) > 2 {
-					doc[f] = strings.TrimSpace(c[1])
-				}
+		for f, c := range doctable.Rows(body, "--") {
+			if len(c) > 0 {
+				doc[strings.TrimPrefix(f, "--")] = c[0]
 			}
 		}
 		_, out, _ := runCmd(name, "-h")
