@@ -157,7 +157,8 @@ type WorkerStats struct {
 type SWStats struct {
 	At time.Time
 	// Set is the rule set the engine enforces: the one it was last given
-	// (SetRules or PatchRules), shared, never written. Counts[i] is the
+	// (SetRules or PatchRules), shared, never written; its holes (if any)
+	// count nothing. Counts[i] is the
 	// packets and bytes Set.Rules[i] decided (dropped or accepted) since
 	// the rule first came to the engine: a rule's counts follow its id
 	// across sets. Set is nil, and Counts empty, when the engine has no
@@ -213,7 +214,9 @@ func (s *SWStats) Totals() WorkerStats {
 type SW interface {
 	Name() string
 	// SetRules makes set the rules the software path enforces, atomically:
-	// no packet sees half of one set.
+	// no packet sees half of one set. The set may have holes (rule.Set's
+	// Holes: positions that are not rules, left by removals in place); an
+	// engine that does not read Live compacts it (rule.Set.Compact).
 	SetRules(set *rule.Set) error
 	Stats() SWStats
 	// Capacity returns the engine's configured workers and clock, for the
@@ -231,7 +234,10 @@ type SWPatcher interface {
 	// in removed (ascending indexes in from of the rules not in to as they
 	// are: gone, or changed in any field) and added (ascending indexes in
 	// to of the rules not in from as they are): every other rule of to is
-	// the next rule of from not removed. On error nothing changed and the
+	// the next rule of from not removed. Either set may have holes, which
+	// are rules of neither: a removal in place makes to the array of from
+	// with the removed positions made holes (removed lists them, added
+	// none), so that no index moves. On error nothing changed and the
 	// caller may call SetRules(to).
 	PatchRules(from, to *rule.Set, removed, added []int) error
 }

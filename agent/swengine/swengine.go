@@ -108,7 +108,7 @@ type xdpSW struct {
 }
 
 func (x *xdpSW) Name() string                 { return "xdp" }
-func (x *xdpSW) SetRules(set *rule.Set) error { return x.e.Replace(set) }
+func (x *xdpSW) SetRules(set *rule.Set) error { return x.e.Replace(set.Compact()) }
 func (x *xdpSW) Capacity() (int, float64)     { return x.workers, x.hz }
 func (x *xdpSW) Stats() dataplane.SWStats {
 	out := dataplane.SWStats{At: time.Now()}
@@ -164,6 +164,7 @@ type noSW struct {
 
 func (n *noSW) Name() string { return "none" }
 func (n *noSW) SetRules(set *rule.Set) error {
+	set = set.Compact()
 	n.mu.Lock()
 	n.set = set
 	n.mu.Unlock()

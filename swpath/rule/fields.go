@@ -207,7 +207,7 @@ func (s *Set) Decide(f *Fields) int {
 		if best >= 0 && !Before(r, i, &s.Rules[best], best) {
 			continue
 		}
-		if r.Match.Matches(f) {
+		if r.Match.Matches(f) && s.Live(i) {
 			best = i
 		}
 	}

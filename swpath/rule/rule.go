@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -283,12 +282,21 @@ func (m *Match) String() string {
 	return strings.Join(b, " ")
 }
 
-// Set is an ordered rule set: index order breaks priority ties.
+// Set is an ordered rule set: index order breaks priority ties. Its rules
+// are the elements of Rules less the positions Holes marks (nil for none;
+// see Holes): a set with holes keeps every rule's index, and code that
+// reads Rules asks Live, or reads Compact's set.
 type Set struct {
 	Rules []Rule
+	Holes *Holes
 }
 
 // Index returns the index of the rule with the given id, or -1.
 func (s *Set) Index(id string) int {
-	return slices.IndexFunc(s.Rules, func(r Rule) bool { return r.ID == id })
+	for i := range s.Rules {
+		if s.Rules[i].ID == id && s.Live(i) {
+			return i
+		}
+	}
+	return -1
 }
