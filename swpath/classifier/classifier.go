@@ -68,6 +68,8 @@ type limboSlot struct {
 // keeps its counts; a rule whose ID leaves the set loses them, and its
 // counter slot is recycled (zeroed) once no worker is still in a burst on a
 // table that maps a rule to it; an ID added again later starts from zero.
+// The set's holes (rule.Holes) are rules of neither set: they never
+// decide, hold no counter and count nothing, whatever their IDs.
 // On error the current set stays.
 func (c *Classifier) Swap(set *rule.Set) error {
 	t, err := compile(set, c.mode)
@@ -83,8 +85,13 @@ func (c *Classifier) Swap(set *rule.Set) error {
 	slots := make(map[string]slotRef, len(set.Rules))
 	t.prio = make([]uint32, len(set.Rules))
 	for i := range set.Rules {
-		id := set.Rules[i].ID
 		t.prio[i] = set.Rules[i].Priority
+		if !set.Live(i) {
+			// A hole holds no slot: its ID may be a live rule's too.
+			t.slot[i] = noSlot
+			continue
+		}
+		id := set.Rules[i].ID
 		ref, ok := slots[id]
 		if !ok {
 			old, kept := c.slots[id]
@@ -544,8 +551,10 @@ type RuleCount struct {
 
 // Snapshot is a sum of all workers' counters.
 type Snapshot struct {
-	Rules        []RuleCount // the current set's rules, in set order
-	PassPackets  uint64      // packets no rule decided
+	// Rules are the current set's rules, indexed like its Rules: a
+	// hole's (rule.Holes) is zero, without ID or verdict.
+	Rules        []RuleCount
+	PassPackets  uint64 // packets no rule decided
 	PassBytes    uint64
 	Packets      uint64 // packets classified
 	TablesProbed uint64 // hash tables probed, summed over packets
@@ -568,8 +577,9 @@ type Count struct {
 
 // CountsInto writes the per-rule counters of Snapshot, without ids or
 // verdicts, into dst's array when it has room (else a new one), indexed
-// like the current set's Rules, and returns the set and the counts. A
-// caller that reads every second with its last slice allocates nothing.
+// like the current set's Rules (a hole's zero), and returns the set and
+// the counts. A caller that reads every second with its last slice
+// allocates nothing.
 func (c *Classifier) CountsInto(dst []Count) (*rule.Set, []Count) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -581,14 +591,14 @@ func (c *Classifier) CountsInto(dst []Count) (*rule.Set, []Count) {
 	dst = dst[:n]
 	for i := range dst {
 		dst[i] = Count{}
-		if sl := int(t.slot[i]); sl < len(c.retired) {
+		if sl := t.slot[i]; sl != noSlot && int(sl) < len(c.retired) {
 			dst[i] = Count{c.retired[sl].packets, c.retired[sl].bytes}
 		}
 	}
 	for w := range c.workers {
 		ctr := *w.ctr.Load()
 		for i := range dst {
-			if sl := int(t.slot[i]); sl < len(ctr) {
+			if sl := t.slot[i]; sl != noSlot && int(sl) < len(ctr) {
 				v := ctr[sl].load()
 				dst[i].Packets += v.packets
 				dst[i].Bytes += v.bytes
@@ -615,16 +625,20 @@ func (c *Classifier) SnapshotInto(s *Snapshot) {
 	*s = Snapshot{Rules: rules, PassPackets: c.retPass.packets, PassBytes: c.retPass.bytes,
 		Packets: c.retStat[0], TablesProbed: c.retStat[1], CacheHits: c.retStat[2]}
 	for i := range t.set.Rules {
+		sl := t.slot[i]
+		if sl == noSlot {
+			continue // a hole: zero, no ID
+		}
 		rc := &s.Rules[i]
 		rc.ID, rc.Verdict = t.set.Rules[i].ID, t.verdict[i]
-		if sl := int(t.slot[i]); sl < len(c.retired) {
+		if int(sl) < len(c.retired) {
 			rc.Packets, rc.Bytes = c.retired[sl].packets, c.retired[sl].bytes
 		}
 	}
 	for w := range c.workers {
 		ctr := *w.ctr.Load()
 		for i := range s.Rules {
-			if sl := int(t.slot[i]); sl < len(ctr) {
+			if sl := t.slot[i]; sl != noSlot && int(sl) < len(ctr) {
 				v := ctr[sl].load()
 				s.Rules[i].Packets += v.packets
 				s.Rules[i].Bytes += v.bytes

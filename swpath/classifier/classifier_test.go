@@ -21,10 +21,12 @@ func parseAll(frames [][]byte) []rule.Fields {
 	return fs
 }
 
+// refMatching is the reference AppendMatching: the indexes of the rules
+// of set (not its holes) that match f.
 func refMatching(set *rule.Set, f *rule.Fields) []int32 {
 	var out []int32
 	for i := range set.Rules {
-		if set.Rules[i].Match.Matches(f) {
+		if set.Rules[i].Match.Matches(f) && set.Live(i) {
 			out = append(out, int32(i))
 		}
 	}

@@ -324,8 +324,11 @@ type Table struct {
 	// verdictAt is verdict indexed by rule index + 1: verdictAt[0] is Pass
 	// (no rule decided). verdict is its tail.
 	verdictAt []Verdict
-	// slot maps a rule index to its counter slot (set by a Classifier).
+	// slot maps a rule index to its counter slot (set by a Classifier);
+	// noSlot for a hole of the set.
 	slot []uint32
+	// live is how many rules the set has: its positions less its holes.
+	live int
 	// prio is each rule's priority by rule index, for Patch (set by a
 	// Classifier: Swap, Patch, a fold).
 	prio   []uint32
@@ -360,9 +363,14 @@ type Table struct {
 // modified.
 func (t *Table) Set() *rule.Set { return t.set }
 
+// noSlot is Table.slot of a hole: a position of the set's Rules that is
+// not a rule of the set (rule.Holes), which never decides a packet and
+// has no counter.
+const noSlot = ^uint32(0)
+
 // Stats describes a compiled table.
 type Stats struct {
-	Rules     int
+	Rules     int           // rules of the set (its holes not counted)
 	Entries   int           // rule expansions stored
 	Tuples    int           // hash tables (masks) built; 0 when the trees decide
 	Trees     int           // decision trees built; 0 when the hash tables decide
@@ -377,7 +385,7 @@ func (t *Table) Stats() Stats {
 	if t.pt != nil {
 		return t.patchStats()
 	}
-	st := Stats{Rules: len(t.set.Rules), Entries: len(t.entries), Tuples: len(t.tables), Residuals: len(t.res),
+	st := Stats{Rules: t.live, Entries: len(t.entries), Tuples: len(t.tables), Residuals: len(t.res),
 		Build: t.build, Bytes: t.memBytes()}
 	if t.tr != nil {
 		st.Entries, st.Trees = len(t.tr.ents), len(t.tr.t)
@@ -607,6 +615,8 @@ func homesDistinct(keys []key, n int) bool {
 
 // Compile builds the lookup table for set. The set must not be modified
 // afterwards. It fails only on a set too large to index (2^31 rules).
+// The set's holes (rule.Holes) have no entries: they never decide, and
+// every rule keeps its index in Rules.
 func Compile(set *rule.Set) (*Table, error) { return compile(set, treesAuto) }
 
 // Which lookup compile builds: the decision trees when useTrees says so,
@@ -626,6 +636,13 @@ func compile(set *rule.Set, mode int) (*Table, error) {
 	t.verdict = t.verdictAt[1:]
 	var all []bentry
 	for i := range set.Rules {
+		if !set.Live(i) {
+			// A hole (rule.Holes): no entry, no counter slot; its index
+			// stays, as every rule's does.
+			t.slot[i] = noSlot
+			continue
+		}
+		t.live++
 		r := &set.Rules[i]
 		t.slot[i] = uint32(i)
 		t.verdict[i] = Drop

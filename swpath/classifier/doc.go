@@ -167,6 +167,15 @@
 // published in the patched table's place (patch.go says what stays
 // linear).
 //
+// A set may have holes (rule.Set's Holes: positions of Rules that are not
+// rules of the set, left by removals in place so that the array engines
+// read is not copied). A hole has no entry, never decides, holds no
+// counter slot and counts zero in Snapshot and CountsInto, even when a
+// live rule has its ID; every rule keeps its index, so a removal in place
+// renumbers nothing. Patch takes sets with holes on either side: removed
+// and added name rules, never holes, and a hole of the current set is a
+// rule of neither.
+//
 // A worker also keeps a two-way flow cache of 8192 decisions keyed by the
 // packet fields that some rule of the set looks at (fields no rule reads
 // are left out, so packets of a flow that differ only in, say, length share

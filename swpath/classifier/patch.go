@@ -95,23 +95,34 @@ func (c *Classifier) PatchStats() PatchStats {
 // indexes and the counts, and the ID, priority and action of the kept
 // pair after each change and of the last (it does not read every kept
 // rule: at 100k rules that alone took milliseconds); a change of match
-// must be listed all the same. On error the current set stays; the caller
-// may Swap instead.
+// must be listed all the same.
+//
+// Either set may have holes (rule.Holes), which are rules of neither:
+// removed and added name rules, not holes (else an error names the
+// index), the counts are of rules, and the kept rules are the rules of
+// set not added, in order the rules of from not removed, holes skipped
+// on both sides. So a removal in place (set's Rules from's, its holes
+// from's with removed), an append in place (from's array grown, added the
+// new positions) and a compaction (a new array of from's rules without
+// its holes; removed and added the real changes) are patches, and the
+// first two renumber no rule.
+//
+// On error the current set stays; the caller may Swap instead.
 func (c *Classifier) Patch(from, set *rule.Set, removed, added []int) error {
 	start := time.Now()
 	cur := c.cur.Load()
 	if cur == nil || cur.set != from {
 		return fmt.Errorf("classifier: patch: from is not the current rule set")
 	}
-	if err := checkIndexes("removed", removed, len(from.Rules)); err != nil {
+	if err := checkIndexes("removed", removed, from, "the current set"); err != nil {
 		return err
 	}
-	if err := checkIndexes("added", added, len(set.Rules)); err != nil {
+	if err := checkIndexes("added", added, set, "the new set"); err != nil {
 		return err
 	}
-	if n := len(from.Rules) - len(removed) + len(added); n != len(set.Rules) {
+	if n, m := cur.live-len(removed)+len(added), set.Len(); n != m {
 		return fmt.Errorf("classifier: patch: %d rules - %d removed + %d added = %d, but the new set has %d",
-			len(from.Rules), len(removed), len(added), n, len(set.Rules))
+			cur.live, len(removed), len(added), n, m)
 	}
 	var t *Table
 	for {
@@ -174,7 +185,7 @@ func (c *Classifier) Patch(from, set *rule.Set, removed, added []int) error {
 	c.pstat.Patches++
 	if c.folding {
 		// The fold in flight replays this change on its table.
-		c.flog = append(c.flog, patchRec{len(set.Rules), slices.Clone(removed), slices.Clone(added)})
+		c.flog = append(c.flog, patchRec{len(set.Rules), set.Holes, slices.Clone(removed), slices.Clone(added)})
 		c.flast = set
 	}
 	if c.foldDue(t) {
@@ -184,11 +195,13 @@ func (c *Classifier) Patch(from, set *rule.Set, removed, added []int) error {
 }
 
 // patchRec is a change Patch published while a fold was compiling: the
-// new set's length and its indexes. Not the set itself: a burst of
-// changes during a fold would keep every intermediate set alive (at 100k
-// rules, each of its own array, 29 MB), where the fold needs the last.
+// new set's length, its holes (shared with the set, read-only) and the
+// indexes. Not the set itself: a burst of changes during a fold would
+// keep every intermediate set alive (at 100k rules, each of its own
+// array, 29 MB), where the fold needs the last.
 type patchRec struct {
 	n              int
+	holes          *rule.Holes
 	removed, added []int
 }
 
@@ -217,6 +230,15 @@ func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int)
 	}
 	t := &Table{set: set, verdictAt: make([]Verdict, len(set.Rules)+1), slot: make([]uint32, len(set.Rules)),
 		prio: make([]uint32, len(set.Rules))}
+	// Holes (rule.Holes) of either set are rules of neither: a hole of
+	// set gets no slot and no source, a hole of from is skipped as if it
+	// were not there (it has no source in cur: a base rule at a hole of
+	// the base's set has no entry, and its key stays noRank).
+	fromHoles, setHoles := from.Holes, set.Holes
+	lastLive := len(set.Rules) - 1
+	for lastLive >= 0 && setHoles.Dead(lastLive) {
+		lastLive--
+	}
 	t.verdict = t.verdictAt[1:]
 	p := &patch{base: base, bkey: make([]uint64, nb)}
 	for i := range p.bkey {
@@ -231,6 +253,11 @@ func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int)
 	// the pair after each change, and the first and last, are checked.
 	check := true
 	for j := range set.Rules {
+		if setHoles.Dead(j) {
+			t.slot[j] = noSlot
+			continue
+		}
+		t.live++
 		if ai < len(added) && added[ai] == j {
 			ai++
 			ovIdx = append(ovIdx, j)
@@ -243,6 +270,10 @@ func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int)
 		for {
 			if ci >= len(from.Rules) {
 				return nil, fmt.Errorf("classifier: patch: rule %d of the new set (%q) has no rule of the current set left to be", j, set.Rules[j].ID)
+			}
+			if fromHoles.Dead(ci) {
+				ci++
+				continue
 			}
 			fromOv, src = false, ci
 			if cp != nil {
@@ -265,7 +296,7 @@ func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int)
 			}
 			break
 		}
-		if check || j == len(set.Rules)-1 {
+		if check || j == lastLive {
 			check = false
 			if a, b := &from.Rules[ci], &set.Rules[j]; a != b && (a.ID != b.ID || a.Priority != b.Priority || a.Action != b.Action) {
 				return nil, fmt.Errorf("classifier: patch: rule %d of the new set (%q, priority %d, %v) is not rule %d of the current set (%q, priority %d, %v), yet neither is listed",
@@ -283,15 +314,15 @@ func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int)
 		ci++
 	}
 	// The current set's rules left over are all removed ones: the counts
-	// agree, and the removed indexes ascend below len(from.Rules).
+	// agree, and the removed indexes ascend over live rules of from.
 	live := 0
 	for _, k := range p.bkey {
 		if k != noRank {
 			live++
 		}
 	}
-	p.dead = nb - live
-	if len(ovIdx) > 4*foldAt(len(set.Rules)) {
+	p.dead = base.live - live // the base's holes are not masked rules
+	if len(ovIdx) > 4*foldAt(t.live) {
 		return nil, nil
 	}
 	t.used = base.used
@@ -325,11 +356,16 @@ func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int)
 	return t, nil
 }
 
-// checkIndexes checks that xs is ascending, without repeats, within [0, n).
-func checkIndexes(name string, xs []int, n int) error {
+// checkIndexes checks that xs is ascending, without repeats, within
+// [0, len(set.Rules)), and names no hole of set (called what).
+func checkIndexes(name string, xs []int, set *rule.Set, what string) error {
+	n := len(set.Rules)
 	for k, x := range xs {
 		if x < 0 || x >= n || (k > 0 && x <= xs[k-1]) {
 			return fmt.Errorf("classifier: patch: %s[%d] = %d: indexes must ascend within [0, %d)", name, k, x, n)
+		}
+		if !set.Live(x) {
+			return fmt.Errorf("classifier: patch: %s[%d] = %d: a hole of %s, not a rule", name, k, x, what)
 		}
 	}
 	return nil
@@ -341,7 +377,7 @@ func (c *Classifier) foldDue(t *Table) bool {
 	if p == nil {
 		return false
 	}
-	n := len(t.set.Rules)
+	n := t.live
 	return len(p.okey) > foldAt(n) || p.dead > max(foldMin, n/16)
 }
 
@@ -418,24 +454,36 @@ func (c *Classifier) foldLater(t *Table) {
 // composeChanges returns the change from set from to the set of the last
 // of recs, each rec a change from the set before it (Patch's removed and
 // added indexes): the rules of from no set since holds as they are, and
-// the rules of the last set added since.
+// the rules of the last set added since. Holes of each set (from's, then
+// each rec's) are rules of none: neither kept, removed nor added.
 func composeChanges(from *rule.Set, recs []patchRec) (removed, added []int) {
-	// orig: by rule of the latest set, its index in from, or -1.
+	const hole, fresh = -2, -1
+	// orig: by position of the latest set, the index in from of its
+	// rule, fresh for a rule added since, hole for a hole.
 	orig := make([]int32, len(from.Rules))
 	for i := range orig {
 		orig[i] = int32(i)
+		if !from.Live(i) {
+			orig[i] = hole
+		}
 	}
 	for _, r := range recs {
 		next := make([]int32, r.n)
 		ci, ri, ai := 0, 0, 0
 		for j := range next {
-			if ai < len(r.added) && r.added[ai] == j {
-				ai++
-				next[j] = -1
+			if r.holes.Dead(j) {
+				next[j] = hole
 				continue
 			}
-			for ri < len(r.removed) && r.removed[ri] == ci {
-				ri++
+			if ai < len(r.added) && r.added[ai] == j {
+				ai++
+				next[j] = fresh
+				continue
+			}
+			for orig[ci] == hole || (ri < len(r.removed) && r.removed[ri] == ci) {
+				if orig[ci] != hole {
+					ri++
+				}
 				ci++
 			}
 			next[j] = orig[ci]
@@ -445,14 +493,15 @@ func composeChanges(from *rule.Set, recs []patchRec) (removed, added []int) {
 	}
 	kept := make([]bool, len(from.Rules))
 	for j, o := range orig {
-		if o < 0 {
+		switch {
+		case o == fresh:
 			added = append(added, j)
-		} else {
+		case o >= 0:
 			kept[o] = true
 		}
 	}
 	for i, k := range kept {
-		if !k {
+		if !k && from.Live(i) {
 			removed = append(removed, i)
 		}
 	}
@@ -606,7 +655,7 @@ func (t *Table) patchMatching(dst []int32, f *rule.Fields) []int32 {
 func (t *Table) patchStats() Stats {
 	p := t.pt
 	st := p.base.Stats()
-	st.Rules, st.Build = len(t.set.Rules), t.build
+	st.Rules, st.Build = t.live, t.build
 	st.Bytes += 8 * (len(p.bkey) + len(p.okey))
 	if p.ov != nil {
 		o := p.ov.Stats()

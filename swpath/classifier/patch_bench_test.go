@@ -86,6 +86,80 @@ func BenchmarkChange(b *testing.B) {
 	}
 }
 
+// BenchmarkRemove: rules removed one by one (a different rule each
+// time, the masked rules piling up below the fold bound), on
+// ClassBench-style sets of 10k and 100k rules, by Patch: "copy" to a new
+// array without the rule (its building, the caller's, is not timed: a
+// copy of the whole array), "inplace" to the same array with the rule's
+// position made a hole (rule.Holes). ns/change and B/change are Patch's
+// alone.
+//
+//	go test -run '^$' -bench 'Remove$' -benchtime 20x ./swpath/classifier/
+func BenchmarkRemove(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		set := traffic.ClassBenchRules(uint64(n), n)
+		for _, how := range []string{"copy", "inplace"} {
+			b.Run(fmt.Sprintf("%s/%d", how, n), func(b *testing.B) {
+				if b.N > n/32 {
+					b.Skip("more removals than the masked bound lets through without a fold")
+				}
+				c, err := New(set)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cur := set
+				var wall time.Duration
+				var alloc uint64
+				var ms runtime.MemStats
+				for i := range b.N {
+					b.StopTimer()
+					at := (i * 7919) % n // a live rule of the original set
+					next := &rule.Set{Rules: cur.Rules, Holes: cur.Holes.With(at)}
+					removed := []int{at}
+					if how == "copy" {
+						at -= i - countBelow(i, n, at) // its index once the earlier removals are gone
+						next = &rule.Set{Rules: slices.Delete(slices.Clone(cur.Rules), at, at+1)}
+						removed[0] = at
+					}
+					runtime.ReadMemStats(&ms)
+					a0 := ms.TotalAlloc
+					b.StartTimer()
+					t0 := time.Now()
+					err := c.Patch(cur, next, removed, nil)
+					wall += time.Since(t0)
+					b.StopTimer()
+					runtime.ReadMemStats(&ms)
+					alloc += ms.TotalAlloc - a0
+					if err != nil {
+						b.Fatal(err)
+					}
+					cur = next
+				}
+				c.Settle()
+				if ps := c.PatchStats(); ps.Folds+ps.SyncFolds+ps.FoldsStale != 0 {
+					b.Fatalf("%+v: a fold ran", ps)
+				}
+				b.ReportMetric(float64(wall.Nanoseconds())/float64(b.N), "ns/change")
+				b.ReportMetric(float64(alloc)/float64(b.N), "B/change")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}
+
+// countBelow is how many of the first i removals of BenchmarkRemove
+// (positions k*7919 mod n of the original set) are above at: i less
+// those below it.
+func countBelow(i, n, at int) int {
+	k := 0
+	for j := range i {
+		if (j*7919)%n > at {
+			k++
+		}
+	}
+	return k
+}
+
 // BenchmarkChangeStream: rules added one by one at the end of the set
 // (as a store delta appends them), 4√n + 64 of them, so that Patch's
 // overlay passes its fold bound and folds run on their goroutine; their

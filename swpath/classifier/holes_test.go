@@ -1,0 +1,490 @@
+package classifier
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+	"github.com/scrubd/scrubd/swpath/traffic"
+)
+
+// Kinds of holeStep.
+const (
+	holeRemove  = iota // removal in place: the same array, removed positions made holes
+	holeAppend         // append in place (the same array grown), with removals in place or not
+	holeCopy           // append to a copy of the array, with the same holes
+	holeCompact        // compaction: a new plain array of the live rules, changed as patchStep does
+	holeKinds
+)
+
+var holeKindName = [holeKinds]string{"remove", "append", "copy", "compact"}
+
+// holeNewRule returns a rule of pool with a random priority and action,
+// and an ID new or of one gone (in no set now, maybe a hole's).
+func holeNewRule(r *rand.Rand, pool []rule.Rule, ids *int, gone *[]string) rule.Rule {
+	prios := []uint32{0, 5, 10, 20, 30}
+	nr := pool[r.IntN(len(pool))]
+	nr.Priority = prios[r.IntN(len(prios))]
+	nr.Action = rule.Drop
+	if r.IntN(3) == 0 {
+		nr.Action = rule.Accept
+	}
+	if g := *gone; len(g) > 0 && r.IntN(2) == 0 {
+		k := r.IntN(len(g))
+		nr.ID = g[k]
+		*gone = slices.Delete(g, k, k+1)
+	} else {
+		*ids++
+		nr.ID = fmt.Sprintf("h%d", *ids)
+	}
+	return nr
+}
+
+// holeRemovals picks up to three live positions of cur at random
+// (ascending), adds their IDs to gone, and returns them with their rules.
+func holeRemovals(r *rand.Rand, cur *rule.Set, gone *[]string) (removed []int, out []rule.Rule) {
+	live := cur.Len()
+	if live < 8 {
+		return nil, nil
+	}
+	for range 1 + r.IntN(3) {
+		for {
+			i := r.IntN(len(cur.Rules))
+			if cur.Live(i) && !slices.Contains(removed, i) {
+				removed = append(removed, i)
+				break
+			}
+		}
+	}
+	slices.Sort(removed)
+	for _, i := range removed {
+		out = append(out, cur.Rules[i])
+		*gone = append(*gone, cur.Rules[i].ID)
+	}
+	return removed, out
+}
+
+// holeStep derives a new set from cur by a change of the given kind, the
+// kinds a placer that removes in place makes, and returns it with Patch's
+// indexes and the rules removed. gone holds the IDs in no set (a hole's
+// among them), which added rules may take again.
+func holeStep(r *rand.Rand, kind int, cur *rule.Set, pool []rule.Rule, ids *int, gone *[]string) (next *rule.Set, removed, added []int, out []rule.Rule) {
+	switch kind {
+	case holeRemove:
+		removed, out = holeRemovals(r, cur, gone)
+		return &rule.Set{Rules: cur.Rules, Holes: cur.Holes.With(removed...)}, removed, nil, out
+	case holeAppend, holeCopy:
+		if r.IntN(2) == 0 {
+			removed, out = holeRemovals(r, cur, gone)
+		}
+		rules := cur.Rules
+		if kind == holeCopy {
+			rules = slices.Clone(rules)
+		}
+		for range 1 + r.IntN(3) {
+			added = append(added, len(rules))
+			rules = append(rules, holeNewRule(r, pool, ids, gone))
+		}
+		return &rule.Set{Rules: rules, Holes: cur.Holes.With(removed...)}, removed, added, out
+	}
+	// Compaction, with a change of a few rules (patchStep's) on the way:
+	// removed are the positions in cur of the live rules patchStep
+	// removed from the compacted set; cur's holes are rules of neither.
+	comp := cur.Compact()
+	var pos []int
+	for i := range cur.Rules {
+		if cur.Live(i) {
+			pos = append(pos, i)
+		}
+	}
+	next, rem, added, out := patchStep(r, comp, pool, ids, gone)
+	for _, k := range rem {
+		removed = append(removed, pos[k])
+	}
+	// Room to append in place later.
+	next.Rules = slices.Grow(next.Rules, 16)
+	return next, removed, added, out
+}
+
+// TestHolesDifferential applies random sequences of the changes a placer
+// that removes in place makes (removals in place, appends in place or to a
+// copy, compactions with changes, in any order) with Patch, folds among
+// them, and after each compares:
+//   - every lookup (Decide, DecideBurst, AppendMatching, and the workers'
+//     bursts, single packets and frames) with the linear reference
+//     rule.Set.Decide of the new set, which skips holes, and with a table
+//     compiled fresh from the compacted set (its rule mapped back to its
+//     position), on packets steered at the set's rules, its holes' among
+//     them, and at the rules just removed;
+//   - the counters (Snapshot) with a twin given the same sets by Swap,
+//     position by position, and with a classifier given the compacted
+//     sets by Swap, summed by ID: a hole counts zero and has no ID, and an
+//     ID removed and added again starts from zero as Swap says.
+func TestHolesDifferential(t *testing.T) {
+	defer func(m int) { foldMin = m }(foldMin)
+	foldMin = 8 // folds, background and on the caller's path, within a test's steps
+	cases := []struct {
+		name  string
+		mode  int
+		set   *rule.Set
+		steps int
+	}{
+		{"random 300 auto", treesAuto, traffic.RandomRules(151, 300), 80},
+		{"random 300 trees", treesForce, traffic.RandomRules(152, 300), 80},
+		{"random 300 hash tables", treesOff, traffic.RandomRules(153, 300), 80},
+		{"random 40 hash tables", treesOff, traffic.RandomRules(154, 40), 60},
+		{"classbench 2000 auto", treesAuto, traffic.ClassBenchRules(155, 2000), 30},
+	}
+	var kinds [holeKinds]int
+	holeHits := 0
+	for ci, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			k, h := testHoleSequence(t, uint64(ci), c.mode, c.set, c.steps)
+			for i := range kinds {
+				kinds[i] += k[i]
+			}
+			holeHits += h
+		})
+	}
+	for k, n := range kinds {
+		if n == 0 {
+			t.Errorf("no step of kind %s", holeKindName[k])
+		}
+	}
+	if holeHits == 0 {
+		t.Error("no packet matched a hole's rule: the steps do not test that holes never decide")
+	}
+	t.Logf("steps by kind %v, packets matching a hole's rule %d", kinds, holeHits)
+}
+
+func testHoleSequence(t *testing.T, seed uint64, mode int, set0 *rule.Set, steps int) (kinds [holeKinds]int, holeHits int) {
+	r := rand.New(rand.NewPCG(seed, 177))
+	pool := traffic.RandomRules(seed+2000, 200).Rules
+	if len(set0.Rules) > 1000 {
+		pool = traffic.ClassBenchRules(seed+2000, 300).Rules
+	}
+	// Room to append in place.
+	set0 = &rule.Set{Rules: slices.Grow(slices.Clone(set0.Rules), 16)}
+	mk := func() *Classifier {
+		c := &Classifier{slots: map[string]slotRef{}, workers: map[*Worker]struct{}{}, mode: mode}
+		if err := c.Swap(set0); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	pc, sc, kc := mk(), mk(), mk() // patched; swapped the same sets; swapped the compacted sets
+	pw, sw, kw := pc.NewWorker(), sc.NewWorker(), kc.NewWorker()
+	defer pw.Close()
+	defer sw.Close()
+	defer kw.Close()
+	cur := set0
+	ids := 0
+	var gone []string
+	for step := range steps {
+		kind := r.IntN(holeKinds)
+		if kind == holeCompact && r.IntN(2) == 0 {
+			kind = holeRemove // holes pile up between compactions
+		}
+		kinds[kind]++
+		next, removed, added, out := holeStep(r, kind, cur, pool, &ids, &gone)
+		if err := pc.Patch(cur, next, removed, added); err != nil {
+			t.Fatalf("step %d (%s -%v +%v): %v", step, holeKindName[kind], removed, added, err)
+		}
+		comp := next.Compact()
+		if err := sc.Swap(next); err != nil {
+			t.Fatal(err)
+		}
+		if err := kc.Swap(comp); err != nil {
+			t.Fatal(err)
+		}
+		if r.IntN(4) == 0 {
+			pc.Settle() // a fold in flight lands (or is dropped) before the lookups
+		}
+		cur = next
+		tab := pc.Table()
+		name := fmt.Sprintf("step %d (%s -%v +%v, %d holes)", step, holeKindName[kind], removed, added, next.Holes.Count())
+		if tab.Set() != next {
+			t.Fatalf("%s: the table's set is not the set patched in", name)
+		}
+		if got, st := tab.Stats().Rules, sc.Table().Stats().Rules; got != next.Len() || st != next.Len() {
+			t.Fatalf("%s: Stats().Rules %d patched, %d swapped, want %d", name, got, st, next.Len())
+		}
+		// pos: by rule of the compacted set, its position in next.
+		var pos []int32
+		for i := range next.Rules {
+			if next.Live(i) {
+				pos = append(pos, int32(i))
+			}
+		}
+		back := func(k int32) int32 {
+			if k < 0 {
+				return -1
+			}
+			return pos[k]
+		}
+		// Packets steered at every position's rule (holes' too) and at
+		// the rules just removed.
+		steer := &rule.Set{Rules: append(slices.Clip(next.Rules), out...)}
+		npk := 400
+		if testing.Short() {
+			npk = 150
+		}
+		frames := traffic.NewGenerator(traffic.Config{Seed: seed*1000 + uint64(step), Rules: steer, RuleFraction: 0.85, Odd: true,
+			Sizes: traffic.Sizes{Min: 64, Max: 1518}}).Frames(npk)
+		fs := parseAll(frames)
+		lens := make([]uint32, len(fs))
+		want := make([]int32, len(fs))
+		ktab := kc.Table()
+		for i := range fs {
+			lens[i] = uint32(len(frames[i]))
+			want[i] = int32(next.Decide(&fs[i]))
+			if got := back(int32(ktab.Decide(&fs[i]))); got != want[i] {
+				t.Fatalf("%s: packet %d: the compacted set's table decides rule %d, the reference %d", name, i, got, want[i])
+			}
+			for h := range next.Rules {
+				if !next.Live(h) && next.Rules[h].Match.Matches(&fs[i]) {
+					holeHits++
+					break
+				}
+			}
+		}
+		checkPatchedLookups(t, name, tab, next, fs, want)
+		res := make([]Result, len(fs))
+		sres := make([]Result, len(fs))
+		kres := make([]Result, len(fs))
+		for i := 0; i < len(fs); i += 64 {
+			j := min(i+64, len(fs))
+			pw.ClassifyBurst(fs[i:j], lens[i:j], res[i:j])
+			sw.ClassifyBurst(fs[i:j], lens[i:j], sres[i:j])
+			kw.ClassifyBurst(fs[i:j], lens[i:j], kres[i:j])
+		}
+		for i := range fs[:50] {
+			res[i] = pw.Classify(&fs[i], lens[i])
+			sres[i] = sw.Classify(&fs[i], lens[i])
+			kres[i] = kw.Classify(&fs[i], lens[i])
+		}
+		pw.ClassifyFrames(frames[50:100], res[50:100])
+		sw.ClassifyFrames(frames[50:100], sres[50:100])
+		kw.ClassifyFrames(frames[50:100], kres[50:100])
+		for i := range fs {
+			v := Pass
+			if want[i] >= 0 {
+				v = Drop
+				if next.Rules[want[i]].Action == rule.Accept {
+					v = Accept
+				}
+			}
+			kres[i].Rule = back(kres[i].Rule)
+			if res[i] != (Result{v, want[i]}) || sres[i] != res[i] || kres[i] != res[i] {
+				t.Fatalf("%s: packet %d %+v: worker %+v, swapped twin %+v, compacted %+v, reference %d (%v)",
+					name, i, &fs[i], res[i], sres[i], kres[i], want[i], ruleStr(next, int(want[i])))
+			}
+		}
+		ps, ks := pc.Snapshot(), kc.Snapshot()
+		comparePatchSnapshots(t, name, ps, sc.Snapshot())
+		if len(ps.Rules) != len(next.Rules) {
+			t.Fatalf("%s: snapshot of %d rules, the set has %d positions", name, len(ps.Rules), len(next.Rules))
+		}
+		byID := map[string]RuleCount{}
+		for i, rc := range ps.Rules {
+			if !next.Live(i) {
+				if rc != (RuleCount{}) {
+					t.Fatalf("%s: the hole at %d (%q) counts %+v", name, i, next.Rules[i].ID, rc)
+				}
+				continue
+			}
+			s := byID[rc.ID]
+			s.Packets += rc.Packets
+			s.Bytes += rc.Bytes
+			byID[rc.ID] = s
+		}
+		kbyID := map[string]RuleCount{}
+		for _, rc := range ks.Rules {
+			s := kbyID[rc.ID]
+			s.Packets += rc.Packets
+			s.Bytes += rc.Bytes
+			kbyID[rc.ID] = s
+		}
+		for id, s := range kbyID {
+			if byID[id] != s {
+				t.Fatalf("%s: rule %q counts %+v, the compacted sets' classifier %+v", name, id, byID[id], s)
+			}
+		}
+		if len(byID) != len(kbyID) || ps.PassPackets != ks.PassPackets || ps.PassBytes != ks.PassBytes {
+			t.Fatalf("%s: %d IDs counted, the compacted sets' classifier %d; pass %d/%d, there %d/%d",
+				name, len(byID), len(kbyID), ps.PassPackets, ps.PassBytes, ks.PassPackets, ks.PassBytes)
+		}
+	}
+	pc.Settle()
+	ps := pc.PatchStats()
+	if ps.Patches != uint64(steps) {
+		t.Errorf("%d patches counted, want %d", ps.Patches, steps)
+	}
+	if ps.Folds+ps.SyncFolds == 0 {
+		t.Errorf("no fold in %d steps: %+v", steps, ps)
+	}
+	t.Logf("%+v", ps)
+	return kinds, holeHits
+}
+
+// TestHolesCompile: a set with holes compiles to the table of its
+// compacted set, every rule at its own index: the holes' rules (steered
+// at) never decide nor match, and Stats counts the live rules.
+func TestHolesCompile(t *testing.T) {
+	base := traffic.ClassBenchRules(161, 3000)
+	r := rand.New(rand.NewPCG(161, 1))
+	var dead []int
+	for range 600 {
+		dead = append(dead, r.IntN(len(base.Rules)))
+	}
+	set := &rule.Set{Rules: base.Rules, Holes: (*rule.Holes)(nil).With(dead...)}
+	for _, mode := range []int{treesAuto, treesForce, treesOff} {
+		tab, err := compile(set, mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tab.Stats().Rules != set.Len() {
+			t.Fatalf("mode %d: Stats().Rules %d, want %d", mode, tab.Stats().Rules, set.Len())
+		}
+		fs, _ := burstFields(t, set, 162, shortOr(3000, 600))
+		want := make([]int32, len(fs))
+		onHole := 0
+		for i := range fs {
+			want[i] = int32(set.Decide(&fs[i]))
+			if d := base.Decide(&fs[i]); d >= 0 && !set.Live(d) {
+				onHole++
+			}
+		}
+		if onHole == 0 {
+			t.Fatal("no packet is decided by a hole's rule in the set without holes")
+		}
+		checkPatchedLookups(t, fmt.Sprintf("mode %d", mode), tab, set, fs, want)
+	}
+}
+
+// TestHolesPatchChecks: removed must name rules of the current set and
+// added rules of the new set, not holes, and the counts are of rules.
+func TestHolesPatchChecks(t *testing.T) {
+	base := traffic.RandomRules(171, 20)
+	set := &rule.Set{Rules: base.Rules, Holes: (*rule.Holes)(nil).With(3)}
+	c, err := New(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown := &rule.Set{Rules: append(slices.Clone(base.Rules), base.Rules[3]), Holes: set.Holes.With(20)}
+	for _, x := range []struct {
+		set            *rule.Set
+		removed, added []int
+		want           string
+	}{
+		{&rule.Set{Rules: set.Rules, Holes: set.Holes.With(3)}, []int{3}, nil, "removed[0] = 3: a hole of the current set"},
+		{grown, nil, []int{20}, "added[0] = 20: a hole of the new set"},
+		{&rule.Set{Rules: set.Rules, Holes: set.Holes.With(4)}, nil, nil, "19 rules - 0 removed + 0 added = 19, but the new set has 18"},
+		{&rule.Set{Rules: set.Rules, Holes: set.Holes.With(4, 5)}, []int{4}, nil, "19 rules - 1 removed + 0 added = 18, but the new set has 17"},
+	} {
+		err := c.Patch(set, x.set, x.removed, x.added)
+		if err == nil || !strings.Contains(err.Error(), x.want) {
+			t.Errorf("Patch(-%v +%v): %v, want an error with %q", x.removed, x.added, err, x.want)
+		}
+		if c.Table().Set() != set {
+			t.Fatal("a refused patch changed the set")
+		}
+	}
+	next := &rule.Set{Rules: set.Rules, Holes: set.Holes.With(4, 5)}
+	if err := c.Patch(set, next, []int{4, 5}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c.Table().Set() != next || c.Table().Stats().Rules != 17 {
+		t.Fatalf("not patched: %d rules", c.Table().Stats().Rules)
+	}
+}
+
+// TestHolesFoldReplays: changes with holes (removals and appends in
+// place, a compaction) patched in while a fold compiles a set with holes
+// are replayed on the folded table, which lands and decides as the
+// reference.
+func TestHolesFoldReplays(t *testing.T) {
+	base := traffic.ClassBenchRules(181, 20000)
+	set := &rule.Set{Rules: slices.Grow(slices.Clone(base.Rules), 64)}
+	c, err := New(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Removals in place past the masked bound start a fold (of a set with
+	// holes; compiling 20k rules takes far longer than the patches below).
+	var removed []int
+	for i := range 20000 / 16 * 2 {
+		removed = append(removed, 7*i+3)
+	}
+	cur := &rule.Set{Rules: set.Rules, Holes: set.Holes.With(removed...)}
+	if err := c.Patch(set, cur, removed, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(181, 2))
+	pool := traffic.ClassBenchRules(182, 100).Rules
+	ids := 0
+	var gone []string
+	var out []rule.Rule
+	for k := range 24 {
+		kind := []int{holeRemove, holeAppend, holeCopy}[k%3]
+		if k == 16 {
+			kind = holeCompact
+		}
+		next, rem, add, o := holeStep(r, kind, cur, pool, &ids, &gone)
+		if err := c.Patch(cur, next, rem, add); err != nil {
+			t.Fatalf("change %d (%s): %v", k, holeKindName[kind], err)
+		}
+		out = append(out, o...)
+		cur = next
+	}
+	c.Settle()
+	ps := c.PatchStats()
+	t.Logf("%+v", ps)
+	if ps.Folds < 1 || ps.FoldsStale != 0 || ps.Replayed == 0 {
+		t.Fatalf("%+v: want a fold, landed, with changes replayed", ps)
+	}
+	if c.Table().Set() != cur {
+		t.Fatal("the fold published another set")
+	}
+	fs, _ := burstFields(t, &rule.Set{Rules: append(append(slices.Clip(cur.Rules), out...), set.Rules[:200]...)}, 8, shortOr(2000, 300))
+	want := make([]int32, len(fs))
+	for i := range fs {
+		want[i] = int32(cur.Decide(&fs[i]))
+	}
+	checkPatchedLookups(t, "after the replayed fold", c.Table(), cur, fs, want)
+}
+
+// TestHolesNotMasked: the holes of a table's base set are not masked
+// rules (they have no entries to mask): a removal in place on a set with
+// many holes masks one rule and starts no fold, where counting the
+// holes as masked would fold the whole set on every change.
+func TestHolesNotMasked(t *testing.T) {
+	base := traffic.RandomRules(191, 2000)
+	var dead []int
+	for i := range 400 {
+		dead = append(dead, 5*i)
+	}
+	set := &rule.Set{Rules: base.Rules, Holes: (*rule.Holes)(nil).With(dead...)}
+	c, err := New(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := set
+	for k := range 3 {
+		next := &rule.Set{Rules: cur.Rules, Holes: cur.Holes.With(5*k + 1)}
+		if err := c.Patch(cur, next, []int{5*k + 1}, nil); err != nil {
+			t.Fatal(err)
+		}
+		cur = next
+	}
+	c.Settle()
+	if ps := c.PatchStats(); ps.Masked != 3 || ps.Folds+ps.FoldsStale+ps.SyncFolds != 0 {
+		t.Fatalf("%+v: want 3 masked rules and no fold", ps)
+	}
+	if got := c.Table().Stats().Rules; got != 1597 {
+		t.Fatalf("Stats().Rules %d, want 1597", got)
+	}
+}
