@@ -139,15 +139,22 @@ func TestHolesDifferential(t *testing.T) {
 		{"classbench 2000 auto", treesAuto, traffic.ClassBenchRules(155, 2000), 30},
 	}
 	var kinds [holeKinds]int
-	holeHits := 0
+	holeHits, steps, inPlace := 0, 0, 0
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			k, h := testHoleSequence(t, uint64(ci), c.mode, c.set, c.steps)
+			k, h, ip := testHoleSequence(t, uint64(ci), c.mode, c.set, c.steps)
 			for i := range kinds {
 				kinds[i] += k[i]
 			}
 			holeHits += h
+			inPlace += ip
+			steps += c.steps
 		})
+	}
+	// Both ways of patching must be exercised: in place (inplace.go) and
+	// the walk that matches the kept rules (patchTable).
+	if inPlace == 0 || inPlace == steps {
+		t.Errorf("%d of %d patches in place: want some of each", inPlace, steps)
 	}
 	for k, n := range kinds {
 		if n == 0 {
@@ -157,10 +164,10 @@ func TestHolesDifferential(t *testing.T) {
 	if holeHits == 0 {
 		t.Error("no packet matched a hole's rule: the steps do not test that holes never decide")
 	}
-	t.Logf("steps by kind %v, packets matching a hole's rule %d", kinds, holeHits)
+	t.Logf("steps by kind %v, %d patched in place, packets matching a hole's rule %d", kinds, inPlace, holeHits)
 }
 
-func testHoleSequence(t *testing.T, seed uint64, mode int, set0 *rule.Set, steps int) (kinds [holeKinds]int, holeHits int) {
+func testHoleSequence(t *testing.T, seed uint64, mode int, set0 *rule.Set, steps int) (kinds [holeKinds]int, holeHits, inPlace int) {
 	r := rand.New(rand.NewPCG(seed, 177))
 	pool := traffic.RandomRules(seed+2000, 200).Rules
 	if len(set0.Rules) > 1000 {
@@ -327,7 +334,7 @@ func testHoleSequence(t *testing.T, seed uint64, mode int, set0 *rule.Set, steps
 		t.Errorf("no fold in %d steps: %+v", steps, ps)
 	}
 	t.Logf("%+v", ps)
-	return kinds, holeHits
+	return kinds, holeHits, int(ps.InPlace)
 }
 
 // TestHolesCompile: a set with holes compiles to the table of its

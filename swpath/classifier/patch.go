@@ -62,6 +62,7 @@ type patch struct {
 // PatchStats counts a classifier's patches and folds.
 type PatchStats struct {
 	Patches    uint64 // changes applied by Patch
+	InPlace    uint64 // of them, changes in place: holes made and rules appended, no rule renumbered (inplace.go)
 	Folds      uint64 // background folds published
 	FoldsStale uint64 // background folds dropped: the set changed meanwhile
 	SyncFolds  uint64 // patches that compiled the whole set (overlay too big)
@@ -125,9 +126,10 @@ func (c *Classifier) Patch(from, set *rule.Set, removed, added []int) error {
 			cur.live, len(removed), len(added), n, m)
 	}
 	var t *Table
+	var inplace bool
 	for {
 		var err error
-		if t, err = c.patchTable(cur, set, removed, added); err != nil {
+		if t, inplace, err = c.patchAny(cur, set, removed, added); err != nil {
 			return err
 		}
 		if t == nil {
@@ -183,6 +185,9 @@ func (c *Classifier) Patch(from, set *rule.Set, removed, added []int) error {
 	c.cur.Store(t)
 	c.reclaim()
 	c.pstat.Patches++
+	if inplace {
+		c.pstat.InPlace++
+	}
 	if c.folding {
 		// The fold in flight replays this change on its table.
 		c.flog = append(c.flog, patchRec{len(set.Rules), set.Holes, slices.Clone(removed), slices.Clone(added)})
@@ -434,7 +439,7 @@ func (c *Classifier) foldLater(t *Table) {
 			// would never be caught up with).
 			removed, added := composeChanges(nt.set, recs)
 			var pt *Table
-			if pt, err = c.patchTable(nt, last, removed, added); err == nil && pt == nil {
+			if pt, _, err = c.patchAny(nt, last, removed, added); err == nil && pt == nil {
 				// Past the overlay's bound: compiled whole.
 				if pt, err = compile(last, c.mode); err == nil {
 					pt.prio = make([]uint32, len(last.Rules))
