@@ -179,12 +179,13 @@ type SWStats struct {
 
 // Rule returns the counts of the rule with the given id, by a walk of the
 // set (linear: for tests and one-off reads; the placer reads by position).
+// A hole of the set is no rule, whatever its ID.
 func (s SWStats) Rule(id string) (Counter, bool) {
 	if s.Set == nil {
 		return Counter{}, false
 	}
 	for i := range s.Set.Rules {
-		if s.Set.Rules[i].ID == id && i < len(s.Counts) {
+		if s.Set.Rules[i].ID == id && i < len(s.Counts) && s.Set.Live(i) {
 			return s.Counts[i], true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/scrubd/scrubd/agent/dataplane"
 	"github.com/scrubd/scrubd/swpath/classifier"
 	"github.com/scrubd/scrubd/swpath/dv/dvsim"
 	"github.com/scrubd/scrubd/swpath/rule"
@@ -158,5 +159,70 @@ func TestEmulatedCountsByPosition(t *testing.T) {
 		if c, ok := st.Rule(id); !ok || c.Packets != want {
 			t.Errorf("after the swap: %s %+v (found %v), want %d packets", id, c, ok, want)
 		}
+	}
+}
+
+// A set with holes (rule.Holes), patched in place: a hole's count is zero
+// whatever packets its old rule would match, and it is not the rule of
+// its ID (Rule skips it); an ID removed in place and appended again later
+// starts from zero, at its new position.
+func TestEmulatedCountsWithHoles(t *testing.T) {
+	const n = 50
+	set := &rule.Set{Rules: make([]rule.Rule, 0, n+8)}
+	dst := func(b2, b3 int) netip.Prefix {
+		return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(b2), byte(b3)}), 32)
+	}
+	for i := range n {
+		set.Rules = append(set.Rules, rule.Rule{ID: fmt.Sprintf("r%d", i), Priority: 100, Action: rule.Drop, Match: rule.Match{Dst: dst(0, i)}})
+	}
+	cls, err := classifier.New(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := dvsim.New(dvsim.Config{Classifier: cls, Workers: 1, Host: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	e := NewEmulated(EmulatedConfig{DV: s, Scale: 10, Workers: 1, Hz: 2e9, ModelLost: func(int) uint64 { return 0 }})
+	send := func(d netip.Prefix) {
+		w := s.Workers[0]
+		w.Step()
+		s.RX[0].Deliver(traffic.AppendFrame(nil, &traffic.Frame{Family: rule.IPv4, Src: netip.MustParseAddr("198.18.0.1"),
+			Dst: d.Addr(), Proto: rule.ProtoUDP, SrcPort: 1, DstPort: 2, Size: 100}))
+		for w.Step() > 0 {
+		}
+	}
+	send(dst(0, 7))
+	if c := e.Stats().Counts[7]; c.Packets != 10 {
+		t.Fatalf("r7 counts %+v after one packet at scale 10", c)
+	}
+	// r7 removed in place: its position is a hole.
+	to1 := &rule.Set{Rules: set.Rules, Holes: set.Holes.With(7)}
+	if err := e.PatchRules(set, to1, []int{7}, nil); err != nil {
+		t.Fatal(err)
+	}
+	send(dst(0, 7))
+	st := e.Stats()
+	if st.Set != to1 || len(st.Counts) != n || st.Counts[7] != (dataplane.Counter{}) {
+		t.Fatalf("after the removal in place: set %p (want %p), %d counts, the hole %+v", st.Set, to1, len(st.Counts), st.Counts[7])
+	}
+	if c, ok := st.Rule("r7"); ok {
+		t.Fatalf("Rule(r7) found %+v at a hole", c)
+	}
+	// r7 again, appended in place with another match: from zero.
+	to2 := &rule.Set{Rules: append(to1.Rules, rule.Rule{ID: "r7", Priority: 100, Action: rule.Drop, Match: rule.Match{Dst: dst(1, 7)}}), Holes: to1.Holes}
+	if err := e.PatchRules(to1, to2, nil, []int{n}); err != nil {
+		t.Fatal(err)
+	}
+	send(dst(0, 7))
+	send(dst(1, 7))
+	send(dst(0, 9))
+	st = e.Stats()
+	if st.Set != to2 || len(st.Counts) != n+1 || st.Counts[7] != (dataplane.Counter{}) || st.Counts[n].Packets != 10 || st.Counts[9].Packets != 10 {
+		t.Fatalf("after the append: %d counts, the hole %+v, r7 %+v, r9 %+v; want the hole zero, 10 packets each", len(st.Counts), st.Counts[7], st.Counts[n], st.Counts[9])
+	}
+	if c, ok := st.Rule("r7"); !ok || c.Packets != 10 {
+		t.Fatalf("Rule(r7) %+v (found %v), want 10 packets", c, ok)
 	}
 }
