@@ -17,7 +17,8 @@ import (
 // destination with source prefixes covering parts of its source range, of
 // mixed priorities and actions, among ClassBench-style rules. A flow with
 // a variant that differs in more than its source (a destination moved
-// here) takes the fallback and must agree too.
+// here) takes the fallback and must agree too. Every other set has holes
+// (rule.Holes), which decide nothing.
 func TestReferenceDropsAgreeWithDecide(t *testing.T) {
 	flowsIn := DefaultFlows()
 	reta, err := plan.UniformRETA(plan.DefaultRETASize, 4)
@@ -68,6 +69,14 @@ func TestReferenceDropsAgreeWithDecide(t *testing.T) {
 			set.Rules = append(set.Rules, rule.Rule{ID: fmt.Sprintf("s%d-%d", seed, k), Priority: uint32(10 * (1 + r.IntN(3))), Action: act, Match: m})
 		}
 		r.Shuffle(len(set.Rules), func(i, j int) { set.Rules[i], set.Rules[j] = set.Rules[j], set.Rules[i] })
+		if seed%2 == 0 {
+			// Holes (rule.Holes: removals in place) decide nothing.
+			var dead []int
+			for i := 0; i < len(set.Rules); i += 3 {
+				dead = append(dead, i)
+			}
+			set.Holes = set.Holes.With(dead...)
+		}
 		got := referenceDrops(set, flows)
 		for i, vs := range flows {
 			for v := range vs {

@@ -452,7 +452,8 @@ func (n *NIC) refresh() {
 // traffic mix (627 variants of 12 flows) that is one pass over the rules per flow
 // instead of one per variant: the simulator's traffic stood still for
 // seconds after every change of the rule set. A variant that differs in
-// anything else falls back to set.Decide.
+// anything else falls back to set.Decide. The set's holes (rule.Holes)
+// decide nothing.
 func referenceDrops(set *rule.Set, flows [][]variant) [][]bool {
 	out := make([][]bool, len(flows))
 	var cand []int
@@ -466,7 +467,7 @@ func referenceDrops(set *rule.Set, flows [][]variant) [][]bool {
 		for k := range set.Rules {
 			m := set.Rules[k].Match
 			m.Src = netip.Prefix{}
-			if m.Matches(&base) {
+			if m.Matches(&base) && set.Live(k) { // a hole (rule.Holes) is no rule
 				cand = append(cand, k)
 			}
 		}
