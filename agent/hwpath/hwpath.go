@@ -183,6 +183,7 @@ type setIndex struct {
 	set     *rule.Set
 	first   *rule.Rule
 	n       int
+	holes   *rule.Holes // the set's holes when pos was built
 	pos     map[string]int
 	accepts []int
 }
@@ -241,6 +242,11 @@ func (p *Path) index(set *rule.Set) *setIndex {
 	}
 	x := &p.idx
 	if x.set == set && x.first == first && x.n == len(set.Rules) {
+		if x.holes != set.Holes {
+			// New holes (rules removed in place; holes are drop rules,
+			// the accepts stay): the map of ids is out of date.
+			x.pos, x.holes = nil, set.Holes
+		}
 		return x
 	}
 	from := x.n
@@ -250,9 +256,9 @@ func (p *Path) index(set *rule.Set) *setIndex {
 		*x = setIndex{set: set, first: first}
 		from = 0
 	}
-	x.n, x.pos = len(set.Rules), nil
+	x.n, x.pos, x.holes = len(set.Rules), nil, set.Holes
 	for j := from; j < len(set.Rules); j++ {
-		if set.Rules[j].Action == rule.Accept {
+		if set.Rules[j].Action == rule.Accept && set.Live(j) {
 			x.accepts = append(x.accepts, j)
 		}
 	}
@@ -273,6 +279,9 @@ func (p *Path) position(r *rule.Rule, set *rule.Set) int {
 	if x.pos == nil {
 		x.pos = make(map[string]int, len(set.Rules))
 		for j := range set.Rules {
+			if !set.Live(j) {
+				continue // a hole: no rule
+			}
 			if _, dup := x.pos[set.Rules[j].ID]; !dup {
 				x.pos[set.Rules[j].ID] = j // the first, as Set.Index
 			}
@@ -298,7 +307,7 @@ func (p *Path) shields(r *rule.Rule, set *rule.Set) []*rule.Rule {
 	var out []*rule.Rule
 	for _, j := range accepts {
 		a := &set.Rules[j]
-		if i >= 0 && !rule.Before(a, j, r, i) {
+		if !set.Live(j) || (i >= 0 && !rule.Before(a, j, r, i)) {
 			continue
 		}
 		if compile.Overlap(&a.Match, &r.Match) {
@@ -481,8 +490,11 @@ func (p *Path) PruneAccepts(ctx context.Context, set *rule.Set) error {
 	known := map[string]bool{}
 	for i := range set.Rules {
 		d := &set.Rules[i]
+		if d.Action != rule.Drop || !set.Live(i) {
+			continue
+		}
 		k := p.Key(d)
-		if d.Action != rule.Drop || p.rules[k] == nil {
+		if p.rules[k] == nil {
 			continue
 		}
 		known[k] = true
@@ -581,7 +593,7 @@ func (p *Path) acceptsInUse(set *rule.Set) []*rule.Rule {
 	var out []*rule.Rule
 	for i := range set.Rules {
 		d := &set.Rules[i]
-		if d.Action != rule.Drop {
+		if d.Action != rule.Drop || !set.Live(i) {
 			continue
 		}
 		var sh []*rule.Rule

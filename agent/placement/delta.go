@@ -25,12 +25,20 @@ import (
 // rules in front of it, which did not change), so those of unchanged
 // rules still hold.
 //
-// What stays linear in the set: the software engine is handed the whole
-// new set (dataplane.SW.SetRules takes a set), a removal copies the
-// set's rules into a new array (closeSlots; the placer's other arrays
-// close the hole in place, a move of memory), and a rule placed in the
-// middle of the order copies the set's arrays once per round. The View's list of rules is edited where the rules changed
-// (RuleList: a chunk of 256 copied per rule changed).
+// A removal leaves a hole (rule.Set's Holes): the rule's slot stays in
+// the arrays, which engines and the hardware path's index may be reading,
+// and the set handed to software is the same array with one more hole, so
+// that a patching engine is told the change (swDiff reads it from the
+// holes) and one that takes whole sets is handed the array as it is. The
+// holes are closed (compact: a copy of the set) once they pass
+// max(holesMax, an eighth of the slots), so at 100k rules one removal in
+// 12,500 pays a copy of 29 MB. What stays linear in the set: a copy of the
+// holes' bitmap per removal (a bit a slot); an engine that does not take
+// changes is handed the whole set (dataplane.SW.SetRules); a rule changed
+// in its place copies the array when an engine holds it (unshare); and a
+// rule placed in the middle of the order copies the set's arrays once per
+// round. The View's list of rules is edited where the rules changed
+// (RuleList: a chunk of 256 copied per rule changed), found by place.
 func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bool {
 	if d.From != p.version || p.seqs == nil {
 		return false
@@ -163,31 +171,47 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 	// The published list follows the same edits (unless Apply left it to
 	// be built anew): the removed and moved rules out, the new and moved
 	// ones in, each where it is.
-	listOK := !p.viewAll && p.list.l.Len() == len(p.states)
+	listOK := !p.viewAll && p.list.l.Len() == p.live()
 	switch {
 	case relayout && !middle:
-		// Rules removed, and any new ones after the last: the holes are
-		// closed (closeSlots), the new rules appended.
+		// Rules removed, and any new ones after the last: the removed
+		// rules' slots become holes (the arrays stay where they are: an
+		// engine may be reading them), the new rules are appended. Once
+		// holes pass an eighth of the slots they are closed (closeSlots),
+		// a copy of the set that the removals before it pay for together.
 		slices.Sort(emptied)
-		p.closeSlots(emptied, len(ins))
 		if listOK {
 			for k := len(emptied) - 1; k >= 0; k-- {
-				p.list.remove(emptied[k])
+				p.list.remove(p.pos(emptied[k]))
 			}
+		}
+		p.set.Holes = p.set.Holes.With(emptied...)
+		if h := p.set.Holes.Count(); h > holesMax && h > len(p.set.Rules)/8 {
+			p.compact(len(ins))
 		}
 		p.appendIns(ins, listOK, ext, d.Version)
 	case relayout:
 		// New arrays (the hardware path indexes a set by its array): the
-		// slots still held and the new rules, merged in the store's order.
-		// With room for rules added later (appended in place: a round
-		// that adds a rule after one that removed one copies nothing).
-		n := len(p.set.Rules) - len(d.Removed) + len(ins)
+		// slots still held and the new rules, merged in the store's order,
+		// without holes. With room for rules added later (appended in
+		// place: a round that adds a rule after one that removed one
+		// copies nothing).
+		if listOK {
+			// Out of the list first, found by their places (the list
+			// holds no holes): the rules removed and moved this round.
+			for i := len(p.states) - 1; i >= 0; i-- {
+				if p.states[i] == nil && p.set.Live(i) {
+					p.list.remove(p.pos(i))
+				}
+			}
+		}
+		n := len(p.set.Rules) - p.set.Holes.Count() - len(d.Removed) + len(ins)
 		c := n + n/16 + 16
 		rules := make([]rule.Rule, 0, c)
 		seqs := make([]uint64, 0, c)
 		states := make([]*ruleState, 0, c)
 		j := 0
-		var gone, added []int // old places emptied; new places filled, ascending
+		var added []int // new places filled, ascending
 		put := func(r *rule.Rule, seq uint64, rs *ruleState) {
 			rules = append(rules, *r)
 			seqs = append(seqs, seq)
@@ -195,7 +219,6 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 		}
 		for i := range p.set.Rules {
 			if p.states[i] == nil {
-				gone = append(gone, i)
 				continue
 			}
 			for ; j < len(ins) && ins[j].seq < p.seqs[i]; j++ {
@@ -208,13 +231,10 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 			added = append(added, len(rules))
 			put(&ins[j].r, ins[j].seq, ins[j].rs)
 		}
-		p.set.Rules, p.seqs, p.states = rules, seqs, states
+		p.set.Rules, p.set.Holes, p.seqs, p.states = rules, nil, seqs, states
 		p.shared, p.seqsOwn = false, true
 		p.repoint()
 		if listOK {
-			for k := len(gone) - 1; k >= 0; k-- {
-				p.list.remove(gone[k])
-			}
 			for _, i := range added {
 				p.list.insert(i, p.entryOf(p.states[i]))
 			}
@@ -318,7 +338,7 @@ func (p *Placer) appendIns(ins []insert, listOK bool, ext extender, version uint
 	}
 	if listOK {
 		for i := len(p.states) - len(ins); i < len(p.states); i++ {
-			p.list.insert(i, p.entryOf(p.states[i]))
+			p.list.insert(p.list.l.Len(), p.entryOf(p.states[i]))
 		}
 	}
 }
@@ -340,8 +360,8 @@ type extender interface {
 // own): at 100k rules 0.8 MB not copied.
 func (p *Placer) adopt(ins []insert, ext extender, version uint64) (ok, seqsToo bool) {
 	n := len(p.set.Rules)
-	if ext == nil || n == 0 {
-		return false, false
+	if ext == nil || n == 0 || p.set.Holes.Count() > 0 {
+		return false, false // the store's array has no holes
 	}
 	snap, ok := ext.Extended(&p.set.Rules[0])
 	if !ok || snap.Version != version || len(snap.Set.Rules) != n+len(ins) || len(snap.Seqs) != len(snap.Set.Rules) {
@@ -361,16 +381,27 @@ func (p *Placer) adopt(ins []insert, ext extender, version uint64) (ok, seqsToo 
 	return true, seqsToo
 }
 
-// closeSlots takes the rules at positions gone (ascending) out of the
-// set's arrays, leaving room for more rules to be appended in place. The
-// rules go into a new array (the software engine and the hardware path's
-// index may hold the old one, and an engine's set must not change under
-// it), copied run by run between the holes, and every rule state is
-// pointed at it: that copy is what a removal costs in proportion to the
-// set (at 100k rules about 29 MB, at memory speed). The other arrays are
-// the placer's own and are closed in place (seqs once copied when it is
-// still the store's snapshot's).
-func (p *Placer) closeSlots(gone []int, room int) {
+// holesMax is the number of holes a set keeps whatever its size: below
+// it, or below an eighth of the set's slots, removals leave holes.
+var holesMax = 64
+
+// compact closes the set's holes, leaving room for room more rules to be
+// appended in place. The rules go into a new array (the software engine
+// and the hardware path's index may hold the old one, and an engine's set
+// must not change under it), copied run by run between the holes, and
+// every rule state is pointed at it: that copy is in proportion to the set
+// (at 100k rules about 29 MB, at memory speed), which is why removals
+// leave holes and one compaction closes many. The other arrays are the
+// placer's own and are closed in place (seqs once copied when it is still
+// the store's snapshot's). The published list holds no holes: it stays.
+func (p *Placer) compact(room int) {
+	gone := make([]int, 0, p.set.Holes.Count())
+	p.set.Holes.Each(len(p.set.Rules), func(i int) { gone = append(gone, i) })
+	p.set.Holes = nil
+	if len(gone) == 0 {
+		return
+	}
+	p.compactions++
 	n := len(p.set.Rules) - len(gone)
 	c := n + room + (n+room)/16 + 16
 	rules := make([]rule.Rule, n, c)
@@ -415,6 +446,22 @@ func (p *Placer) slot(rs *ruleState) int {
 // repoint makes every rule state point at its rule in the current array.
 func (p *Placer) repoint() {
 	for i, rs := range p.states {
-		rs.r = &p.set.Rules[i]
+		if rs != nil {
+			rs.r = &p.set.Rules[i]
+		}
 	}
 }
+
+// pos returns the position in the published list of the rule at slot i
+// (of a rule still in the list): i itself when the set has no holes, else
+// found by its place in the store's order (the list holds no holes). The
+// protect rules, which share place 0, come before every hole.
+func (p *Placer) pos(i int) int {
+	if p.set.Holes.Count() == 0 || p.seqs == nil || p.seqs[i] == 0 {
+		return i
+	}
+	return p.list.l.indexSeq(p.seqs[i])
+}
+
+// live is the number of rules of the set: its slots less its holes.
+func (p *Placer) live() int { return len(p.states) - p.set.Holes.Count() }

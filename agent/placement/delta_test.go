@@ -80,10 +80,12 @@ func placedOf(p *Placer, w *world) placed {
 		r.Since = time.Time{}
 		out.Rules = append(out.Rules, r)
 	}
-	out.Set = slices.Clone(p.set.Rules)
+	out.Set = slices.Clone(p.set.Compact().Rules)
 	if w.sw.set != nil {
-		for _, r := range w.sw.set.Rules {
-			out.SW = append(out.SW, r.ID+" "+r.Match.String())
+		for i, r := range w.sw.set.Rules {
+			if w.sw.set.Live(i) { // a hole is no rule of the engine's
+				out.SW = append(out.SW, r.ID+" "+r.Match.String())
+			}
 		}
 	}
 	for id := range w.hw.installed {
@@ -104,13 +106,21 @@ func placedOf(p *Placer, w *world) placed {
 // room for every rule, so where a rule goes does not depend on history.
 // With accept rules coming and going ("accepts"), the delta path must
 // hand those rounds to Apply and still agree with its twin.
+//
+// A removal leaves a hole in the placer's arrays (the engines may be
+// reading them), closed once holes pass max(holesMax, an eighth of the
+// slots): the cases with holesMax 2 compact every few removals.
 func TestDeltaPlacementEqualsFullPlacement(t *testing.T) {
+	defer func(m int) { holesMax = m }(holesMax)
 	for _, tc := range []struct {
 		name       string
 		accepts    bool
 		noBackstop bool
-	}{{"drops", false, false}, {"drops-nobackstop", false, true}, {"accepts", true, false}} {
+		holesMax   int
+	}{{"drops", false, false, 64}, {"drops-nobackstop", false, true, 64}, {"accepts", true, false, 64},
+		{"drops-compacting", false, false, 2}, {"drops-nobackstop-compacting", false, true, 2}} {
 		t.Run(tc.name, func(t *testing.T) {
+			holesMax = tc.holesMax
 			rng := rand.New(rand.NewPCG(7, uint64(len(tc.name))))
 			pl := &protect.List{}
 			for i, a := range []string{"203.0.113.7/32", "198.51.100.3/32"} {
@@ -133,7 +143,7 @@ func TestDeltaPlacementEqualsFullPlacement(t *testing.T) {
 				twin.Apply(ctx, eff)
 			}
 			apply()
-			steps := 3000
+			steps, maxHoles := 3000, 0
 			if testing.Short() {
 				steps = 600
 			}
@@ -196,7 +206,7 @@ func TestDeltaPlacementEqualsFullPlacement(t *testing.T) {
 				for _, q := range []*Placer{inc, twin} {
 					none := 0
 					for _, rs := range q.states {
-						if rs.r.Action == rule.Drop && rs.path == pNone {
+						if rs != nil && rs.r.Action == rule.Drop && rs.path == pNone {
 							none++
 						}
 					}
@@ -209,14 +219,26 @@ func TestDeltaPlacementEqualsFullPlacement(t *testing.T) {
 					t.Fatalf("step %d (%s): delta placement differs from the snapshot twin's\n got %+v\nwant %+v", step, op, got, want)
 				}
 				eff := st.Effective()
-				if !reflect.DeepEqual(inc.set.Rules, eff.Set.Rules) || !slices.Equal(inc.seqs, eff.Seqs) {
-					t.Fatalf("step %d (%s): placement's set is not the store's", step, op)
-				}
+				var seqs []uint64
 				for i, rs := range inc.states {
+					if (rs == nil) != !inc.set.Live(i) {
+						t.Fatalf("step %d (%s): slot %d: state %v, hole %v", step, op, i, rs != nil, !inc.set.Live(i))
+					}
+					if rs == nil {
+						continue
+					}
+					seqs = append(seqs, inc.seqs[i])
 					if rs.r != &inc.set.Rules[i] || inc.rules[rs.r.ID] != rs {
 						t.Fatalf("step %d (%s): rule state %d (%s) out of place", step, op, i, inc.set.Rules[i].ID)
 					}
 				}
+				if !reflect.DeepEqual(inc.set.Compact().Rules, eff.Set.Rules) || !slices.Equal(seqs, eff.Seqs) {
+					t.Fatalf("step %d (%s): placement's set is not the store's", step, op)
+				}
+				if h := inc.set.Holes.Count(); h > max(holesMax, len(inc.states)/8) {
+					t.Fatalf("step %d (%s): %d holes in %d slots", step, op, h, len(inc.states))
+				}
+				maxHoles = max(maxHoles, inc.set.Holes.Count())
 				if !tc.accepts {
 					wf := newWorld(t, 1000)
 					wf.clock = wi.clock
@@ -232,6 +254,10 @@ func TestDeltaPlacementEqualsFullPlacement(t *testing.T) {
 			if inc.deltas < uint64(steps)*2/3 {
 				t.Errorf("%d of %d rounds read a delta; the rest read snapshots", inc.deltas, steps)
 			}
+			if maxHoles == 0 || (tc.holesMax == 2 && inc.compactions == 0) {
+				t.Errorf("at most %d holes, %d compactions: the removals did not leave holes, or none were closed", maxHoles, inc.compactions)
+			}
+			t.Logf("at most %d holes, %d compactions", maxHoles, inc.compactions)
 			t.Logf("%d of %d rounds from a delta; in hardware at the end: %v", inc.deltas, steps, placedOf(inc, wi).HW)
 		})
 	}

@@ -142,11 +142,11 @@ func (s *fakeSW) has(id string) bool {
 	return s.set != nil && s.set.Index(id) >= 0
 }
 func (s *fakeSW) SetRules(set *rule.Set) error {
-	if s.maxRules > 0 && len(set.Rules) > s.maxRules {
-		return fmt.Errorf("fake engine limit: %d rules > %d", len(set.Rules), s.maxRules)
+	if s.maxRules > 0 && set.Len() > s.maxRules {
+		return fmt.Errorf("fake engine limit: %d rules > %d", set.Len(), s.maxRules)
 	}
 	s.set = set
-	s.w.check(fmt.Sprintf("sw=%d", len(set.Rules)))
+	s.w.check(fmt.Sprintf("sw=%d", set.Len()))
 	return nil
 }
 func (s *fakeSW) Stats() dataplane.SWStats {
@@ -159,7 +159,10 @@ func (s *fakeSW) Stats() dataplane.SWStats {
 		}
 		b = b[:len(s.set.Rules)]
 		for i := range s.set.Rules {
-			b[i] = s.rules[s.set.Rules[i].ID]
+			b[i] = dataplane.Counter{}
+			if s.set.Live(i) { // a hole counts nothing
+				b[i] = s.rules[s.set.Rules[i].ID]
+			}
 		}
 		s.counts[s.turn] = b
 		st.Set, st.Counts = s.set, b

@@ -451,6 +451,8 @@ type Placer struct {
 	seqsOwn bool
 	// deltas counts the rounds applied from a store delta (applyDelta).
 	deltas uint64
+	// compactions counts the times the set's holes were closed (compact).
+	compactions uint64
 	// overlapHeld are the rules Compile last refused for an accept rule
 	// in front of them (stale entries are dropped when read): see
 	// applyDelta.
@@ -738,20 +740,24 @@ func (p *Placer) hwFailed(err error, op string) {
 func (p *Placer) swSet(extra map[string]bool, backstop bool) *rule.Set {
 	in := func(i int) bool {
 		r := &p.set.Rules[i]
+		rs := p.states[i]
+		if rs == nil {
+			return false // a hole, or (Apply) an id's other place
+		}
 		if r.Action == rule.Accept {
 			return true
 		}
-		rs := p.states[i]
-		if rs == nil || (rs.r != r && !sameMatch(&rs.r.Match, &r.Match)) {
+		if rs.r != r && !sameMatch(&rs.r.Match, &r.Match) {
 			return false // an id twice in the set: rs is its other place's
 		}
 		return rs.path == pSW || (len(extra) > 0 && extra[r.ID]) || (backstop && rs.path == pHW)
 	}
+	live := p.live()
 	n := 0
 	if backstop && p.seqs != nil && p.noneDrops == p.noneIn(extra) {
 		// Every drop rule is in hardware or software or in extra, and
 		// each id has one place (seqs): every rule is in.
-		n = len(p.set.Rules)
+		n = live
 	} else {
 		for i := range p.set.Rules {
 			if in(i) {
@@ -759,9 +765,11 @@ func (p *Placer) swSet(extra map[string]bool, backstop bool) *rule.Set {
 			}
 		}
 	}
-	if n == len(p.set.Rules) {
+	if n == live {
+		// The array itself, holes and all.
 		p.shared = true
-		return &rule.Set{Rules: p.set.Rules[:n:n]}
+		k := len(p.set.Rules)
+		return &rule.Set{Rules: p.set.Rules[:k:k], Holes: p.set.Holes}
 	}
 	out := &rule.Set{Rules: make([]rule.Rule, 0, n)}
 	for i := range p.set.Rules {
@@ -1061,7 +1069,7 @@ func (p *Placer) endRound(what string, start time.Time, always bool) {
 		return
 	}
 	var hw, sw int
-	if l := p.view.Load().Rules; p.seqs != nil && l.Len() == len(p.states) {
+	if l := p.view.Load().Rules; p.seqs != nil && l.Len() == p.live() {
 		// Each id once (the order has places): the published list's
 		// counts, summed per chunk. The caller published the round.
 		hw, sw = l.paths()
@@ -1078,7 +1086,7 @@ func (p *Placer) endRound(what string, start time.Time, always bool) {
 			}
 		}
 	}
-	args := []any{"round", what, "rules", len(p.states), "store_version", p.version,
+	args := []any{"round", what, "rules", p.live(), "store_version", p.version,
 		"added_hw", c.addedHW, "added_sw", c.addedSW, "moved", c.moved, "removed", c.removed,
 		"hw_refused", refused, "in_hw", hw, "in_sw", sw, "took", time.Since(start).Round(time.Microsecond).String()}
 	kinds := make([]dataplane.Kind, 0, len(c.hwRefused))
@@ -1311,10 +1319,12 @@ func (p *Placer) Tick(ctx context.Context) {
 	var swIdx map[string]int
 	if sw.Set != nil && len(sw.Counts) == len(sw.Set.Rules) {
 		swRules = sw.Set.Rules
-		if !inOrder(swRules, p.set.Rules) {
+		if sameArray := len(swRules) > 0 && len(p.set.Rules) > 0 && &p.set.Rules[0] == &swRules[0] && sw.Set.Holes == p.set.Holes; !sameArray && !inOrder(sw.Set, &p.set) {
 			swIdx = make(map[string]int, len(swRules))
 			for j := range swRules {
-				swIdx[swRules[j].ID] = j
+				if sw.Set.Live(j) {
+					swIdx[swRules[j].ID] = j
+				}
 			}
 			swRules = nil
 		}
@@ -1327,6 +1337,9 @@ func (p *Placer) Tick(ctx context.Context) {
 	// its totals, last reading and rates are zero and stay so, and it is
 	// given no extra part.
 	for i, rs := range p.states {
+		if rs == nil {
+			continue // a hole
+		}
 		id := p.set.Rules[i].ID
 		x := rs.x
 		var was counts
@@ -1342,6 +1355,9 @@ func (p *Placer) Tick(ctx context.Context) {
 			}
 		}
 		at := -1
+		for j < len(swRules) && !sw.Set.Live(j) {
+			j++ // a hole of the engine's set
+		}
 		if j < len(swRules) && swRules[j].ID == id {
 			at, j = j, j+1
 		} else if k, ok := swIdx[id]; ok {
@@ -1466,7 +1482,7 @@ func delta(last *dataplane.Counter, c dataplane.Counter) dataplane.Counter {
 func (p *Placer) evacuate(ctx context.Context) {
 	var moved []*ruleState
 	for _, rs := range p.states {
-		if rs.path == pHW {
+		if rs != nil && rs.path == pHW {
 			moved = append(moved, rs)
 		}
 	}
@@ -1489,7 +1505,7 @@ func (p *Placer) Recover(ctx context.Context) {
 	p.hwUp = true
 	p.refreshBudget(ctx)
 	for _, rs := range p.states {
-		if rs.path == pSW && rs.hwOK {
+		if rs != nil && rs.path == pSW && rs.hwOK {
 			p.toHW(ctx, rs, "hardware path back: offload first", p.now())
 		}
 	}
@@ -1516,7 +1532,7 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 	// round.
 	var cands []*ruleState
 	for _, rs := range p.states {
-		if rs.path != pSW || !rs.hwOK || rs.r.Action != rule.Drop || !dwelt(rs) {
+		if rs == nil || rs.path != pSW || !rs.hwOK || rs.r.Action != rule.Drop || !dwelt(rs) {
 			continue
 		}
 		if hot && rs.ex().swPPS == 0 {
@@ -1539,7 +1555,7 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 	var hwRules []*ruleState
 	if hot && len(cands) > 0 {
 		for _, rs := range p.states {
-			if rs.path == pHW && dwelt(rs) {
+			if rs != nil && rs.path == pHW && dwelt(rs) {
 				hwRules = append(hwRules, rs)
 			}
 		}
@@ -1674,10 +1690,12 @@ func (p *Placer) publish() {
 // order), or, after Apply, when the order has no places (an id twice) or
 // when most rules changed, the list is built anew.
 func (p *Placer) publishRules() RuleList {
-	if p.viewAll || (p.seqs == nil && len(p.dirty) > 0) || len(p.dirty) > len(p.states)/8 {
-		rvs := make([]ruleEntry, len(p.states))
-		for i, rs := range p.states {
-			rvs[i] = p.entryOf(rs)
+	if p.viewAll || (p.seqs == nil && len(p.dirty) > 0) || len(p.dirty) > p.live()/8 {
+		rvs := make([]ruleEntry, 0, p.live())
+		for _, rs := range p.states {
+			if rs != nil {
+				rvs = append(rvs, p.entryOf(rs))
+			}
 		}
 		p.list.reset(rvs)
 		p.viewAll = false
@@ -1687,7 +1705,7 @@ func (p *Placer) publishRules() RuleList {
 				continue // removed
 			}
 			if i := p.slot(rs); i >= 0 {
-				p.list.set(i, p.entryOf(rs))
+				p.list.set(p.pos(i), p.entryOf(rs))
 			}
 		}
 	}
@@ -1739,7 +1757,7 @@ func (p *Placer) Resync(ctx context.Context, reason string) int {
 	}
 	var lost []*ruleState
 	for _, rs := range p.states {
-		if rs.path == pHW && !have[rs.key()] {
+		if rs != nil && rs.path == pHW && !have[rs.key()] {
 			lost = append(lost, rs)
 		}
 	}
@@ -1770,7 +1788,7 @@ func (p *Placer) Resync(ctx context.Context, reason string) int {
 func (p *Placer) RemoveAllHW(ctx context.Context) int {
 	n := 0
 	for _, rs := range p.states {
-		if rs.path == pHW {
+		if rs != nil && rs.path == pHW {
 			p.hwRemove(ctx, rs.key())
 			rs.setKey("")
 			n++

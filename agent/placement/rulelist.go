@@ -256,6 +256,26 @@ func (l RuleList) Find(id string, seq uint64) (*RuleView, bool) {
 	return nil, false
 }
 
+// indexSeq returns the position of the first rule whose place in the
+// store's order is seq or after it (Len when none): a binary search, as
+// Find's. The placer finds a rule's position in the list by its place,
+// since the list holds no entry for the set's holes.
+func (l RuleList) indexSeq(seq uint64) int {
+	k := sort.Search(len(l.chunks), func(k int) bool {
+		c := l.chunks[k].rv
+		return c[len(c)-1].seq >= seq
+	})
+	if k == len(l.chunks) {
+		return l.Len()
+	}
+	c := l.chunks[k].rv
+	j := sort.Search(len(c), func(j int) bool { return c[j].seq >= seq })
+	if k > 0 {
+		j += l.ends[k-1]
+	}
+	return j
+}
+
 // All yields every rule with its position, in order.
 func (l RuleList) All() iter.Seq2[int, RuleView] {
 	return func(yield func(int, RuleView) bool) {

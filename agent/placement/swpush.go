@@ -18,12 +18,12 @@ func (p *Placer) giveSW(set *rule.Set) (same bool, err error) {
 	}
 	pt, ok := p.sw.(dataplane.SWPatcher)
 	if !ok {
-		if sameRules(set.Rules, p.pushed.Rules) {
+		if sameSet(set, p.pushed) {
 			return true, nil
 		}
 		return false, p.sw.SetRules(set)
 	}
-	removed, added, ok := swDiff(p.pushed.Rules, set.Rules, len(set.Rules)/4+64)
+	removed, added, ok := swDiff(p.pushed, set, set.Len()/4+64)
 	if ok && len(removed)+len(added) == 0 {
 		return true, nil
 	}
@@ -46,20 +46,47 @@ const swLookahead = 8
 // swDiff returns the indexes, ascending, of the rules of from that are not
 // in to as they are (removed) and of the rules of to that are not in from
 // as they are (added), such that every other rule of to is the next rule
-// of from not removed (dataplane.SWPatcher's terms); ok is false when they
-// number more than limit. It walks both sets once: a pair of equal rules
-// (the same element of a shared array, or sameRule) is kept; where they
-// differ it looks up to swLookahead rules ahead in either set for a run
-// removed or added, else counts the pair as one rule replaced by another.
-// A rule moved farther than that is listed as removed and added, which
-// is correct, only not the least change.
-func swDiff(from, to []rule.Rule, limit int) (removed, added []int, ok bool) {
+// of from not removed (dataplane.SWPatcher's terms: the holes of either
+// set are rules of neither); ok is false when they number more than
+// limit.
+//
+// When to is from's array, with more holes and perhaps rules appended in
+// place (a removal and an add of the placer's), the change is read from
+// the holes alone: the rules that became holes are removed, those past
+// from's end added, at a cost of a word per 64 rules. Otherwise it walks
+// both sets once: a pair of equal rules (the same element of a shared
+// array, or sameRule) is kept; where they differ it looks up to
+// swLookahead rules ahead in either set for a run removed or added, else
+// counts the pair as one rule replaced by another. A rule moved farther
+// than that is listed as removed and added, which is correct, only not
+// the least change.
+func swDiff(fromSet, toSet *rule.Set, limit int) (removed, added []int, ok bool) {
+	from, to := fromSet.Rules, toSet.Rules
+	if len(from) > 0 && len(to) >= len(from) && &from[0] == &to[0] && holesGrew(fromSet.Holes, toSet.Holes, len(from)) {
+		toSet.Holes.Each(len(from), func(i int) {
+			if !fromSet.Holes.Dead(i) {
+				removed = append(removed, i)
+			}
+		})
+		for j := len(from); j < len(to); j++ {
+			if toSet.Live(j) {
+				added = append(added, j)
+			}
+		}
+		return removed, added, len(removed)+len(added) <= limit
+	}
 	same := func(i, j int) bool { return &from[i] == &to[j] || sameRule(&from[i], &to[j]) }
-	i, j := 0, 0
+	// next returns the first live position of s at or after i.
+	next := func(s *rule.Set, i int) int {
+		for i < len(s.Rules) && !s.Live(i) {
+			i++
+		}
+		return i
+	}
+	i, j := next(fromSet, 0), next(toSet, 0)
 	for i < len(from) && j < len(to) {
 		if same(i, j) {
-			i++
-			j++
+			i, j = next(fromSet, i+1), next(toSet, j+1)
 			continue
 		}
 		if len(removed)+len(added) > limit {
@@ -67,39 +94,88 @@ func swDiff(from, to []rule.Rule, limit int) (removed, added []int, ok bool) {
 		}
 		if from[i].ID == to[j].ID { // changed in place
 			removed, added = append(removed, i), append(added, j)
-			i++
-			j++
+			i, j = next(fromSet, i+1), next(toSet, j+1)
 			continue
 		}
 		found := false
 		for d := 1; d <= swLookahead && !found; d++ {
 			switch {
-			case i+d < len(from) && same(i+d, j):
+			case i+d < len(from) && fromSet.Live(i+d) && same(i+d, j):
 				for k := i; k < i+d; k++ {
-					removed = append(removed, k)
+					if fromSet.Live(k) {
+						removed = append(removed, k)
+					}
 				}
 				i, found = i+d, true
-			case j+d < len(to) && same(i, j+d):
+			case j+d < len(to) && toSet.Live(j+d) && same(i, j+d):
 				for k := j; k < j+d; k++ {
-					added = append(added, k)
+					if toSet.Live(k) {
+						added = append(added, k)
+					}
 				}
 				j, found = j+d, true
 			}
 		}
 		if !found {
 			removed, added = append(removed, i), append(added, j)
-			i++
-			j++
+			i, j = next(fromSet, i+1), next(toSet, j+1)
 		}
 	}
-	for ; i < len(from); i++ {
+	for ; i < len(from); i = next(fromSet, i+1) {
 		removed = append(removed, i)
 	}
-	for ; j < len(to); j++ {
+	for ; j < len(to); j = next(toSet, j+1) {
 		added = append(added, j)
 	}
 	if len(removed)+len(added) > limit {
 		return nil, nil, false
 	}
 	return removed, added, true
+}
+
+// holesGrew reports whether every hole of a below n is a hole of b: b is
+// a's holes and more (holes are never filled again: a slot that became a
+// hole stays one until the set is compacted into a new array).
+func holesGrew(a, b *rule.Holes, n int) bool {
+	if a.Count() > b.Count() {
+		return false
+	}
+	ok := true
+	a.Each(n, func(i int) { ok = ok && b.Dead(i) })
+	return ok
+}
+
+// sameSet reports whether a and b hold the same rules in the same order,
+// their holes aside.
+func sameSet(a, b *rule.Set) bool {
+	if len(a.Rules) == len(b.Rules) && len(a.Rules) > 0 && &a.Rules[0] == &b.Rules[0] {
+		// One array (an element of a shared array is not written): the
+		// same set when the holes are; holes only grow until the array
+		// is compacted into another, so more of them is a rule gone.
+		if a.Holes == b.Holes {
+			return true
+		}
+		if a.Holes.Count() != b.Holes.Count() && (holesGrew(a.Holes, b.Holes, len(a.Rules)) || holesGrew(b.Holes, a.Holes, len(a.Rules))) {
+			return false
+		}
+	}
+	if a.Holes.Count() == 0 && b.Holes.Count() == 0 {
+		return sameRules(a.Rules, b.Rules)
+	}
+	i, j := 0, 0
+	for {
+		for i < len(a.Rules) && !a.Live(i) {
+			i++
+		}
+		for j < len(b.Rules) && !b.Live(j) {
+			j++
+		}
+		if i == len(a.Rules) || j == len(b.Rules) {
+			return i == len(a.Rules) && j == len(b.Rules)
+		}
+		if !sameRule(&a.Rules[i], &b.Rules[j]) {
+			return false
+		}
+		i, j = i+1, j+1
+	}
 }

@@ -18,27 +18,27 @@ import (
 // without the rules at removed, with the rules at added put in. It
 // returns what the change says to is, or an error when it does not
 // describe from and to.
-func applyChange(from, to []rule.Rule, removed, added []int) error {
+func applyChange(from, to *rule.Set, removed, added []int) error {
 	for k := range removed {
-		if removed[k] < 0 || removed[k] >= len(from) || (k > 0 && removed[k] <= removed[k-1]) {
-			return fmt.Errorf("removed %v: not ascending indexes of %d rules", removed, len(from))
+		if removed[k] < 0 || removed[k] >= len(from.Rules) || (k > 0 && removed[k] <= removed[k-1]) || !from.Live(removed[k]) {
+			return fmt.Errorf("removed %v: not ascending indexes of the %d rules (holes aside)", removed, len(from.Rules))
 		}
 	}
 	for k := range added {
-		if added[k] < 0 || added[k] >= len(to) || (k > 0 && added[k] <= added[k-1]) {
-			return fmt.Errorf("added %v: not ascending indexes of %d rules", added, len(to))
+		if added[k] < 0 || added[k] >= len(to.Rules) || (k > 0 && added[k] <= added[k-1]) || !to.Live(added[k]) {
+			return fmt.Errorf("added %v: not ascending indexes of the %d rules (holes aside)", added, len(to.Rules))
 		}
 	}
 	var kept []rule.Rule
-	for i := range from {
-		if !slices.Contains(removed, i) {
-			kept = append(kept, from[i])
+	for i := range from.Rules {
+		if from.Live(i) && !slices.Contains(removed, i) {
+			kept = append(kept, from.Rules[i])
 		}
 	}
 	var rest []rule.Rule
-	for j := range to {
-		if !slices.Contains(added, j) {
-			rest = append(rest, to[j])
+	for j := range to.Rules {
+		if to.Live(j) && !slices.Contains(added, j) {
+			rest = append(rest, to.Rules[j])
 		}
 	}
 	if !sameRules(kept, rest) {
@@ -81,7 +81,7 @@ func TestSWDiff(t *testing.T) {
 		{"moved far", ids("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"), far, nil, nil, 100, true, false, true},
 		{"over the limit", ids("a", "b", "c", "d"), ids("w", "x", "y", "z"), nil, nil, 3, false, false, false},
 	} {
-		removed, added, ok := swDiff(x.from, x.to, x.limit)
+		removed, added, ok := swDiff(&rule.Set{Rules: x.from}, &rule.Set{Rules: x.to}, x.limit)
 		if ok != x.ok {
 			t.Errorf("%s: ok %v, want %v", x.name, ok, x.ok)
 			continue
@@ -89,7 +89,7 @@ func TestSWDiff(t *testing.T) {
 		if !ok {
 			continue
 		}
-		if err := applyChange(x.from, x.to, removed, added); err != nil {
+		if err := applyChange(&rule.Set{Rules: x.from}, &rule.Set{Rules: x.to}, removed, added); err != nil {
 			t.Errorf("%s: %v", x.name, err)
 		}
 		if x.checkLeast && (!slices.Equal(removed, x.removed) || !slices.Equal(added, x.added)) {
@@ -119,13 +119,54 @@ func TestSWDiff(t *testing.T) {
 				to = slices.Insert(slices.Delete(to, i, i+1), min(j, len(to)-1), r)
 			}
 		}
-		removed, added, ok := swDiff(from, to, 1000)
+		// Holes: some of from's rules are holes already, some of to's too
+		// (where to is a copy, any; where it is from's array, those of from
+		// and more, rules perhaps appended in place).
+		fs, ts := &rule.Set{Rules: from}, &rule.Set{Rules: to}
+		if rng.IntN(2) == 0 && len(from) > 0 {
+			fs.Holes = fs.Holes.With(rng.IntN(len(from)))
+			if rng.IntN(2) == 0 {
+				ts = &rule.Set{Rules: from[:len(from):len(from)], Holes: fs.Holes.With(rng.IntN(len(from)))}
+				if rng.IntN(2) == 0 {
+					grown := append(slices.Clone(from), drop(fmt.Sprintf("a%d", n), "198.51.100.0/24"))
+					fs.Rules, ts.Rules = grown[:len(from)], grown
+				}
+			} else if len(to) > 0 {
+				ts.Holes = ts.Holes.With(rng.IntN(len(to)))
+			}
+		}
+		removed, added, ok := swDiff(fs, ts, 1000)
 		if !ok {
 			t.Fatalf("edit %d: refused under a limit of 1000", n)
 		}
-		if err := applyChange(from, to, removed, added); err != nil {
+		if err := applyChange(fs, ts, removed, added); err != nil {
 			t.Fatalf("edit %d: %v", n, err)
 		}
+	}
+}
+
+// swDiff of a set and the same array with more holes and rules appended
+// in place (what a removal and an add leave) reads the change from the
+// holes: the new holes removed, the appended rules added, and nothing else.
+func TestSWDiffHoles(t *testing.T) {
+	arr := ids("a", "b", "c", "d", "e", "f")
+	from := &rule.Set{Rules: arr[:4:4], Holes: (*rule.Holes)(nil).With(1)}
+	to := &rule.Set{Rules: arr, Holes: from.Holes.With(2, 4)}
+	removed, added, ok := swDiff(from, to, 10)
+	if !ok || !slices.Equal(removed, []int{2}) || !slices.Equal(added, []int{5}) {
+		t.Fatalf("-%v +%v (ok %v), want -[2] +[5]", removed, added, ok)
+	}
+	if err := applyChange(from, to, removed, added); err != nil {
+		t.Fatal(err)
+	}
+	// Compacted into a new array: the walk skips from's holes.
+	compact := to.Compact()
+	removed, added, ok = swDiff(to, compact, 10)
+	if !ok || len(removed)+len(added) != 0 {
+		t.Fatalf("compaction: -%v +%v (ok %v), want no change", removed, added, ok)
+	}
+	if !sameSet(to, compact) || sameSet(from, to) {
+		t.Fatal("sameSet does not tell holes from rules")
 	}
 }
 
@@ -141,13 +182,13 @@ func (s *patchSW) PatchRules(from, to *rule.Set, removed, added []int) error {
 	if from != s.set {
 		s.w.t.Fatalf("a change from a set the engine does not hold")
 	}
-	if err := applyChange(from.Rules, to.Rules, removed, added); err != nil {
+	if err := applyChange(from, to, removed, added); err != nil {
 		s.w.t.Fatalf("PatchRules: %v", err)
 	}
 	s.patches++
 	s.patched += len(removed) + len(added)
 	s.set = to
-	s.w.check(fmt.Sprintf("sw=%d (-%d +%d)", len(to.Rules), len(removed), len(added)))
+	s.w.check(fmt.Sprintf("sw=%d (-%d +%d)", to.Len(), len(removed), len(added)))
 	return nil
 }
 
@@ -213,8 +254,14 @@ func TestPushSWPatches(t *testing.T) {
 				if psw.patches > before {
 					rounds++
 				}
-				if !sameRules(psw.set.Rules, wt.sw.set.Rules) {
-					t.Fatalf("step %d: the patched engine holds %d rules, the twin's %d, or others", step, len(psw.set.Rules), len(wt.sw.set.Rules))
+				if !sameSet(psw.set, wt.sw.set) {
+					t.Fatalf("step %d: the patched engine holds %d rules, the twin's %d, or others", step, psw.set.Len(), wt.sw.set.Len())
+				}
+				// With the backstop every rule is in software: the engine
+				// holds the store's effective set, rule for rule (not the
+				// holes the placer left).
+				if eff := st.Effective(); !noBackstop && !sameSet(psw.set, &eff.Set) {
+					t.Fatalf("step %d: the engine holds %d rules, the store %d, or others", step, psw.set.Len(), len(eff.Set.Rules))
 				}
 			}
 			// Most rounds change something; each change is a few rules.

@@ -299,8 +299,9 @@ func BenchmarkFlowSpecBurst(b *testing.B) {
 // timed part): ms from the last withdrawal until no rule of the routes is
 // left in the store or the placement view (ms-after-last), ms to send
 // them (ms-withdraw), and the process's CPU time from the first
-// withdrawal to the end (cpu-ms: every placement round the burst caused,
-// each a removal that copies the rule set, see placement's closeSlots).
+// withdrawal to the end (cpu-ms: every placement round the burst caused;
+// a removal leaves a hole in the placer's set, closed once holes pass an
+// eighth of it, see placement's compact).
 func BenchmarkFlowSpecChurn(b *testing.B) {
 	const n = 10000
 	for _, bg := range []int{0, 100000} {
