@@ -108,7 +108,7 @@ type xdpSW struct {
 }
 
 func (x *xdpSW) Name() string                 { return "xdp" }
-func (x *xdpSW) SetRules(set *rule.Set) error { return x.e.Replace(set.Compact()) }
+func (x *xdpSW) SetRules(set *rule.Set) error { return x.e.Replace(set) }
 func (x *xdpSW) Capacity() (int, float64)     { return x.workers, x.hz }
 func (x *xdpSW) Stats() dataplane.SWStats {
 	out := dataplane.SWStats{At: time.Now()}

@@ -288,6 +288,7 @@ func (e *Engine) Program() *ebpf.Program { return e.prog }
 // generation's maps are built from scratch, then one word flips. On error
 // (a *LimitError for a rule that does not fit) the set in force stays.
 func (e *Engine) Replace(s *rule.Set) error {
+	s = s.Compact() // the program knows no holes: the rules alone
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(s.Rules) > e.opts.MaxRules {
