@@ -402,6 +402,7 @@ func (p *Placer) compact(room int) {
 		return
 	}
 	p.compactions++
+	p.log.Debug("closing the rule set's holes (rules removed in place)", "holes", len(gone), "rules", len(p.set.Rules)-len(gone))
 	n := len(p.set.Rules) - len(gone)
 	c := n + room + (n+room)/16 + 16
 	rules := make([]rule.Rule, n, c)
