@@ -134,7 +134,11 @@ func TestEngineFollowsTheStore(t *testing.T) {
 			if maxHoles == 0 || p.compactions == 0 {
 				t.Fatalf("at most %d holes, %d compactions: nothing to test", maxHoles, p.compactions)
 			}
-			t.Logf("at most %d holes, %d compactions", maxHoles, p.compactions)
+			ps := cl.PatchStats()
+			if patch && (ps.InPlace == 0 || p.swPatches < 300) {
+				t.Fatalf("%d changes patched (%d in place) in 400 rounds: the engine was handed whole sets", p.swPatches, ps.InPlace)
+			}
+			t.Logf("at most %d holes, %d compactions; %d changes patched, %d in place", maxHoles, p.compactions, p.swPatches, ps.InPlace)
 		})
 	}
 }
