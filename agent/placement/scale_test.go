@@ -149,7 +149,7 @@ func (s *compileSW) SetRules(set *rule.Set) error {
 // collection included), steadier than ns/op on a shared machine.
 func BenchmarkPlacementChange(b *testing.B) {
 	for _, sw := range []string{"count", "compile"} {
-		for _, op := range []string{"add", "remove", "removemid"} {
+		for _, op := range []string{"add", "remove", "removemid", "changemid"} {
 			for _, n := range []int{1000, 10000, 100000} {
 				b.Run(fmt.Sprintf("sw=%s/op=%s/rules=%d", sw, op, n), func(b *testing.B) {
 					st := classBenchStore(b, n)
@@ -229,7 +229,8 @@ func BenchmarkRuleFind(b *testing.B) {
 // change makes, in the store, the change a round of BenchmarkPlacementChange
 // or BenchmarkPlacementChangeSW then places (op): add, one drop rule added
 // through the API; remove, one added (and placed) and then deleted, the
-// set's last; removemid, the rule in the middle deleted (removeMid).
+// set's last; removemid, the rule in the middle deleted (removeMid);
+// changemid, the rule in the middle changed in its place (its priority).
 type change struct {
 	i    int       // rules added so far
 	back rule.Rule // removemid: the rule to put back
@@ -237,8 +238,19 @@ type change struct {
 
 func (c *change) make(ctx context.Context, b *testing.B, op string, st *store.Store, p *placement.Placer) {
 	b.Helper()
-	if op == "removemid" {
+	switch op {
+	case "removemid":
 		removeMid(ctx, b, st, p, &c.back)
+		return
+	case "changemid":
+		// The rule in the middle changed in its place (the same id: the
+		// store keeps its place in the order): its priority, up and down.
+		rs := st.Effective().Set.Rules
+		r := rs[len(rs)/2]
+		r.Priority ^= 1
+		if _, err := st.Put("file:bench", r); err != nil {
+			b.Fatal(err)
+		}
 		return
 	}
 	r := rule.Rule{ID: fmt.Sprintf("one%d", c.i), Priority: 100, Action: rule.Drop,

@@ -42,7 +42,7 @@ func (s *patchSW) PatchRules(from, to *rule.Set, removed, added []int) error {
 //	go test -run '^$' -bench PlacementChangeSW -benchtime 20x ./agent/placement/
 func BenchmarkPlacementChangeSW(b *testing.B) {
 	for _, n := range []int{10000, 100000} {
-		for _, op := range []string{"add", "remove", "removemid"} {
+		for _, op := range []string{"add", "remove", "removemid", "changemid"} {
 			for _, sw := range []string{"swap", "patch"} {
 				b.Run(fmt.Sprintf("rules=%d/op=%s/sw=%s", n, op, sw), func(b *testing.B) {
 					st := classBenchStore(b, n)
