@@ -52,8 +52,9 @@ const swLookahead = 8
 //
 // When to is from's array, with more holes and perhaps rules appended in
 // place (a removal and an add of the placer's), the change is read from
-// the holes alone: the rules that became holes are removed, those past
-// from's end added, at a cost of a word per 64 rules. Otherwise it walks
+// the holes alone (rule.Holes.New: the blocks of the bitmap the removals
+// wrote): the rules that became holes are removed, those past from's end
+// added. Otherwise it walks
 // both sets once: a pair of equal rules (the same element of a shared
 // array, or sameRule) is kept; where they differ it looks up to
 // swLookahead rules ahead in either set for a run removed or added, else
@@ -62,18 +63,24 @@ const swLookahead = 8
 // the least change.
 func swDiff(fromSet, toSet *rule.Set, limit int) (removed, added []int, ok bool) {
 	from, to := fromSet.Rules, toSet.Rules
-	if len(from) > 0 && len(to) >= len(from) && &from[0] == &to[0] && holesGrew(fromSet.Holes, toSet.Holes, len(from)) {
-		toSet.Holes.Each(len(from), func(i int) {
-			if !fromSet.Holes.Dead(i) {
+	if len(from) > 0 && len(to) >= len(from) && &from[0] == &to[0] {
+		var past bool // a hole at or past from's end
+		grew := toSet.Holes.New(fromSet.Holes, func(i int) {
+			if i < len(from) {
 				removed = append(removed, i)
+			} else {
+				past = true
 			}
 		})
-		for j := len(from); j < len(to); j++ {
-			if toSet.Live(j) {
-				added = append(added, j)
+		if grew && !past {
+			for j := len(from); j < len(to); j++ {
+				if toSet.Live(j) {
+					added = append(added, j)
+				}
 			}
+			return removed, added, len(removed)+len(added) <= limit
 		}
-		return removed, added, len(removed)+len(added) <= limit
+		removed = nil
 	}
 	same := func(i, j int) bool { return &from[i] == &to[j] || sameRule(&from[i], &to[j]) }
 	// next returns the first live position of s at or after i.
@@ -133,18 +140,6 @@ func swDiff(fromSet, toSet *rule.Set, limit int) (removed, added []int, ok bool)
 	return removed, added, true
 }
 
-// holesGrew reports whether every hole of a below n is a hole of b: b is
-// a's holes and more (holes are never filled again: a slot that became a
-// hole stays one until the set is compacted into a new array).
-func holesGrew(a, b *rule.Holes, n int) bool {
-	if a.Count() > b.Count() {
-		return false
-	}
-	ok := true
-	a.Each(n, func(i int) { ok = ok && b.Dead(i) })
-	return ok
-}
-
 // sameSet reports whether a and b hold the same rules in the same order,
 // their holes aside.
 func sameSet(a, b *rule.Set) bool {
@@ -155,7 +150,7 @@ func sameSet(a, b *rule.Set) bool {
 		if a.Holes == b.Holes {
 			return true
 		}
-		if a.Holes.Count() != b.Holes.Count() && (holesGrew(a.Holes, b.Holes, len(a.Rules)) || holesGrew(b.Holes, a.Holes, len(a.Rules))) {
+		if a.Holes.Count() != b.Holes.Count() && (b.Holes.New(a.Holes, func(int) {}) || a.Holes.New(b.Holes, func(int) {})) {
 			return false
 		}
 	}

@@ -22,8 +22,10 @@ func TestHoles(t *testing.T) {
 	var h *Holes
 	var dead []int
 	var history []*Holes
+	var deads [][]int
 	for step := range 120 {
 		i := rng.IntN(len(rules) + 70) // some past the end: never set
+		was := h
 		if i < len(rules) {
 			h = h.With(i)
 			if !slices.Contains(dead, i) {
@@ -31,15 +33,45 @@ func TestHoles(t *testing.T) {
 			}
 		}
 		history = append(history, h)
+		deads = append(deads, slices.Clone(dead))
 		if h.Count() != len(dead) {
 			t.Fatalf("step %d: Count %d, want %d", step, h.Count(), len(dead))
 		}
-	}
-	// The earlier bitmaps kept their holes only.
-	for k, old := range history[:len(history)-1] {
-		if old.Count() > history[k+1].Count() {
-			t.Fatalf("bitmap %d has %d holes, the next %d", k, old.Count(), history[k+1].Count())
+		// New tells the hole just made, and only it.
+		var got []int
+		if grew := h.New(was, func(k int) { got = append(got, k) }); !grew {
+			t.Fatalf("step %d: New says holes were filled", step)
 		}
+		if want := []int(nil); i < len(rules) && !was.Dead(i) {
+			want = []int{i}
+			if !slices.Equal(got, want) {
+				t.Fatalf("step %d: New %v, want %v", step, got, want)
+			}
+			if was.New(h, func(int) { t.Fatalf("step %d: the older bitmap has a hole the newer lacks", step) }) {
+				t.Fatalf("step %d: New of the older bitmap says it grew from the newer", step)
+			}
+		} else if len(got) != 0 {
+			t.Fatalf("step %d: New %v, want none", step, got)
+		}
+	}
+	// The earlier bitmaps kept their holes only (With writes copies).
+	for k, old := range history {
+		for i := range len(rules) + 70 {
+			if old.Dead(i) != slices.Contains(deads[k], i) {
+				t.Fatalf("bitmap %d: Dead(%d) = %v, its holes %v", k, i, old.Dead(i), deads[k])
+			}
+		}
+	}
+	// Blocks: positions far apart (past 4096) and a bitmap grown from nil.
+	far := (*Holes)(nil).With(5, 9000, 4096, 4095)
+	var got []int
+	far.Each(1<<20, func(i int) { got = append(got, i) })
+	if !slices.Equal(got, []int{5, 4095, 4096, 9000}) || far.Count() != 4 {
+		t.Fatalf("holes %v (%d), want [5 4095 4096 9000]", got, far.Count())
+	}
+	got = got[:0]
+	if !far.With(12000, 5).New(far, func(i int) { got = append(got, i) }) || !slices.Equal(got, []int{12000}) {
+		t.Fatalf("New of two blocks on: %v, want [12000]", got)
 	}
 	set := &Set{Rules: rules, Holes: h}
 	var live []Rule
