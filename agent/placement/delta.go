@@ -33,11 +33,11 @@ import (
 // holes are closed (compact: a copy of the set) once they pass
 // max(holesMax, an eighth of the slots), so at 100k rules one removal in
 // 12,500 pays a copy of 29 MB. What stays linear in the set: a copy of the
-// holes' bitmap per removal (a bit a slot); an engine that does not take
-// changes is handed the whole set (dataplane.SW.SetRules); a rule changed
-// in its place copies the array when an engine holds it (unshare); and a
-// rule placed in the middle of the order copies the set's arrays once per
-// round. The View's list of rules is edited where the rules changed
+// holes' block index per round (a pointer per 4096 slots: rule.Holes); an
+// engine that does not take changes is handed the whole set
+// (dataplane.SW.SetRules); a rule changed in its place copies the array
+// when an engine holds it (unshare); and a rule placed in the middle of
+// the order copies the set's arrays once per round. The View's list of rules is edited where the rules changed
 // (RuleList: a chunk of 256 copied per rule changed), found by place.
 func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bool {
 	if d.From != p.version || p.seqs == nil {
@@ -177,8 +177,8 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 		// Rules removed, and any new ones after the last: the removed
 		// rules' slots become holes (the arrays stay where they are: an
 		// engine may be reading them), the new rules are appended. Once
-		// holes pass an eighth of the slots they are closed (closeSlots),
-		// a copy of the set that the removals before it pay for together.
+		// holes pass an eighth of the slots they are closed (compact), a
+		// copy of the set that the removals before it pay for together.
 		slices.Sort(emptied)
 		if listOK {
 			for k := len(emptied) - 1; k >= 0; k-- {
