@@ -36,7 +36,8 @@ func (s patcher) PatchRules(from, to *rule.Set, removed, added []int) error {
 
 // What the software engine enforces follows the store through removals
 // in place (holes), their compaction, an id removed and added again (a
-// hole and a rule of one id), changes in place and adds: after every
+// hole and a rule of one id), changes in place, adds, and accept rules
+// added (rounds from a snapshot, whose set has no holes): after every
 // round the Go classifier, given the changes (Patch) or whole sets (Swap),
 // decides every frame of a few hundred as the linear reference does on
 // the store's own effective set (not the placer's). Without hardware, so
@@ -71,7 +72,7 @@ func TestEngineFollowsTheStore(t *testing.T) {
 			p.ApplyStore(ctx, st)
 			var removed []rule.Rule
 			next := 600
-			maxHoles := 0
+			maxHoles, accepts := 0, 0
 			var f rule.Fields
 			for step := range 400 {
 				clk = clk.Add(time.Second)
@@ -104,6 +105,13 @@ func TestEngineFollowsTheStore(t *testing.T) {
 					if _, err := st.Put(e.Source, r); err != nil {
 						t.Fatal(err)
 					}
+				case k < 9 && step >= 300 && rng.IntN(3) == 0: // an accept rule: a round from a snapshot (Apply)
+					r := pool[next%len(pool)]
+					r.ID, r.Action = fmt.Sprintf("acc%d", next), rule.Accept
+					next++
+					op = "accept " + r.ID
+					_, _ = st.Put("api", r)
+					accepts++
 				default: // a new rule
 					r := pool[next%len(pool)]
 					r.ID = fmt.Sprintf("new%d", next)
@@ -131,14 +139,14 @@ func TestEngineFollowsTheStore(t *testing.T) {
 					}
 				}
 			}
-			if maxHoles == 0 || p.compactions == 0 {
-				t.Fatalf("at most %d holes, %d compactions: nothing to test", maxHoles, p.compactions)
+			if maxHoles == 0 || p.compactions == 0 || accepts == 0 {
+				t.Fatalf("at most %d holes, %d compactions, %d accept rules added: nothing to test", maxHoles, p.compactions, accepts)
 			}
 			ps := cl.PatchStats()
 			if patch && (ps.InPlace == 0 || p.swPatches < 300) {
 				t.Fatalf("%d changes patched (%d in place) in 400 rounds: the engine was handed whole sets", p.swPatches, ps.InPlace)
 			}
-			t.Logf("at most %d holes, %d compactions; %d changes patched, %d in place", maxHoles, p.compactions, p.swPatches, ps.InPlace)
+			t.Logf("at most %d holes, %d compactions, %d accept rules added; %d changes patched, %d in place", maxHoles, p.compactions, accepts, p.swPatches, ps.InPlace)
 		})
 	}
 }
