@@ -74,10 +74,30 @@ func TestEngineFollowsTheStore(t *testing.T) {
 			next := 600
 			maxHoles, accepts := 0, 0
 			var f rule.Fields
-			for step := range 400 {
+			for step := range 402 {
 				clk = clk.Add(time.Second)
 				op := ""
 				switch k := rng.IntN(10); {
+				case step == 400: // the whole file gone in one round
+					op = "file emptied"
+					if _, err := st.Replace("file:cb", nil); err != nil {
+						t.Fatal(err)
+					}
+				case step == 401: // and back (but the ids the API holds now)
+					op = "file back"
+					held := map[string]bool{}
+					for _, e := range st.List() {
+						held[e.Rule.ID] = true
+					}
+					var back []rule.Rule
+					for _, r := range pool[:600] {
+						if !held[r.ID] {
+							back = append(back, r)
+						}
+					}
+					if _, err := st.Replace("file:cb", back); err != nil {
+						t.Fatal(err)
+					}
 				case k < 5: // a removal, anywhere in the order
 					es := st.List()
 					e := es[rng.IntN(len(es))]
