@@ -225,18 +225,21 @@ func BenchmarkChangeStream(b *testing.B) {
 }
 
 // BenchmarkPatchedLookup: what a patched table costs a lookup, against
-// the compiled table of the same set, on ClassBench-style sets of 10k and
-// 100k rules and fresh traffic (every packet a new flow) steered at the
-// rules: DecideBurst (api=table) and a worker's bursts with its flow cache
-// off (api=burst-nocache). "patched-1" has one rule removed and one added;
-// "patched-fold" an overlay and masked rules just under the fold bounds
-// (√n added, n/16 removed).
+// the compiled table of the same set, on ClassBench-style sets of 1k, 10k
+// and 100k rules and fresh traffic (every packet a new flow) steered at
+// the rules: DecideBurst (api=table), Decide packet by packet
+// (api=decide) and a worker's bursts with its flow cache off
+// (api=burst-nocache). "patched-1" has one rule removed and one added (a
+// new array); "patched-fold" an overlay and masked rules just under the
+// fold bounds (√n added, n/16 removed). "inplace-1" and "inplace-fold"
+// remove one rule and n/16 rules in place (the same array, their
+// positions made holes: rule.Holes).
 //
 //	go test -run '^$' -bench PatchedLookup ./swpath/classifier/
 func BenchmarkPatchedLookup(b *testing.B) {
-	for _, n := range []int{10000, 100000} {
-		for _, how := range []string{"compiled", "patched-1", "patched-fold"} {
-			for _, api := range []string{"table", "burst-nocache"} {
+	for _, n := range []int{1000, 10000, 100000} {
+		for _, how := range []string{"compiled", "patched-1", "patched-fold", "inplace-1", "inplace-fold"} {
+			for _, api := range []string{"table", "decide", "burst-nocache"} {
 				b.Run(fmt.Sprintf("rules=%dk/%s/api=%s", n/1000, how, api), func(b *testing.B) {
 					wl := classBench(b, n, true)
 					base := wl.set
@@ -245,10 +248,30 @@ func BenchmarkPatchedLookup(b *testing.B) {
 						b.Fatal(err)
 					}
 					nadd, nrm := 1, 1
-					if how == "patched-fold" {
+					switch how {
+					case "patched-fold":
 						nadd, nrm = foldAt(n), n/16
+					case "inplace-1", "inplace-fold":
+						nadd, nrm = 0, 1
+						if how == "inplace-fold" {
+							nrm = n / 16
+						}
+						step := n / nrm
+						var removed []int
+						for i := range base.Rules {
+							if i%step == step/2 && len(removed) < nrm {
+								removed = append(removed, i)
+							}
+						}
+						next := &rule.Set{Rules: base.Rules, Holes: base.Holes.With(removed...)}
+						if err := c.Patch(base, next, removed, nil); err != nil {
+							b.Fatal(err)
+						}
+						if ps := c.PatchStats(); c.Table().pt == nil || ps.InPlace != 1 {
+							b.Fatalf("%+v: not patched in place", ps)
+						}
 					}
-					if how != "compiled" {
+					if how == "patched-1" || how == "patched-fold" {
 						adds := traffic.ClassBenchRules(uint64(n)+3, nadd).Rules
 						// Remove every (n/nrm)-th rule, add the new ones spread
 						// over the set.
@@ -278,6 +301,8 @@ func BenchmarkPatchedLookup(b *testing.B) {
 					switch api {
 					case "table":
 						runTable(b, c.Table(), wl.fs)
+					case "decide":
+						runDecide(b, c.Table(), wl.fs)
 					default:
 						w := c.NewWorker()
 						defer w.Close()
