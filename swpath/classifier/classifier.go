@@ -589,16 +589,17 @@ func (c *Classifier) CountsInto(dst []Count) (*rule.Set, []Count) {
 		dst = make([]Count, n)
 	}
 	dst = dst[:n]
+	holes := t.set.Holes
 	for i := range dst {
 		dst[i] = Count{}
-		if sl := t.slot[i]; sl != noSlot && int(sl) < len(c.retired) {
+		if sl := t.slot[i]; !holes.Dead(i) && int(sl) < len(c.retired) {
 			dst[i] = Count{c.retired[sl].packets, c.retired[sl].bytes}
 		}
 	}
 	for w := range c.workers {
 		ctr := *w.ctr.Load()
 		for i := range dst {
-			if sl := t.slot[i]; sl != noSlot && int(sl) < len(ctr) {
+			if sl := t.slot[i]; !holes.Dead(i) && int(sl) < len(ctr) {
 				v := ctr[sl].load()
 				dst[i].Packets += v.packets
 				dst[i].Bytes += v.bytes
@@ -624,10 +625,11 @@ func (c *Classifier) SnapshotInto(s *Snapshot) {
 	}
 	*s = Snapshot{Rules: rules, PassPackets: c.retPass.packets, PassBytes: c.retPass.bytes,
 		Packets: c.retStat[0], TablesProbed: c.retStat[1], CacheHits: c.retStat[2]}
+	holes := t.set.Holes
 	for i := range t.set.Rules {
 		sl := t.slot[i]
-		if sl == noSlot {
-			continue // a hole: zero, no ID
+		if holes.Dead(i) {
+			continue // a hole: zero, no ID (its slot entry may be stale)
 		}
 		rc := &s.Rules[i]
 		rc.ID, rc.Verdict = t.set.Rules[i].ID, t.verdict[i]
@@ -638,7 +640,7 @@ func (c *Classifier) SnapshotInto(s *Snapshot) {
 	for w := range c.workers {
 		ctr := *w.ctr.Load()
 		for i := range s.Rules {
-			if sl := t.slot[i]; sl != noSlot && int(sl) < len(ctr) {
+			if sl := t.slot[i]; !holes.Dead(i) && int(sl) < len(ctr) {
 				v := ctr[sl].load()
 				s.Rules[i].Packets += v.packets
 				s.Rules[i].Bytes += v.bytes

@@ -324,8 +324,10 @@ type Table struct {
 	// verdictAt is verdict indexed by rule index + 1: verdictAt[0] is Pass
 	// (no rule decided). verdict is its tail.
 	verdictAt []Verdict
-	// slot maps a rule index to its counter slot (set by a Classifier);
-	// noSlot for a hole of the set.
+	// slot maps a rule index to its counter slot (set by a Classifier).
+	// A hole's entry is noSlot, or, after a removal in place (inplace.go),
+	// the stale slot of the rule removed there, which may since be
+	// another rule's: read it for rules of the set only.
 	slot []uint32
 	// live is how many rules the set has: its positions less its holes.
 	live int
@@ -363,9 +365,9 @@ type Table struct {
 // modified.
 func (t *Table) Set() *rule.Set { return t.set }
 
-// noSlot is Table.slot of a hole: a position of the set's Rules that is
-// not a rule of the set (rule.Holes), which never decides a packet and
-// has no counter.
+// noSlot is Table.slot of a hole (but for a removal in place's, see
+// Table.slot): a position of the set's Rules that is not a rule of the
+// set (rule.Holes), which never decides a packet and has no counter.
 const noSlot = ^uint32(0)
 
 // Stats describes a compiled table.

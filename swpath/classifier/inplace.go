@@ -8,10 +8,12 @@ import (
 // (rule.Holes) and appends new rules to the same array changes no rule's
 // index: the kept rules are at the same positions in both sets. Such a
 // patch needs no walk that matches the kept rules of the two sets: the
-// new table takes the current one's arrays by rule index (copied where
-// they change: the counter slots, and the priorities and verdicts when
-// rules are appended), the base keys with the removed rules masked, and
-// the overlay as it is unless a rule of it is removed or rules are added.
+// new table takes the current one's arrays by rule index as they are
+// (copied, grown, only when rules are appended: the counter slots, the
+// priorities and the verdicts; a removed rule's slot entry stays, stale:
+// nothing reads a hole's, see Table.slot), the base keys with the removed
+// rules masked, and the overlay as it is unless a rule of it is removed
+// or rules are added.
 
 // inPlace reports whether set is from changed in place by removed and
 // added (checked by Patch: ascending, live): set's Rules are from's array,
@@ -70,19 +72,17 @@ func (c *Classifier) patchInPlace(cur *Table, set *rule.Set, removed, added []in
 	nf, n := len(from.Rules), len(set.Rules)
 	cp := cur.pt
 	t := &Table{set: set, live: cur.live - len(removed) + len(added)}
-	t.slot = make([]uint32, n)
-	copy(t.slot, cur.slot)
-	for j := nf; j < n; j++ {
-		t.slot[j] = noSlot // a hole, or an added rule's (Patch sets it)
-	}
-	for _, i := range removed {
-		t.slot[i] = noSlot
-	}
 	if n == nf {
-		// Read-only once published: shared. A hole's priority and
-		// verdict are never read.
-		t.prio, t.verdictAt, t.verdict = cur.prio, cur.verdictAt, cur.verdict
+		// Read-only once published: shared. A hole's slot, priority and
+		// verdict are never read (its slot goes to limbo, and maybe to a
+		// rule added later, when Patch returns: the entry here is stale).
+		t.slot, t.prio, t.verdictAt, t.verdict = cur.slot, cur.prio, cur.verdictAt, cur.verdict
 	} else {
+		t.slot = make([]uint32, n)
+		copy(t.slot, cur.slot)
+		for j := nf; j < n; j++ {
+			t.slot[j] = noSlot // a hole, or an added rule's (Patch sets it)
+		}
 		t.prio = make([]uint32, n)
 		copy(t.prio, cur.prio)
 		t.verdictAt = make([]Verdict, n+1)
