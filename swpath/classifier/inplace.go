@@ -10,10 +10,22 @@ import (
 // patch needs no walk that matches the kept rules of the two sets: the
 // new table takes the current one's arrays by rule index as they are
 // (copied, grown, only when rules are appended: the counter slots, the
-// priorities and the verdicts; a removed rule's slot entry stays, stale:
-// nothing reads a hole's, see Table.slot), the base keys with the removed
-// rules masked, and the overlay as it is unless a rule of it is removed
-// or rules are added.
+// priorities and the verdicts), and the overlay as it is unless a rule of
+// it is removed or rules are added. A removed rule needs no entry of its
+// own changed: it is a hole of the new set, which no lookup decides (its
+// counter slot entry stays, stale: nothing reads a hole's, see
+// Table.slot), and the patch masks a base rule whose index is a hole of
+// the new set (patch.holes: a bit test on the set's bitmap, only for the
+// base rule a lookup found). So a removal in place costs O(holes/64)
+// words and no array by rule, where the base keys with the rule masked
+// and the slots copied took 12 bytes a rule (1.2 MB at 100k).
+//
+// Lookups: a table patched by removals in place only (no overlay) has no
+// base keys at all: the base lookup's rule is the set's, and the bit test
+// replaces the load of its key. A table patched by the walk (patchTable)
+// masks by its base keys alone (patch.keyed) and is looked up as before,
+// one load; only one patched by the walk and then by removals in place
+// pays both.
 
 // inPlace reports whether set is from changed in place by removed and
 // added (checked by Patch: ascending, live): set's Rules are from's array,
@@ -97,30 +109,20 @@ func (c *Classifier) patchInPlace(cur *Table, set *rule.Set, removed, added []in
 		}
 	}
 	p := &patch{}
-	// The base keys: the current ones with the removed rules' masked.
-	// Keys ascend with the rule index among the live ones (the kept base
-	// rules keep their order), so one pass merges them with removed.
 	var ovIdx []int // the overlay's rules, ascending
 	if cp == nil {
+		// The base's lookup only (as patchTable's), its rules by their
+		// own indexes: no base keys, the priorities the table's.
 		b := *cur
 		b.set, b.verdictAt, b.verdict, b.slot, b.prio = &rule.Set{}, nil, nil, nil, nil
-		p.base = &b
-		p.bkey = make([]uint64, nf)
-		ri := 0
-		for i := range p.bkey {
-			p.bkey[i] = noRank
-			if ri < len(removed) && removed[ri] == i {
-				ri++
-				continue
-			}
-			if from.Live(i) {
-				p.bkey[i] = uint64(cur.prio[i])<<32 | uint64(i)
-			}
-		}
+		p.base, p.prio = &b, cur.prio
 		p.dead = len(removed)
+		if len(removed) > 0 {
+			p.holes = set.Holes
+		}
 	} else {
 		p.base, p.dead = cp.base, cp.dead
-		p.bkey = cp.bkey
+		p.bkey, p.prio, p.holes = cp.bkey, cp.prio, cp.holes
 		ri := 0
 		var ovGone int // removed rules of the overlay
 		if len(removed) > 0 {
@@ -134,24 +136,9 @@ func (c *Classifier) patchInPlace(cur *Table, set *rule.Set, removed, added []in
 				}
 			}
 			if ovGone < len(removed) {
-				p.bkey = make([]uint64, len(cp.bkey))
-				copy(p.bkey, cp.bkey)
-				ri = 0
-				for b, k := range p.bkey {
-					if k == noRank {
-						continue
-					}
-					i := int(uint32(k))
-					for ri < len(removed) && removed[ri] < i {
-						ri++
-					}
-					if ri == len(removed) {
-						break
-					}
-					if removed[ri] == i {
-						p.bkey[b] = noRank
-					}
-				}
+				// The others are base rules: masked by the new set's
+				// holes, which hold the older ones.
+				p.holes = set.Holes
 				p.dead += len(removed) - ovGone
 			}
 		}
@@ -196,6 +183,7 @@ func (c *Classifier) patchInPlace(cur *Table, set *rule.Set, removed, added []in
 	if p.ov != nil {
 		t.ntables = max(t.ntables, p.ov.ntables)
 	}
+	p.keyed = p.bkey != nil && p.holes == nil
 	t.pt = p
 	return t, nil
 }

@@ -39,7 +39,9 @@ import (
 // own part: the overlay's compile (at most 4√n rules) and one pass over
 // the set's index arrays (the new table's counter slots and verdicts by
 // rule, 5 bytes a rule, and the base key array, 8 bytes a base rule).
-// That pass, the caller's own set, and Snapshot are what stay linear.
+// That pass, the caller's own set, and Snapshot are what stay linear. A
+// change in place (inplace.go) makes no such pass unless it appends: a
+// removal in place masks its base rules by the new set's holes.
 
 // foldMin is the overlay size and the count of masked base rules below
 // which no set folds.
@@ -53,10 +55,47 @@ type patch struct {
 	base *Table // compiled, unpatched
 	ov   *Table // the added and changed rules, compiled alone; nil for none
 	// bkey by base rule index and okey by overlay rule index: priority<<32
-	// | index in the new set, noRank for a masked base rule.
+	// | index in the new set, noRank for a masked base rule. bkey is nil
+	// when the base rules keep their indexes (the set was changed in place
+	// only since the base was compiled, inplace.go): a base rule's key is
+	// then prio[i]<<32 | i.
 	bkey []uint64
+	prio []uint32 // the base's priorities by rule index, when bkey is nil
 	okey []uint64
-	dead int // masked base rules
+	// holes masks the base rules removed in place since bkey was made (or
+	// since the base, when bkey is nil): a base rule whose index in the
+	// new set is one of them is masked too. nil when none is; else the
+	// new set's holes (shared, read-only), which cover the older ones.
+	holes *rule.Holes
+	// keyed: bkey alone masks (bkey non-nil, holes nil), so a base rule's
+	// key is its entry there (keyedBaseKey).
+	keyed bool
+	dead  int // masked base rules
+}
+
+// key returns the key of base rule bi (>= 0): priority<<32 | its index in
+// the new set, or noRank when it is masked.
+func (p *patch) key(bi int32) uint64 {
+	var k uint64
+	if p.bkey != nil {
+		if k = p.bkey[bi]; k == noRank {
+			return k
+		}
+	} else {
+		k = uint64(p.prio[bi])<<32 | uint64(uint32(bi))
+	}
+	if p.holes.Dead(int(uint32(k))) {
+		return noRank
+	}
+	return k
+}
+
+// nbase is the number of base rules (positions of the base's set).
+func (p *patch) nbase() int {
+	if p.bkey != nil {
+		return len(p.bkey)
+	}
+	return len(p.prio)
 }
 
 // PatchStats counts a classifier's patches and folds.
@@ -231,7 +270,7 @@ func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int)
 	}
 	nb := len(from.Rules)
 	if cp != nil {
-		nb = len(cp.bkey)
+		nb = cp.nbase()
 	}
 	t := &Table{set: set, verdictAt: make([]Verdict, len(set.Rules)+1), slot: make([]uint32, len(set.Rules)),
 		prio: make([]uint32, len(set.Rules))}
@@ -277,6 +316,16 @@ func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int)
 				return nil, fmt.Errorf("classifier: patch: rule %d of the new set (%q) has no rule of the current set left to be", j, set.Rules[j].ID)
 			}
 			if fromHoles.Dead(ci) {
+				if cp != nil && cp.bkey != nil {
+					// A base rule removed in place since bkey was
+					// made keeps its key there (cp.holes masks it).
+					for bi < len(cp.bkey) && cp.bkey[bi] == noRank {
+						bi++
+					}
+					if bi < len(cp.bkey) && int(uint32(cp.bkey[bi])) == ci {
+						bi++
+					}
+				}
 				ci++
 				continue
 			}
@@ -285,13 +334,13 @@ func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int)
 				if oi < len(cp.okey) && int(uint32(cp.okey[oi])) == ci {
 					fromOv, src = true, oi
 					oi++
-				} else {
+				} else if cp.bkey != nil {
 					for cp.bkey[bi] == noRank {
 						bi++
 					}
 					src = bi
 					bi++
-				}
+				} // else the base rule's index is ci's
 			}
 			if ri < len(removed) && removed[ri] == ci {
 				ri++
@@ -357,6 +406,7 @@ func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int)
 	if p.ov != nil {
 		t.ntables = max(t.ntables, p.ov.ntables)
 	}
+	p.keyed = true
 	t.pt = p
 	return t, nil
 }
@@ -537,7 +587,7 @@ func (p *patch) liveBest(f *rule.Fields) uint64 {
 	var buf [liveMatches]int32
 	best := noRank
 	for _, r := range p.base.plainMatching(buf[:0], f) {
-		best = min(best, p.bkey[r])
+		best = min(best, p.key(r))
 	}
 	return best
 }
@@ -548,24 +598,21 @@ func (p *patch) baseKey(f *rule.Fields, bi int32) uint64 {
 	if bi < 0 {
 		return noRank
 	}
-	if k := p.bkey[bi]; k != noRank {
+	if k := p.key(bi); k != noRank {
 		return k
 	}
 	return p.liveBest(f)
 }
 
-// decide returns the key of the deciding rule of f given the base
-// lookup's rule bi, and the overlay's probes.
-func (p *patch) decide(f *rule.Fields, bi int32) (uint64, int) {
-	best := p.baseKey(f, bi)
-	if p.ov == nil {
-		return best, 0
+// keyedBaseKey is baseKey of a keyed patch: one load of bkey.
+func (p *patch) keyedBaseKey(f *rule.Fields, bi int32) uint64 {
+	if bi < 0 {
+		return noRank
 	}
-	oi, n := p.ov.lookup(f)
-	if oi >= 0 {
-		best = min(best, p.okey[oi])
+	if k := p.bkey[bi]; k != noRank {
+		return k
 	}
-	return best, n
+	return p.liveBest(f)
 }
 
 // keyRule is the rule index of a key (-1 for noRank).
@@ -577,12 +624,32 @@ func keyRule(k uint64) int32 {
 }
 
 // patchLookup is lookup on a patched table: the deciding rule and the
-// tables probed.
+// tables probed. The best live base rule's key, and the overlay's.
 func (t *Table) patchLookup(f *rule.Fields) (int32, int) {
 	p := t.pt
 	bi, n := p.base.lookup(f)
-	k, m := p.decide(f, bi)
-	return keyRule(k), n + m
+	var best uint64
+	switch {
+	case p.keyed:
+		best = p.keyedBaseKey(f, bi)
+	case p.bkey == nil && p.ov == nil:
+		// Removals in place only: the base's rule is the set's, masked
+		// when it is a hole.
+		if bi >= 0 && p.holes.Dead(int(bi)) {
+			return keyRule(p.liveBest(f)), n
+		}
+		return bi, n
+	default:
+		best = p.baseKey(f, bi)
+	}
+	if p.ov == nil {
+		return keyRule(best), n
+	}
+	oi, m := p.ov.lookup(f)
+	if oi >= 0 {
+		best = min(best, p.okey[oi])
+	}
+	return keyRule(best), n + m
 }
 
 // patchBurst is decideBurst on a patched table (jobs nil: DecideBurst's
@@ -597,6 +664,22 @@ func (t *Table) patchBurst(fs []rule.Fields, out []int32, jobs []stagedProbe, tr
 		n = p.base.decideBurst(fs, out, jobs, tree)
 	}
 	if p.ov == nil {
+		if p.bkey == nil {
+			// Removals in place only: the base's rules are the set's,
+			// masked when they are holes.
+			for i, bi := range out {
+				if bi >= 0 && p.holes.Dead(int(bi)) {
+					out[i] = keyRule(p.liveBest(&fs[i]))
+				}
+			}
+			return n
+		}
+		if p.keyed {
+			for i := range fs {
+				out[i] = keyRule(p.keyedBaseKey(&fs[i], out[i]))
+			}
+			return n
+		}
 		for i := range fs {
 			out[i] = keyRule(p.baseKey(&fs[i], out[i]))
 		}
@@ -607,6 +690,16 @@ func (t *Table) patchBurst(fs []rule.Fields, out []int32, jobs []stagedProbe, tr
 	for g := 0; g < len(fs); g += stagedGroup {
 		gfs := fs[g:min(g+stagedGroup, len(fs))]
 		n += p.ov.DecideBurst(gfs, ovOut[:len(gfs)])
+		if p.keyed {
+			for i := range gfs {
+				k := p.keyedBaseKey(&gfs[i], out[g+i])
+				if oi := ovOut[i]; oi >= 0 {
+					k = min(k, p.okey[oi])
+				}
+				out[g+i] = keyRule(k)
+			}
+			continue
+		}
 		for i := range gfs {
 			k := p.baseKey(&gfs[i], out[g+i])
 			if oi := ovOut[i]; oi >= 0 {
@@ -639,7 +732,7 @@ func (t *Table) patchMatching(dst []int32, f *rule.Fields) []int32 {
 	dst = p.base.plainMatching(dst, f)
 	k := start
 	for _, r := range dst[start:] {
-		if key := p.bkey[r]; key != noRank {
+		if key := p.key(r); key != noRank {
 			dst[k] = keyRule(key)
 			k++
 		}

@@ -189,7 +189,7 @@ func testPatchSequence(t *testing.T, seed uint64, mode int, set0 *rule.Set, step
 			lens[i] = uint32(len(frames[i]))
 			want[i] = int32(next.Decide(&fs[i]))
 			if p := tab.pt; p != nil {
-				if bi, _ := p.base.lookup(&fs[i]); bi >= 0 && p.bkey[bi] == noRank {
+				if bi, _ := p.base.lookup(&fs[i]); bi >= 0 && p.key(bi) == noRank {
 					fallbacks++
 				}
 			}
@@ -360,7 +360,7 @@ func TestPatchZeroAllocs(t *testing.T) {
 	fs, lens := burstFields(t, steer, 3, 256)
 	masked := 0
 	for i := range fs {
-		if bi, _ := p.base.lookup(&fs[i]); bi >= 0 && p.bkey[bi] == noRank {
+		if bi, _ := p.base.lookup(&fs[i]); bi >= 0 && p.key(bi) == noRank {
 			masked++
 		}
 	}
