@@ -165,18 +165,11 @@ func (c *Classifier) patchInPlace(cur *Table, set *rule.Set, removed, added []in
 	if p.ov != nil {
 		t.used.or(&p.ov.used)
 	} else if len(ovIdx) > 0 {
-		ovSet := &rule.Set{Rules: make([]rule.Rule, len(ovIdx))}
-		p.okey = make([]uint64, len(ovIdx))
-		for k, j := range ovIdx {
-			ovSet.Rules[k] = set.Rules[j]
-			p.okey[k] = uint64(set.Rules[j].Priority)<<32 | uint64(j)
-		}
-		ov, err := compile(ovSet, c.mode)
-		if err != nil {
+		var err error
+		if p.ov, p.okey, err = c.overlay(set, ovIdx); err != nil {
 			return nil, err
 		}
-		p.ov = ov
-		t.used.or(&ov.used)
+		t.used.or(&p.ov.used)
 	}
 	t.cacheW0, t.cacheW1 = t.used.cacheMasks()
 	t.ntables = p.base.ntables

@@ -381,18 +381,11 @@ func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int)
 	}
 	t.used = base.used
 	if len(ovIdx) > 0 {
-		ovSet := &rule.Set{Rules: make([]rule.Rule, len(ovIdx))}
-		p.okey = make([]uint64, len(ovIdx))
-		for k, j := range ovIdx {
-			ovSet.Rules[k] = set.Rules[j]
-			p.okey[k] = uint64(set.Rules[j].Priority)<<32 | uint64(j)
-		}
-		ov, err := compile(ovSet, c.mode)
-		if err != nil {
+		var err error
+		if p.ov, p.okey, err = c.overlay(set, ovIdx); err != nil {
 			return nil, err
 		}
-		p.ov = ov
-		t.used.or(&ov.used)
+		t.used.or(&p.ov.used)
 		for _, j := range added {
 			t.prio[j] = set.Rules[j].Priority
 			t.verdict[j] = Drop
@@ -764,4 +757,20 @@ func (t *Table) patchStats() Stats {
 		st.Bytes += o.Bytes
 	}
 	return st
+}
+
+// overlay compiles the rules of set at positions ovIdx (ascending) alone,
+// as a patch's overlay, with their keys: priority<<32 | index in set.
+func (c *Classifier) overlay(set *rule.Set, ovIdx []int) (*Table, []uint64, error) {
+	ovSet := &rule.Set{Rules: make([]rule.Rule, len(ovIdx))}
+	okey := make([]uint64, len(ovIdx))
+	for k, j := range ovIdx {
+		ovSet.Rules[k] = set.Rules[j]
+		okey[k] = uint64(set.Rules[j].Priority)<<32 | uint64(j)
+	}
+	ov, err := compile(ovSet, c.mode)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ov, okey, nil
 }
