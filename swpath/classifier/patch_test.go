@@ -55,23 +55,8 @@ func patchStep(r *rand.Rand, cur *rule.Set, pool []rule.Rule, ids *int, gone *[]
 		}
 	}
 	for range r.IntN(4) {
-		nr := pool[r.IntN(len(pool))]
-		nr.Priority = prios[r.IntN(len(prios))]
-		if r.IntN(3) == 0 {
-			nr.Action = rule.Accept
-		} else {
-			nr.Action = rule.Drop
-		}
-		if g := *gone; len(g) > 0 && r.IntN(3) == 0 {
-			// An ID removed earlier comes back (it is in no set now).
-			k := r.IntN(len(g))
-			nr.ID = g[k]
-			*gone = slices.Delete(g, k, k+1)
-		} else {
-			*ids++
-			nr.ID = fmt.Sprintf("n%d", *ids)
-		}
-		moving = append(moving, item{nr, true})
+		// New, or an ID removed earlier back (it is in no set now).
+		moving = append(moving, item{holeNewRule(r, pool, ids, gone), true})
 	}
 	for _, it := range moving {
 		at := r.IntN(len(items) + 1)
