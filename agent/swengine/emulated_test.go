@@ -44,6 +44,13 @@ func emulatedOver(t *testing.T, n int) (*Emulated, *dvsim.Sim) {
 		set.Rules = append(set.Rules, rule.Rule{ID: fmt.Sprintf("r%d", i), Priority: 100, Action: rule.Drop,
 			Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)}})
 	}
+	return emulatedFor(t, set)
+}
+
+// emulatedFor returns an Emulated engine over set (one worker, no lost
+// packets modelled) and its simulation.
+func emulatedFor(t *testing.T, set *rule.Set) (*Emulated, *dvsim.Sim) {
+	t.Helper()
 	cls, err := classifier.New(set)
 	if err != nil {
 		t.Fatal(err)
@@ -100,16 +107,8 @@ func TestEmulatedCountsByPosition(t *testing.T) {
 		set.Rules = append(set.Rules, rule.Rule{ID: fmt.Sprintf("r%d", i), Priority: 100, Action: rule.Drop,
 			Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), 32)}})
 	}
-	cls, err := classifier.New(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := dvsim.New(dvsim.Config{Classifier: cls, Workers: 1, Host: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, s := emulatedFor(t, set)
 	defer s.Close()
-	e := NewEmulated(EmulatedConfig{DV: s, Scale: 10, Workers: 1, Hz: 2e9, ModelLost: func(int) uint64 { return 0 }})
 	first := e.Stats()
 	if first.Set != set || len(first.Counts) != n {
 		t.Fatalf("first read: set %p (want %p), %d counts, want %d", first.Set, set, len(first.Counts), n)
@@ -175,16 +174,8 @@ func TestEmulatedCountsWithHoles(t *testing.T) {
 	for i := range n {
 		set.Rules = append(set.Rules, rule.Rule{ID: fmt.Sprintf("r%d", i), Priority: 100, Action: rule.Drop, Match: rule.Match{Dst: dst(0, i)}})
 	}
-	cls, err := classifier.New(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := dvsim.New(dvsim.Config{Classifier: cls, Workers: 1, Host: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, s := emulatedFor(t, set)
 	defer s.Close()
-	e := NewEmulated(EmulatedConfig{DV: s, Scale: 10, Workers: 1, Hz: 2e9, ModelLost: func(int) uint64 { return 0 }})
 	send := func(d netip.Prefix) {
 		w := s.Workers[0]
 		w.Step()

@@ -325,15 +325,7 @@ func testHoleSequence(t *testing.T, seed uint64, mode int, set0 *rule.Set, steps
 				name, len(byID), len(kbyID), ps.PassPackets, ps.PassBytes, ks.PassPackets, ks.PassBytes)
 		}
 	}
-	pc.Settle()
-	ps := pc.PatchStats()
-	if ps.Patches != uint64(steps) {
-		t.Errorf("%d patches counted, want %d", ps.Patches, steps)
-	}
-	if ps.Folds+ps.SyncFolds == 0 {
-		t.Errorf("no fold in %d steps: %+v", steps, ps)
-	}
-	t.Logf("%+v", ps)
+	ps := settlePatches(t, pc, steps)
 	return kinds, holeHits, int(ps.InPlace)
 }
 

@@ -209,15 +209,7 @@ func testPatchSequence(t *testing.T, seed uint64, mode int, set0 *rule.Set, step
 		}
 		comparePatchSnapshots(t, name, pc.Snapshot(), sc.Snapshot())
 	}
-	pc.Settle()
-	ps := pc.PatchStats()
-	if ps.Patches != uint64(steps) {
-		t.Errorf("%d patches counted, want %d", ps.Patches, steps)
-	}
-	if ps.Folds+ps.SyncFolds == 0 {
-		t.Errorf("no fold in %d steps: %+v", steps, ps)
-	}
-	t.Logf("%+v", ps)
+	settlePatches(t, pc, steps)
 	return fallbacks, overlaid, patched
 }
 
@@ -632,4 +624,21 @@ func TestPatchFlowCache(t *testing.T) {
 	if c.Snapshot().CacheHits == hits {
 		t.Fatal("no cache hits after the patch")
 	}
+}
+
+// settlePatches waits for pc's folds and checks its patch counts after a
+// differential run of steps changes: one patch a step, and a fold among
+// them.
+func settlePatches(t *testing.T, pc *Classifier, steps int) PatchStats {
+	t.Helper()
+	pc.Settle()
+	ps := pc.PatchStats()
+	if ps.Patches != uint64(steps) {
+		t.Errorf("%d patches counted, want %d", ps.Patches, steps)
+	}
+	if ps.Folds+ps.SyncFolds == 0 {
+		t.Errorf("no fold in %d steps: %+v", steps, ps)
+	}
+	t.Logf("%+v", ps)
+	return ps
 }
