@@ -383,6 +383,9 @@ func TestHolesPatchChecks(t *testing.T) {
 		{grown, nil, []int{20}, "added[0] = 20: a hole of the new set"},
 		{&rule.Set{Rules: set.Rules, Holes: set.Holes.With(4)}, nil, nil, "19 rules - 0 removed + 0 added = 19, but the new set has 18"},
 		{&rule.Set{Rules: set.Rules, Holes: set.Holes.With(4, 5)}, []int{4}, nil, "19 rules - 1 removed + 0 added = 18, but the new set has 17"},
+		// In place, the counts right, but the hole made is not the rule
+		// named removed: not a change in place, and the walk refuses it.
+		{&rule.Set{Rules: set.Rules, Holes: set.Holes.With(5)}, []int{4}, nil, "rule 4 of the new set (\"r4\", priority 10, drop) is not rule 5 of the current set"},
 	} {
 		err := c.Patch(set, x.set, x.removed, x.added)
 		if err == nil || !strings.Contains(err.Error(), x.want) {

@@ -31,27 +31,29 @@ import (
 // added (checked by Patch: ascending, live): set's Rules are from's array,
 // maybe grown; its holes below len(from.Rules) are from's and the removed
 // positions; the added rules are the positions past from's that are not
-// holes. It reads the holes of both sets (O(holes)) and the positions
-// appended, never the kept rules.
+// holes. It reads the blocks of the holes' bitmap the change wrote
+// (rule.Holes.New) and the positions appended, never the kept rules.
 func inPlace(from, set *rule.Set, removed, added []int) bool {
 	nf, n := len(from.Rules), len(set.Rules)
 	if n < nf || (nf > 0 && &set.Rules[0] != &from.Rules[0]) {
 		return false
 	}
-	for _, i := range removed {
-		if set.Live(i) {
-			return false
+	// The holes set has and from lacks below nf are the removed positions
+	// exactly, and every hole of from is one of set's (Holes.New: the
+	// blocks of the bitmap the removals wrote, not every hole).
+	k, ok := 0, true
+	grew := set.Holes.New(from.Holes, func(i int) {
+		switch {
+		case i >= nf: // past from's end: read with the positions appended
+		case k < len(removed) && removed[k] == i:
+			k++
+		default:
+			ok = false
 		}
-	}
-	ok := true
-	below := 0 // set's holes below nf
-	set.Holes.Each(nf, func(int) { below++ })
-	from.Holes.Each(nf, func(i int) { ok = ok && !set.Live(i) })
-	if !ok || below != from.Holes.Count()+len(removed) {
+	})
+	if !grew || !ok || k != len(removed) {
 		return false
 	}
-	// from's holes are all below nf (Each went over all of them: Holes
-	// marks positions of the set's Rules only, and With is given no other).
 	ai := 0
 	for j := nf; j < n; j++ {
 		isAdded := ai < len(added) && added[ai] == j
