@@ -164,7 +164,6 @@ type noSW struct {
 
 func (n *noSW) Name() string { return "none" }
 func (n *noSW) SetRules(set *rule.Set) error {
-	set = set.Compact()
 	n.mu.Lock()
 	n.set = set
 	n.mu.Unlock()
