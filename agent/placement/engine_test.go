@@ -18,19 +18,27 @@ import (
 	"github.com/scrubd/scrubd/swpath/traffic"
 )
 
-// classifierSW is the Go classifier as the software path, taking changes
-// (Patch) as the agent's dv engines do, or whole sets (Swap).
+// ClassifierSW returns the Go classifier c as the software path: given
+// changes (dataplane.SWPatcher) when patch is set, as the agent's dv
+// engines are, else whole sets (Swap). For this package's tests and its
+// external benchmarks.
+func ClassifierSW(c *classifier.Classifier, patch bool) dataplane.SW {
+	if patch {
+		return classifierPatcher{classifierSW{c}}
+	}
+	return classifierSW{c}
+}
+
 type classifierSW struct{ c *classifier.Classifier }
 
-func (s *classifierSW) Name() string                        { return "classifier" }
-func (s *classifierSW) SetRules(set *rule.Set) error        { return s.c.Swap(set) }
-func (s *classifierSW) Stats() dataplane.SWStats            { return dataplane.SWStats{} }
-func (s *classifierSW) Capacity() (workers int, hz float64) { return 4, 2e9 }
+func (s classifierSW) Name() string                        { return "classifier" }
+func (s classifierSW) SetRules(set *rule.Set) error        { return s.c.Swap(set) }
+func (s classifierSW) Stats() dataplane.SWStats            { return dataplane.SWStats{} }
+func (s classifierSW) Capacity() (workers int, hz float64) { return 4, 2e9 }
 
-// patcher is s taking changes.
-type patcher struct{ *classifierSW }
+type classifierPatcher struct{ classifierSW }
 
-func (s patcher) PatchRules(from, to *rule.Set, removed, added []int) error {
+func (s classifierPatcher) PatchRules(from, to *rule.Set, removed, added []int) error {
 	return s.c.Patch(from, to, removed, added)
 }
 
@@ -61,10 +69,7 @@ func TestEngineFollowsTheStore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var sw dataplane.SW = &classifierSW{c: cl}
-			if patch {
-				sw = patcher{sw.(*classifierSW)}
-			}
+			sw := ClassifierSW(cl, patch)
 			c := cfg()
 			c.NoBackstop = false
 			p := New(c, nil, sw, quiet(), func() time.Time { return clk })
@@ -142,7 +147,7 @@ func TestEngineFollowsTheStore(t *testing.T) {
 				p.ApplyStore(ctx, st)
 				maxHoles = max(maxHoles, p.set.Holes.Count())
 				eff := st.Effective()
-				tab := sw.(interface{ table() *classifier.Table }).table()
+				tab := cl.Table()
 				// Frames steered to the rules in force and to those removed.
 				steer := &rule.Set{Rules: append(slices.Clone(eff.Set.Rules), removed...)}
 				for i, b := range traffic.NewGenerator(traffic.Config{Seed: uint64(step), Rules: steer, RuleFraction: 0.9}).Frames(300) {
@@ -170,6 +175,3 @@ func TestEngineFollowsTheStore(t *testing.T) {
 		})
 	}
 }
-
-func (s *classifierSW) table() *classifier.Table { return s.c.Table() }
-func (s patcher) table() *classifier.Table       { return s.c.Table() }

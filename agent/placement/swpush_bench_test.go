@@ -7,30 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scrubd/scrubd/agent/dataplane"
 	"github.com/scrubd/scrubd/agent/placement"
 	"github.com/scrubd/scrubd/internal/cputime"
 	"github.com/scrubd/scrubd/swpath/classifier"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
-
-// swapSW is the Go classifier as the software path, given whole sets
-// (Swap): what the agent's dv engines did before they took changes.
-type swapSW struct{ c *classifier.Classifier }
-
-func (s *swapSW) Name() string                        { return "swap" }
-func (s *swapSW) SetRules(set *rule.Set) error        { return s.c.Swap(set) }
-func (s *swapSW) Stats() dataplane.SWStats            { return dataplane.SWStats{} }
-func (s *swapSW) Capacity() (workers int, hz float64) { return 4, 2e9 }
-
-// patchSW is the same path taking changes (dataplane.SWPatcher), as the
-// dv engines do now.
-type patchSW struct{ swapSW }
-
-func (s *patchSW) Name() string { return "patch" }
-func (s *patchSW) PatchRules(from, to *rule.Set, removed, added []int) error {
-	return s.c.Patch(from, to, removed, added)
-}
 
 // BenchmarkPlacementChangeSW: BenchmarkPlacementChange's round (one drop
 // rule added to n ClassBench-style placed rules, or one removed: the last
@@ -50,10 +31,7 @@ func BenchmarkPlacementChangeSW(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					var s dataplane.SW = &swapSW{c}
-					if sw == "patch" {
-						s = &patchSW{swapSW{c}}
-					}
+					s := placement.ClassifierSW(c, sw == "patch")
 					p := placement.New(placement.Config{MinDwell: time.Second}, simPath(4096), s, quiet(), time.Now)
 					ctx := context.Background()
 					p.ApplyStore(ctx, st)
