@@ -20,6 +20,7 @@ import (
 type Holes struct {
 	blocks []*holesBlock
 	n      int
+	end    int // one past the last hole
 }
 
 // holesWords is the length of a block in 64-bit words.
@@ -57,7 +58,7 @@ func (h *Holes) With(more ...int) *Holes {
 	}
 	out := &Holes{}
 	if h != nil {
-		out.blocks, out.n = slices.Clone(h.blocks), h.n
+		out.blocks, out.n, out.end = slices.Clone(h.blocks), h.n, h.end
 	}
 	var own []*holesBlock // blocks already copied for out
 	for _, i := range more {
@@ -81,6 +82,7 @@ func (h *Holes) With(more ...int) *Holes {
 		if blk[w]&bit == 0 {
 			blk[w] |= bit
 			out.n++
+			out.end = max(out.end, i+1)
 		}
 	}
 	return out
@@ -157,8 +159,13 @@ func (h *Holes) New(old *Holes, f func(i int)) (grew bool) {
 func (s *Set) Live(i int) bool { return !s.Holes.Dead(i) }
 
 // Len is the number of rules of the set: its positions less its holes.
+// Its holes are all positions of Rules unless Rules was cut shorter than
+// they reach; then those below its length are counted.
 func (s *Set) Len() int {
 	n := len(s.Rules)
+	if s.Holes == nil || s.Holes.end <= n {
+		return n - s.Holes.Count()
+	}
 	s.Holes.Each(n, func(int) { n-- })
 	return n
 }

@@ -92,6 +92,19 @@ func TestHoles(t *testing.T) {
 	if set.Len() != len(live) {
 		t.Fatalf("Len %d, want %d", set.Len(), len(live))
 	}
+	// A set cut shorter than its holes reach counts those below its end.
+	for _, k := range []int{0, 1, 37, len(rules) / 2, slices.Max(dead), slices.Max(dead) + 1, len(rules)} {
+		cut := &Set{Rules: rules[:k], Holes: h}
+		want := 0
+		for i := range k {
+			if !slices.Contains(dead, i) {
+				want++
+			}
+		}
+		if cut.Len() != want {
+			t.Fatalf("Len of the first %d positions %d, want %d", k, cut.Len(), want)
+		}
+	}
 	c := set.Compact()
 	if c.Holes != nil || !slices.EqualFunc(c.Rules, live, func(a, b Rule) bool { return a.ID == b.ID }) {
 		t.Fatalf("Compact: %d rules, want the %d live ones", len(c.Rules), len(live))
