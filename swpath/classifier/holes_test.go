@@ -234,19 +234,10 @@ func testHoleSequence(t *testing.T, seed uint64, mode int, set0 *rule.Set, steps
 		}
 		// Packets steered at every position's rule (holes' too) and at
 		// the rules just removed.
-		steer := &rule.Set{Rules: append(slices.Clip(next.Rules), out...)}
-		npk := 400
-		if testing.Short() {
-			npk = 150
-		}
-		frames := traffic.NewGenerator(traffic.Config{Seed: seed*1000 + uint64(step), Rules: steer, RuleFraction: 0.85, Odd: true,
-			Sizes: traffic.Sizes{Min: 64, Max: 1518}}).Frames(npk)
-		fs := parseAll(frames)
-		lens := make([]uint32, len(fs))
+		frames, fs, lens := stepFrames(next, out, seed*1000+uint64(step))
 		want := make([]int32, len(fs))
 		ktab := kc.Table()
 		for i := range fs {
-			lens[i] = uint32(len(frames[i]))
 			want[i] = int32(next.Decide(&fs[i]))
 			if got := back(int32(ktab.Decide(&fs[i]))); got != want[i] {
 				t.Fatalf("%s: packet %d: the compacted set's table decides rule %d, the reference %d", name, i, got, want[i])
@@ -259,33 +250,11 @@ func testHoleSequence(t *testing.T, seed uint64, mode int, set0 *rule.Set, steps
 			}
 		}
 		checkPatchedLookups(t, name, tab, next, fs, want)
-		res := make([]Result, len(fs))
-		sres := make([]Result, len(fs))
-		kres := make([]Result, len(fs))
-		for i := 0; i < len(fs); i += 64 {
-			j := min(i+64, len(fs))
-			pw.ClassifyBurst(fs[i:j], lens[i:j], res[i:j])
-			sw.ClassifyBurst(fs[i:j], lens[i:j], sres[i:j])
-			kw.ClassifyBurst(fs[i:j], lens[i:j], kres[i:j])
-		}
-		for i := range fs[:50] {
-			res[i] = pw.Classify(&fs[i], lens[i])
-			sres[i] = sw.Classify(&fs[i], lens[i])
-			kres[i] = kw.Classify(&fs[i], lens[i])
-		}
-		pw.ClassifyFrames(frames[50:100], res[50:100])
-		sw.ClassifyFrames(frames[50:100], sres[50:100])
-		kw.ClassifyFrames(frames[50:100], kres[50:100])
+		rs := classifyAll([]*Worker{pw, sw, kw}, frames, fs, lens)
+		res, sres, kres := rs[0], rs[1], rs[2]
 		for i := range fs {
-			v := Pass
-			if want[i] >= 0 {
-				v = Drop
-				if next.Rules[want[i]].Action == rule.Accept {
-					v = Accept
-				}
-			}
 			kres[i].Rule = back(kres[i].Rule)
-			if res[i] != (Result{v, want[i]}) || sres[i] != res[i] || kres[i] != res[i] {
+			if res[i] != wantResult(next, want[i]) || sres[i] != res[i] || kres[i] != res[i] {
 				t.Fatalf("%s: packet %d %+v: worker %+v, swapped twin %+v, compacted %+v, reference %d (%v)",
 					name, i, &fs[i], res[i], sres[i], kres[i], want[i], ruleStr(next, int(want[i])))
 			}

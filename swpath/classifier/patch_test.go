@@ -160,18 +160,9 @@ func testPatchSequence(t *testing.T, seed uint64, mode int, set0 *rule.Set, step
 		}
 		// Packets steered at the new set's rules and at those just
 		// removed (whose masked entries the base still holds).
-		steer := &rule.Set{Rules: append(slices.Clip(next.Rules), out...)}
-		npk := 400
-		if testing.Short() {
-			npk = 150 // the race step: the linear reference is the cost
-		}
-		frames := traffic.NewGenerator(traffic.Config{Seed: seed*1000 + uint64(step), Rules: steer, RuleFraction: 0.85, Odd: true,
-			Sizes: traffic.Sizes{Min: 64, Max: 1518}}).Frames(npk)
-		fs := parseAll(frames)
-		lens := make([]uint32, len(fs))
+		frames, fs, lens := stepFrames(next, out, seed*1000+uint64(step))
 		want := make([]int32, len(fs))
 		for i := range fs {
-			lens[i] = uint32(len(frames[i]))
 			want[i] = int32(next.Decide(&fs[i]))
 			if p := tab.pt; p != nil {
 				if bi, _ := p.base.lookup(&fs[i]); bi >= 0 && p.key(bi) == noRank {
@@ -182,28 +173,10 @@ func testPatchSequence(t *testing.T, seed uint64, mode int, set0 *rule.Set, step
 		name := fmt.Sprintf("step %d (-%v +%v, overlay %v)", step, removed, added, tab.pt != nil && tab.pt.ov != nil)
 		checkPatchedLookups(t, name, tab, next, fs, want)
 		// Workers: bursts, single packets and frames, on both classifiers.
-		res := make([]Result, len(fs))
-		sres := make([]Result, len(fs))
-		for i := 0; i < len(fs); i += 64 {
-			j := min(i+64, len(fs))
-			pw.ClassifyBurst(fs[i:j], lens[i:j], res[i:j])
-			sw.ClassifyBurst(fs[i:j], lens[i:j], sres[i:j])
-		}
-		for i := range fs[:50] {
-			res[i] = pw.Classify(&fs[i], lens[i])
-			sres[i] = sw.Classify(&fs[i], lens[i])
-		}
-		pw.ClassifyFrames(frames[50:100], res[50:100])
-		sw.ClassifyFrames(frames[50:100], sres[50:100])
+		rs := classifyAll([]*Worker{pw, sw}, frames, fs, lens)
+		res, sres := rs[0], rs[1]
 		for i := range fs {
-			v := Pass
-			if want[i] >= 0 {
-				v = Drop
-				if next.Rules[want[i]].Action == rule.Accept {
-					v = Accept
-				}
-			}
-			if res[i] != (Result{v, want[i]}) || sres[i] != res[i] {
+			if res[i] != wantResult(next, want[i]) || sres[i] != res[i] {
 				t.Fatalf("%s: packet %d %+v: worker %+v, swapped twin %+v, reference %d (%v)", name, i, &fs[i], res[i], sres[i], want[i], ruleStr(next, int(want[i])))
 			}
 		}
@@ -641,4 +614,58 @@ func settlePatches(t *testing.T, pc *Classifier, steps int) PatchStats {
 	}
 	t.Logf("%+v", ps)
 	return ps
+}
+
+// stepFrames returns a differential step's packets: frames steered at the
+// rules of next (every position's, holes' too) and at the rules out just
+// removed, parsed, with their lengths. Fewer with -short (the race step:
+// the linear reference is the cost).
+func stepFrames(next *rule.Set, out []rule.Rule, seed uint64) (frames [][]byte, fs []rule.Fields, lens []uint32) {
+	steer := &rule.Set{Rules: append(slices.Clip(next.Rules), out...)}
+	npk := 400
+	if testing.Short() {
+		npk = 150
+	}
+	frames = traffic.NewGenerator(traffic.Config{Seed: seed, Rules: steer, RuleFraction: 0.85, Odd: true,
+		Sizes: traffic.Sizes{Min: 64, Max: 1518}}).Frames(npk)
+	fs = parseAll(frames)
+	lens = make([]uint32, len(fs))
+	for i := range frames {
+		lens[i] = uint32(len(frames[i]))
+	}
+	return frames, fs, lens
+}
+
+// classifyAll returns each worker's results for the packets: bursts of 64,
+// then the first 50 one by one and the next 50 as frames (their burst
+// results cleared first), so that every worker API is compared.
+func classifyAll(ws []*Worker, frames [][]byte, fs []rule.Fields, lens []uint32) [][]Result {
+	out := make([][]Result, len(ws))
+	for k, w := range ws {
+		res := make([]Result, len(fs))
+		for i := 0; i < len(fs); i += 64 {
+			j := min(i+64, len(fs))
+			w.ClassifyBurst(fs[i:j], lens[i:j], res[i:j])
+		}
+		clear(res[:100]) // what the other APIs write is their own
+		for i := range fs[:50] {
+			res[i] = w.Classify(&fs[i], lens[i])
+		}
+		w.ClassifyFrames(frames[50:100], res[50:100])
+		out[k] = res
+	}
+	return out
+}
+
+// wantResult is the result of the reference's deciding rule k of set (-1
+// for none: the packet passes).
+func wantResult(set *rule.Set, k int32) Result {
+	v := Pass
+	if k >= 0 {
+		v = Drop
+		if set.Rules[k].Action == rule.Accept {
+			v = Accept
+		}
+	}
+	return Result{v, k}
 }
