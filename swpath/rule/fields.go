@@ -204,7 +204,7 @@ func (s *Set) Decide(f *Fields) int {
 	best := -1
 	for i := range s.Rules {
 		r := &s.Rules[i]
-		if best >= 0 && !Before(r, i, &s.Rules[best], best) {
+		if best >= 0 && !Before(r, s.Key(i), &s.Rules[best], s.Key(best)) {
 			continue
 		}
 		if r.Match.Matches(f) && s.Live(i) {

@@ -170,18 +170,14 @@ func (s *Set) Len() int {
 	return n
 }
 
-// Compact returns s when it has no holes, else a new set of its rules
-// alone, in order. Code that reads a set's Rules without asking Live
-// compacts it first.
+// Compact returns s when it has no holes and moves nothing (Order), else a
+// new set of its rules alone, in decision order (by key). Code that reads a
+// set's Rules without asking Live and Key compacts it first.
 func (s *Set) Compact() *Set {
-	if s.Holes.Count() == 0 {
+	if s.Holes.Count() == 0 && s.Order.Moved() == 0 {
 		return s
 	}
-	out := &Set{Rules: make([]Rule, 0, len(s.Rules)-s.Holes.Count())}
-	for i := range s.Rules {
-		if s.Live(i) {
-			out.Rules = append(out.Rules, s.Rules[i])
-		}
-	}
+	out := &Set{Rules: make([]Rule, 0, s.Len())}
+	s.Ordered(func(i int) { out.Rules = append(out.Rules, s.Rules[i]) })
 	return out
 }

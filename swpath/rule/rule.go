@@ -215,8 +215,8 @@ func (r *Rule) Expired(now time.Time) bool {
 	return !r.Expires.IsZero() && !now.Before(r.Expires)
 }
 
-// Before reports whether a decides before b when they sit at indexes ai and bi
-// of one Set.
+// Before reports whether a decides before b when they have keys ai and bi in
+// one Set (Set.Key: their indexes unless a change in place moved one).
 func Before(a *Rule, ai int, b *Rule, bi int) bool {
 	if a.Priority != b.Priority {
 		return a.Priority < b.Priority
@@ -282,13 +282,15 @@ func (m *Match) String() string {
 	return strings.Join(b, " ")
 }
 
-// Set is an ordered rule set: index order breaks priority ties. Its rules
+// Set is an ordered rule set: the order of keys breaks priority ties, and a
+// position's key is its index unless Order moved it (see Order). Its rules
 // are the elements of Rules less the positions Holes marks (nil for none;
 // see Holes): a set with holes keeps every rule's index, and code that
-// reads Rules asks Live, or reads Compact's set.
+// reads Rules asks Live and Key, or reads Compact's set.
 type Set struct {
 	Rules []Rule
 	Holes *Holes
+	Order *Order
 }
 
 // Index returns the index of the rule with the given id, or -1.
