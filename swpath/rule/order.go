@@ -89,20 +89,26 @@ func (s *Set) Ordered(f func(i int)) {
 // moved returns the live positions of s whose key is not their own, as
 // (key, position) pairs by key.
 func (s *Set) moved() [][2]int {
+	var out [][2]int
+	s.EachMoved(func(i int) { out = append(out, [2]int{s.Key(i), i}) })
+	slices.SortFunc(out, func(a, b [2]int) int { return a[0] - b[0] })
+	return out
+}
+
+// EachMoved calls f, in ascending order, for each live position of s whose
+// key is not its own (a rule changed in place, appended).
+func (s *Set) EachMoved(f func(i int)) {
 	o := s.Order
 	if o.Moved() == 0 {
-		return nil
+		return
 	}
-	var out [][2]int
 	for k, key := range o.keys {
 		i := o.base + k
 		if i >= len(s.Rules) {
-			break
+			return
 		}
 		if int(key) != i && s.Live(i) {
-			out = append(out, [2]int{int(key), i})
+			f(i)
 		}
 	}
-	slices.SortFunc(out, func(a, b [2]int) int { return a[0] - b[0] })
-	return out
 }

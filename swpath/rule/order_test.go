@@ -92,6 +92,17 @@ func checkOrder(t *testing.T, step int, set *Set, plain []Rule, rng *rand.Rand) 
 	if !slices.Equal(ids, want) {
 		t.Fatalf("step %d: Ordered %v\nwant %v", step, ids, want)
 	}
+	var moved []int
+	set.EachMoved(func(i int) { moved = append(moved, i) })
+	var want2 []int
+	for i := range set.Rules {
+		if set.Live(i) && set.Key(i) != i {
+			want2 = append(want2, i)
+		}
+	}
+	if !slices.Equal(moved, want2) {
+		t.Fatalf("step %d: EachMoved %v, want %v", step, moved, want2)
+	}
 	c := set.Compact()
 	if !slices.EqualFunc(c.Rules, plain, func(a, b Rule) bool { return a.ID == b.ID && a.Priority == b.Priority }) {
 		t.Fatalf("step %d: Compact is not the rules in order", step)
