@@ -148,7 +148,7 @@ const (
 // bentry is one expansion of a rule while the table is built: its rank,
 // the checks its key does not cover, and its own value and mask.
 type bentry struct {
-	rank    uint64 // priority<<32 | rule index
+	rank    uint64 // priority<<32 | the rule's key (rule.Set.Key: its index unless moved)
 	rule    int32
 	res     int32 // index into Table.res, -1 for none
 	flags   uint16
@@ -445,10 +445,11 @@ type protoKey struct {
 	keyd bool
 }
 
-// expand turns rule i into entries and, when needed, a residual.
-func (t *Table) expand(i int, r *rule.Rule) []bentry {
+// expand turns rule i, whose key in its set's decision order is key
+// (rule.Set.Key), into entries and, when needed, a residual.
+func (t *Table) expand(i, key int, r *rule.Rule) []bentry {
 	m := &r.Match
-	base := bentry{rank: uint64(r.Priority)<<32 | uint64(i), rule: int32(i), res: -1}
+	base := bentry{rank: uint64(r.Priority)<<32 | uint64(key), rule: int32(i), res: -1}
 	var bt tuple
 	fam := m.Family()
 	if fam != rule.FamilyAny {
@@ -618,7 +619,9 @@ func homesDistinct(keys []key, n int) bool {
 // Compile builds the lookup table for set. The set must not be modified
 // afterwards. It fails only on a set too large to index (2^31 rules).
 // The set's holes (rule.Holes) have no entries: they never decide, and
-// every rule keeps its index in Rules.
+// every rule keeps its index in Rules. A rule decides at its key
+// (rule.Set.Key: its index unless a change in place moved it, rule.Order)
+// and a lookup's result is its index.
 func Compile(set *rule.Set) (*Table, error) { return compile(set, treesAuto) }
 
 // Which lookup compile builds: the decision trees when useTrees says so,
@@ -651,7 +654,7 @@ func compile(set *rule.Set, mode int) (*Table, error) {
 		if r.Action == rule.Accept {
 			t.verdict[i] = Accept
 		}
-		all = append(all, t.expand(i, r)...)
+		all = append(all, t.expand(i, set.Key(i), r)...)
 		t.used.add(&r.Match)
 	}
 	slices.SortStableFunc(all, func(a, b bentry) int {

@@ -17,7 +17,8 @@
 // own when the bucket it lands in holds fewer than a collision limit of
 // entries; otherwise a new table is made with the entry's mask relaxed to a
 // coarse grid, so later entries with nearby masks share it. Entries are placed
-// in decision order (priority, then rule index), so tables end up sorted by
+// in decision order (priority, then the rule's key: its index in the set
+// unless a change in place moved it, rule.Order), so tables end up sorted by
 // the best rule they hold; a lookup walks them in that order and stops as soon
 // as the next table's best rule cannot beat the rule found so far (priority
 // pruning). Within a bucket entries are in decision order too and the first
