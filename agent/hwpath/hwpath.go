@@ -307,7 +307,7 @@ func (p *Path) shields(r *rule.Rule, set *rule.Set) []*rule.Rule {
 	var out []*rule.Rule
 	for _, j := range accepts {
 		a := &set.Rules[j]
-		if !set.Live(j) || (i >= 0 && !rule.Before(a, j, r, i)) {
+		if !set.Live(j) || (i >= 0 && !rule.Before(a, set.Key(j), r, set.Key(i))) {
 			continue
 		}
 		if compile.Overlap(&a.Match, &r.Match) {

@@ -63,4 +63,13 @@ func TestPositionAndAcceptIndex(t *testing.T) {
 	if x := p.index(moved); !slices.Equal(x.accepts, []int{0, 2}) {
 		t.Fatalf("accept positions %v, want [0 2]", x.accepts)
 	}
+	// A drop changed in place (rule.Order): d0's new copy appended, its
+	// slot a hole, deciding at d0's key, in front of a1 and a3 still.
+	grown := &rule.Set{Rules: append(moved.Rules[:3:3], mk("d0", rule.Drop, "10.0.0.0/9")), Holes: (*rule.Holes)(nil).With(1), Order: (*rule.Order)(nil).With(3, 1)}
+	if got := p.position(&grown.Rules[3], grown); got != 3 {
+		t.Fatalf("d0 appended: position %d, want 3", got)
+	}
+	if sh := p.shields(&grown.Rules[3], grown); len(sh) != 1 || sh[0].ID != "a3" {
+		t.Fatalf("d0 changed in place (key 1) shielded by %v, want a3 only (a1 at 2 decides after it)", sh)
+	}
 }

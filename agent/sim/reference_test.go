@@ -18,7 +18,8 @@ import (
 // mixed priorities and actions, among ClassBench-style rules. A flow with
 // a variant that differs in more than its source (a destination moved
 // here) takes the fallback and must agree too. Every other set has holes
-// (rule.Holes), which decide nothing.
+// (rule.Holes), which decide nothing, and every third rules changed in
+// place (rule.Order), which decide at their keys.
 func TestReferenceDropsAgreeWithDecide(t *testing.T) {
 	flowsIn := DefaultFlows()
 	reta, err := plan.UniformRETA(plan.DefaultRETASize, 4)
@@ -76,6 +77,21 @@ func TestReferenceDropsAgreeWithDecide(t *testing.T) {
 				dead = append(dead, i)
 			}
 			set.Holes = set.Holes.With(dead...)
+		}
+		if seed%3 == 0 {
+			// Rules changed in place (rule.Order): a copy with the other
+			// action appended, deciding at the old copy's key.
+			n := len(set.Rules)
+			for i := 1; i < n; i += 4 {
+				if !set.Live(i) {
+					continue
+				}
+				c := set.Rules[i]
+				c.Action = rule.Accept + rule.Drop - c.Action
+				set.Rules = append(set.Rules, c)
+				set.Holes = set.Holes.With(i)
+				set.Order = set.Order.With(len(set.Rules)-1, set.Key(i))
+			}
 		}
 		got := referenceDrops(set, flows)
 		for i, vs := range flows {

@@ -481,7 +481,7 @@ func referenceDrops(set *rule.Set, flows [][]variant) [][]bool {
 			} else {
 				for _, k := range cand {
 					r := &set.Rules[k]
-					if best >= 0 && !rule.Before(r, k, &set.Rules[best], best) {
+					if best >= 0 && !rule.Before(r, set.Key(k), &set.Rules[best], set.Key(best)) {
 						continue
 					}
 					if r.Match.Matches(f) {

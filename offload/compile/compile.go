@@ -573,7 +573,7 @@ func Set(cfg *Config, s *rule.Set) []Result {
 		var by []string
 		for _, j := range accepts {
 			a := &s.Rules[j]
-			if !rule.Before(a, j, d, i) || !Overlap(&a.Match, &d.Match) {
+			if !rule.Before(a, s.Key(j), d, s.Key(i)) || !Overlap(&a.Match, &d.Match) {
 				continue
 			}
 			var next []rule.Match

@@ -448,7 +448,7 @@ func order(s *rule.Set) []int {
 		idx[i] = i
 	}
 	sort.SliceStable(idx, func(a, b int) bool {
-		return rule.Before(&s.Rules[idx[a]], idx[a], &s.Rules[idx[b]], idx[b])
+		return rule.Before(&s.Rules[idx[a]], s.Key(idx[a]), &s.Rules[idx[b]], s.Key(idx[b]))
 	})
 	return idx
 }
