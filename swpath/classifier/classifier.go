@@ -83,7 +83,9 @@ func (c *Classifier) Swap(set *rule.Set) error {
 		c.foldBroken, c.flog, c.flast = true, nil, nil // a fold in flight is of an older set
 	}
 	slots := make(map[string]slotRef, len(set.Rules))
-	t.prio = make([]uint32, len(set.Rules))
+	t.prio = make([]uint32, len(set.Rules), cap(t.slot))
+	t.tail = new(byRuleTail)
+	t.tail.n.Store(int64(len(set.Rules)))
 	for i := range set.Rules {
 		t.prio[i] = set.Rules[i].Priority
 		if !set.Live(i) {

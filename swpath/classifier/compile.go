@@ -333,7 +333,11 @@ type Table struct {
 	live int
 	// prio is each rule's priority by rule index, for Patch (set by a
 	// Classifier: Swap, Patch, a fold).
-	prio   []uint32
+	prio []uint32
+	// tail: slot, prio and verdictAt have room past their length, which a
+	// table patched in place with appends may claim (inplace.go); nil when
+	// they have none to give (then it copies them).
+	tail   *byRuleTail
 	nslots int
 	gen    uint64 // generation in its Classifier (0: not published by one)
 	build  time.Duration
@@ -637,7 +641,10 @@ func compile(set *rule.Set, mode int) (*Table, error) {
 	if len(set.Rules) >= 1<<31 {
 		return nil, fmt.Errorf("classifier: %d rules: too many", len(set.Rules))
 	}
-	t := &Table{set: set, verdictAt: make([]Verdict, len(set.Rules)+1), slot: make([]uint32, len(set.Rules)), nslots: len(set.Rules)}
+	// The arrays by rule index with room to grow in place (Swap gives
+	// them a byRuleTail).
+	room := byRuleRoom(len(set.Rules))
+	t := &Table{set: set, verdictAt: make([]Verdict, len(set.Rules)+1, room+1), slot: make([]uint32, len(set.Rules), room), nslots: len(set.Rules)}
 	t.verdict = t.verdictAt[1:]
 	var all []bentry
 	for i := range set.Rules {

@@ -177,6 +177,15 @@
 // and added name rules, never holes, and a hole of the current set is a
 // rule of neither.
 //
+// A rule changed in place is appended as a copy, its old position a hole,
+// and decides at the old position's place in the order: its key
+// (rule.Order, rule.Set.Key). Every lookup ranks a rule by priority, then
+// key, and answers its position (index in Rules), as rule.Set.Decide
+// does: Compile, Swap and folds rank entries by key, and Patch's base and
+// overlay keep each rule's rank and position apart (patch.go), so that a
+// change in place takes the in-place patch (removed the old position,
+// added the copy's) and renumbers nothing.
+//
 // A worker also keeps a two-way flow cache of 8192 decisions keyed by the
 // packet fields that some rule of the set looks at (fields no rule reads
 // are left out, so packets of a flow that differ only in, say, length share

@@ -1,31 +1,43 @@
 package classifier
 
 import (
+	"sync/atomic"
+
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
 // Patches in place. A placer that removes rules by making holes
-// (rule.Holes) and appends new rules to the same array changes no rule's
-// index: the kept rules are at the same positions in both sets. Such a
-// patch needs no walk that matches the kept rules of the two sets: the
+// (rule.Holes), appends new rules to the same array, and changes a rule
+// by appending its copy, its old position a hole and the copy at the old
+// position's key (rule.Order), changes no rule's index or key: the kept
+// rules are at the same positions, with the same keys, in both sets. Such
+// a patch needs no walk that matches the kept rules of the two sets: the
 // new table takes the current one's arrays by rule index as they are
-// (copied, grown, only when rules are appended: the counter slots, the
-// priorities and the verdicts), and the overlay as it is unless a rule of
-// it is removed or rules are added. A removed rule needs no entry of its
+// (grown when rules are appended, into the room past their length, which
+// the first table to append claims, byRuleTail: the counter slots, the
+// priorities and the verdicts; copied with room only when it runs out or
+// another took it), and the overlay as it is unless a rule of it is
+// removed or rules are added (a changed rule's copy is an added rule, in
+// the overlay at its key). A removed rule needs no entry of its
 // own changed: it is a hole of the new set, which no lookup decides (its
 // counter slot entry stays, stale: nothing reads a hole's, see
 // Table.slot), and the patch masks a base rule whose index is a hole of
 // the new set (patch.holes: a bit test on the set's bitmap, only for the
 // base rule a lookup found). So a removal in place costs O(holes/64)
 // words and no array by rule, where the base keys with the rule masked
-// and the slots copied took 12 bytes a rule (1.2 MB at 100k).
+// and the slots copied took 12 bytes a rule (1.2 MB at 100k), and a
+// change in place costs the overlay's compile and a few small objects,
+// where the arrays by rule copied took 9 bytes a rule (TestChangeInPlaceCost).
 //
 // Lookups: a table patched by removals in place only (no overlay) has no
 // base keys at all: the base lookup's rule is the set's, and the bit test
 // replaces the load of its key. A table patched by the walk (patchTable)
 // masks by its base keys alone (patch.keyed) and is looked up as before,
 // one load; only one patched by the walk and then by removals in place
-// pays both.
+// pays both. A base whose set moves rules costs its masked-rule path and
+// its compare with the overlay the load of the rule's key (patch.order),
+// and a walk to a set that moves rules a load of the rule's position
+// (patch.bpos) besides its rank; sets that move none pay neither.
 
 // inPlace reports whether set is from changed in place by removed and
 // added (checked by Patch: ascending, live): set's Rules are from's array,
@@ -90,18 +102,9 @@ func (c *Classifier) patchInPlace(cur *Table, set *rule.Set, removed, added []in
 		// Read-only once published: shared. A hole's slot, priority and
 		// verdict are never read (its slot goes to limbo, and maybe to a
 		// rule added later, when Patch returns: the entry here is stale).
-		t.slot, t.prio, t.verdictAt, t.verdict = cur.slot, cur.prio, cur.verdictAt, cur.verdict
+		t.slot, t.prio, t.verdictAt, t.verdict, t.tail = cur.slot, cur.prio, cur.verdictAt, cur.verdict, cur.tail
 	} else {
-		t.slot = make([]uint32, n)
-		copy(t.slot, cur.slot)
-		for j := nf; j < n; j++ {
-			t.slot[j] = noSlot // a hole, or an added rule's (Patch sets it)
-		}
-		t.prio = make([]uint32, n)
-		copy(t.prio, cur.prio)
-		t.verdictAt = make([]Verdict, n+1)
-		copy(t.verdictAt, cur.verdictAt)
-		t.verdict = t.verdictAt[1:]
+		t.growFrom(cur, n)
 		for _, j := range added {
 			t.prio[j] = set.Rules[j].Priority
 			t.verdict[j] = Drop
@@ -111,29 +114,27 @@ func (c *Classifier) patchInPlace(cur *Table, set *rule.Set, removed, added []in
 		}
 	}
 	p := &patch{}
-	var ovIdx []int // the overlay's rules, ascending
+	var ovIdx []int // the overlay's rules
 	if cp == nil {
 		// The base's lookup only (as patchTable's), its rules by their
-		// own indexes: no base keys, the priorities the table's.
+		// own indexes and keys: no base keys, the priorities the table's.
 		b := *cur
-		b.set, b.verdictAt, b.verdict, b.slot, b.prio = &rule.Set{}, nil, nil, nil, nil
-		p.base, p.prio = &b, cur.prio
+		b.set, b.verdictAt, b.verdict, b.slot, b.prio, b.tail = &rule.Set{}, nil, nil, nil, nil, nil
+		p.base, p.prio, p.order = &b, cur.prio, from.Order
 		p.dead = len(removed)
 		if len(removed) > 0 {
 			p.holes = set.Holes
 		}
 	} else {
 		p.base, p.dead = cp.base, cp.dead
-		p.bkey, p.prio, p.holes = cp.bkey, cp.prio, cp.holes
-		ri := 0
-		var ovGone int // removed rules of the overlay
+		p.bkey, p.bpos, p.prio, p.order, p.holes = cp.bkey, cp.bpos, cp.prio, cp.order, cp.holes
+		// Removed rules of the overlay: those whose position is a hole of
+		// set (a removal in place makes the removed positions holes, and
+		// no other below nf: inPlace).
+		ovGone := 0
 		if len(removed) > 0 {
-			// Removed rules from the overlay: those okey names.
-			for _, k := range cp.okey {
-				for ri < len(removed) && removed[ri] < int(uint32(k)) {
-					ri++
-				}
-				if ri < len(removed) && removed[ri] == int(uint32(k)) {
+			for _, j := range cp.opos {
+				if set.Holes.Dead(int(j)) {
 					ovGone++
 				}
 			}
@@ -145,16 +146,11 @@ func (c *Classifier) patchInPlace(cur *Table, set *rule.Set, removed, added []in
 			}
 		}
 		if ovGone == 0 && len(added) == 0 {
-			p.ov, p.okey = cp.ov, cp.okey
+			p.ov, p.okey, p.opos = cp.ov, cp.okey, cp.opos
 		} else {
-			ri = 0
-			for _, k := range cp.okey {
-				i := int(uint32(k))
-				for ri < len(removed) && removed[ri] < i {
-					ri++
-				}
-				if ri == len(removed) || removed[ri] != i {
-					ovIdx = append(ovIdx, i)
+			for _, j := range cp.opos {
+				if !set.Holes.Dead(int(j)) {
+					ovIdx = append(ovIdx, int(j))
 				}
 			}
 		}
@@ -168,7 +164,7 @@ func (c *Classifier) patchInPlace(cur *Table, set *rule.Set, removed, added []in
 		t.used.or(&p.ov.used)
 	} else if len(ovIdx) > 0 {
 		var err error
-		if p.ov, p.okey, err = c.overlay(set, ovIdx); err != nil {
+		if p.ov, p.okey, p.opos, err = c.overlay(set, ovIdx); err != nil {
 			return nil, err
 		}
 		t.used.or(&p.ov.used)
@@ -178,7 +174,55 @@ func (c *Classifier) patchInPlace(cur *Table, set *rule.Set, removed, added []in
 	if p.ov != nil {
 		t.ntables = max(t.ntables, p.ov.ntables)
 	}
-	p.keyed = p.bkey != nil && p.holes == nil
+	p.keyed = p.bkey != nil && p.holes == nil && p.bpos == nil
 	t.pt = p
 	return t, nil
+}
+
+// byRuleTail is how far the arrays by rule index (Table.slot, prio and
+// verdictAt) that tables share have been written: their length in the
+// table that wrote last. A table patched in place with appends extends
+// cur's arrays into their spare room only when it moves n from cur's
+// length (compare-and-swap), so that one successor of a table ever writes
+// there (a second, such as a patch that loses a race or a fold's replay,
+// copies); the tables before read only below their own length. So a
+// change in place that appends copies no array by rule but when the room
+// runs out, as appending to a slice does.
+type byRuleTail struct{ n atomic.Int64 }
+
+// byRuleRoom is the capacity given to arrays by rule index of n rules:
+// room for changes in place to append to.
+func byRuleRoom(n int) int { return n + n/8 + 64 }
+
+// byRule makes t's arrays by rule index for n rules (zeroed), with room
+// to grow in place (byRuleTail).
+func (t *Table) byRule(n int) {
+	c := byRuleRoom(n)
+	t.slot = make([]uint32, n, c)
+	t.prio = make([]uint32, n, c)
+	t.verdictAt = make([]Verdict, n+1, c+1)
+	t.verdict = t.verdictAt[1:]
+	t.tail = new(byRuleTail)
+	t.tail.n.Store(int64(n))
+}
+
+// growFrom gives t cur's arrays by rule index grown to n (> cur's) rules:
+// cur's own arrays when their room past cur's length is unclaimed and
+// large enough (byRuleTail), else copies with room. The positions
+// appended are holes (noSlot, Pass) until the caller writes them.
+func (t *Table) growFrom(cur *Table, n int) {
+	nf := len(cur.slot)
+	if tl := cur.tail; tl != nil && cap(cur.slot) >= n && cap(cur.prio) >= n && cap(cur.verdictAt) >= n+1 &&
+		len(cur.prio) == nf && len(cur.verdictAt) == nf+1 && tl.n.CompareAndSwap(int64(nf), int64(n)) {
+		t.slot, t.prio, t.verdictAt, t.tail = cur.slot[:n], cur.prio[:n], cur.verdictAt[:n+1], tl
+		t.verdict = t.verdictAt[1:]
+	} else {
+		t.byRule(n)
+		copy(t.slot, cur.slot)
+		copy(t.prio, cur.prio)
+		copy(t.verdictAt, cur.verdictAt)
+	}
+	for j := nf; j < n; j++ {
+		t.slot[j], t.prio[j], t.verdict[j] = noSlot, 0, Pass
+	}
 }

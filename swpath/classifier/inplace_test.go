@@ -129,3 +129,132 @@ func TestRemoveInPlaceLookups(t *testing.T) {
 		})
 	}
 }
+
+// changeInPlaceBytes makes k changes in place (rule.Order: a copy of the
+// rule appended, its old position a hole, the copy at the old key), one
+// rule at a time, on a ClassBench-style set of n rules, and returns the
+// median of the bytes Patch allocated for each less those of making its
+// overlay (the changed rules so far, copied and compiled alone: what the
+// change costs whatever the set's size), and the median of the overlay's.
+func changeInPlaceBytes(t *testing.T, n, k int) (patch, overlay uint64) {
+	base := traffic.ClassBenchRules(uint64(n), n)
+	set := &rule.Set{Rules: slices.Grow(slices.Clone(base.Rules), k)}
+	c, err := New(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := []*rule.Set{set}
+	var removed, added [][]int
+	for i := range k {
+		at := (i*7919 + n/3) % n
+		cur := sets[len(sets)-1]
+		ru := cur.Rules[at]
+		ru.Match.DstPort = rule.Ranges{{Lo: 53, Hi: 53}} // its content changed
+		next := &rule.Set{Rules: append(cur.Rules, ru), Holes: cur.Holes.With(at)}
+		next.Order = cur.Order.With(len(next.Rules)-1, cur.Key(at))
+		sets = append(sets, next)
+		removed, added = append(removed, []int{at}), append(added, []int{len(next.Rules) - 1})
+	}
+	slot0, prio0 := &c.Table().slot[0], &c.Table().prio[0]
+	var ms runtime.MemStats
+	bytes, ovBytes := make([]uint64, k), make([]uint64, k)
+	runtime.GC()
+	for i := range k {
+		runtime.ReadMemStats(&ms)
+		a0 := ms.TotalAlloc
+		if err := c.Patch(sets[i], sets[i+1], removed[i], added[i]); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&ms)
+		pb := ms.TotalAlloc - a0
+		ovIdx := make([]int, 0, len(c.Table().pt.opos))
+		for _, j := range c.Table().pt.opos {
+			ovIdx = append(ovIdx, int(j))
+		}
+		runtime.ReadMemStats(&ms)
+		a1 := ms.TotalAlloc
+		if _, _, _, err := c.overlay(sets[i+1], ovIdx); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&ms)
+		ovBytes[i] = ms.TotalAlloc - a1
+		bytes[i] = pb - min(pb, ovBytes[i])
+	}
+	c.Settle()
+	if ps := c.PatchStats(); ps.InPlace != uint64(k) || ps.Folds+ps.FoldsStale+ps.SyncFolds != 0 || ps.Masked != k || ps.Overlay != k {
+		t.Fatalf("n=%d: %+v: want %d changes in place, masked, in the overlay, and no fold", n, ps, k)
+	}
+	if tab := c.Table(); &tab.slot[0] != slot0 || &tab.prio[0] != prio0 || len(tab.slot) != len(sets[k].Rules) {
+		t.Fatalf("n=%d: %d counter slots for %d positions, the array Swap made %v, its priorities' %v", n, len(tab.slot), len(sets[k].Rules),
+			&tab.slot[0] == slot0, &tab.prio[0] == prio0)
+	}
+	slices.Sort(bytes)
+	slices.Sort(ovBytes)
+	return bytes[k/2], ovBytes[k/2]
+}
+
+// TestChangeInPlaceCost: a change in place (a rule's copy appended at its
+// old key) allocates, besides its overlay's compile, a few small objects
+// whatever the set's size: no array by rule (the counter slots, the
+// priorities and verdicts grow into their room, claimed, not copied),
+// which cost 9 bytes a rule (at 100k rules 900 KB a change). At 10k and
+// 100k rules, 32 changes each: the bytes of a change (the median, its
+// overlay's compile less) may not grow with the rules, and stay under 4
+// KiB.
+func TestChangeInPlaceCost(t *testing.T) {
+	small, big := 10000, 100000
+	if testing.Short() {
+		small, big = 2000, 20000
+	}
+	const k = 32
+	bs, os := changeInPlaceBytes(t, small, k)
+	bb, ob := changeInPlaceBytes(t, big, k)
+	t.Logf("bytes a change in place (median of %d), its overlay's compile less: %d at %d rules, %d at %d (the overlay's compile: %d, %d)",
+		k, bs, small, bb, big, os, ob)
+	if bb > bs+256 || bb > 4096 {
+		t.Errorf("a change in place allocates %d bytes at %d rules, %d at %d, its overlay's compile less: want no growth with the rules, under 4 KiB",
+			bs, small, bb, big)
+	}
+}
+
+// TestAppendInPlaceClaims: two changes in place made from the same table
+// (a patch that loses the race to publish, or a fold's replay, beside the
+// one published) both append to the set's array; only the first may
+// write into the room past the table's arrays by rule index, which the
+// second must copy, so that the first's counter slots, priorities and
+// verdicts of its appended rules stay its own.
+func TestAppendInPlaceClaims(t *testing.T) {
+	base := traffic.RandomRules(231, 50)
+	set := &rule.Set{Rules: slices.Grow(slices.Clone(base.Rules), 8)}
+	c, err := New(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := c.Table()
+	mk := func(prio uint32, act rule.Action) *rule.Set {
+		ru := base.Rules[7]
+		ru.Priority, ru.Action = prio, act
+		next := &rule.Set{Rules: append(set.Rules, ru), Holes: set.Holes.With(7)}
+		next.Order = set.Order.With(50, 7)
+		return next
+	}
+	ta, _, err := c.patchAny(cur, mk(3, rule.Accept), []int{7}, []int{50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta.slot[50] = 12345 // as Patch fills it
+	// The second set appends over the first's rule (the same array): the
+	// first table read it already.
+	tb, _, err := c.patchAny(cur, mk(4, rule.Drop), []int{7}, []int{50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.slot[50] = 777
+	if ta.slot[50] != 12345 || ta.prio[50] != 3 || ta.verdict[50] != Accept {
+		t.Fatalf("the first table's appended rule: slot %d, priority %d, verdict %v; the second wrote over them", ta.slot[50], ta.prio[50], ta.verdict[50])
+	}
+	if tb.prio[50] != 4 || tb.verdict[50] != Drop || &tb.slot[0] == &cur.slot[0] || &ta.slot[0] != &cur.slot[0] {
+		t.Fatalf("the second: priority %d, verdict %v, its arrays the first's %v (want a copy), the first's cur's %v (want them)",
+			tb.prio[50], tb.verdict[50], &tb.slot[0] == &cur.slot[0], &ta.slot[0] == &cur.slot[0])
+	}
+}

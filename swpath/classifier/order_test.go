@@ -1,7 +1,9 @@
 package classifier
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"testing"
 
@@ -139,4 +141,469 @@ func orderFrames(set *rule.Set, out []rule.Rule, seed uint64) (frames [][]byte, 
 		lens[i] = uint32(len(frames[i]))
 	}
 	return frames, fs, lens
+}
+
+// Kinds of orderStep.
+const (
+	orderMove    = iota // changes in place (moves), with removals in place and appends or not, in one round
+	orderRemove         // removals in place
+	orderAppend         // appends in place
+	orderCopy           // moves and appends to a copy of the array: the walk, on sets that both move rules
+	orderCompact        // a new array of the live rules in decision order, changed as patchStep does
+	orderKinds
+)
+
+var orderKindName = [orderKinds]string{"move", "remove", "append", "copy", "compact"}
+
+// orderStep derives a new set from cur by a change of the given kind, the
+// kinds a placer that changes rules in place makes, and returns it with
+// Patch's indexes and the rules removed or changed.
+func orderStep(r *rand.Rand, kind int, cur *rule.Set, pool []rule.Rule, prios []uint32, ids *int, gone *[]string) (next *rule.Set, removed, added []int, out []rule.Rule) {
+	switch kind {
+	case orderRemove:
+		removed, out = holeRemovals(r, cur, gone)
+		return &rule.Set{Rules: cur.Rules, Holes: cur.Holes.With(removed...), Order: cur.Order}, removed, nil, out
+	case orderAppend:
+		next = &rule.Set{Rules: cur.Rules, Holes: cur.Holes, Order: cur.Order}
+		for range 1 + r.IntN(3) {
+			added = append(added, len(next.Rules))
+			next.Rules = append(next.Rules, holeNewRule(r, pool, ids, gone))
+		}
+		return next, nil, added, nil
+	case orderMove, orderCopy:
+		base := cur
+		if kind == orderCopy {
+			base = &rule.Set{Rules: slices.Clone(cur.Rules), Holes: cur.Holes, Order: cur.Order}
+		}
+		if r.IntN(2) == 0 {
+			removed, out = holeRemovals(r, base, gone)
+			base = &rule.Set{Rules: base.Rules, Holes: base.Holes.With(removed...), Order: base.Order}
+		}
+		if r.IntN(2) == 0 {
+			base = &rule.Set{Rules: base.Rules, Holes: base.Holes, Order: base.Order}
+			added = append(added, len(base.Rules))
+			base.Rules = append(base.Rules, holeNewRule(r, pool, ids, gone))
+		}
+		next, rem, add, o := moveStep(r, base, pool, prios, 1+r.IntN(3))
+		// moveStep's removed are positions of base, which are cur's (or a
+		// copy's at the same positions), but for an append of this step.
+		for _, i := range rem {
+			if i < len(cur.Rules) {
+				removed = append(removed, i)
+			} else {
+				added = slices.DeleteFunc(added, func(a int) bool { return a == i })
+			}
+		}
+		slices.Sort(removed)
+		added = append(added, add...)
+		slices.Sort(added)
+		return next, removed, slices.Compact(added), append(out, o...)
+	}
+	// Compaction, with a change of a few rules (patchStep's) on the way:
+	// removed are the positions in cur of the live rules patchStep
+	// removed from the compacted set, which holds them in decision order.
+	comp := cur.Compact()
+	var pos []int
+	cur.Ordered(func(i int) { pos = append(pos, i) })
+	next, rem, added, out := patchStep(r, comp, pool, ids, gone)
+	for _, k := range rem {
+		removed = append(removed, pos[k])
+	}
+	slices.Sort(removed)
+	next.Rules = slices.Grow(next.Rules, 16) // room to append in place later
+	return next, removed, added, out
+}
+
+// TestOrderDifferential applies random sequences of the changes a placer
+// that changes rules in place makes (moves: a copy appended, the old
+// position a hole, the copy at its key; removals in place; appends; moves
+// to a copy of the array; compactions with changes; mixed in one round)
+// with Patch, folds among them, and after each compares every lookup
+// (Decide, DecideBurst, AppendMatching, and the workers' bursts, single
+// packets and frames) with the linear reference rule.Set.Decide of the
+// new set, whose result is a position, and with a table compiled fresh
+// from the compacted set (its rule mapped back to its position), on
+// packets steered at the set's rules, the moved ones and the ones just
+// removed or changed; and the counters with a twin given the same sets by
+// Swap, position by position, and with one given the compacted sets, by
+// ID.
+func TestOrderDifferential(t *testing.T) {
+	defer func(m int) { foldMin = m }(foldMin)
+	foldMin = 8 // folds, background and on the caller's path, within a test's steps
+	cases := []struct {
+		name  string
+		mode  int
+		set   *rule.Set
+		prios []uint32
+		steps int
+	}{
+		{"random 300 auto", treesAuto, traffic.RandomRules(221, 300), nil, 80},
+		{"random 300 trees", treesForce, traffic.RandomRules(222, 300), nil, 80},
+		{"random 300 hash tables", treesOff, traffic.RandomRules(223, 300), nil, 80},
+		{"random 40 hash tables", treesOff, traffic.RandomRules(224, 40), nil, 60},
+		{"classbench 2000 auto", treesAuto, traffic.ClassBenchRules(225, 2000), []uint32{rule.DefaultPriority}, 30},
+		{"classbench 2000 ipv6", treesAuto, classBenchV6(traffic.ClassBenchRules(226, 2000)), []uint32{rule.DefaultPriority}, 30},
+	}
+	var st orderStats
+	for ci, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			prios := c.prios
+			if prios == nil {
+				prios = []uint32{0, 5, 10, 20, 30}
+			}
+			st.add(testOrderSequence(t, uint64(ci), c.mode, c.set, prios, c.steps))
+		})
+	}
+	t.Logf("%+v", st)
+	for k, n := range st.kinds {
+		if n == 0 {
+			t.Errorf("no step of kind %s", orderKindName[k])
+		}
+	}
+	// The packets must tell keys from positions, on tables patched in
+	// place over bases whose set moved rules and over ones that did not,
+	// and on tables the walk patched with positions of its own (bpos).
+	if st.movedHits < 100 || st.byPosition < 50 || st.inPlace == 0 || st.orderBase == 0 || st.bpos == 0 || st.fallbacks == 0 {
+		t.Errorf("%+v: the steps do not exercise the keys", st)
+	}
+}
+
+// orderStats are what testOrderSequence saw: steps by kind, patches in
+// place, tables patched over a base whose set moves rules (orderBase) and
+// with base positions of their own (bpos), packets decided by a moved
+// rule, packets the set with its moves undone decides otherwise, and
+// packets whose base rule was masked.
+type orderStats struct {
+	kinds                            [orderKinds]int
+	inPlace, orderBase, bpos         int
+	movedHits, byPosition, fallbacks int
+}
+
+func (s *orderStats) add(o orderStats) {
+	for i := range s.kinds {
+		s.kinds[i] += o.kinds[i]
+	}
+	s.inPlace += o.inPlace
+	s.orderBase += o.orderBase
+	s.bpos += o.bpos
+	s.movedHits += o.movedHits
+	s.byPosition += o.byPosition
+	s.fallbacks += o.fallbacks
+}
+
+func testOrderSequence(t *testing.T, seed uint64, mode int, set0 *rule.Set, prios []uint32, steps int) (st orderStats) {
+	r := rand.New(rand.NewPCG(seed, 227))
+	pool := traffic.RandomRules(seed+3000, 200).Rules
+	if len(set0.Rules) > 1000 {
+		pool = traffic.ClassBenchRules(seed+3000, 300).Rules
+	}
+	set0 = &rule.Set{Rules: slices.Grow(slices.Clone(set0.Rules), 16)} // room to append in place
+	mk := func() *Classifier {
+		c := &Classifier{slots: map[string]slotRef{}, workers: map[*Worker]struct{}{}, mode: mode}
+		if err := c.Swap(set0); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	pc, sc, kc := mk(), mk(), mk() // patched; swapped the same sets; swapped the compacted sets
+	pw, sw, kw := pc.NewWorker(), sc.NewWorker(), kc.NewWorker()
+	defer pw.Close()
+	defer sw.Close()
+	defer kw.Close()
+	cur := set0
+	ids := 0
+	var gone []string
+	for step := range steps {
+		kind := r.IntN(orderKinds)
+		if kind == orderCompact && r.IntN(2) == 0 {
+			kind = orderMove // moves pile up between compactions
+		}
+		st.kinds[kind]++
+		next, removed, added, out := orderStep(r, kind, cur, pool, prios, &ids, &gone)
+		if err := pc.Patch(cur, next, removed, added); err != nil {
+			t.Fatalf("step %d (%s -%v +%v): %v", step, orderKindName[kind], removed, added, err)
+		}
+		comp := next.Compact()
+		if err := sc.Swap(next); err != nil {
+			t.Fatal(err)
+		}
+		if err := kc.Swap(comp); err != nil {
+			t.Fatal(err)
+		}
+		if r.IntN(4) == 0 {
+			pc.Settle() // a fold in flight lands (or is dropped) before the lookups
+		}
+		cur = next
+		tab := pc.Table()
+		name := fmt.Sprintf("step %d (%s -%v +%v, %d holes, %d moved)", step, orderKindName[kind], removed, added, next.Holes.Count(), next.Order.Moved())
+		if tab.Set() != next {
+			t.Fatalf("%s: the table's set is not the set patched in", name)
+		}
+		if got := tab.Stats().Rules; got != next.Len() {
+			t.Fatalf("%s: Stats().Rules %d, want %d", name, got, next.Len())
+		}
+		p := tab.pt
+		if p != nil && p.bkey == nil && p.order.Moved() > 0 {
+			st.orderBase++
+		}
+		if p != nil && p.bpos != nil {
+			st.bpos++
+		}
+		// pos: by rule of the compacted set, its position in next.
+		var pos []int32
+		next.Ordered(func(i int) { pos = append(pos, int32(i)) })
+		back := func(k int32) int32 {
+			if k < 0 {
+				return -1
+			}
+			return pos[k]
+		}
+		frames, fs, lens := orderFrames(next, out, seed*1000+uint64(step))
+		want := make([]int32, len(fs))
+		ktab := kc.Table()
+		plain := unordered(next)
+		for i := range fs {
+			want[i] = int32(next.Decide(&fs[i]))
+			if got := back(int32(ktab.Decide(&fs[i]))); got != want[i] {
+				t.Fatalf("%s: packet %d: the compacted set's table decides rule %d, the reference %d", name, i, got, want[i])
+			}
+			if w := want[i]; w >= 0 && next.Key(int(w)) != int(w) {
+				st.movedHits++
+			}
+			if int32(plain.Decide(&fs[i])) != want[i] {
+				st.byPosition++
+			}
+			if p != nil {
+				if bi, _ := p.base.lookup(&fs[i]); bi >= 0 && p.key(bi) == noRank {
+					st.fallbacks++
+				}
+			}
+		}
+		checkPatchKeys(t, name, tab)
+		checkPatchedLookups(t, name, tab, next, fs, want)
+		rs := classifyAll([]*Worker{pw, sw, kw}, frames, fs, lens)
+		res, sres, kres := rs[0], rs[1], rs[2]
+		for i := range fs {
+			kres[i].Rule = back(kres[i].Rule)
+			if res[i] != wantResult(next, want[i]) || sres[i] != res[i] || kres[i] != res[i] {
+				t.Fatalf("%s: packet %d %+v: worker %+v, swapped twin %+v, compacted %+v, reference %d (%v)",
+					name, i, &fs[i], res[i], sres[i], kres[i], want[i], ruleStr(next, int(want[i])))
+			}
+		}
+		ps, ks := pc.Snapshot(), kc.Snapshot()
+		comparePatchSnapshots(t, name, ps, sc.Snapshot())
+		byID := map[string]RuleCount{}
+		for i, rc := range ps.Rules {
+			if !next.Live(i) {
+				if rc != (RuleCount{}) {
+					t.Fatalf("%s: the hole at %d (%q) counts %+v", name, i, next.Rules[i].ID, rc)
+				}
+				continue
+			}
+			s := byID[rc.ID]
+			s.Packets += rc.Packets
+			s.Bytes += rc.Bytes
+			byID[rc.ID] = s
+		}
+		kbyID := map[string]RuleCount{}
+		for _, rc := range ks.Rules {
+			s := kbyID[rc.ID]
+			s.Packets += rc.Packets
+			s.Bytes += rc.Bytes
+			kbyID[rc.ID] = s
+		}
+		for id, s := range kbyID {
+			if byID[id] != s {
+				t.Fatalf("%s: rule %q counts %+v, the compacted sets' classifier %+v", name, id, byID[id], s)
+			}
+		}
+		if len(byID) != len(kbyID) || ps.PassPackets != ks.PassPackets {
+			t.Fatalf("%s: %d IDs counted, the compacted sets' classifier %d; pass %d, there %d", name, len(byID), len(kbyID), ps.PassPackets, ks.PassPackets)
+		}
+	}
+	ps := settlePatches(t, pc, steps)
+	st.inPlace = int(ps.InPlace)
+	return st
+}
+
+// checkPatchKeys checks the ranks and positions a patched table gives its
+// base and overlay rules against its set: each live rule of the set is
+// one rule of the base or the overlay, at its position, ranked
+// priority<<32 | its key (rule.Set.Key), and the overlay's rules are in
+// key order.
+func checkPatchKeys(t *testing.T, name string, tab *Table) {
+	t.Helper()
+	p, set := tab.pt, tab.Set()
+	if p == nil {
+		return
+	}
+	rank := func(i int) uint64 { return uint64(set.Rules[i].Priority)<<32 | uint64(set.Key(i)) }
+	seen := make([]bool, len(set.Rules))
+	see := func(what string, i int, k uint64, pos int32) {
+		if pos < 0 || int(pos) >= len(set.Rules) || !set.Live(int(pos)) || seen[pos] || k != rank(int(pos)) {
+			t.Fatalf("%s: %s %d: rank %#x at position %d (live and unseen %v; bkey %v bpos %v moved %d), want its rank %#x", name, what, i, k, pos,
+				pos >= 0 && int(pos) < len(set.Rules) && set.Live(int(pos)) && !seen[pos], p.bkey != nil, p.bpos != nil, p.order.Moved(), rank(max(0, min(int(pos), len(set.Rules)-1))))
+		}
+		seen[pos] = true
+	}
+	for bi := range p.nbase() {
+		if p.bkey == nil && !set.Live(bi) {
+			continue // a hole of the base's set too, which has no entry; or masked
+		}
+		if k, pos := p.rankPos(int32(bi)); k != noRank {
+			see("base rule", bi, k, pos)
+		}
+	}
+	for oi, k := range p.okey {
+		see("overlay rule", oi, k, p.opos[oi])
+		if oi > 0 && uint32(k) <= uint32(p.okey[oi-1]) {
+			t.Fatalf("%s: overlay rule %d (rank %#x) comes after %#x: not in key order", name, oi, k, p.okey[oi-1])
+		}
+	}
+	for i := range set.Rules {
+		if set.Live(i) && !seen[i] {
+			t.Fatalf("%s: rule %d (%q) is no rule of the base or the overlay", name, i, set.Rules[i].ID)
+		}
+	}
+}
+
+// TestOrderPatchScenario: rules of one priority whose order alone decides,
+// changed in place so that a moved rule sits past another rule of the
+// overlay it must beat by key: over a base compiled from a set that moves
+// rules (its moved rule's rank is its key, not its position), then over
+// the walk to a copy of the array that moves rules (bkey holds keys, bpos
+// positions), then with a removal in place of a rule below (the holes mask
+// by position: the moved rules' keys are holes). Each table must decide
+// the rule Set.Decide does, named here.
+func TestOrderPatchScenario(t *testing.T) {
+	var rules []rule.Rule
+	for i := range 10 {
+		dst := netip.MustParsePrefix("10.0.0.0/8")
+		if i < 2 {
+			dst = netip.MustParsePrefix("192.168.0.0/16")
+		}
+		rules = append(rules, rule.Rule{ID: fmt.Sprintf("r%d", i), Priority: 7, Action: rule.Drop, Match: rule.Match{Dst: dst}})
+	}
+	f := rule.Fields{Family: rule.IPv4, Proto: rule.ProtoUDP, L4: true, Src: rule.AddrFrom(netip.MustParseAddr("1.2.3.4")),
+		Dst: rule.AddrFrom(netip.MustParseAddr("10.1.2.3")), SrcPort: 1000, DstPort: 53, Length: 100}
+	move := func(s *rule.Set, old int) *rule.Set {
+		n := &rule.Set{Rules: append(s.Rules, s.Rules[old]), Holes: s.Holes.With(old), Order: s.Order}
+		n.Order = n.Order.With(len(n.Rules)-1, s.Key(old))
+		return n
+	}
+	for _, mode := range []int{treesAuto, treesOff} {
+		c := &Classifier{slots: map[string]slotRef{}, workers: map[*Worker]struct{}{}, mode: mode}
+		check := func(what string, set *rule.Set, want int) {
+			t.Helper()
+			if d := set.Decide(&f); d != want {
+				t.Fatalf("%s: the reference decides %d, the scenario says %d", what, d, want)
+			}
+			tab := c.Table()
+			if tab.Set() != set {
+				t.Fatalf("%s: not the current set", what)
+			}
+			checkPatchedLookups(t, fmt.Sprintf("mode %d: %s", mode, what), tab, set, []rule.Fields{f}, []int32{int32(want)})
+			checkPatchKeys(t, what, tab)
+		}
+		patch := func(what string, from, to *rule.Set, removed, added []int, want int) {
+			t.Helper()
+			if err := c.Patch(from, to, removed, added); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			check(what, to, want)
+		}
+		s0 := &rule.Set{Rules: slices.Grow(slices.Clone(rules), 16)}
+		s1 := move(s0, 2) // r2 at 10, key 2
+		if err := c.Swap(s1); err != nil {
+			t.Fatal(err)
+		}
+		check("swapped", s1, 10)
+		s2 := move(s1, 5)
+		patch("r5 moved to 11 over a base that moved r2", s1, s2, []int{5}, []int{11}, 10)
+		s3 := move(&rule.Set{Rules: slices.Grow(slices.Clone(s2.Rules), 16), Holes: s2.Holes, Order: s2.Order}, 6)
+		patch("a copy, r6 moved to 12", s2, s3, []int{6}, []int{12}, 10)
+		s4 := &rule.Set{Rules: s3.Rules, Holes: s3.Holes.With(10), Order: s3.Order}
+		patch("r2 removed in place: r3 at its own key", s3, s4, []int{10}, nil, 3)
+		s5 := &rule.Set{Rules: s4.Rules, Holes: s4.Holes.With(3), Order: s4.Order}
+		patch("r3 removed in place: r4 before r5's copy", s4, s5, []int{3}, nil, 4)
+		s6 := &rule.Set{Rules: s5.Rules, Holes: s5.Holes.With(4), Order: s5.Order}
+		patch("r4 removed in place: r5's copy", s5, s6, []int{4}, nil, 11)
+		s7 := move(s6, 11)
+		patch("r5's copy moved again, to 13 (key 5)", s6, s7, []int{11}, []int{13}, 13)
+		if p := c.Table().pt; p == nil || p.bpos == nil {
+			t.Fatalf("mode %d: the last table is not patched over the walk's positions", mode)
+		}
+	}
+}
+
+// TestOrderFoldReplays: changes in place (moves), removals, appends, a
+// move to a copy and a compaction, patched in while a fold compiles a set
+// that moves rules, are replayed on the folded table (composed into one
+// change, paired in decision order), which lands and decides as the
+// reference.
+func TestOrderFoldReplays(t *testing.T) {
+	base := traffic.ClassBenchRules(241, 20000)
+	r := rand.New(rand.NewPCG(241, 2))
+	pool := traffic.ClassBenchRules(242, 100).Rules
+	prios := []uint32{rule.DefaultPriority}
+	set := &rule.Set{Rules: slices.Grow(slices.Clone(base.Rules), 256)}
+	set, _, _, _ = moveStep(r, set, pool, prios, 50)
+	c, err := New(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Removals in place past the masked bound start a fold (of a set that
+	// moves rules; compiling 20k rules takes far longer than the patches
+	// below).
+	var removed []int
+	for i := range 20000 / 16 * 2 {
+		if at := 7*i + 3; set.Live(at) {
+			removed = append(removed, at)
+		}
+	}
+	cur := &rule.Set{Rules: set.Rules, Holes: set.Holes.With(removed...), Order: set.Order}
+	if err := c.Patch(set, cur, removed, nil); err != nil {
+		t.Fatal(err)
+	}
+	ids := 0
+	var out []rule.Rule
+	var goneIDs []string
+	for k := range 30 {
+		kind := []int{orderMove, orderRemove, orderAppend, orderMove}[k%4]
+		switch k {
+		case 5:
+			kind = orderCompact
+		case 9, 21:
+			kind = orderCopy
+		}
+		next, rem, add, o := orderStep(r, kind, cur, pool, prios, &ids, &goneIDs)
+		if err := c.Patch(cur, next, rem, add); err != nil {
+			t.Fatalf("change %d (%s): %v", k, orderKindName[kind], err)
+		}
+		out = append(out, o...)
+		cur = next
+	}
+	c.Settle()
+	ps := c.PatchStats()
+	t.Logf("%+v", ps)
+	if ps.Folds < 1 || ps.FoldsStale != 0 || ps.Replayed == 0 {
+		t.Fatalf("%+v: want a fold, landed, with changes replayed", ps)
+	}
+	if c.Table().Set() != cur || cur.Order.Moved() == 0 {
+		t.Fatalf("the fold published another set, or the last set moves no rule (%d)", cur.Order.Moved())
+	}
+	_, fs, _ := orderFrames(cur, append(out, set.Rules[:200]...), 243)
+	want := make([]int32, len(fs))
+	moved := 0
+	for i := range fs {
+		want[i] = int32(cur.Decide(&fs[i]))
+		if w := int(want[i]); w >= 0 && cur.Key(w) != w {
+			moved++
+		}
+	}
+	if moved < 4 {
+		t.Fatalf("%d packets decided by a moved rule", moved)
+	}
+	checkPatchKeys(t, "after the replayed fold", c.Table())
+	checkPatchedLookups(t, "after the replayed fold", c.Table(), cur, fs, want)
 }

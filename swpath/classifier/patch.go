@@ -23,10 +23,16 @@ import (
 //   - added and changed rules form a small overlay set, compiled alone
 //     (Compile of those rules only), which every lookup probes too;
 //   - the decision is the better of the two in the new set's order
-//     (rule.Before: priority, then index in the new set). The kept base
-//     rules keep their order, so the best live base rule in base order is
-//     the best in new order; bkey and okey hold each rule's priority<<32 |
-//     its index in the new set, so that one compare picks.
+//     (rule.Before: priority, then key in the new set, rule.Set.Key: the
+//     rule's index unless a change in place moved it). The kept base rules
+//     keep their order, so the best live base rule in base order is the
+//     best in new order; bkey and okey hold each rule's rank, priority<<32
+//     | its key in the new set, so that one compare picks, and the result
+//     is the winner's position (its index in the new set), which is not
+//     the rank's low bits where a rule was moved: okey's rules' positions
+//     are opos, and a base rule's is its index (in place since the base),
+//     bpos or the rank's low bits (see patch). Holes mask by position: a
+//     moved rule's key is the position of its old copy, a hole.
 //
 // When the overlay passes max(foldMin, √n) rules, or the masked base rules
 // max(foldMin, n/16), the classifier folds: it compiles the current set in
@@ -40,8 +46,10 @@ import (
 // the set's index arrays (the new table's counter slots and verdicts by
 // rule, 5 bytes a rule, and the base key array, 8 bytes a base rule).
 // That pass, the caller's own set, and Snapshot are what stay linear. A
-// change in place (inplace.go) makes no such pass unless it appends: a
-// removal in place masks its base rules by the new set's holes.
+// change in place (inplace.go) makes no such pass: a removal in place
+// masks its base rules by the new set's holes, and an append or a rule
+// changed in place (appended at its old key) grows the arrays by rule
+// into their room.
 
 // foldMin is the overlay size and the count of masked base rules below
 // which no set folds.
@@ -54,39 +62,63 @@ func foldAt(n int) int { return max(foldMin, int(math.Sqrt(float64(n)))) }
 type patch struct {
 	base *Table // compiled, unpatched
 	ov   *Table // the added and changed rules, compiled alone; nil for none
-	// bkey by base rule index and okey by overlay rule index: priority<<32
-	// | index in the new set, noRank for a masked base rule. bkey is nil
-	// when the base rules keep their indexes (the set was changed in place
-	// only since the base was compiled, inplace.go): a base rule's key is
-	// then prio[i]<<32 | i.
+	// bkey by base rule index and okey by overlay rule index: the rule's
+	// rank in the new set, priority<<32 | its key there (rule.Set.Key),
+	// noRank for a masked base rule. bkey is nil when the base rules keep
+	// their indexes and keys (the set was changed in place only since the
+	// base was compiled, inplace.go): a base rule's rank is then
+	// prio[i]<<32 | order.Key(i), and its position i.
 	bkey []uint64
-	prio []uint32 // the base's priorities by rule index, when bkey is nil
+	// bpos by base rule index: its position in the new set, where the set
+	// the walk (patchTable) matched moved rules (rule.Order), so that a
+	// position is not its rank's low bits; nil otherwise.
+	bpos  []int32
+	prio  []uint32    // the base's priorities by rule index, when bkey is nil
+	order *rule.Order // the base set's keys, when bkey is nil
+	// The overlay's rules are compiled in their key order (okey ascends
+	// by key), and opos is each one's position in the new set.
 	okey []uint64
+	opos []int32
 	// holes masks the base rules removed in place since bkey was made (or
-	// since the base, when bkey is nil): a base rule whose index in the
-	// new set is one of them is masked too. nil when none is; else the
-	// new set's holes (shared, read-only), which cover the older ones.
+	// since the base, when bkey is nil): a base rule whose position in
+	// the new set is one of them is masked too. nil when none is; else
+	// the new set's holes (shared, read-only), which cover the older ones.
 	holes *rule.Holes
-	// keyed: bkey alone masks (bkey non-nil, holes nil), so a base rule's
-	// key is its entry there (keyedBaseKey).
+	// keyed: bkey alone masks and gives positions (bkey non-nil, holes
+	// and bpos nil), so a base rule's rank is its entry there and its
+	// position the rank's low bits (keyedBaseKey).
 	keyed bool
 	dead  int // masked base rules
 }
 
-// key returns the key of base rule bi (>= 0): priority<<32 | its index in
-// the new set, or noRank when it is masked.
-func (p *patch) key(bi int32) uint64 {
+// rankPos returns the rank of base rule bi (>= 0) in the new set,
+// priority<<32 | its key, and its position there; noRank and -1 when it
+// is masked. The hole test is by position: a rule moved in place has the
+// key of its old copy's position, which is a hole.
+func (p *patch) rankPos(bi int32) (uint64, int32) {
 	var k uint64
+	pos := bi
 	if p.bkey != nil {
 		if k = p.bkey[bi]; k == noRank {
-			return k
+			return noRank, -1
+		}
+		pos = int32(uint32(k))
+		if p.bpos != nil {
+			pos = p.bpos[bi]
 		}
 	} else {
-		k = uint64(p.prio[bi])<<32 | uint64(uint32(bi))
+		k = uint64(p.prio[bi])<<32 | uint64(p.order.Key(int(bi)))
 	}
-	if p.holes.Dead(int(uint32(k))) {
-		return noRank
+	if p.holes.Dead(int(pos)) {
+		return noRank, -1
 	}
+	return k, pos
+}
+
+// key returns the rank of base rule bi (>= 0) in the new set, or noRank
+// when it is masked.
+func (p *patch) key(bi int32) uint64 {
+	k, _ := p.rankPos(bi)
 	return k
 }
 
@@ -130,8 +162,9 @@ func (c *Classifier) PatchStats() PatchStats {
 // in ascending order the indexes in from of the rules that are not in set
 // as they are (removed, or changed in any field); added in ascending order
 // the indexes in set of the rules that are not in from as they are (new,
-// or changed). Every other rule of set must be the next rule of from that
-// is not removed: the kept rules keep their order. Patch checks the
+// or changed). Every other rule of set must be, in decision order (by key,
+// rule.Set.Key), the next rule of from that is not removed: the kept rules
+// keep their order. Patch checks the
 // indexes and the counts, and the ID, priority and action of the kept
 // pair after each change and of the last (it does not read every kept
 // rule: at 100k rules that alone took milliseconds); a change of match
@@ -143,9 +176,11 @@ func (c *Classifier) PatchStats() PatchStats {
 // set not added, in order the rules of from not removed, holes skipped
 // on both sides. So a removal in place (set's Rules from's, its holes
 // from's with removed), an append in place (from's array grown, added the
-// new positions) and a compaction (a new array of from's rules without
-// its holes; removed and added the real changes) are patches, and the
-// first two renumber no rule.
+// new positions), a change in place (a copy of a rule appended, its old
+// position a hole, the copy at the old position's key: rule.Order;
+// removed the old position, added the new) and a compaction (a new array
+// of from's rules in decision order without its holes; removed and added
+// the real changes) are patches, and the first three renumber no rule.
 //
 // On error the current set stays; the caller may Swap instead.
 func (c *Classifier) Patch(from, set *rule.Set, removed, added []int) error {
@@ -229,7 +264,7 @@ func (c *Classifier) Patch(from, set *rule.Set, removed, added []int) error {
 	}
 	if c.folding {
 		// The fold in flight replays this change on its table.
-		c.flog = append(c.flog, patchRec{len(set.Rules), set.Holes, slices.Clone(removed), slices.Clone(added)})
+		c.flog = append(c.flog, patchRec{len(set.Rules), set.Holes, set.Order, slices.Clone(removed), slices.Clone(added)})
 		c.flast = set
 	}
 	if c.foldDue(t) {
@@ -239,13 +274,14 @@ func (c *Classifier) Patch(from, set *rule.Set, removed, added []int) error {
 }
 
 // patchRec is a change Patch published while a fold was compiling: the
-// new set's length, its holes (shared with the set, read-only) and the
-// indexes. Not the set itself: a burst of changes during a fold would
+// new set's length, its holes and keys (shared with the set, read-only)
+// and the indexes. Not the set itself: a burst of changes during a fold would
 // keep every intermediate set alive (at 100k rules, each of its own
 // array, 29 MB), where the fold needs the last.
 type patchRec struct {
 	n              int
 	holes          *rule.Holes
+	order          *rule.Order
 	removed, added []int
 }
 
@@ -254,6 +290,13 @@ type patchRec struct {
 // verdicts, priorities and counter slots by rule index, those of the added
 // rules' slots left 0 (Patch fills them). It returns nil when the overlay
 // would pass four times the fold bound: the set is to be compiled whole.
+//
+// It walks both sets' rules in decision order (by key; the positions'
+// order where a set moves none), pairing each kept rule of set with the
+// next rule of from not removed, and gives each its source in cur: a
+// base rule, whose new rank goes to bkey (and its position to bpos where
+// set moves rules), or an overlay rule, compiled again into the new
+// overlay with the added ones.
 func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int) (*Table, error) {
 	from := cur.set
 	cp := cur.pt
@@ -265,41 +308,61 @@ func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int)
 		// are no longer the current ones and would be held until the
 		// next fold) nor its arrays by rule index.
 		b := *cur
-		b.set, b.verdictAt, b.verdict, b.slot, b.prio = &rule.Set{}, nil, nil, nil, nil
+		b.set, b.verdictAt, b.verdict, b.slot, b.prio, b.tail = &rule.Set{}, nil, nil, nil, nil, nil
 		base = &b
 	}
 	nb := len(from.Rules)
 	if cp != nil {
 		nb = cp.nbase()
 	}
-	t := &Table{set: set, verdictAt: make([]Verdict, len(set.Rules)+1), slot: make([]uint32, len(set.Rules)),
-		prio: make([]uint32, len(set.Rules))}
+	t := &Table{set: set}
+	t.byRule(len(set.Rules))
 	// Holes (rule.Holes) of either set are rules of neither: a hole of
 	// set gets no slot and no source, a hole of from is skipped as if it
 	// were not there (it has no source in cur: a base rule at a hole of
 	// the base's set has no entry, and its key stays noRank).
-	fromHoles, setHoles := from.Holes, set.Holes
-	lastLive := len(set.Rules) - 1
-	for lastLive >= 0 && setHoles.Dead(lastLive) {
-		lastLive--
-	}
-	t.verdict = t.verdictAt[1:]
+	set.Holes.Each(len(set.Rules), func(j int) { t.slot[j] = noSlot })
 	p := &patch{base: base, bkey: make([]uint64, nb)}
 	for i := range p.bkey {
 		p.bkey[i] = noRank
 	}
-	var ovIdx []int // indexes in set of the overlay's rules, ascending
-	// The sources of the current set's rules, in its order: the live base
-	// rules (ascending) merged with the overlay's (okey's new indexes).
-	bi, oi := 0, 0
-	ci, ri, ai := 0, 0, 0
+	if set.Order.Moved() > 0 {
+		p.bpos = make([]int32, nb)
+	}
+	// src: by position of from, the source of its rule in cur: its index
+	// in the base, or -2 less its index in the overlay (nil: cur is not
+	// patched, and a rule's index in the base is its position).
+	var src []int32
+	if cp != nil {
+		src = make([]int32, len(from.Rules))
+		if cp.bkey == nil {
+			for i := range src {
+				src[i] = int32(i)
+			}
+		} else {
+			for bi := range cp.bkey {
+				if _, pos := cp.rankPos(int32(bi)); pos >= 0 {
+					src[pos] = int32(bi)
+				}
+			}
+		}
+		for oi, j := range cp.opos {
+			src[j] = -2 - int32(oi)
+		}
+	}
+	// removed and added in the order the walk meets them (by key).
+	removed, added = byKey(from.Order, removed), byKey(set.Order, added)
+	var ovIdx []int // positions in set of the overlay's rules
+	fw, sw := walkOf(from), walkOf(set)
+	ri, ai := 0, 0
 	// The kept rules are not read (at 100k rules that is 29 MB of them):
 	// the pair after each change, and the first and last, are checked.
 	check := true
-	for j := range set.Rules {
-		if setHoles.Dead(j) {
-			t.slot[j] = noSlot
-			continue
+	nlive := set.Len()
+	for {
+		j := sw.next()
+		if j < 0 {
+			break
 		}
 		t.live++
 		if ai < len(added) && added[ai] == j {
@@ -308,64 +371,40 @@ func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int)
 			check = true
 			continue
 		}
-		// The next kept rule of the current set, and its source.
-		var fromOv bool
-		var src int
-		for {
-			if ci >= len(from.Rules) {
-				return nil, fmt.Errorf("classifier: patch: rule %d of the new set (%q) has no rule of the current set left to be", j, set.Rules[j].ID)
-			}
-			if fromHoles.Dead(ci) {
-				if cp != nil && cp.bkey != nil {
-					// A base rule removed in place since bkey was
-					// made keeps its key there (cp.holes masks it).
-					for bi < len(cp.bkey) && cp.bkey[bi] == noRank {
-						bi++
-					}
-					if bi < len(cp.bkey) && int(uint32(cp.bkey[bi])) == ci {
-						bi++
-					}
-				}
-				ci++
-				continue
-			}
-			fromOv, src = false, ci
-			if cp != nil {
-				if oi < len(cp.okey) && int(uint32(cp.okey[oi])) == ci {
-					fromOv, src = true, oi
-					oi++
-				} else if cp.bkey != nil {
-					for cp.bkey[bi] == noRank {
-						bi++
-					}
-					src = bi
-					bi++
-				} // else the base rule's index is ci's
-			}
-			if ri < len(removed) && removed[ri] == ci {
-				ri++
-				ci++
-				check = true
-				continue
-			}
-			break
+		// The next kept rule of the current set.
+		ci := fw.next()
+		for ; ci >= 0 && ri < len(removed) && removed[ri] == ci; ci = fw.next() {
+			ri++
+			check = true
 		}
-		if check || j == lastLive {
+		if ci < 0 {
+			return nil, fmt.Errorf("classifier: patch: rule %d of the new set (%q) has no rule of the current set left to be", j, set.Rules[j].ID)
+		}
+		if check || t.live == nlive {
 			check = false
 			if a, b := &from.Rules[ci], &set.Rules[j]; a != b && (a.ID != b.ID || a.Priority != b.Priority || a.Action != b.Action) {
 				return nil, fmt.Errorf("classifier: patch: rule %d of the new set (%q, priority %d, %v) is not rule %d of the current set (%q, priority %d, %v), yet neither is listed",
 					j, b.ID, b.Priority, b.Action, ci, a.ID, a.Priority, a.Action)
 			}
 		}
-		if fromOv {
+		bi := int32(ci)
+		if src != nil {
+			bi = src[ci]
+		}
+		switch {
+		case bi <= -2:
 			ovIdx = append(ovIdx, j)
-		} else {
-			p.bkey[src] = uint64(cur.prio[ci])<<32 | uint64(j)
+		case bi < 0 || int(bi) >= nb:
+			return nil, fmt.Errorf("classifier: patch: rule %d of the current set has no source in its table", ci)
+		default:
+			p.bkey[bi] = uint64(cur.prio[ci])<<32 | uint64(set.Key(j))
+			if p.bpos != nil {
+				p.bpos[bi] = int32(j)
+			}
 		}
 		t.slot[j] = cur.slot[ci]
 		t.verdict[j] = cur.verdict[ci]
 		t.prio[j] = cur.prio[ci]
-		ci++
 	}
 	// The current set's rules left over are all removed ones: the counts
 	// agree, and the removed indexes ascend over live rules of from.
@@ -382,7 +421,7 @@ func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int)
 	t.used = base.used
 	if len(ovIdx) > 0 {
 		var err error
-		if p.ov, p.okey, err = c.overlay(set, ovIdx); err != nil {
+		if p.ov, p.okey, p.opos, err = c.overlay(set, ovIdx); err != nil {
 			return nil, err
 		}
 		t.used.or(&p.ov.used)
@@ -399,9 +438,85 @@ func (c *Classifier) patchTable(cur *Table, set *rule.Set, removed, added []int)
 	if p.ov != nil {
 		t.ntables = max(t.ntables, p.ov.ntables)
 	}
-	p.keyed = true
+	p.keyed = p.bpos == nil
 	t.pt = p
 	return t, nil
+}
+
+// byKey returns xs, positions of a set with keys o, in the order of
+// their keys (a copy sorted by key where o moves rules, else xs).
+func byKey(o *rule.Order, xs []int) []int {
+	if o.Moved() == 0 || len(xs) < 2 {
+		return xs
+	}
+	xs = slices.Clone(xs)
+	slices.SortFunc(xs, func(a, b int) int { return o.Key(a) - o.Key(b) })
+	return xs
+}
+
+// liveWalk steps through the live positions of a set (n positions, its
+// holes and keys) in decision order, by key: the positions' own order
+// where the set moves no rule, else the order keyOrder lists.
+type liveWalk struct {
+	n     int
+	holes *rule.Holes
+	seq   []int32
+	i     int
+}
+
+// walkOf returns the walk of set's live positions in decision order.
+func walkOf(set *rule.Set) liveWalk {
+	return walkN(len(set.Rules), set.Holes, set.Order)
+}
+
+// walkN is walkOf of a set given by its length, holes and keys (o).
+func walkN(n int, holes *rule.Holes, o *rule.Order) liveWalk {
+	w := liveWalk{n: n, holes: holes}
+	if o.Moved() == 0 {
+		return w
+	}
+	// The live positions moved (key not their own), by key, merged into
+	// the others: each moved one sits where its key would.
+	var moved [][2]int32 // key, position
+	for i := range n {
+		if k := o.Key(i); k != i && !holes.Dead(i) {
+			moved = append(moved, [2]int32{int32(k), int32(i)})
+		}
+	}
+	slices.SortFunc(moved, func(a, b [2]int32) int { return int(a[0] - b[0]) })
+	w.seq = make([]int32, 0, n-holes.Count())
+	m := 0
+	for i := range n {
+		for m < len(moved) && int(moved[m][0]) <= i {
+			w.seq = append(w.seq, moved[m][1])
+			m++
+		}
+		if !holes.Dead(i) && o.Key(i) == i {
+			w.seq = append(w.seq, int32(i))
+		}
+	}
+	for _, mv := range moved[m:] {
+		w.seq = append(w.seq, mv[1])
+	}
+	return w
+}
+
+// next returns the next live position, or -1 at the end.
+func (w *liveWalk) next() int {
+	if w.seq != nil {
+		if w.i >= len(w.seq) {
+			return -1
+		}
+		w.i++
+		return int(w.seq[w.i-1])
+	}
+	for w.i < w.n {
+		w.i++
+		if !w.holes.Dead(w.i - 1) {
+			return w.i - 1
+		}
+	}
+	return -1
 }
 
 // checkIndexes checks that xs is ascending, without repeats, within
@@ -461,7 +576,7 @@ func (c *Classifier) foldLater(t *Table) {
 			if applied == len(c.flog) {
 				// The current set: its slots, verdicts and priorities by
 				// rule index are the current table's.
-				nt.slot, nt.nslots, nt.prio, nt.verdictAt, nt.verdict = cur.slot, cur.nslots, cur.prio, cur.verdictAt, cur.verdict
+				nt.slot, nt.nslots, nt.prio, nt.verdictAt, nt.verdict, nt.tail = cur.slot, cur.nslots, cur.prio, cur.verdictAt, cur.verdict, cur.tail
 				c.pstat.Replayed += uint64(applied)
 				c.gen++
 				nt.gen = c.gen
@@ -503,7 +618,9 @@ func (c *Classifier) foldLater(t *Table) {
 // of recs, each rec a change from the set before it (Patch's removed and
 // added indexes): the rules of from no set since holds as they are, and
 // the rules of the last set added since. Holes of each set (from's, then
-// each rec's) are rules of none: neither kept, removed nor added.
+// each rec's) are rules of none: neither kept, removed nor added. Each
+// change pairs its sets' kept rules in decision order (by key), as Patch
+// does.
 func composeChanges(from *rule.Set, recs []patchRec) (removed, added []int) {
 	const hole, fresh = -2, -1
 	// orig: by position of the latest set, the index in from of its
@@ -515,29 +632,31 @@ func composeChanges(from *rule.Set, recs []patchRec) (removed, added []int) {
 			orig[i] = hole
 		}
 	}
+	pn, pholes, porder := len(from.Rules), from.Holes, from.Order // the set before r
 	for _, r := range recs {
 		next := make([]int32, r.n)
-		ci, ri, ai := 0, 0, 0
 		for j := range next {
-			if r.holes.Dead(j) {
-				next[j] = hole
-				continue
-			}
-			if ai < len(r.added) && r.added[ai] == j {
+			next[j] = hole
+		}
+		pw, cw := walkN(pn, pholes, porder), walkN(r.n, r.holes, r.order)
+		removed, added := byKey(porder, r.removed), byKey(r.order, r.added)
+		ri, ai := 0, 0
+		for j := cw.next(); j >= 0; j = cw.next() {
+			if ai < len(added) && added[ai] == j {
 				ai++
 				next[j] = fresh
 				continue
 			}
-			for orig[ci] == hole || (ri < len(r.removed) && r.removed[ri] == ci) {
-				if orig[ci] != hole {
-					ri++
-				}
-				ci++
+			ci := pw.next()
+			for ; ci >= 0 && ri < len(removed) && removed[ri] == ci; ci = pw.next() {
+				ri++
+			}
+			if ci < 0 {
+				break // not a change Patch took (it checked the counts)
 			}
 			next[j] = orig[ci]
-			ci++
 		}
-		orig = next
+		orig, pn, pholes, porder = next, r.n, r.holes, r.order
 	}
 	kept := make([]bool, len(from.Rules))
 	for j, o := range orig {
@@ -574,75 +693,74 @@ func (u *used) or(u2 *used) {
 // allocating; a packet matching more allocates a bigger list.
 const liveMatches = 64
 
-// liveBest returns the key of the best live base rule that matches f
-// (noRank for none): the base lookup's own best was masked.
-func (p *patch) liveBest(f *rule.Fields) uint64 {
+// liveBest returns the rank and position of the best live base rule that
+// matches f (noRank and -1 for none): the base lookup's own best was
+// masked.
+func (p *patch) liveBest(f *rule.Fields) (uint64, int32) {
 	var buf [liveMatches]int32
-	best := noRank
+	best, at := noRank, int32(-1)
 	for _, r := range p.base.plainMatching(buf[:0], f) {
-		best = min(best, p.key(r))
+		if k, pos := p.rankPos(r); k < best {
+			best, at = k, pos
+		}
 	}
-	return best
+	return best, at
 }
 
-// baseKey returns the key of the best live base rule for f given the
-// base lookup's rule bi.
-func (p *patch) baseKey(f *rule.Fields, bi int32) uint64 {
+// baseKey returns the rank and position of the best live base rule for
+// f given the base lookup's rule bi.
+func (p *patch) baseKey(f *rule.Fields, bi int32) (uint64, int32) {
 	if bi < 0 {
-		return noRank
+		return noRank, -1
 	}
-	if k := p.key(bi); k != noRank {
-		return k
+	if k, pos := p.rankPos(bi); k != noRank {
+		return k, pos
 	}
 	return p.liveBest(f)
 }
 
-// keyedBaseKey is baseKey of a keyed patch: one load of bkey.
-func (p *patch) keyedBaseKey(f *rule.Fields, bi int32) uint64 {
+// keyedBaseKey is baseKey of a keyed patch: one load of bkey, whose low
+// bits are the position.
+func (p *patch) keyedBaseKey(f *rule.Fields, bi int32) (uint64, int32) {
 	if bi < 0 {
-		return noRank
+		return noRank, -1
 	}
 	if k := p.bkey[bi]; k != noRank {
-		return k
+		return k, int32(uint32(k))
 	}
 	return p.liveBest(f)
-}
-
-// keyRule is the rule index of a key (-1 for noRank).
-func keyRule(k uint64) int32 {
-	if k == noRank {
-		return -1
-	}
-	return int32(uint32(k))
 }
 
 // patchLookup is lookup on a patched table: the deciding rule and the
-// tables probed. The best live base rule's key, and the overlay's.
+// tables probed. The best live base rule's rank and position, and the
+// overlay's: the better rank decides, its position the result.
 func (t *Table) patchLookup(f *rule.Fields) (int32, int) {
 	p := t.pt
 	bi, n := p.base.lookup(f)
 	var best uint64
+	var r int32
 	switch {
 	case p.keyed:
-		best = p.keyedBaseKey(f, bi)
+		best, r = p.keyedBaseKey(f, bi)
 	case p.bkey == nil && p.ov == nil:
 		// Removals in place only: the base's rule is the set's, masked
 		// when it is a hole.
 		if bi >= 0 && p.holes.Dead(int(bi)) {
-			return keyRule(p.liveBest(f)), n
+			_, r = p.liveBest(f)
+			return r, n
 		}
 		return bi, n
 	default:
-		best = p.baseKey(f, bi)
+		best, r = p.baseKey(f, bi)
 	}
 	if p.ov == nil {
-		return keyRule(best), n
+		return r, n
 	}
 	oi, m := p.ov.lookup(f)
-	if oi >= 0 {
-		best = min(best, p.okey[oi])
+	if oi >= 0 && p.okey[oi] < best {
+		r = p.opos[oi]
 	}
-	return keyRule(best), n + m
+	return r, n + m
 }
 
 // patchBurst is decideBurst on a patched table (jobs nil: DecideBurst's
@@ -662,19 +780,19 @@ func (t *Table) patchBurst(fs []rule.Fields, out []int32, jobs []stagedProbe, tr
 			// masked when they are holes.
 			for i, bi := range out {
 				if bi >= 0 && p.holes.Dead(int(bi)) {
-					out[i] = keyRule(p.liveBest(&fs[i]))
+					_, out[i] = p.liveBest(&fs[i])
 				}
 			}
 			return n
 		}
 		if p.keyed {
 			for i := range fs {
-				out[i] = keyRule(p.keyedBaseKey(&fs[i], out[i]))
+				_, out[i] = p.keyedBaseKey(&fs[i], out[i])
 			}
 			return n
 		}
 		for i := range fs {
-			out[i] = keyRule(p.baseKey(&fs[i], out[i]))
+			_, out[i] = p.baseKey(&fs[i], out[i])
 		}
 		return n
 	}
@@ -685,20 +803,20 @@ func (t *Table) patchBurst(fs []rule.Fields, out []int32, jobs []stagedProbe, tr
 		n += p.ov.DecideBurst(gfs, ovOut[:len(gfs)])
 		if p.keyed {
 			for i := range gfs {
-				k := p.keyedBaseKey(&gfs[i], out[g+i])
-				if oi := ovOut[i]; oi >= 0 {
-					k = min(k, p.okey[oi])
+				k, r := p.keyedBaseKey(&gfs[i], out[g+i])
+				if oi := ovOut[i]; oi >= 0 && p.okey[oi] < k {
+					r = p.opos[oi]
 				}
-				out[g+i] = keyRule(k)
+				out[g+i] = r
 			}
 			continue
 		}
 		for i := range gfs {
-			k := p.baseKey(&gfs[i], out[g+i])
-			if oi := ovOut[i]; oi >= 0 {
-				k = min(k, p.okey[oi])
+			k, r := p.baseKey(&gfs[i], out[g+i])
+			if oi := ovOut[i]; oi >= 0 && p.okey[oi] < k {
+				r = p.opos[oi]
 			}
-			out[g+i] = keyRule(k)
+			out[g+i] = r
 		}
 	}
 	return n
@@ -725,8 +843,8 @@ func (t *Table) patchMatching(dst []int32, f *rule.Fields) []int32 {
 	dst = p.base.plainMatching(dst, f)
 	k := start
 	for _, r := range dst[start:] {
-		if key := p.key(r); key != noRank {
-			dst[k] = keyRule(key)
+		if _, pos := p.rankPos(r); pos >= 0 {
+			dst[k] = pos
 			k++
 		}
 	}
@@ -735,7 +853,7 @@ func (t *Table) patchMatching(dst []int32, f *rule.Fields) []int32 {
 		m := len(dst)
 		dst = p.ov.plainMatching(dst, f)
 		for i := m; i < len(dst); i++ {
-			dst[i] = keyRule(p.okey[dst[i]])
+			dst[i] = p.opos[dst[i]]
 		}
 	}
 	return dst
@@ -747,7 +865,7 @@ func (t *Table) patchStats() Stats {
 	p := t.pt
 	st := p.base.Stats()
 	st.Rules, st.Build = t.live, t.build
-	st.Bytes += 8 * (len(p.bkey) + len(p.okey))
+	st.Bytes += 8*(len(p.bkey)+len(p.okey)) + 4*(len(p.bpos)+len(p.opos))
 	if p.ov != nil {
 		o := p.ov.Stats()
 		st.Entries += o.Entries
@@ -759,18 +877,24 @@ func (t *Table) patchStats() Stats {
 	return st
 }
 
-// overlay compiles the rules of set at positions ovIdx (ascending) alone,
-// as a patch's overlay, with their keys: priority<<32 | index in set.
-func (c *Classifier) overlay(set *rule.Set, ovIdx []int) (*Table, []uint64, error) {
+// overlay compiles the rules of set at positions ovIdx alone, as a
+// patch's overlay, in their key order (so that the overlay's own order,
+// priority then index, is theirs in set), and returns it with their ranks
+// in set, priority<<32 | key (rule.Set.Key), and positions, by overlay
+// index. It sorts ovIdx.
+func (c *Classifier) overlay(set *rule.Set, ovIdx []int) (*Table, []uint64, []int32, error) {
+	slices.SortFunc(ovIdx, func(a, b int) int { return set.Key(a) - set.Key(b) })
 	ovSet := &rule.Set{Rules: make([]rule.Rule, len(ovIdx))}
 	okey := make([]uint64, len(ovIdx))
+	opos := make([]int32, len(ovIdx))
 	for k, j := range ovIdx {
 		ovSet.Rules[k] = set.Rules[j]
-		okey[k] = uint64(set.Rules[j].Priority)<<32 | uint64(j)
+		okey[k] = uint64(set.Rules[j].Priority)<<32 | uint64(set.Key(j))
+		opos[k] = int32(j)
 	}
 	ov, err := compile(ovSet, c.mode)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return ov, okey, nil
+	return ov, okey, opos, nil
 }
