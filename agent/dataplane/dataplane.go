@@ -216,8 +216,10 @@ type SW interface {
 	Name() string
 	// SetRules makes set the rules the software path enforces, atomically:
 	// no packet sees half of one set. The set may have holes (rule.Set's
-	// Holes: positions that are not rules, left by removals in place); an
-	// engine that does not read Live compacts it (rule.Set.Compact).
+	// Holes: positions that are not rules, left by removals in place) and
+	// rules changed in place (its Order: appended copies that decide at
+	// another position's key); an engine that does not read Live and Key
+	// compacts it (rule.Set.Compact).
 	SetRules(set *rule.Set) error
 	Stats() SWStats
 	// Capacity returns the engine's configured workers and clock, for the
@@ -238,8 +240,12 @@ type SWPatcher interface {
 	// the next rule of from not removed. Either set may have holes, which
 	// are rules of neither: a removal in place makes to the array of from
 	// with the removed positions made holes (removed lists them, added
-	// none), so that no index moves. On error nothing changed and the
-	// caller may call SetRules(to).
+	// none), so that no index moves. Either may have rules changed in
+	// place (rule.Order: a copy appended, deciding at the key of the hole
+	// it left): such a copy is removed or added like any other rule, the
+	// rules kept are in the same order of keys in both sets, and the
+	// engine decides by key (rule.Before). On error nothing
+	// changed and the caller may call SetRules(to).
 	PatchRules(from, to *rule.Set, removed, added []int) error
 }
 

@@ -3,6 +3,7 @@ package placement
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -29,16 +30,21 @@ import (
 // the arrays, which engines and the hardware path's index may be reading,
 // and the set handed to software is the same array with one more hole, so
 // that a patching engine is told the change (swDiff reads it from the
-// holes) and one that takes whole sets is handed the array as it is. The
-// holes are closed (compact: a copy of the set) once they pass
-// max(holesMax, an eighth of the slots), so at 100k rules one removal in
-// 12,500 pays a copy of 29 MB. What stays linear in the set: a copy of the
-// holes' block index per round (a pointer per 4096 slots: rule.Holes); an
-// engine that does not take changes is handed the whole set
-// (dataplane.SW.SetRules); a rule changed in its place copies the array
-// when an engine holds it (unshare); and a rule placed in the middle of
-// the order copies the set's arrays once per round. The View's list of rules is edited where the rules changed
-// (RuleList: a chunk of 256 copied per rule changed), found by place.
+// holes) and one that takes whole sets is handed the array as it is. A
+// rule changed in its place (the same id, the same place in the store's
+// order) is, when an engine holds the array, a hole where it stood and a
+// copy appended that decides at the hole's key (moveInPlace, rule.Order).
+// The holes are closed (compact: a copy of the set, the rules changed in
+// place back at their keys) once they pass max(holesMax, an eighth of the
+// slots), so at 100k rules one removal or change in 12,500 pays a copy of
+// 29 MB. What stays linear in the set: a copy of the holes' block index
+// per round (a pointer per 4096 slots: rule.Holes); an engine that does
+// not take changes is handed the whole set (dataplane.SW.SetRules); the
+// first append after a snapshot (Apply) copies the array, whose capacity
+// ends at its length; and a rule placed in the middle of the order copies
+// the set's arrays once per round. The View's list of rules is edited
+// where the rules changed (RuleList: a chunk of 256 copied per rule
+// changed), found by place.
 func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bool {
 	if d.From != p.version || p.seqs == nil {
 		return false
@@ -102,6 +108,8 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 		relayout = true
 	}
 	var ins []insert
+	var moves []insert  // rules changed in place, to append (moveInPlace)
+	var movedFrom []int // their slots
 	var fresh, recompile []*ruleState
 	touched := 0 // upserts that change something
 	last := uint64(0)
@@ -142,10 +150,21 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 			recompile = append(recompile, rs)
 		}
 		if old != nil && old.seq == u.Seq {
-			// Same place in the order: the slot takes the new copy (in
-			// an array of the placer's own, not one the engine holds).
-			p.unshare()
+			// Same place in the order. In an array of the placer's own
+			// the slot takes the new copy; in one an engine holds (the
+			// usual case) the new copy is appended and decides at the
+			// slot's key (moveInPlace), after this loop: an append may
+			// move the array.
 			i := p.slot(old)
+			if p.shared && u.Seq != 0 {
+				p.states[i] = nil
+				rs.seq = u.Seq
+				moves = append(moves, insert{r: r, seq: u.Seq, rs: rs})
+				movedFrom = append(movedFrom, i)
+				relayout = true
+				continue
+			}
+			p.unshare()
 			p.set.Rules[i] = r
 			p.states[i] = rs
 			rs.r, rs.seq = &p.set.Rules[i], u.Seq
@@ -186,6 +205,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 			}
 		}
 		p.set.Holes = p.set.Holes.With(emptied...)
+		p.moveInPlace(moves, movedFrom)
 		if h := p.set.Holes.Count(); h > holesMax && h > len(p.set.Rules)/8 {
 			p.compact(len(ins))
 		}
@@ -205,7 +225,11 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 				}
 			}
 		}
-		n := len(p.set.Rules) - p.set.Holes.Count() - len(d.Removed) + len(ins)
+		// Rules changed in place are placed again as new ones (at their
+		// places in the store's order).
+		ins = append(ins, moves...)
+		slices.SortStableFunc(ins, func(a, b insert) int { return cmp.Compare(a.seq, b.seq) })
+		n := len(p.set.Rules) - p.set.Holes.Count() - len(d.Removed) + len(ins) - len(moves)
 		c := n + n/16 + 16
 		rules := make([]rule.Rule, 0, c)
 		seqs := make([]uint64, 0, c)
@@ -217,21 +241,23 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 			seqs = append(seqs, seq)
 			states = append(states, rs)
 		}
-		for i := range p.set.Rules {
+		p.inKeyOrder(func(i int) {
 			if p.states[i] == nil {
-				continue
+				return
 			}
-			for ; j < len(ins) && ins[j].seq < p.seqs[i]; j++ {
+			seq := p.seqOf(i)
+			for ; j < len(ins) && ins[j].seq < seq; j++ {
 				added = append(added, len(rules))
 				put(&ins[j].r, ins[j].seq, ins[j].rs)
 			}
-			put(&p.set.Rules[i], p.seqs[i], p.states[i])
-		}
+			put(&p.set.Rules[i], seq, p.states[i])
+		})
 		for ; j < len(ins); j++ {
 			added = append(added, len(rules))
 			put(&ins[j].r, ins[j].seq, ins[j].rs)
 		}
-		p.set.Rules, p.set.Holes, p.seqs, p.states = rules, nil, seqs, states
+		p.set.Rules, p.set.Holes, p.set.Order, p.seqs, p.states = rules, nil, nil, seqs, states
+		p.movedTo = nil
 		p.shared, p.seqsOwn = false, true
 		p.repoint()
 		if listOK {
@@ -402,9 +428,28 @@ func (p *Placer) compact(room int) {
 		return
 	}
 	p.compactions++
-	p.log.Debug("closing the rule set's holes (rules removed in place)", "holes", len(gone), "rules", len(p.set.Rules)-len(gone))
+	p.log.Debug("closing the rule set's holes (rules removed or changed in place)", "holes", len(gone), "rules", len(p.set.Rules)-len(gone))
 	n := len(p.set.Rules) - len(gone)
 	c := n + room + (n+room)/16 + 16
+	if len(p.movedTo) > 0 {
+		// Rules changed in place sit at the end: each goes back to its
+		// key's place, one by one.
+		rules := make([]rule.Rule, 0, c)
+		seqs := make([]uint64, 0, c)
+		states := make([]*ruleState, 0, c)
+		p.inKeyOrder(func(i int) {
+			if p.states[i] != nil {
+				rules = append(rules, p.set.Rules[i])
+				seqs = append(seqs, p.seqOf(i))
+				states = append(states, p.states[i])
+			}
+		})
+		p.set.Rules, p.set.Order, p.seqs, p.states = rules, nil, seqs, states
+		p.movedTo = nil
+		p.shared, p.seqsOwn = false, true
+		p.repoint()
+		return
+	}
 	rules := make([]rule.Rule, n, c)
 	holes.Close(rules, p.set.Rules, gone)
 	p.set.Rules = rules
@@ -434,14 +479,94 @@ func closeInPlace[T any](s []T, gone []int) []T {
 }
 
 // slot returns the position of rs in the set (by its place in the store's
-// order: a binary search).
+// order: a binary search; a rule changed in place is found at its key's
+// slot, which it left, and followed to where it went: movedTo).
 func (p *Placer) slot(rs *ruleState) int {
 	i, ok := slices.BinarySearchFunc(p.seqs, rs.seq, func(a, b uint64) int { return cmp.Compare(a, b) })
+	if ok && p.states[i] != rs {
+		if j, moved := p.movedTo[i]; moved && p.states[j] == rs {
+			return j
+		}
+	}
 	if !ok || p.states[i] != rs {
 		// The protect rules share seq 0; look among them.
 		i = slices.Index(p.states, rs)
 	}
 	return i
+}
+
+// moveInPlace appends the rules changed in place (moves, which left the
+// slots from: their states are nil there) to the set's arrays, each
+// deciding at the key of the slot it left (rule.Order), and makes those
+// slots holes. The array an engine holds is not written (appends go past
+// the length every holder's set has, or into a new array), so the engine
+// is told the change as a removal and an add (swDiff), and no copy of the
+// set is made: at 100k rules a change in place copied 30 MB.
+//
+// seqs takes, at the appended slot, the place before it (seqs stays
+// ascending for slot's search); the rule's own place is at its key (seqOf).
+func (p *Placer) moveInPlace(moves []insert, from []int) {
+	if len(moves) == 0 {
+		return
+	}
+	p.set.Holes = p.set.Holes.With(from...)
+	n0 := len(p.set.Rules)
+	grown := cap(p.set.Rules) < n0+len(moves)
+	if !p.seqsOwn {
+		// The store's array (capped): appended to in a new one.
+		p.seqs = slices.Clip(p.seqs)
+	}
+	if p.movedTo == nil {
+		p.movedTo = make(map[int]int, len(moves))
+	}
+	for k, m := range moves {
+		key := p.set.Key(from[k])
+		j := len(p.set.Rules)
+		p.set.Rules = append(p.set.Rules, m.r)
+		p.seqs = append(p.seqs, p.seqs[j-1])
+		p.states = append(p.states, m.rs)
+		p.set.Order = p.set.Order.With(j, key)
+		p.movedTo[key] = j
+		m.rs.seq = m.seq
+		p.touch(m.rs)
+		p.movedInPlace++
+	}
+	p.seqsOwn = true
+	if grown {
+		p.shared = false // a new array
+		p.repoint()
+	} else {
+		for j := n0; j < len(p.set.Rules); j++ {
+			p.states[j].r = &p.set.Rules[j]
+		}
+	}
+}
+
+// seqOf is the place in the store's order of the rule at slot i: seqs at
+// its key.
+func (p *Placer) seqOf(i int) uint64 { return p.seqs[p.set.Key(i)] }
+
+// inKeyOrder calls f for every slot of the set (holes too; the caller
+// asks states), in decision order: a slot a rule changed in place took
+// comes at its key (movedTo).
+func (p *Placer) inKeyOrder(f func(i int)) {
+	if len(p.movedTo) == 0 {
+		for i := range p.states {
+			f(i)
+		}
+		return
+	}
+	keys := slices.Sorted(maps.Keys(p.movedTo))
+	k := 0
+	for i := range p.states {
+		for k < len(keys) && keys[k] <= i {
+			f(p.movedTo[keys[k]])
+			k++
+		}
+		if p.set.Key(i) == i {
+			f(i)
+		}
+	}
 }
 
 // repoint makes every rule state point at its rule in the current array.
@@ -458,10 +583,10 @@ func (p *Placer) repoint() {
 // found by its place in the store's order (the list holds no holes). The
 // protect rules, which share place 0, come before every hole.
 func (p *Placer) pos(i int) int {
-	if p.set.Holes.Count() == 0 || p.seqs == nil || p.seqs[i] == 0 {
+	if p.set.Holes.Count() == 0 || p.seqs == nil || p.seqOf(i) == 0 {
 		return i
 	}
-	return p.list.l.indexSeq(p.seqs[i])
+	return p.list.l.indexSeq(p.seqOf(i))
 }
 
 // live is the number of rules of the set: its slots less its holes.

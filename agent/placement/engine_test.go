@@ -125,8 +125,17 @@ func TestEngineFollowsTheStore(t *testing.T) {
 						continue
 					}
 					r := e.Rule
-					r.Priority++
 					op = "change " + r.ID
+					if rng.IntN(2) == 0 {
+						r.Priority++
+					} else {
+						// A wider match at the same priority: it decides
+						// before the rules after its place that it now
+						// overlaps (its key, not its new slot, says so).
+						r.Match.Dst = widen(r.Match.Dst)
+						r.Match.Src = widen(r.Match.Src)
+						op += " (wider)"
+					}
 					if _, err := st.Put(e.Source, r); err != nil {
 						t.Fatal(err)
 					}
@@ -164,8 +173,8 @@ func TestEngineFollowsTheStore(t *testing.T) {
 					}
 				}
 			}
-			if maxHoles == 0 || p.compactions == 0 || accepts == 0 {
-				t.Fatalf("at most %d holes, %d compactions, %d accept rules added: nothing to test", maxHoles, p.compactions, accepts)
+			if maxHoles == 0 || p.compactions == 0 || accepts == 0 || p.movedInPlace == 0 {
+				t.Fatalf("at most %d holes, %d compactions, %d accept rules added, %d rules changed in place appended: nothing to test", maxHoles, p.compactions, accepts, p.movedInPlace)
 			}
 			ps := cl.PatchStats()
 			if patch && (ps.InPlace == 0 || p.swPatches < 300) {
@@ -174,4 +183,12 @@ func TestEngineFollowsTheStore(t *testing.T) {
 			t.Logf("at most %d holes, %d compactions, %d accept rules added; %d changes patched, %d in place", maxHoles, p.compactions, accepts, p.swPatches, ps.InPlace)
 		})
 	}
+}
+
+// widen returns p one bit shorter (p itself if invalid or /0).
+func widen(p netip.Prefix) netip.Prefix {
+	if !p.IsValid() || p.Bits() == 0 {
+		return p
+	}
+	return netip.PrefixFrom(p.Addr(), p.Bits()-1).Masked()
 }

@@ -449,10 +449,17 @@ type Placer struct {
 	// which the store shares and extends), so a removal may close its
 	// hole in place.
 	seqsOwn bool
+	// movedTo maps the key of each rule changed in place since the set's
+	// holes were last closed to the slot it took (moveInPlace): nil when
+	// none was.
+	movedTo map[int]int
 	// deltas counts the rounds applied from a store delta (applyDelta).
 	deltas uint64
 	// compactions counts the times the set's holes were closed (compact).
 	compactions uint64
+	// movedInPlace counts the rules changed in place whose new copy was
+	// appended (moveInPlace) rather than written over the old.
+	movedInPlace uint64
 	// overlapHeld are the rules Compile last refused for an accept rule
 	// in front of them (stale entries are dropped when read): see
 	// applyDelta.
@@ -769,14 +776,14 @@ func (p *Placer) swSet(extra map[string]bool, backstop bool) *rule.Set {
 		// The array itself, holes and all.
 		p.shared = true
 		k := len(p.set.Rules)
-		return &rule.Set{Rules: p.set.Rules[:k:k], Holes: p.set.Holes}
+		return &rule.Set{Rules: p.set.Rules[:k:k], Holes: p.set.Holes, Order: p.set.Order}
 	}
 	out := &rule.Set{Rules: make([]rule.Rule, 0, n)}
-	for i := range p.set.Rules {
+	p.inKeyOrder(func(i int) {
 		if in(i) {
 			out.Rules = append(out.Rules, p.set.Rules[i])
 		}
-	}
+	})
 	return out
 }
 
@@ -851,6 +858,7 @@ func (p *Placer) Apply(ctx context.Context, snap store.Snapshot) {
 	p.fullTables = nil
 	old := p.rules
 	p.set = snap.Set
+	p.movedTo = nil
 	// The caller's snapshot: not written in place, and appended to only
 	// in a new array (the capacity ends at its length).
 	p.set.Rules = p.set.Rules[:len(p.set.Rules):len(p.set.Rules)]
@@ -1504,11 +1512,11 @@ func (p *Placer) Recover(ctx context.Context) {
 	}
 	p.hwUp = true
 	p.refreshBudget(ctx)
-	for _, rs := range p.states {
-		if rs != nil && rs.path == pSW && rs.hwOK {
+	p.inKeyOrder(func(i int) {
+		if rs := p.states[i]; rs != nil && rs.path == pSW && rs.hwOK {
 			p.toHW(ctx, rs, "hardware path back: offload first", p.now())
 		}
-	}
+	})
 	_ = p.pushSW(nil)
 	p.publish()
 }
@@ -1531,18 +1539,19 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 	// full table sorts nothing, where it sorted every software rule each
 	// round.
 	var cands []*ruleState
-	for _, rs := range p.states {
+	p.inKeyOrder(func(i int) { // in order: ties keep it (as Apply's set has it)
+		rs := p.states[i]
 		if rs == nil || rs.path != pSW || !rs.hwOK || rs.r.Action != rule.Drop || !dwelt(rs) {
-			continue
+			return
 		}
 		if hot && rs.ex().swPPS == 0 {
-			continue
+			return
 		}
 		if !hot && (!p.hasRoom(rs) || (rs.hwRetryAt != 0 && p.before(now, rs.hwRetryAt))) {
-			continue
+			return
 		}
 		cands = append(cands, rs)
-	}
+	})
 	p.regimeSorted = len(cands)
 	slices.SortStableFunc(cands, func(a, b *ruleState) int {
 		if c := cmp.Compare(b.ex().swPPS, a.ex().swPPS); c != 0 {
@@ -1554,11 +1563,11 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 	// swap victims, needed only under load.
 	var hwRules []*ruleState
 	if hot && len(cands) > 0 {
-		for _, rs := range p.states {
-			if rs != nil && rs.path == pHW && dwelt(rs) {
+		p.inKeyOrder(func(i int) {
+			if rs := p.states[i]; rs != nil && rs.path == pHW && dwelt(rs) {
 				hwRules = append(hwRules, rs)
 			}
-		}
+		})
 	}
 	slices.SortStableFunc(hwRules, func(a, b *ruleState) int {
 		if c := cmp.Compare(a.ex().hwPPS, b.ex().hwPPS); c != 0 {
@@ -1692,11 +1701,11 @@ func (p *Placer) publish() {
 func (p *Placer) publishRules() RuleList {
 	if p.viewAll || (p.seqs == nil && len(p.dirty) > 0) || len(p.dirty) > p.live()/8 {
 		rvs := make([]ruleEntry, 0, p.live())
-		for _, rs := range p.states {
-			if rs != nil {
+		p.inKeyOrder(func(i int) {
+			if rs := p.states[i]; rs != nil {
 				rvs = append(rvs, p.entryOf(rs))
 			}
-		}
+		})
 		p.list.reset(rvs)
 		p.viewAll = false
 	} else {

@@ -119,11 +119,11 @@ func TestRuleListEditsEqualSlice(t *testing.T) {
 func checkList(t *testing.T, p *Placer, what string) {
 	t.Helper()
 	want := make([]RuleView, 0, len(p.states))
-	for _, rs := range p.states {
-		if rs != nil { // not a hole
+	p.inKeyOrder(func(i int) { // in order: a rule changed in place at its key
+		if rs := p.states[i]; rs != nil { // not a hole
 			want = append(want, p.viewOf(rs))
 		}
-	}
+	})
 	if got := p.View().Rules.Slice(); !reflect.DeepEqual(got, want) {
 		for i := range min(len(got), len(want)) {
 			if got[i] != want[i] {

@@ -1,6 +1,8 @@
 package placement
 
 import (
+	"slices"
+
 	"github.com/scrubd/scrubd/agent/dataplane"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
@@ -60,7 +62,10 @@ const swLookahead = 8
 // swLookahead rules ahead in either set for a run removed or added, else
 // counts the pair as one rule replaced by another. A rule moved farther
 // than that is listed as removed and added, which is correct, only not
-// the least change.
+// the least change. A rule changed in place whose copy was appended (its
+// key not its own position: rule.Order) is outside that walk in either
+// set: removed from from, added to to. The rules left decide in position
+// order in both sets, so the rules kept are in the same order in both.
 func swDiff(fromSet, toSet *rule.Set, limit int) (removed, added []int, ok bool) {
 	from, to := fromSet.Rules, toSet.Rules
 	if len(from) > 0 && len(to) >= len(from) && &from[0] == &to[0] {
@@ -83,9 +88,17 @@ func swDiff(fromSet, toSet *rule.Set, limit int) (removed, added []int, ok bool)
 		removed = nil
 	}
 	same := func(i, j int) bool { return &from[i] == &to[j] || sameRule(&from[i], &to[j]) }
-	// next returns the first live position of s at or after i.
+	var movedFrom, movedTo []int
+	fromSet.EachMoved(func(i int) { movedFrom = append(movedFrom, i) })
+	toSet.EachMoved(func(j int) { movedTo = append(movedTo, j) })
+	if len(movedFrom)+len(movedTo) > limit {
+		return nil, nil, false
+	}
+	// walked: i is a live position of s and not an appended copy of a
+	// rule changed in place. next returns the first such at or after i.
+	walked := func(s *rule.Set, i int) bool { return s.Live(i) && s.Key(i) == i }
 	next := func(s *rule.Set, i int) int {
-		for i < len(s.Rules) && !s.Live(i) {
+		for i < len(s.Rules) && !walked(s, i) {
 			i++
 		}
 		return i
@@ -107,16 +120,16 @@ func swDiff(fromSet, toSet *rule.Set, limit int) (removed, added []int, ok bool)
 		found := false
 		for d := 1; d <= swLookahead && !found; d++ {
 			switch {
-			case i+d < len(from) && fromSet.Live(i+d) && same(i+d, j):
+			case i+d < len(from) && walked(fromSet, i+d) && same(i+d, j):
 				for k := i; k < i+d; k++ {
-					if fromSet.Live(k) {
+					if walked(fromSet, k) {
 						removed = append(removed, k)
 					}
 				}
 				i, found = i+d, true
-			case j+d < len(to) && toSet.Live(j+d) && same(i, j+d):
+			case j+d < len(to) && walked(toSet, j+d) && same(i, j+d):
 				for k := j; k < j+d; k++ {
-					if toSet.Live(k) {
+					if walked(toSet, k) {
 						added = append(added, k)
 					}
 				}
@@ -134,6 +147,14 @@ func swDiff(fromSet, toSet *rule.Set, limit int) (removed, added []int, ok bool)
 	for ; j < len(to); j = next(toSet, j+1) {
 		added = append(added, j)
 	}
+	if len(movedFrom) > 0 {
+		removed = append(removed, movedFrom...)
+		slices.Sort(removed)
+	}
+	if len(movedTo) > 0 {
+		added = append(added, movedTo...)
+		slices.Sort(added)
+	}
 	if len(removed)+len(added) > limit {
 		return nil, nil, false
 	}
@@ -143,16 +164,36 @@ func swDiff(fromSet, toSet *rule.Set, limit int) (removed, added []int, ok bool)
 // sameSet reports whether a and b hold the same rules in the same order,
 // their holes aside.
 func sameSet(a, b *rule.Set) bool {
-	if len(a.Rules) == len(b.Rules) && len(a.Rules) > 0 && &a.Rules[0] == &b.Rules[0] {
-		// One array (an element of a shared array is not written): the
-		// same set when the holes are; holes only grow until the array
-		// is compacted into another, so more of them is a rule gone.
-		if a.Holes == b.Holes {
+	if len(a.Rules) > 0 && len(b.Rules) > 0 && &a.Rules[0] == &b.Rules[0] {
+		// One array, appended to in place (an element of a shared array
+		// is not written): the same set when the length and the holes
+		// are. A rule of the longer past the shorter's end is a rule
+		// added (a rule put again as it was is not appended), and holes
+		// only grow until the array is compacted into another, so more
+		// of them is a rule gone.
+		s, l := a, b
+		if len(s.Rules) > len(l.Rules) {
+			s, l = b, a
+		}
+		if len(s.Rules) == len(l.Rules) && a.Holes == b.Holes {
 			return true
+		}
+		for j := len(s.Rules); j < len(l.Rules); j++ {
+			if l.Live(j) {
+				return false
+			}
 		}
 		if a.Holes.Count() != b.Holes.Count() && (b.Holes.New(a.Holes, func(int) {}) || a.Holes.New(b.Holes, func(int) {})) {
 			return false
 		}
+	}
+	if a.Order.Moved() > 0 || b.Order.Moved() > 0 {
+		// Rules changed in place and appended: compared in decision
+		// order.
+		var ai, bi []int
+		a.Ordered(func(i int) { ai = append(ai, i) })
+		b.Ordered(func(i int) { bi = append(bi, i) })
+		return slices.EqualFunc(ai, bi, func(i, j int) bool { return sameRule(&a.Rules[i], &b.Rules[j]) })
 	}
 	if a.Holes.Count() == 0 && b.Holes.Count() == 0 {
 		return sameRules(a.Rules, b.Rules)

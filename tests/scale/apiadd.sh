@@ -4,18 +4,22 @@
 #   start `scrubd run --config` (simulated NIC as in agent100k.sh, no rule
 #   file), `scrubd rules add` the RULES-rule file in one request, then add
 #   ADDS (default 20) single rules one request each (the agent persists
-#   each before it answers), read the state directory's size, SIGTERM,
-#   start again on the same state and count the rules it restored.
+#   each before it answers), change CHANGES (default 5) of them in place
+#   (PUT /v1/rules/ID with another protocol: the same id keeps its place),
+#   delete DELS (default 5) of them, read the state directory's size,
+#   SIGTERM, start again on the same state and count the rules it restored.
 # Prints one line of key=value figures: the bulk add's time, each single
-# add's time (min/median/max), the state files' bytes, the restart's time
-# to /readyz 200 and the rules listed after it (RULES + ADDS when every
-# rule survived).
+# add's time (min/median/max), the placement rounds of the changes and of
+# the deletes (from the agent's log), the state files' bytes, the
+# restart's time to /readyz 200 and the rules listed after it (RULES +
+# ADDS - DELS when every rule survived).
 set -euo pipefail
 bin=$(realpath "$1")
 n=${2:-100000}
 dir=${3:-$(mktemp -d /tmp/apiadd.XXXXXX)}
 adds=${ADDS:-20}
 dels=${DELS:-5}
+changes=${CHANGES:-5}
 mkdir -p "$dir/state"
 . "$(dirname "$0")/lib.sh"
 scale_rules "$dir" "$n"
@@ -50,6 +54,20 @@ mmm() {
 	sorted=$(printf '%s\n' "$@" | sort -g)
 	echo "${name}_min=$(head -1 <<<"$sorted") ${name}_median=$(sed -n "$((($# + 1) / 2))p" <<<"$sorted") ${name}_max=$(tail -1 <<<"$sorted")"
 }
+# rounds FROM_LINE: the took= of the delta rounds logged after that line
+# of the log, in ms.
+rounds() {
+	tail -n +"$1" "$dir/run.log" | grep 'round=delta' | sed -n 's/.* took=\([0-9.]*\)\(µs\|ms\|s\).*/\1 \2/p' | awk '{print ($2 == "ms") ? $1 : ($2 == "s") ? $1 * 1000 : $1 / 1000}'
+}
+sleep 1.5 # the last add's placement round, logged before the changes'
+l0=$(($(wc -l <"$dir/run.log") + 1))
+for i in $(seq 1 "$changes"); do
+	curl -sf --unix-socket "$dir/api.sock" -X PUT -H 'Content-Type: application/json' \
+		-d "{\"id\": \"api-one-$i\", \"action\": \"drop\", \"match\": {\"dst\": \"198.51.100.$i/32\", \"proto\": \"tcp\"}}" \
+		"http://scrubd/v1/rules/api-one-$i" >/dev/null
+	sleep 1.5 # the placement round that re-places it
+done
+mapfile -t ctook < <(rounds "$l0")
 dtimes=()
 for i in $(seq 1 "$dels"); do
 	d0=$(now); "$bin" rules --socket "$dir/api.sock" delete "api-one-$i" >/dev/null; d1=$(now)
@@ -63,4 +81,4 @@ start
 listed=$(("$("$bin" rules --socket "$dir/api.sock" list | wc -l)" - 1))
 kill -TERM $pid; wait $pid || true
 trap - EXIT
-echo "rules=$n bulk_add_s=$(f "$b0" "$b1") adds=$adds $(mmm add_s "${times[@]}") dels=$dels $(mmm del_s "${dtimes[@]}") $(mmm remove_round_ms "${took[@]:-none}") state_kb=$state_kb restart_ready_s=$ready_s rules_after_restart=$listed load=\"$(cut -d' ' -f1-3 /proc/loadavg)\""
+echo "rules=$n bulk_add_s=$(f "$b0" "$b1") adds=$adds $(mmm add_s "${times[@]}") changes=$changes $(mmm change_round_ms "${ctook[@]:-none}") dels=$dels $(mmm del_s "${dtimes[@]}") $(mmm remove_round_ms "${took[@]:-none}") state_kb=$state_kb restart_ready_s=$ready_s rules_after_restart=$listed load=\"$(cut -d' ' -f1-3 /proc/loadavg)\""
