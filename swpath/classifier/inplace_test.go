@@ -1,6 +1,7 @@
 package classifier
 
 import (
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"testing"
@@ -256,5 +257,106 @@ func TestAppendInPlaceClaims(t *testing.T) {
 	if tb.prio[50] != 4 || tb.verdict[50] != Drop || &tb.slot[0] == &cur.slot[0] || &ta.slot[0] != &cur.slot[0] {
 		t.Fatalf("the second: priority %d, verdict %v, its arrays the first's %v (want a copy), the first's cur's %v (want them)",
 			tb.prio[50], tb.verdict[50], &tb.slot[0] == &cur.slot[0], &ta.slot[0] == &cur.slot[0])
+	}
+}
+
+// TestChangeInPlaceLookups: changes in place (a rule's copy, changed,
+// appended at its old key; rule.Order) over a table patched in place only,
+// over one patched by a copy first (base keys), and over a base compiled
+// from a set that moves rules (its ranks by key), decide as the reference
+// on packets steered at the changed rules, old and new, take the
+// masked-rule path and decide by moved rules, and allocate nothing on any
+// lookup API.
+func TestChangeInPlaceLookups(t *testing.T) {
+	set := traffic.RandomRules(201, 400)
+	extra := traffic.RandomRules(252, 1).Rules[0]
+	extra.ID = "extra"
+	pool := set.Rules // changed matches like the set's own
+	for _, how := range []string{"in place only", "after a copy", "over a moved base"} {
+		t.Run(how, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(254, 1))
+			start := &rule.Set{Rules: slices.Grow(slices.Clone(set.Rules), 64)}
+			if how == "over a moved base" {
+				// 30 rules moved as they are (the set decides as before).
+				r2 := rand.New(rand.NewPCG(254, 2))
+				for range 30 {
+					old := r2.IntN(len(start.Rules))
+					for !start.Live(old) {
+						old = r2.IntN(len(start.Rules))
+					}
+					next := &rule.Set{Rules: append(start.Rules, start.Rules[old]), Holes: start.Holes.With(old)}
+					next.Order = start.Order.With(len(next.Rules)-1, start.Key(old))
+					start = next
+				}
+			}
+			c, err := New(start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur := start
+			if how == "after a copy" {
+				// A rule added in the middle of a new array: the walk
+				// that matches the kept rules, which makes base keys.
+				next := &rule.Set{Rules: slices.Grow(slices.Insert(slices.Clone(set.Rules), 200, extra), 64)}
+				if err := c.Patch(cur, next, nil, []int{200}); err != nil {
+					t.Fatal(err)
+				}
+				cur = next
+			}
+			// The rules changed are those that decide packets (random
+			// sets have a few broad rules that decide most).
+			aim, _ := burstFields(t, set, 257, 256)
+			var out []rule.Rule
+			for range 40 {
+				old := cur.Decide(&aim[r.IntN(len(aim))])
+				for old < 0 {
+					old = r.IntN(len(cur.Rules))
+					for !cur.Live(old) {
+						old = r.IntN(len(cur.Rules))
+					}
+				}
+				o := cur.Rules[old]
+				ru := o
+				ru.Priority = []uint32{0, 10, 20, 30}[r.IntN(4)]
+				if r.IntN(2) == 0 {
+					ru.Match = pool[r.IntN(len(pool))].Match
+				}
+				next := &rule.Set{Rules: append(cur.Rules, ru), Holes: cur.Holes.With(old)}
+				next.Order = cur.Order.With(len(next.Rules)-1, cur.Key(old))
+				removed, added := []int{old}, []int{len(next.Rules) - 1}
+				if err := c.Patch(cur, next, removed, added); err != nil {
+					t.Fatal(err)
+				}
+				cur, out = next, append(out, o)
+			}
+			c.Settle()
+			p := c.Table().pt
+			if ps := c.PatchStats(); p == nil || ps.InPlace != 40 || ps.Folds+ps.FoldsStale+ps.SyncFolds != 0 {
+				t.Fatalf("%+v: want 40 changes in place and no fold", ps)
+			}
+			if (p.bkey == nil) == (how == "after a copy") || (p.order.Moved() > 0) != (how == "over a moved base") {
+				t.Fatalf("base keys %v, the base's moves %d: not the patch the test means", p.bkey != nil, p.order.Moved())
+			}
+			_, fs, lens := orderFrames(cur, out, 255)
+			want := make([]int32, len(fs))
+			masked, moved := 0, 0
+			for i := range fs {
+				want[i] = int32(cur.Decide(&fs[i]))
+				if bi, _ := p.base.lookup(&fs[i]); bi >= 0 && p.key(bi) == noRank {
+					masked++
+				}
+				if w := int(want[i]); w >= 0 && cur.Key(w) != w {
+					moved++
+				}
+			}
+			t.Logf("%s: %d packets take the masked-rule path, %d are decided by a moved rule", how, masked, moved)
+			if masked < 10 || moved < 10 {
+				t.Fatalf("%d packets take the masked-rule path, %d are decided by a moved rule: want 10 or more of each", masked, moved)
+			}
+			checkPatchedLookups(t, how, c.Table(), cur, fs, want)
+			checkPatchKeys(t, how, c.Table())
+			frames := traffic.NewGenerator(traffic.Config{Seed: 256, Rules: &rule.Set{Rules: out}, RuleFraction: 0.8}).Frames(256)
+			checkNoAllocs(t, c, fs[:256], lens[:256], frames, true)
+		})
 	}
 }
