@@ -333,11 +333,7 @@ type Table struct {
 	live int
 	// prio is each rule's priority by rule index, for Patch (set by a
 	// Classifier: Swap, Patch, a fold).
-	prio []uint32
-	// tail: slot, prio and verdictAt have room past their length, which a
-	// table patched in place with appends may claim (inplace.go); nil when
-	// they have none to give (then it copies them).
-	tail   *byRuleTail
+	prio   []uint32
 	nslots int
 	gen    uint64 // generation in its Classifier (0: not published by one)
 	build  time.Duration
@@ -363,6 +359,10 @@ type Table struct {
 	// pt: the table is a patch over another (Classifier.Patch, patch.go);
 	// tr, tables, entries and pf are then not built.
 	pt *patch
+	// tail: slot, prio and verdictAt have room past their length, which a
+	// table patched in place with appends may claim (inplace.go); nil when
+	// they have none to give (then it copies them).
+	tail *byRuleTail
 }
 
 // Set returns the rule set the table was compiled from. It must not be
