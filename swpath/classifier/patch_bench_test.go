@@ -147,6 +147,72 @@ func BenchmarkRemove(b *testing.B) {
 	}
 }
 
+// BenchmarkChangeInPlace: rules changed one by one (a different rule
+// each time, its destination port changed; the overlay grows below the
+// fold bound), on ClassBench-style sets of 10k and 100k rules, by Patch:
+// "copy" to a new array with the changed rule where it stood (its
+// building, the caller's, is not timed; the walk matches the kept
+// rules), "inplace" to the same array with the rule's copy appended at
+// the old position's key, the old position a hole (rule.Order). ns/change
+// and B/change are Patch's alone, its overlay's compile included.
+//
+//	go test -run '^$' -bench 'ChangeInPlace$' -benchtime 64x ./swpath/classifier/
+func BenchmarkChangeInPlace(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		set := traffic.ClassBenchRules(uint64(n), n)
+		for _, how := range []string{"copy", "inplace"} {
+			b.Run(fmt.Sprintf("%s/%d", how, n), func(b *testing.B) {
+				if b.N > foldAt(n) {
+					b.Skip("more changes than the overlay's bound lets through without a fold")
+				}
+				start := &rule.Set{Rules: slices.Grow(slices.Clone(set.Rules), b.N)}
+				c, err := New(start)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cur := start
+				var wall time.Duration
+				var alloc uint64
+				var ms runtime.MemStats
+				for i := range b.N {
+					b.StopTimer()
+					at := (i*7919 + n/3) % n // a rule of the original set, at its own position
+					ru := set.Rules[at]
+					ru.Match.DstPort = rule.Ranges{{Lo: 53, Hi: 53}}
+					next := &rule.Set{Rules: append(cur.Rules, ru), Holes: cur.Holes.With(at)}
+					next.Order = cur.Order.With(len(next.Rules)-1, cur.Key(at))
+					removed, added := []int{at}, []int{len(next.Rules) - 1}
+					if how == "copy" {
+						next = &rule.Set{Rules: slices.Clone(cur.Rules)}
+						next.Rules[at] = ru
+						added[0] = at
+					}
+					runtime.ReadMemStats(&ms)
+					a0 := ms.TotalAlloc
+					b.StartTimer()
+					t0 := time.Now()
+					err := c.Patch(cur, next, removed, added)
+					wall += time.Since(t0)
+					b.StopTimer()
+					runtime.ReadMemStats(&ms)
+					alloc += ms.TotalAlloc - a0
+					if err != nil {
+						b.Fatal(err)
+					}
+					cur = next
+				}
+				c.Settle()
+				if ps := c.PatchStats(); ps.Folds+ps.SyncFolds+ps.FoldsStale != 0 || (how == "inplace") != (ps.InPlace == uint64(b.N)) {
+					b.Fatalf("%+v: a fold ran, or not the patches meant", ps)
+				}
+				b.ReportMetric(float64(wall.Nanoseconds())/float64(b.N), "ns/change")
+				b.ReportMetric(float64(alloc)/float64(b.N), "B/change")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}
+
 // countBelow is how many of the first i removals of BenchmarkRemove
 // (positions k*7919 mod n of the original set) are above at: i less
 // those below it.
