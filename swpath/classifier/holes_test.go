@@ -75,7 +75,7 @@ func holeStep(r *rand.Rand, kind int, cur *rule.Set, pool []rule.Rule, ids *int,
 	switch kind {
 	case holeRemove:
 		removed, out = holeRemovals(r, cur, gone)
-		return &rule.Set{Rules: cur.Rules, Holes: cur.Holes.With(removed...)}, removed, nil, out
+		return &rule.Set{Rules: cur.Rules, Holes: cur.Holes.With(removed...), Order: cur.Order}, removed, nil, out
 	case holeAppend, holeCopy:
 		if r.IntN(2) == 0 {
 			removed, out = holeRemovals(r, cur, gone)
@@ -90,22 +90,24 @@ func holeStep(r *rand.Rand, kind int, cur *rule.Set, pool []rule.Rule, ids *int,
 		}
 		return &rule.Set{Rules: rules, Holes: cur.Holes.With(removed...)}, removed, added, out
 	}
-	// Compaction, with a change of a few rules (patchStep's) on the way:
-	// removed are the positions in cur of the live rules patchStep
-	// removed from the compacted set; cur's holes are rules of neither.
+	return compactStep(r, cur, pool, ids, gone)
+}
+
+// compactStep is a compaction with a change of a few rules (patchStep's)
+// on the way: a new array of cur's live rules in decision order, changed
+// as patchStep does. removed are the positions in cur of the live rules
+// patchStep removed from the compacted set; cur's holes are rules of
+// neither.
+func compactStep(r *rand.Rand, cur *rule.Set, pool []rule.Rule, ids *int, gone *[]string) (next *rule.Set, removed, added []int, out []rule.Rule) {
 	comp := cur.Compact()
 	var pos []int
-	for i := range cur.Rules {
-		if cur.Live(i) {
-			pos = append(pos, i)
-		}
-	}
+	cur.Ordered(func(i int) { pos = append(pos, i) })
 	next, rem, added, out := patchStep(r, comp, pool, ids, gone)
 	for _, k := range rem {
 		removed = append(removed, pos[k])
 	}
-	// Room to append in place later.
-	next.Rules = slices.Grow(next.Rules, 16)
+	slices.Sort(removed)
+	next.Rules = slices.Grow(next.Rules, 16) // room to append in place later
 	return next, removed, added, out
 }
 
@@ -124,178 +126,20 @@ func holeStep(r *rand.Rand, kind int, cur *rule.Set, pool []rule.Rule, ids *int,
 //     sets by Swap, summed by ID: a hole counts zero and has no ID, and an
 //     ID removed and added again starts from zero as Swap says.
 func TestHolesDifferential(t *testing.T) {
-	defer func(m int) { foldMin = m }(foldMin)
-	foldMin = 8 // folds, background and on the caller's path, within a test's steps
-	cases := []struct {
-		name  string
-		mode  int
-		set   *rule.Set
-		steps int
-	}{
-		{"random 300 auto", treesAuto, traffic.RandomRules(151, 300), 80},
-		{"random 300 trees", treesForce, traffic.RandomRules(152, 300), 80},
-		{"random 300 hash tables", treesOff, traffic.RandomRules(153, 300), 80},
-		{"random 40 hash tables", treesOff, traffic.RandomRules(154, 40), 60},
-		{"classbench 2000 auto", treesAuto, traffic.ClassBenchRules(155, 2000), 30},
+	holes := diffSpec{
+		stream: 177, poolSeed: 2000, kinds: holeKindName[:], compact: holeCompact, pile: holeRemove, // holes pile up between compactions
+		step: func(r *rand.Rand, kind int, cur *rule.Set, pool []rule.Rule, _ []uint32, ids *int, gone *[]string) (*rule.Set, []int, []int, []rule.Rule) {
+			return holeStep(r, kind, cur, pool, ids, gone)
+		},
 	}
-	var kinds [holeKinds]int
-	holeHits, steps, inPlace := 0, 0, 0
-	for ci, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			k, h, ip := testHoleSequence(t, uint64(ci), c.mode, c.set, c.steps)
-			for i := range kinds {
-				kinds[i] += k[i]
-			}
-			holeHits += h
-			inPlace += ip
-			steps += c.steps
-		})
-	}
-	// Both ways of patching must be exercised: in place (inplace.go) and
-	// the walk that matches the kept rules (patchTable).
-	if inPlace == 0 || inPlace == steps {
-		t.Errorf("%d of %d patches in place: want some of each", inPlace, steps)
-	}
-	for k, n := range kinds {
-		if n == 0 {
-			t.Errorf("no step of kind %s", holeKindName[k])
-		}
-	}
-	if holeHits == 0 {
-		t.Error("no packet matched a hole's rule: the steps do not test that holes never decide")
-	}
-	t.Logf("steps by kind %v, %d patched in place, packets matching a hole's rule %d", kinds, inPlace, holeHits)
-}
-
-func testHoleSequence(t *testing.T, seed uint64, mode int, set0 *rule.Set, steps int) (kinds [holeKinds]int, holeHits, inPlace int) {
-	r := rand.New(rand.NewPCG(seed, 177))
-	pool := traffic.RandomRules(seed+2000, 200).Rules
-	if len(set0.Rules) > 1000 {
-		pool = traffic.ClassBenchRules(seed+2000, 300).Rules
-	}
-	// Room to append in place.
-	set0 = &rule.Set{Rules: slices.Grow(slices.Clone(set0.Rules), 16)}
-	mk := func() *Classifier {
-		c := &Classifier{slots: map[string]slotRef{}, workers: map[*Worker]struct{}{}, mode: mode}
-		if err := c.Swap(set0); err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	pc, sc, kc := mk(), mk(), mk() // patched; swapped the same sets; swapped the compacted sets
-	pw, sw, kw := pc.NewWorker(), sc.NewWorker(), kc.NewWorker()
-	defer pw.Close()
-	defer sw.Close()
-	defer kw.Close()
-	cur := set0
-	ids := 0
-	var gone []string
-	for step := range steps {
-		kind := r.IntN(holeKinds)
-		if kind == holeCompact && r.IntN(2) == 0 {
-			kind = holeRemove // holes pile up between compactions
-		}
-		kinds[kind]++
-		next, removed, added, out := holeStep(r, kind, cur, pool, &ids, &gone)
-		if err := pc.Patch(cur, next, removed, added); err != nil {
-			t.Fatalf("step %d (%s -%v +%v): %v", step, holeKindName[kind], removed, added, err)
-		}
-		comp := next.Compact()
-		if err := sc.Swap(next); err != nil {
-			t.Fatal(err)
-		}
-		if err := kc.Swap(comp); err != nil {
-			t.Fatal(err)
-		}
-		if r.IntN(4) == 0 {
-			pc.Settle() // a fold in flight lands (or is dropped) before the lookups
-		}
-		cur = next
-		tab := pc.Table()
-		name := fmt.Sprintf("step %d (%s -%v +%v, %d holes)", step, holeKindName[kind], removed, added, next.Holes.Count())
-		if tab.Set() != next {
-			t.Fatalf("%s: the table's set is not the set patched in", name)
-		}
-		if got, st := tab.Stats().Rules, sc.Table().Stats().Rules; got != next.Len() || st != next.Len() {
-			t.Fatalf("%s: Stats().Rules %d patched, %d swapped, want %d", name, got, st, next.Len())
-		}
-		// pos: by rule of the compacted set, its position in next.
-		var pos []int32
-		for i := range next.Rules {
-			if next.Live(i) {
-				pos = append(pos, int32(i))
-			}
-		}
-		back := func(k int32) int32 {
-			if k < 0 {
-				return -1
-			}
-			return pos[k]
-		}
-		// Packets steered at every position's rule (holes' too) and at
-		// the rules just removed.
-		frames, fs, lens := stepFrames(next, out, seed*1000+uint64(step))
-		want := make([]int32, len(fs))
-		ktab := kc.Table()
-		for i := range fs {
-			want[i] = int32(next.Decide(&fs[i]))
-			if got := back(int32(ktab.Decide(&fs[i]))); got != want[i] {
-				t.Fatalf("%s: packet %d: the compacted set's table decides rule %d, the reference %d", name, i, got, want[i])
-			}
-			for h := range next.Rules {
-				if !next.Live(h) && next.Rules[h].Match.Matches(&fs[i]) {
-					holeHits++
-					break
-				}
-			}
-		}
-		checkPatchedLookups(t, name, tab, next, fs, want)
-		rs := classifyAll([]*Worker{pw, sw, kw}, frames, fs, lens)
-		res, sres, kres := rs[0], rs[1], rs[2]
-		for i := range fs {
-			kres[i].Rule = back(kres[i].Rule)
-			if res[i] != wantResult(next, want[i]) || sres[i] != res[i] || kres[i] != res[i] {
-				t.Fatalf("%s: packet %d %+v: worker %+v, swapped twin %+v, compacted %+v, reference %d (%v)",
-					name, i, &fs[i], res[i], sres[i], kres[i], want[i], ruleStr(next, int(want[i])))
-			}
-		}
-		ps, ks := pc.Snapshot(), kc.Snapshot()
-		comparePatchSnapshots(t, name, ps, sc.Snapshot())
-		if len(ps.Rules) != len(next.Rules) {
-			t.Fatalf("%s: snapshot of %d rules, the set has %d positions", name, len(ps.Rules), len(next.Rules))
-		}
-		byID := map[string]RuleCount{}
-		for i, rc := range ps.Rules {
-			if !next.Live(i) {
-				if rc != (RuleCount{}) {
-					t.Fatalf("%s: the hole at %d (%q) counts %+v", name, i, next.Rules[i].ID, rc)
-				}
-				continue
-			}
-			s := byID[rc.ID]
-			s.Packets += rc.Packets
-			s.Bytes += rc.Bytes
-			byID[rc.ID] = s
-		}
-		kbyID := map[string]RuleCount{}
-		for _, rc := range ks.Rules {
-			s := kbyID[rc.ID]
-			s.Packets += rc.Packets
-			s.Bytes += rc.Bytes
-			kbyID[rc.ID] = s
-		}
-		for id, s := range kbyID {
-			if byID[id] != s {
-				t.Fatalf("%s: rule %q counts %+v, the compacted sets' classifier %+v", name, id, byID[id], s)
-			}
-		}
-		if len(byID) != len(kbyID) || ps.PassPackets != ks.PassPackets || ps.PassBytes != ks.PassBytes {
-			t.Fatalf("%s: %d IDs counted, the compacted sets' classifier %d; pass %d/%d, there %d/%d",
-				name, len(byID), len(kbyID), ps.PassPackets, ps.PassBytes, ks.PassPackets, ks.PassBytes)
-		}
-	}
-	ps := settlePatches(t, pc, steps)
-	return kinds, holeHits, int(ps.InPlace)
+	st := testDifferential(t, holes, []diffCase{
+		{"random 300 auto", treesAuto, traffic.RandomRules(151, 300), nil, 80},
+		{"random 300 trees", treesForce, traffic.RandomRules(152, 300), nil, 80},
+		{"random 300 hash tables", treesOff, traffic.RandomRules(153, 300), nil, 80},
+		{"random 40 hash tables", treesOff, traffic.RandomRules(154, 40), nil, 60},
+		{"classbench 2000 auto", treesAuto, traffic.ClassBenchRules(155, 2000), nil, 30},
+	})
+	t.Logf("steps by kind %v, %d patched in place, packets matching a hole's rule %d", st.kinds, st.inPlace, st.holeHits)
 }
 
 // TestHolesCompile: a set with holes compiles to the table of its

@@ -161,8 +161,7 @@ var orderKindName = [orderKinds]string{"move", "remove", "append", "copy", "comp
 func orderStep(r *rand.Rand, kind int, cur *rule.Set, pool []rule.Rule, prios []uint32, ids *int, gone *[]string) (next *rule.Set, removed, added []int, out []rule.Rule) {
 	switch kind {
 	case orderRemove:
-		removed, out = holeRemovals(r, cur, gone)
-		return &rule.Set{Rules: cur.Rules, Holes: cur.Holes.With(removed...), Order: cur.Order}, removed, nil, out
+		return holeStep(r, holeRemove, cur, pool, ids, gone)
 	case orderAppend:
 		next = &rule.Set{Rules: cur.Rules, Holes: cur.Holes, Order: cur.Order}
 		for range 1 + r.IntN(3) {
@@ -199,19 +198,7 @@ func orderStep(r *rand.Rand, kind int, cur *rule.Set, pool []rule.Rule, prios []
 		slices.Sort(added)
 		return next, removed, slices.Compact(added), append(out, o...)
 	}
-	// Compaction, with a change of a few rules (patchStep's) on the way:
-	// removed are the positions in cur of the live rules patchStep
-	// removed from the compacted set, which holds them in decision order.
-	comp := cur.Compact()
-	var pos []int
-	cur.Ordered(func(i int) { pos = append(pos, i) })
-	next, rem, added, out := patchStep(r, comp, pool, ids, gone)
-	for _, k := range rem {
-		removed = append(removed, pos[k])
-	}
-	slices.Sort(removed)
-	next.Rules = slices.Grow(next.Rules, 16) // room to append in place later
-	return next, removed, added, out
+	return compactStep(r, cur, pool, ids, gone)
 }
 
 // TestOrderDifferential applies random sequences of the changes a placer
@@ -228,202 +215,19 @@ func orderStep(r *rand.Rand, kind int, cur *rule.Set, pool []rule.Rule, prios []
 // Swap, position by position, and with one given the compacted sets, by
 // ID.
 func TestOrderDifferential(t *testing.T) {
-	defer func(m int) { foldMin = m }(foldMin)
-	foldMin = 8 // folds, background and on the caller's path, within a test's steps
-	cases := []struct {
-		name  string
-		mode  int
-		set   *rule.Set
-		prios []uint32
-		steps int
-	}{
+	order := diffSpec{
+		stream: 227, poolSeed: 3000, kinds: orderKindName[:], compact: orderCompact, pile: orderMove, // moves pile up between compactions
+		moves: true, step: orderStep,
+	}
+	st := testDifferential(t, order, []diffCase{
 		{"random 300 auto", treesAuto, traffic.RandomRules(221, 300), nil, 80},
 		{"random 300 trees", treesForce, traffic.RandomRules(222, 300), nil, 80},
 		{"random 300 hash tables", treesOff, traffic.RandomRules(223, 300), nil, 80},
 		{"random 40 hash tables", treesOff, traffic.RandomRules(224, 40), nil, 60},
 		{"classbench 2000 auto", treesAuto, traffic.ClassBenchRules(225, 2000), []uint32{rule.DefaultPriority}, 30},
 		{"classbench 2000 ipv6", treesAuto, classBenchV6(traffic.ClassBenchRules(226, 2000)), []uint32{rule.DefaultPriority}, 30},
-	}
-	var st orderStats
-	for ci, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			prios := c.prios
-			if prios == nil {
-				prios = []uint32{0, 5, 10, 20, 30}
-			}
-			st.add(testOrderSequence(t, uint64(ci), c.mode, c.set, prios, c.steps))
-		})
-	}
+	})
 	t.Logf("%+v", st)
-	for k, n := range st.kinds {
-		if n == 0 {
-			t.Errorf("no step of kind %s", orderKindName[k])
-		}
-	}
-	// The packets must tell keys from positions, on tables patched in
-	// place over bases whose set moved rules and over ones that did not,
-	// and on tables the walk patched with positions of its own (bpos).
-	if st.movedHits < 100 || st.byPosition < 50 || st.inPlace == 0 || st.orderBase == 0 || st.bpos == 0 || st.fallbacks == 0 {
-		t.Errorf("%+v: the steps do not exercise the keys", st)
-	}
-}
-
-// orderStats are what testOrderSequence saw: steps by kind, patches in
-// place, tables patched over a base whose set moves rules (orderBase) and
-// with base positions of their own (bpos), packets decided by a moved
-// rule, packets the set with its moves undone decides otherwise, and
-// packets whose base rule was masked.
-type orderStats struct {
-	kinds                            [orderKinds]int
-	inPlace, orderBase, bpos         int
-	movedHits, byPosition, fallbacks int
-}
-
-func (s *orderStats) add(o orderStats) {
-	for i := range s.kinds {
-		s.kinds[i] += o.kinds[i]
-	}
-	s.inPlace += o.inPlace
-	s.orderBase += o.orderBase
-	s.bpos += o.bpos
-	s.movedHits += o.movedHits
-	s.byPosition += o.byPosition
-	s.fallbacks += o.fallbacks
-}
-
-func testOrderSequence(t *testing.T, seed uint64, mode int, set0 *rule.Set, prios []uint32, steps int) (st orderStats) {
-	r := rand.New(rand.NewPCG(seed, 227))
-	pool := traffic.RandomRules(seed+3000, 200).Rules
-	if len(set0.Rules) > 1000 {
-		pool = traffic.ClassBenchRules(seed+3000, 300).Rules
-	}
-	set0 = &rule.Set{Rules: slices.Grow(slices.Clone(set0.Rules), 16)} // room to append in place
-	mk := func() *Classifier {
-		c := &Classifier{slots: map[string]slotRef{}, workers: map[*Worker]struct{}{}, mode: mode}
-		if err := c.Swap(set0); err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	pc, sc, kc := mk(), mk(), mk() // patched; swapped the same sets; swapped the compacted sets
-	pw, sw, kw := pc.NewWorker(), sc.NewWorker(), kc.NewWorker()
-	defer pw.Close()
-	defer sw.Close()
-	defer kw.Close()
-	cur := set0
-	ids := 0
-	var gone []string
-	for step := range steps {
-		kind := r.IntN(orderKinds)
-		if kind == orderCompact && r.IntN(2) == 0 {
-			kind = orderMove // moves pile up between compactions
-		}
-		st.kinds[kind]++
-		next, removed, added, out := orderStep(r, kind, cur, pool, prios, &ids, &gone)
-		if err := pc.Patch(cur, next, removed, added); err != nil {
-			t.Fatalf("step %d (%s -%v +%v): %v", step, orderKindName[kind], removed, added, err)
-		}
-		comp := next.Compact()
-		if err := sc.Swap(next); err != nil {
-			t.Fatal(err)
-		}
-		if err := kc.Swap(comp); err != nil {
-			t.Fatal(err)
-		}
-		if r.IntN(4) == 0 {
-			pc.Settle() // a fold in flight lands (or is dropped) before the lookups
-		}
-		cur = next
-		tab := pc.Table()
-		name := fmt.Sprintf("step %d (%s -%v +%v, %d holes, %d moved)", step, orderKindName[kind], removed, added, next.Holes.Count(), next.Order.Moved())
-		if tab.Set() != next {
-			t.Fatalf("%s: the table's set is not the set patched in", name)
-		}
-		if got := tab.Stats().Rules; got != next.Len() {
-			t.Fatalf("%s: Stats().Rules %d, want %d", name, got, next.Len())
-		}
-		p := tab.pt
-		if p != nil && p.bkey == nil && p.order.Moved() > 0 {
-			st.orderBase++
-		}
-		if p != nil && p.bpos != nil {
-			st.bpos++
-		}
-		// pos: by rule of the compacted set, its position in next.
-		var pos []int32
-		next.Ordered(func(i int) { pos = append(pos, int32(i)) })
-		back := func(k int32) int32 {
-			if k < 0 {
-				return -1
-			}
-			return pos[k]
-		}
-		frames, fs, lens := orderFrames(next, out, seed*1000+uint64(step))
-		want := make([]int32, len(fs))
-		ktab := kc.Table()
-		plain := unordered(next)
-		for i := range fs {
-			want[i] = int32(next.Decide(&fs[i]))
-			if got := back(int32(ktab.Decide(&fs[i]))); got != want[i] {
-				t.Fatalf("%s: packet %d: the compacted set's table decides rule %d, the reference %d", name, i, got, want[i])
-			}
-			if w := want[i]; w >= 0 && next.Key(int(w)) != int(w) {
-				st.movedHits++
-			}
-			if int32(plain.Decide(&fs[i])) != want[i] {
-				st.byPosition++
-			}
-			if p != nil {
-				if bi, _ := p.base.lookup(&fs[i]); bi >= 0 && p.key(bi) == noRank {
-					st.fallbacks++
-				}
-			}
-		}
-		checkPatchKeys(t, name, tab)
-		checkPatchedLookups(t, name, tab, next, fs, want)
-		rs := classifyAll([]*Worker{pw, sw, kw}, frames, fs, lens)
-		res, sres, kres := rs[0], rs[1], rs[2]
-		for i := range fs {
-			kres[i].Rule = back(kres[i].Rule)
-			if res[i] != wantResult(next, want[i]) || sres[i] != res[i] || kres[i] != res[i] {
-				t.Fatalf("%s: packet %d %+v: worker %+v, swapped twin %+v, compacted %+v, reference %d (%v)",
-					name, i, &fs[i], res[i], sres[i], kres[i], want[i], ruleStr(next, int(want[i])))
-			}
-		}
-		ps, ks := pc.Snapshot(), kc.Snapshot()
-		comparePatchSnapshots(t, name, ps, sc.Snapshot())
-		byID := map[string]RuleCount{}
-		for i, rc := range ps.Rules {
-			if !next.Live(i) {
-				if rc != (RuleCount{}) {
-					t.Fatalf("%s: the hole at %d (%q) counts %+v", name, i, next.Rules[i].ID, rc)
-				}
-				continue
-			}
-			s := byID[rc.ID]
-			s.Packets += rc.Packets
-			s.Bytes += rc.Bytes
-			byID[rc.ID] = s
-		}
-		kbyID := map[string]RuleCount{}
-		for _, rc := range ks.Rules {
-			s := kbyID[rc.ID]
-			s.Packets += rc.Packets
-			s.Bytes += rc.Bytes
-			kbyID[rc.ID] = s
-		}
-		for id, s := range kbyID {
-			if byID[id] != s {
-				t.Fatalf("%s: rule %q counts %+v, the compacted sets' classifier %+v", name, id, byID[id], s)
-			}
-		}
-		if len(byID) != len(kbyID) || ps.PassPackets != ks.PassPackets {
-			t.Fatalf("%s: %d IDs counted, the compacted sets' classifier %d; pass %d, there %d", name, len(byID), len(kbyID), ps.PassPackets, ks.PassPackets)
-		}
-	}
-	ps := settlePatches(t, pc, steps)
-	st.inPlace = int(ps.InPlace)
-	return st
 }
 
 // checkPatchKeys checks the ranks and positions a patched table gives its

@@ -103,45 +103,14 @@ func BenchmarkRemove(b *testing.B) {
 				if b.N > n/32 {
 					b.Skip("more removals than the masked bound lets through without a fold")
 				}
-				c, err := New(set)
-				if err != nil {
-					b.Fatal(err)
-				}
-				cur := set
-				var wall time.Duration
-				var alloc uint64
-				var ms runtime.MemStats
-				for i := range b.N {
-					b.StopTimer()
+				benchPatches(b, set, func(i int, cur *rule.Set) (*rule.Set, []int, []int) {
 					at := (i * 7919) % n // a live rule of the original set
-					next := &rule.Set{Rules: cur.Rules, Holes: cur.Holes.With(at)}
-					removed := []int{at}
 					if how == "copy" {
 						at -= i - countBelow(i, n, at) // its index once the earlier removals are gone
-						next = &rule.Set{Rules: slices.Delete(slices.Clone(cur.Rules), at, at+1)}
-						removed[0] = at
+						return &rule.Set{Rules: slices.Delete(slices.Clone(cur.Rules), at, at+1)}, []int{at}, nil
 					}
-					runtime.ReadMemStats(&ms)
-					a0 := ms.TotalAlloc
-					b.StartTimer()
-					t0 := time.Now()
-					err := c.Patch(cur, next, removed, nil)
-					wall += time.Since(t0)
-					b.StopTimer()
-					runtime.ReadMemStats(&ms)
-					alloc += ms.TotalAlloc - a0
-					if err != nil {
-						b.Fatal(err)
-					}
-					cur = next
-				}
-				c.Settle()
-				if ps := c.PatchStats(); ps.Folds+ps.SyncFolds+ps.FoldsStale != 0 {
-					b.Fatalf("%+v: a fold ran", ps)
-				}
-				b.ReportMetric(float64(wall.Nanoseconds())/float64(b.N), "ns/change")
-				b.ReportMetric(float64(alloc)/float64(b.N), "B/change")
-				b.ReportMetric(0, "ns/op")
+					return &rule.Set{Rules: cur.Rules, Holes: cur.Holes.With(at)}, []int{at}, nil
+				}, nil)
 			})
 		}
 	}
@@ -166,51 +135,62 @@ func BenchmarkChangeInPlace(b *testing.B) {
 					b.Skip("more changes than the overlay's bound lets through without a fold")
 				}
 				start := &rule.Set{Rules: slices.Grow(slices.Clone(set.Rules), b.N)}
-				c, err := New(start)
-				if err != nil {
-					b.Fatal(err)
-				}
-				cur := start
-				var wall time.Duration
-				var alloc uint64
-				var ms runtime.MemStats
-				for i := range b.N {
-					b.StopTimer()
+				benchPatches(b, start, func(i int, cur *rule.Set) (*rule.Set, []int, []int) {
 					at := (i*7919 + n/3) % n // a rule of the original set, at its own position
 					ru := set.Rules[at]
 					ru.Match.DstPort = rule.Ranges{{Lo: 53, Hi: 53}}
+					if how == "copy" {
+						next := &rule.Set{Rules: slices.Clone(cur.Rules)}
+						next.Rules[at] = ru
+						return next, []int{at}, []int{at}
+					}
 					next := &rule.Set{Rules: append(cur.Rules, ru), Holes: cur.Holes.With(at)}
 					next.Order = cur.Order.With(len(next.Rules)-1, cur.Key(at))
-					removed, added := []int{at}, []int{len(next.Rules) - 1}
-					if how == "copy" {
-						next = &rule.Set{Rules: slices.Clone(cur.Rules)}
-						next.Rules[at] = ru
-						added[0] = at
-					}
-					runtime.ReadMemStats(&ms)
-					a0 := ms.TotalAlloc
-					b.StartTimer()
-					t0 := time.Now()
-					err := c.Patch(cur, next, removed, added)
-					wall += time.Since(t0)
-					b.StopTimer()
-					runtime.ReadMemStats(&ms)
-					alloc += ms.TotalAlloc - a0
-					if err != nil {
-						b.Fatal(err)
-					}
-					cur = next
-				}
-				c.Settle()
-				if ps := c.PatchStats(); ps.Folds+ps.SyncFolds+ps.FoldsStale != 0 || (how == "inplace") != (ps.InPlace == uint64(b.N)) {
-					b.Fatalf("%+v: a fold ran, or not the patches meant", ps)
-				}
-				b.ReportMetric(float64(wall.Nanoseconds())/float64(b.N), "ns/change")
-				b.ReportMetric(float64(alloc)/float64(b.N), "B/change")
-				b.ReportMetric(0, "ns/op")
+					return next, []int{at}, []int{len(next.Rules) - 1}
+				}, func(ps PatchStats) bool { return (how == "inplace") == (ps.InPlace == uint64(b.N)) })
 			})
 		}
 	}
+}
+
+// benchPatches patches b.N changes into a classifier of start, change i
+// derived from the current set by change (not timed), and reports
+// ns/change and B/change of Patch alone. No fold may run, and meant (if
+// not nil) must accept the patch stats: which patches were in place.
+func benchPatches(b *testing.B, start *rule.Set, change func(i int, cur *rule.Set) (next *rule.Set, removed, added []int), meant func(PatchStats) bool) {
+	b.Helper()
+	c, err := New(start)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cur := start
+	var wall time.Duration
+	var alloc uint64
+	var ms runtime.MemStats
+	for i := range b.N {
+		b.StopTimer()
+		next, removed, added := change(i, cur)
+		runtime.ReadMemStats(&ms)
+		a0 := ms.TotalAlloc
+		b.StartTimer()
+		t0 := time.Now()
+		err := c.Patch(cur, next, removed, added)
+		wall += time.Since(t0)
+		b.StopTimer()
+		runtime.ReadMemStats(&ms)
+		alloc += ms.TotalAlloc - a0
+		if err != nil {
+			b.Fatal(err)
+		}
+		cur = next
+	}
+	c.Settle()
+	if ps := c.PatchStats(); ps.Folds+ps.SyncFolds+ps.FoldsStale != 0 || (meant != nil && !meant(ps)) {
+		b.Fatalf("%+v: a fold ran, or not the patches meant", ps)
+	}
+	b.ReportMetric(float64(wall.Nanoseconds())/float64(b.N), "ns/change")
+	b.ReportMetric(float64(alloc)/float64(b.N), "B/change")
+	b.ReportMetric(0, "ns/op")
 }
 
 // countBelow is how many of the first i removals of BenchmarkRemove
