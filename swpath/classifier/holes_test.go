@@ -242,17 +242,36 @@ func TestHolesFoldReplays(t *testing.T) {
 	pool := traffic.ClassBenchRules(182, 100).Rules
 	ids := 0
 	var gone []string
-	var out []rule.Rule
-	for k := range 24 {
+	cur, out := replayChanges(t, c, cur, 24, func(k int, cur *rule.Set) (string, *rule.Set, []int, []int, []rule.Rule) {
 		kind := []int{holeRemove, holeAppend, holeCopy}[k%3]
 		if k == 16 {
 			kind = holeCompact
 		}
 		next, rem, add, o := holeStep(r, kind, cur, pool, &ids, &gone)
+		return holeKindName[kind], next, rem, add, o
+	})
+	fs, _ := burstFields(t, &rule.Set{Rules: append(append(slices.Clip(cur.Rules), out...), set.Rules[:200]...)}, 8, shortOr(2000, 300))
+	want := make([]int32, len(fs))
+	for i := range fs {
+		want[i] = int32(cur.Decide(&fs[i]))
+	}
+	checkPatchedLookups(t, "after the replayed fold", c.Table(), cur, fs, want)
+}
+
+// replayChanges patches n changes into c from cur, change k made by
+// change (with its kind's name), while a fold compiles; then it settles
+// and checks that the fold landed with changes replayed and published
+// the last set, which it returns with the rules the changes removed or
+// changed.
+func replayChanges(t *testing.T, c *Classifier, cur *rule.Set, n int, change func(k int, cur *rule.Set) (kind string, next *rule.Set, removed, added []int, out []rule.Rule)) (*rule.Set, []rule.Rule) {
+	t.Helper()
+	var outs []rule.Rule
+	for k := range n {
+		kind, next, rem, add, out := change(k, cur)
 		if err := c.Patch(cur, next, rem, add); err != nil {
-			t.Fatalf("change %d (%s): %v", k, holeKindName[kind], err)
+			t.Fatalf("change %d (%s): %v", k, kind, err)
 		}
-		out = append(out, o...)
+		outs = append(outs, out...)
 		cur = next
 	}
 	c.Settle()
@@ -264,12 +283,7 @@ func TestHolesFoldReplays(t *testing.T) {
 	if c.Table().Set() != cur {
 		t.Fatal("the fold published another set")
 	}
-	fs, _ := burstFields(t, &rule.Set{Rules: append(append(slices.Clip(cur.Rules), out...), set.Rules[:200]...)}, 8, shortOr(2000, 300))
-	want := make([]int32, len(fs))
-	for i := range fs {
-		want[i] = int32(cur.Decide(&fs[i]))
-	}
-	checkPatchedLookups(t, "after the replayed fold", c.Table(), cur, fs, want)
+	return cur, outs
 }
 
 // TestHolesNotMasked: the holes of a table's base set are not masked

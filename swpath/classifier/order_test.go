@@ -370,9 +370,8 @@ func TestOrderFoldReplays(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := 0
-	var out []rule.Rule
 	var goneIDs []string
-	for k := range 30 {
+	cur, out := replayChanges(t, c, cur, 30, func(k int, cur *rule.Set) (string, *rule.Set, []int, []int, []rule.Rule) {
 		kind := []int{orderMove, orderRemove, orderAppend, orderMove}[k%4]
 		switch k {
 		case 5:
@@ -381,20 +380,10 @@ func TestOrderFoldReplays(t *testing.T) {
 			kind = orderCopy
 		}
 		next, rem, add, o := orderStep(r, kind, cur, pool, prios, &ids, &goneIDs)
-		if err := c.Patch(cur, next, rem, add); err != nil {
-			t.Fatalf("change %d (%s): %v", k, orderKindName[kind], err)
-		}
-		out = append(out, o...)
-		cur = next
-	}
-	c.Settle()
-	ps := c.PatchStats()
-	t.Logf("%+v", ps)
-	if ps.Folds < 1 || ps.FoldsStale != 0 || ps.Replayed == 0 {
-		t.Fatalf("%+v: want a fold, landed, with changes replayed", ps)
-	}
-	if c.Table().Set() != cur || cur.Order.Moved() == 0 {
-		t.Fatalf("the fold published another set, or the last set moves no rule (%d)", cur.Order.Moved())
+		return orderKindName[kind], next, rem, add, o
+	})
+	if cur.Order.Moved() == 0 {
+		t.Fatal("the last set moves no rule")
 	}
 	_, fs, _ := orderFrames(cur, append(out, set.Rules[:200]...), 243)
 	want := make([]int32, len(fs))
