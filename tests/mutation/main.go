@@ -126,8 +126,14 @@ var mutations = []mutation{
 	{
 		name: "classifier ties resolved by the later rule",
 		edits: []edit{{"swpath/classifier/compile.go",
-			"rank: uint64(r.Priority)<<32 | uint64(i),", "rank: uint64(r.Priority)<<32 | uint64(^uint32(i)),", 1}},
+			"rank: uint64(r.Priority)<<32 | uint64(key),", "rank: uint64(r.Priority)<<32 | uint64(^uint32(key)),", 1}},
 		pkgs: []string{"./swpath/classifier/"},
+	},
+	{
+		name: "placement: a rule changed in place twice takes its last slot as its key",
+		edits: []edit{{"agent/placement/delta.go",
+			"key := p.set.Key(from[k])", "key := from[k]", 1}},
+		pkgs: []string{"./agent/placement/"},
 	},
 	{
 		name: "XDP compiler: port range end exclusive",
