@@ -3,7 +3,6 @@ package placement
 import (
 	"cmp"
 	"context"
-	"maps"
 	"slices"
 	"time"
 
@@ -241,7 +240,7 @@ func (p *Placer) applyDelta(ctx context.Context, d store.Delta, ext extender) bo
 			seqs = append(seqs, seq)
 			states = append(states, rs)
 		}
-		p.inKeyOrder(func(i int) {
+		p.set.Ordered(func(i int) {
 			if p.states[i] == nil {
 				return
 			}
@@ -354,14 +353,7 @@ func (p *Placer) appendIns(ins []insert, listOK bool, ext extender, version uint
 		}
 		p.states = append(p.states, ins[k].rs)
 	}
-	if grown {
-		p.shared = false // a new array
-		p.repoint()
-	} else {
-		for i := len(p.set.Rules) - len(ins); i < len(p.set.Rules); i++ {
-			p.states[i].r = &p.set.Rules[i]
-		}
-	}
+	p.pointAppended(len(ins), grown)
 	if listOK {
 		for i := len(p.states) - len(ins); i < len(p.states); i++ {
 			p.list.insert(p.list.l.Len(), p.entryOf(p.states[i]))
@@ -423,28 +415,28 @@ var holesMax = 64
 func (p *Placer) compact(room int) {
 	gone := make([]int, 0, p.set.Holes.Count())
 	p.set.Holes.Each(len(p.set.Rules), func(i int) { gone = append(gone, i) })
-	p.set.Holes = nil
 	if len(gone) == 0 {
+		p.set.Holes = nil
 		return
 	}
 	p.compactions++
 	p.log.Debug("closing the rule set's holes (rules removed or changed in place)", "holes", len(gone), "rules", len(p.set.Rules)-len(gone))
 	n := len(p.set.Rules) - len(gone)
 	c := n + room + (n+room)/16 + 16
-	if len(p.movedTo) > 0 {
+	if p.set.Order.Moved() > 0 {
 		// Rules changed in place sit at the end: each goes back to its
 		// key's place, one by one.
 		rules := make([]rule.Rule, 0, c)
 		seqs := make([]uint64, 0, c)
 		states := make([]*ruleState, 0, c)
-		p.inKeyOrder(func(i int) {
+		p.set.Ordered(func(i int) {
 			if p.states[i] != nil {
 				rules = append(rules, p.set.Rules[i])
 				seqs = append(seqs, p.seqOf(i))
 				states = append(states, p.states[i])
 			}
 		})
-		p.set.Rules, p.set.Order, p.seqs, p.states = rules, nil, seqs, states
+		p.set.Rules, p.set.Holes, p.set.Order, p.seqs, p.states = rules, nil, nil, seqs, states
 		p.movedTo = nil
 		p.shared, p.seqsOwn = false, true
 		p.repoint()
@@ -452,7 +444,7 @@ func (p *Placer) compact(room int) {
 	}
 	rules := make([]rule.Rule, n, c)
 	holes.Close(rules, p.set.Rules, gone)
-	p.set.Rules = rules
+	p.set.Rules, p.set.Holes = rules, nil
 	p.shared = false
 	if !p.seqsOwn {
 		p.seqs = append(make([]uint64, 0, c), p.seqs...)
@@ -510,8 +502,7 @@ func (p *Placer) moveInPlace(moves []insert, from []int) {
 		return
 	}
 	p.set.Holes = p.set.Holes.With(from...)
-	n0 := len(p.set.Rules)
-	grown := cap(p.set.Rules) < n0+len(moves)
+	grown := cap(p.set.Rules) < len(p.set.Rules)+len(moves)
 	if !p.seqsOwn {
 		// The store's array (capped): appended to in a new one.
 		p.seqs = slices.Clip(p.seqs)
@@ -532,42 +523,26 @@ func (p *Placer) moveInPlace(moves []insert, from []int) {
 		p.movedInPlace++
 	}
 	p.seqsOwn = true
+	p.pointAppended(len(moves), grown)
+}
+
+// pointAppended points the states of the last n slots, just appended, at
+// their rules; when the appends grew the array into a new one (grown),
+// every state, and the array is the placer's own.
+func (p *Placer) pointAppended(n int, grown bool) {
 	if grown {
 		p.shared = false // a new array
 		p.repoint()
-	} else {
-		for j := n0; j < len(p.set.Rules); j++ {
-			p.states[j].r = &p.set.Rules[j]
-		}
+		return
+	}
+	for i := len(p.set.Rules) - n; i < len(p.set.Rules); i++ {
+		p.states[i].r = &p.set.Rules[i]
 	}
 }
 
 // seqOf is the place in the store's order of the rule at slot i: seqs at
 // its key.
 func (p *Placer) seqOf(i int) uint64 { return p.seqs[p.set.Key(i)] }
-
-// inKeyOrder calls f for every slot of the set (holes too; the caller
-// asks states), in decision order: a slot a rule changed in place took
-// comes at its key (movedTo).
-func (p *Placer) inKeyOrder(f func(i int)) {
-	if len(p.movedTo) == 0 {
-		for i := range p.states {
-			f(i)
-		}
-		return
-	}
-	keys := slices.Sorted(maps.Keys(p.movedTo))
-	k := 0
-	for i := range p.states {
-		for k < len(keys) && keys[k] <= i {
-			f(p.movedTo[keys[k]])
-			k++
-		}
-		if p.set.Key(i) == i {
-			f(i)
-		}
-	}
-}
 
 // repoint makes every rule state point at its rule in the current array.
 func (p *Placer) repoint() {

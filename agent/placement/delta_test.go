@@ -228,7 +228,7 @@ func TestDeltaPlacementEqualsFullPlacement(t *testing.T) {
 						t.Fatalf("step %d (%s): rule state %d (%s) out of place", step, op, i, inc.set.Rules[i].ID)
 					}
 				}
-				inc.inKeyOrder(func(i int) { // a rule changed in place at its key
+				inc.set.Ordered(func(i int) { // a rule changed in place at its key
 					if inc.states[i] != nil {
 						seqs = append(seqs, inc.seqOf(i))
 					}

@@ -779,7 +779,7 @@ func (p *Placer) swSet(extra map[string]bool, backstop bool) *rule.Set {
 		return &rule.Set{Rules: p.set.Rules[:k:k], Holes: p.set.Holes, Order: p.set.Order}
 	}
 	out := &rule.Set{Rules: make([]rule.Rule, 0, n)}
-	p.inKeyOrder(func(i int) {
+	p.set.Ordered(func(i int) {
 		if in(i) {
 			out.Rules = append(out.Rules, p.set.Rules[i])
 		}
@@ -1512,7 +1512,7 @@ func (p *Placer) Recover(ctx context.Context) {
 	}
 	p.hwUp = true
 	p.refreshBudget(ctx)
-	p.inKeyOrder(func(i int) {
+	p.set.Ordered(func(i int) {
 		if rs := p.states[i]; rs != nil && rs.path == pSW && rs.hwOK {
 			p.toHW(ctx, rs, "hardware path back: offload first", p.now())
 		}
@@ -1539,7 +1539,7 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 	// full table sorts nothing, where it sorted every software rule each
 	// round.
 	var cands []*ruleState
-	p.inKeyOrder(func(i int) { // in order: ties keep it (as Apply's set has it)
+	p.set.Ordered(func(i int) { // in order: ties keep it (as Apply's set has it)
 		rs := p.states[i]
 		if rs == nil || rs.path != pSW || !rs.hwOK || rs.r.Action != rule.Drop || !dwelt(rs) {
 			return
@@ -1563,7 +1563,7 @@ func (p *Placer) regime(ctx context.Context, now time.Time) {
 	// swap victims, needed only under load.
 	var hwRules []*ruleState
 	if hot && len(cands) > 0 {
-		p.inKeyOrder(func(i int) {
+		p.set.Ordered(func(i int) {
 			if rs := p.states[i]; rs != nil && rs.path == pHW && dwelt(rs) {
 				hwRules = append(hwRules, rs)
 			}
@@ -1701,7 +1701,7 @@ func (p *Placer) publish() {
 func (p *Placer) publishRules() RuleList {
 	if p.viewAll || (p.seqs == nil && len(p.dirty) > 0) || len(p.dirty) > p.live()/8 {
 		rvs := make([]ruleEntry, 0, p.live())
-		p.inKeyOrder(func(i int) {
+		p.set.Ordered(func(i int) {
 			if rs := p.states[i]; rs != nil {
 				rvs = append(rvs, p.entryOf(rs))
 			}

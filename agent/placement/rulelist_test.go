@@ -119,7 +119,7 @@ func TestRuleListEditsEqualSlice(t *testing.T) {
 func checkList(t *testing.T, p *Placer, what string) {
 	t.Helper()
 	want := make([]RuleView, 0, len(p.states))
-	p.inKeyOrder(func(i int) { // in order: a rule changed in place at its key
+	p.set.Ordered(func(i int) { // in order: a rule changed in place at its key
 		if rs := p.states[i]; rs != nil { // not a hole
 			want = append(want, p.viewOf(rs))
 		}

@@ -456,7 +456,7 @@ func byKey(o *rule.Order, xs []int) []int {
 
 // liveWalk steps through the live positions of a set (n positions, its
 // holes and keys) in decision order, by key: the positions' own order
-// where the set moves no rule, else the order keyOrder lists.
+// where the set moves no rule, else the order rule.Order.Walk gives.
 type liveWalk struct {
 	n     int
 	holes *rule.Holes
@@ -475,29 +475,10 @@ func walkN(n int, holes *rule.Holes, o *rule.Order) liveWalk {
 	if o.Moved() == 0 {
 		return w
 	}
-	// The live positions moved (key not their own), by key, merged into
-	// the others: each moved one sits where its key would.
-	var moved [][2]int32 // key, position
-	for i := range n {
-		if k := o.Key(i); k != i && !holes.Dead(i) {
-			moved = append(moved, [2]int32{int32(k), int32(i)})
-		}
-	}
-	slices.SortFunc(moved, func(a, b [2]int32) int { return int(a[0] - b[0]) })
-	w.seq = make([]int32, 0, n-holes.Count())
-	m := 0
-	for i := range n {
-		for m < len(moved) && int(moved[m][0]) <= i {
-			w.seq = append(w.seq, moved[m][1])
-			m++
-		}
-		if !holes.Dead(i) && o.Key(i) == i {
-			w.seq = append(w.seq, int32(i))
-		}
-	}
-	for _, mv := range moved[m:] {
-		w.seq = append(w.seq, mv[1])
-	}
+	// The live positions in key order (rule.Order.Walk), listed: each
+	// moved one sits where its key would.
+	w.seq = make([]int32, 0, n)
+	o.Walk(n, holes, func(i int) { w.seq = append(w.seq, int32(i)) })
 	return w
 }
 

@@ -69,15 +69,35 @@ func (s *Set) Key(i int) int { return s.Order.Key(i) }
 
 // Ordered calls f for each live position of s in decision order (by key;
 // the same as position order when nothing was moved).
-func (s *Set) Ordered(f func(i int)) {
-	moved := s.moved()
+func (s *Set) Ordered(f func(i int)) { s.Order.Walk(len(s.Rules), s.Holes, f) }
+
+// EachMoved calls f, in ascending order, for each live position of s whose
+// key is not its own (a rule changed in place, appended).
+func (s *Set) EachMoved(f func(i int)) { s.Order.eachMoved(len(s.Rules), s.Holes, f) }
+
+// Walk calls f for each position below n that is not one of holes, in
+// decision order by o's keys: Set.Ordered of a set of n positions with
+// those holes and keys (for code that keeps a set's shape without the
+// set). A position moved in place comes where its key is.
+func (o *Order) Walk(n int, holes *Holes, f func(i int)) {
+	if o.Moved() == 0 {
+		for i := range n {
+			if !holes.Dead(i) {
+				f(i)
+			}
+		}
+		return
+	}
+	var moved [][2]int // key, position
+	o.eachMoved(n, holes, func(i int) { moved = append(moved, [2]int{o.Key(i), i}) })
+	slices.SortFunc(moved, func(a, b [2]int) int { return a[0] - b[0] })
 	k := 0
-	for i := range s.Rules {
+	for i := range n {
 		for k < len(moved) && moved[k][0] <= i {
 			f(moved[k][1])
 			k++
 		}
-		if s.Live(i) && s.Key(i) == i {
+		if !holes.Dead(i) && o.Key(i) == i {
 			f(i)
 		}
 	}
@@ -86,28 +106,18 @@ func (s *Set) Ordered(f func(i int)) {
 	}
 }
 
-// moved returns the live positions of s whose key is not their own, as
-// (key, position) pairs by key.
-func (s *Set) moved() [][2]int {
-	var out [][2]int
-	s.EachMoved(func(i int) { out = append(out, [2]int{s.Key(i), i}) })
-	slices.SortFunc(out, func(a, b [2]int) int { return a[0] - b[0] })
-	return out
-}
-
-// EachMoved calls f, in ascending order, for each live position of s whose
-// key is not its own (a rule changed in place, appended).
-func (s *Set) EachMoved(f func(i int)) {
-	o := s.Order
+// eachMoved calls f, in ascending order, for each position below n that
+// is not one of holes and whose key is not its own.
+func (o *Order) eachMoved(n int, holes *Holes, f func(i int)) {
 	if o.Moved() == 0 {
 		return
 	}
 	for k, key := range o.keys {
 		i := o.base + k
-		if i >= len(s.Rules) {
+		if i >= n {
 			return
 		}
-		if int(key) != i && s.Live(i) {
+		if int(key) != i && !holes.Dead(i) {
 			f(i)
 		}
 	}
