@@ -56,11 +56,10 @@
 // entries are split into up to five groups by which address prefix is long
 // (source of 16 bits or more, else destination, else source of 8 or more,
 // else destination, else the rest; IPv6 prefixes counted from bit 32, past
-// a shared prefix such as 2001:db8::/32; in sets of more than 8192 entries
-// the two groups of 8 bits or more join the two of 16 or more, so that
-// ClassBench-style sets make two trees there rather than four: a walk and
-// a leaf scan fewer per packet, for longer leaves and more copies), and
-// each group becomes a tree whose
+// a shared prefix such as 2001:db8::/32; the two groups of 8 bits or more
+// join the two of 16 or more, so that ClassBench-style sets make two trees
+// rather than four: a walk and a leaf scan fewer per packet, for longer
+// leaves and more copies), and each group becomes a tree whose
 // nodes take k bits of one field (an address's high word, the protocol or a
 // port) and name a child per value, down to leaves of at most 8 entries
 // (16 in sets of more than 8192 entries; more where no cut separates
@@ -100,11 +99,14 @@
 // arm64; not under the purego tag), every leaf's records also start a
 // block of eight, their checks in 32-bit lanes with each record's entry
 // and flags (tree_vec.go), and one call per packet tests the first block
-// of each of the four leaves without a branch: it returns the best entry
+// of each of its leaves without a branch (two blocks in sets of two
+// trees, four in sets of three or four): it returns the best entry
 // among the passing records that need no more checks, and which passing
 // records need holds or ports; only those are then checked in Go, and
-// only a leaf of more than eight records is scanned in Go. The rule of
-// the deciding entry comes from an array of 4 bytes an entry. A flood's
+// only a leaf of more than eight records is scanned in Go. A burst there
+// takes two packets at a time, their walks a level at a time together,
+// so that one packet's loads wait beside the other's (tree_vec2.go). The
+// rule of the deciding entry comes from an array of 4 bytes an entry. A flood's
 // leaf scans were a chain of mispredicted branches (each leaf's loop
 // ending at a random length); at 1k rules they took about two thirds of
 // the lookup, and the lookup now takes about 0.74 of its time before

@@ -32,9 +32,8 @@ import (
 // prefix of at least treeSmallBits bits, one for the others with such a
 // destination prefix, one each for a source and then a destination prefix
 // of at least half that, one for the rest (IPv6 prefixes counted from bit
-// 32); empty groups make no tree. In sets of more than treeBigEntries
-// entries the two groups of half-long prefixes join the first two (see
-// treeJoin). A packet walks every tree and the
+// 32); empty groups make no tree. The two groups of half-long prefixes
+// join the first two (see treeJoin). A packet walks every tree and the
 // best-ranked entry that holds wins: entries are numbered in decision order,
 // so the lowest number found.
 //
@@ -56,22 +55,6 @@ const (
 	// 16, so small sets keep 8.
 	treeBinthBig   = 16
 	treeBigEntries = 8192
-	// treeJoin: in sets of more than treeBigEntries entries, the group of
-	// source prefixes of treeSmallBits/2 bits or more joins the tree of
-	// long source prefixes, and that of such destination prefixes the tree
-	// of long destination prefixes: ClassBench-style sets make two trees
-	// instead of four. A walk and a leaf scan fewer per packet cost less
-	// than the longer leaves and the copies the joined entries add: fresh
-	// 5-tuple bursts at 10k rules took 0.79-0.85 of the time, at 100k
-	// 0.91-0.98, Decide 0.90 and 0.97-1.01 (old and new table alternated
-	// burst by burst in one process, thread CPU time), for 3.10 -> 3.38
-	// MiB and 31.8 -> 42.6 MiB (records 473k -> 756k at 100k; a packet
-	// scans 9.6 records instead of 11.3 at 10k and 14.1 at 100k). Joining
-	// only the destination groups was 0.89-0.91 and 0.96-0.97; one tree
-	// for both half-long groups was 1.05-1.08 and 1.41 (104 MiB at 100k);
-	// a fifth tree, the source prefixes of 16-23 bits apart from the
-	// longer ones, 1.09-1.13 and 1.17 (24.4 MiB).
-	treeJoin = true
 	// treeMaxDepth bounds a walk; a node that deep is a leaf whatever its size.
 	treeMaxDepth = 16
 	// treeMaxCut is the most bits one node cuts (65536 children).
@@ -104,6 +87,29 @@ const (
 	// set keep the tuple lookup.
 	treeMaxLeaf = 256
 )
+
+// treeJoin: the group of source prefixes of treeSmallBits/2 bits or
+// more joins the tree of long source prefixes, and that of such
+// destination prefixes the tree of long destination prefixes:
+// ClassBench-style sets make two trees instead of four (a variable so
+// that tests cover the four- and five-tree lookups too). A walk and a
+// leaf scan fewer per packet cost less than the longer leaves and the
+// copies the joined entries add. At 1k rules (leaves of 8, blocks and
+// leafScan2) fresh 5-tuple bursts took 0.81-0.82 of the time of four
+// trees with leafScan4, and 0.81-0.83 under the purego tag (the
+// records scanned in Go), for 0.77 -> 0.82 MiB (0.28 -> 0.29 without
+// blocks; the two tables alternated in one process, thread CPU time).
+// In sets of more than treeBigEntries entries fresh 5-tuple bursts at
+// 10k rules took 0.79-0.85 of the time, at 100k
+// 0.91-0.98, Decide 0.90 and 0.97-1.01 (old and new table alternated
+// burst by burst in one process, thread CPU time), for 3.10 -> 3.38
+// MiB and 31.8 -> 42.6 MiB (records 473k -> 756k at 100k; a packet
+// scans 9.6 records instead of 11.3 at 10k and 14.1 at 100k). Joining
+// only the destination groups was 0.89-0.91 and 0.96-0.97; one tree
+// for both half-long groups was 1.05-1.08 and 1.41 (104 MiB at 100k);
+// a fifth tree, the source prefixes of 16-23 bits apart from the
+// longer ones, 1.09-1.13 and 1.17 (24.4 MiB).
+var treeJoin = true
 
 // maxTrees is the most trees a set is split into.
 const maxTrees = 5
@@ -228,7 +234,10 @@ type trees struct {
 	// vec: the leaves are laid out in blocks (addBlocks) and lookups
 	// test them with leafScan4 (tree_vec.go); vblk holds each tree's
 	// blocks, a never-passing block for trees the set does not have.
-	vec  bool
+	vec bool
+	// vec2: the set has at most two trees (vec only), and lookups test
+	// their blocks with leafScan2.
+	vec2 bool
 	vblk [4][]sblock
 	// vrule: the rule of each entry, and -1 last (vecRule).
 	vrule []int32
@@ -259,7 +268,7 @@ func (t *Table) buildTrees(all []bentry) *trees {
 	es := make([]tbEnt, len(all))
 	var parts [maxTrees][]int32
 	tr.top6 = v6Tops(all)
-	join := treeJoin && len(all) > treeBigEntries
+	join := treeJoin
 	for i := range all {
 		b := &all[i]
 		e := b.compact()
@@ -357,7 +366,7 @@ func (t *Table) buildTrees(all []bentry) *trees {
 		}
 	}
 	if tr.walk && vecScan && len(tr.t) > 0 && len(tr.t) <= len(tr.vblk) && len(tr.ents) <= laneEnt {
-		tr.vec = true
+		tr.vec, tr.vec2 = true, len(tr.t) <= 2
 		tr.vrule = make([]int32, len(tr.ents)+1)
 		for i := range tr.ents {
 			tr.vrule[i] = tr.ents[i].rule
@@ -788,7 +797,20 @@ func (t *Table) treeBurst(fs []rule.Fields, out []int32, s *treeScratch) int {
 	out = out[:len(fs)]
 	probes := 0
 	if tr := t.tr; tr.vec {
-		for i := range fs {
+		// Two packets at a time (vecEntry2, vecEntry2of2), then the last
+		// one alone.
+		i := 0
+		for ; i+1 < len(fs); i += 2 {
+			var b0, b1 uint32
+			if tr.vec2 {
+				b0, b1 = t.vecEntry2of2(&fs[i], &fs[i+1])
+			} else {
+				b0, b1 = t.vecEntry2(&fs[i], &fs[i+1])
+			}
+			out[i], out[i+1] = tr.vecRule(b0), tr.vecRule(b1)
+			probes += len(tr.t) * (int(min(fs[i].Family, 1)) + int(min(fs[i+1].Family, 1)))
+		}
+		for ; i < len(fs); i++ {
 			best, n := t.vecEntry(&fs[i])
 			out[i] = tr.vecRule(best)
 			probes += n

@@ -166,11 +166,23 @@ func TestTreesIPv6LikeIPv4(t *testing.T) {
 // TestTreeCounts: sets whose rules fall into one to five of the prefix
 // groups (a long source prefix, a long destination prefix, a medium
 // source, a medium destination, the rest: see buildTrees) make that many
-// trees, and each decides as the linear reference does, per packet and in
-// bursts on both burst paths (checkAgainstReference). The per-packet walk
-// keeps up to four walks in registers and takes a loop over the trees for
-// five, so both are covered.
+// trees, the medium groups joined to the long ones (treeJoin) or not, and
+// each decides as the linear reference does, per packet and in bursts on
+// both burst paths (checkAgainstReference). The per-packet walk keeps up
+// to four walks in registers and takes a loop over the trees for five,
+// and sets of two trees test two blocks (leafScan2) where those of three
+// or four test four, so all are covered.
 func TestTreeCounts(t *testing.T) {
+	for _, join := range []bool{true, false} {
+		t.Run(fmt.Sprint("join=", join), func(t *testing.T) {
+			defer func(v bool) { treeJoin = v }(treeJoin)
+			treeJoin = join
+			treeCounts(t, join)
+		})
+	}
+}
+
+func treeCounts(t *testing.T, join bool) {
 	type span struct{ lo, hi int }
 	groups := []struct{ src, dst span }{
 		{span{16, 32}, span{0, 32}},
@@ -201,8 +213,20 @@ func TestTreeCounts(t *testing.T) {
 		if tab.tr == nil {
 			t.Fatalf("groups %v: no trees (%d hash tables)", use, tab.ntables)
 		}
-		if len(tab.tr.t) != len(use) {
-			t.Fatalf("groups %v: %d trees, want %d", use, len(tab.tr.t), len(use))
+		want := len(use)
+		if join {
+			// Groups 2 and 3 join 0 and 1.
+			trees := map[int]bool{}
+			for _, g := range use {
+				trees[map[int]int{0: 0, 1: 1, 2: 0, 3: 1, 4: 4}[g]] = true
+			}
+			want = len(trees)
+		}
+		if len(tab.tr.t) != want {
+			t.Fatalf("groups %v: %d trees, want %d", use, len(tab.tr.t), want)
+		}
+		if tab.tr.vec && tab.tr.vec2 != (want <= 2) {
+			t.Fatalf("groups %v: %d trees, two blocks a packet %v", use, want, tab.tr.vec2)
 		}
 		g := traffic.NewGenerator(traffic.Config{Seed: uint64(len(use)), Rules: set, RuleFraction: 0.9})
 		name := fmt.Sprintf("groups %v", use)
@@ -270,9 +294,10 @@ func TestTreeBurstHeldRecords(t *testing.T) {
 // TestTreesBigLeaves: a set of more than treeBigEntries entries is cut
 // down to leaves of treeBinthBig (some leaves longer than treeBinth) with
 // cuts that copy entries at most treeSpaceBig times, its
-// groups of half-long prefixes join the long ones (treeJoin: two trees
-// where a smaller ClassBench-style set makes four), and it decides as the
-// reference does on both burst paths.
+// groups of half-long prefixes join the long ones (treeJoin: two trees,
+// as a smaller ClassBench-style set makes, where without the join that
+// one makes four), and it decides as the reference does on both burst
+// paths.
 func TestTreesBigLeaves(t *testing.T) {
 	set := traffic.ClassBenchRules(6000, 6000)
 	tab, err := compile(set, treesForce)
@@ -286,8 +311,14 @@ func TestTreesBigLeaves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tab.tr.t) != 2 || small.tr == nil || len(small.tr.t) != 4 {
-		t.Fatalf("%d trees for %d entries, %v for 1000 rules: want 2 and 4", len(tab.tr.t), len(tab.tr.ents), small.tr != nil && len(small.tr.t) == 4)
+	treeJoin = false
+	apart, err := compile(traffic.ClassBenchRules(6000, 1000), treesForce)
+	treeJoin = true
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tab.tr.t) != 2 || small.tr == nil || len(small.tr.t) != 2 || apart.tr == nil || len(apart.tr.t) != 4 {
+		t.Fatalf("%d trees for %d entries, %v for 1000 rules (%v without the join): want 2, 2 and 4", len(tab.tr.t), len(tab.tr.ents), small.tr != nil && len(small.tr.t) == 2, apart.tr != nil && len(apart.tr.t) == 4)
 	}
 	// Every entry is in the tree of its group: the source tree holds the
 	// entries with a source prefix of 8 bits or more, unless the

@@ -17,7 +17,8 @@ import (
 // eight (sblock), their scan checks in 32-bit lanes with each record's
 // entry and flags, and one call per packet (leafScan4: AVX2 on amd64, NEON
 // on arm64) tests the first block of each of the four leaves without a
-// branch. It returns the best entry among the passing records that need
+// branch (leafScan2 the two of a set of two trees, as ClassBench-style
+// sets make with treeJoin). It returns the best entry among the passing records that need
 // nothing more, and the passing records that need holds (or ports the
 // packet lacks); only those are checked in Go (vecChecked, about 5 % of a
 // flood's packets at 1k rules), and only a packet with a leaf of more
@@ -26,8 +27,9 @@ import (
 // of treeGroup) blocks more than doubled the lookup's memory (3.1 to 7.3
 // MiB, 31.8 to 77.0) and the burst took 1.6 and 2.2 times as long. Where
 // no stub is built (other architectures, the purego tag) vecScan is false
-// and the records are scanned in Go as before: leafScan4Go is then the
-// stub's reference in tests, which force either scan (TestTreesVecForced).
+// and the records are scanned in Go as before: leafScan4Go and
+// leafScan2Go are then the stubs' reference in tests, which force either
+// scan (TestTreesVecForced).
 
 // sblock holds the scan checks (see echeck) of eight records of a leaf in
 // 32-bit lanes: values v and masks m of the source address word (the
@@ -173,6 +175,22 @@ func leafScan4Go(sd, misc uint64, flags uint32, b0, b1, b2, b3 *sblock) (best, c
 	return best, check
 }
 
+// leafScan2Go is leafScan2 in Go: leafScan4Go with two never-passing
+// blocks.
+func leafScan2Go(sd, misc uint64, flags uint32, b0, b1 *sblock) (best, check uint32) {
+	return leafScan4Go(sd, misc, flags, b0, b1, &neverBlock[0], &neverBlock[0])
+}
+
+// leafScan is leafScan2 over b0 and b1 in sets of at most two trees
+// (vec2), else leafScan4: a packet of a two-tree set tests two blocks,
+// not four.
+func (tr *trees) leafScan(sd, misc uint64, flags uint32, b0, b1, b2, b3 *sblock) (best, check uint32) {
+	if tr.vec2 {
+		return leafScan2(sd, misc, flags, b0, b1)
+	}
+	return leafScan4(sd, misc, flags, b0, b1, b2, b3)
+}
+
 // treeLookupVec is treeLookup for trees with blocks (at most four).
 func (t *Table) treeLookupVec(f *rule.Fields) (int32, int) {
 	best, n := t.vecEntry(f)
@@ -231,15 +249,22 @@ func (t *Table) vecEntry(f *rule.Fields) (uint32, int) {
 	misc := k[2]
 	vb := &tr.vblk
 	b0, b1, b2, b3 := &vb[0][uint32(n0)/vecBlock], &vb[1][uint32(n1)/vecBlock], &vb[2][uint32(n2)/vecBlock], &vb[3][uint32(n3)/vecBlock]
-	best, check := leafScan4(sd, misc, laneFlags(f), b0, b1, b2, b3)
-	// A leaf of more than one block sends the packet to vecResolve; a
-	// passing lane that needs holds, to vecChecked.
-	if (n0|n1|n2|n3)&treeLong != 0 {
-		best = t.vecResolve(f, sd, misc, [4]uint64{n0, n1, n2, n3})
-	} else if check != 0 {
-		best = t.vecChecked(f, misc, best, check, [4]*sblock{b0, b1, b2, b3})
+	best, check := tr.leafScan(sd, misc, laneFlags(f), b0, b1, b2, b3)
+	if (n0|n1|n2|n3)&treeLong != 0 || check != 0 {
+		best = t.vecRest(f, sd, misc, best, check, [4]uint64{n0, n1, n2, n3}, [4]*sblock{b0, b1, b2, b3})
 	}
 	return best, len(trs)
+}
+
+// vecRest finishes a lookup whose leaves cur or leaf scan's lanes check
+// need more than the scan (the rare path, tested inline by the callers):
+// a leaf of more than one block sends the packet to vecResolve; a passing
+// lane that needs holds, to vecChecked.
+func (t *Table) vecRest(f *rule.Fields, sd, misc uint64, best, check uint32, cur [4]uint64, bs [4]*sblock) uint32 {
+	if (cur[0]|cur[1]|cur[2]|cur[3])&treeLong != 0 {
+		return t.vecResolve(f, sd, misc, cur)
+	}
+	return t.vecChecked(f, misc, best, check, bs)
 }
 
 // vecChecked returns the lower of best and the entries of the lanes named

@@ -17,3 +17,9 @@ var vecScan = cpu.X86.HasAVX2
 //
 //go:noescape
 func leafScan4(sd, misc uint64, flags uint32, b0, b1, b2, b3 *sblock) (best, check uint32)
+
+// leafScan2 is leafScan4 over two blocks (bits 0-15 of check), for sets
+// of at most two trees.
+//
+//go:noescape
+func leafScan2(sd, misc uint64, flags uint32, b0, b1 *sblock) (best, check uint32)

@@ -10,3 +10,8 @@ var vecScan = false
 func leafScan4(sd, misc uint64, flags uint32, b0, b1, b2, b3 *sblock) (best, check uint32) {
 	return leafScan4Go(sd, misc, flags, b0, b1, b2, b3)
 }
+
+// leafScan2 is leafScan2Go where no stub is built.
+func leafScan2(sd, misc uint64, flags uint32, b0, b1 *sblock) (best, check uint32) {
+	return leafScan2Go(sd, misc, flags, b0, b1)
+}

@@ -1,14 +1,15 @@
 package classifier
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/scrubd/scrubd/swpath/traffic"
 )
 
-// TestLeafScan4 checks leafScan4 (the stub where one is built) against
-// leafScan4Go on random blocks: lanes that pass, lanes that miss by one
+// TestLeafScan4 checks leafScan4 and leafScan2 (the stubs where they are
+// built) against leafScan4Go and leafScan2Go on random blocks: lanes that pass, lanes that miss by one
 // bit, masks of zero, entries with and without flags, packets with and
 // without ports.
 func TestLeafScan4(t *testing.T) {
@@ -18,7 +19,7 @@ func TestLeafScan4(t *testing.T) {
 	if testing.Short() {
 		n = 2000
 	}
-	passed, checked := 0, 0
+	passed, checked, passed2, checked2 := 0, 0, 0, 0
 	for it := range n {
 		key := [4]uint32{r.Uint32(), r.Uint32(), r.Uint32(), r.Uint32()}
 		for i := range bs {
@@ -55,6 +56,20 @@ func TestLeafScan4(t *testing.T) {
 		if best != wantBest || check != wantCheck {
 			t.Fatalf("round %d: best %#x check %#x, Go gives %#x %#x", it, best, check, wantBest, wantCheck)
 		}
+		// leafScan2 over the first two blocks: what leafScan4 gives when
+		// the other two never pass, and leafScan2Go.
+		best2, check2 := leafScan2(sd, misc, fl, &bs[0], &bs[1])
+		want2, wantCheck2 := leafScan4(sd, misc, fl, &bs[0], &bs[1], &neverBlock[0], &neverBlock[0])
+		go2, goCheck2 := leafScan2Go(sd, misc, fl, &bs[0], &bs[1])
+		if best2 != want2 || check2 != wantCheck2 || best2 != go2 || check2 != goCheck2 {
+			t.Fatalf("round %d: leafScan2 best %#x check %#x, leafScan4 %#x %#x, Go %#x %#x", it, best2, check2, want2, wantCheck2, go2, goCheck2)
+		}
+		if best2 != treeNoRank {
+			passed2++
+		}
+		if check2 != 0 {
+			checked2++
+		}
 		if best != treeNoRank {
 			passed++
 		}
@@ -62,24 +77,39 @@ func TestLeafScan4(t *testing.T) {
 			checked++
 		}
 	}
-	if passed < n/8 || checked < n/8 || passed > n*7/8 || checked > n*7/8 {
-		t.Fatalf("%d of %d rounds with a deciding lane, %d with lanes to check: the blocks test little", passed, n, checked)
+	if passed < n/8 || checked < n/8 || passed > n*7/8 || checked > n*7/8 || passed2 < n/16 || checked2 < n/16 {
+		t.Fatalf("%d of %d rounds with a deciding lane (%d in two blocks), %d with lanes to check (%d): the blocks test little", passed, n, passed2, checked, checked2)
 	}
 }
 
 // TestTreeBlocks: a 1k ClassBench-style set decides with blocks when the
-// scan stub is on, every leaf's records start a block, the blocks hold
+// scan stub is on, two trees of them (leafScan2), or four without the
+// join (leafScan4); every leaf's records start a block, the blocks hold
 // the records' checks, leaves of more than a block are marked (treeLong),
 // and block 0 (the empty leaves') passes nothing.
 func TestTreeBlocks(t *testing.T) {
+	for _, join := range []bool{true, false} {
+		t.Run(fmt.Sprint("join=", join), func(t *testing.T) {
+			defer func(v bool) { treeJoin = v }(treeJoin)
+			treeJoin = join
+			treeBlocks(t, join)
+		})
+	}
+}
+
+func treeBlocks(t *testing.T, join bool) {
 	defer func(v bool) { vecScan = v }(vecScan)
 	vecScan = true
 	tab, err := Compile(traffic.ClassBenchRules(1000, 1000))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tab.tr == nil || !tab.tr.vec || len(tab.tr.t) != 4 {
-		t.Fatalf("trees %v: want four trees with blocks", tab.tr != nil)
+	want := 4
+	if join {
+		want = 2
+	}
+	if tab.tr == nil || !tab.tr.vec || len(tab.tr.t) != want || tab.tr.vec2 != join {
+		t.Fatalf("trees %v: want %d trees with blocks", tab.tr != nil, want)
 	}
 	for i := range tab.tr.t {
 		d := &tab.tr.t[i]
