@@ -111,7 +111,8 @@
 // ending at a random length); at 1k rules they took about two thirds of
 // the lookup, and the lookup now takes about 0.74 of its time before
 // (BENCHMARKS.md). Where no stub runs, the Go scan tests each record's
-// check before its rank. Bigger trees are walked in
+// check before its rank, and a burst on a set of two trees takes two
+// packets at a time there too. Bigger trees are walked in
 // groups of 128 packets, tree by tree and level by level (every packet's
 // load of one level before any of the next, so their cache misses
 // overlap), reads the first

@@ -689,6 +689,28 @@ func (t *Table) treeLookup(f *rule.Fields) (int32, int) {
 	return bestRule, len(t.tr.t)
 }
 
+// recScan is treeLookup's scan of one leaf's records recs (trec), for
+// treeLookup2of2: the entry and rule of the first record that holds for f
+// and beats best, else best and bestRule. treeLookup keeps the loop
+// written out: with this call (not inlined) a packet took 1.03-1.05 of
+// the time.
+func (t *Table) recScan(recs []trec, f *rule.Fields, sd, misc uint64, best uint32, bestRule int32) (uint32, int32) {
+	for j := range recs {
+		r := &recs[j]
+		if (sd&r.sdMask()^r.sd)|(misc&r.miscMask^r.misc) != 0 {
+			continue
+		}
+		if r.ent >= best {
+			break
+		}
+		if r.miscMask >= chkPortsBit && !t.recRest(r.miscMask, r.ent, f, misc) {
+			continue
+		}
+		return r.ent, r.rule
+	}
+	return best, bestRule
+}
+
 // crecScan is treeLookup's scan of the leaves cur in trees of compact
 // records (crec): the best record's key instead of its entry.
 func (t *Table) crecScan(f *rule.Fields, cur *[maxTrees]uint64, sd, misc uint64) int32 {
@@ -813,6 +835,20 @@ func (t *Table) treeBurst(fs []rule.Fields, out []int32, s *treeScratch) int {
 		for ; i < len(fs); i++ {
 			best, n := t.vecEntry(&fs[i])
 			out[i] = tr.vecRule(best)
+			probes += n
+		}
+		return probes
+	}
+	if tr := t.tr; !tr.compact && len(tr.t) == 2 {
+		// Two packets at a time (treeLookup2of2), then the last one alone.
+		i := 0
+		for ; i+1 < len(fs); i += 2 {
+			out[i], out[i+1] = t.treeLookup2of2(&fs[i], &fs[i+1])
+			probes += 2 * (int(min(fs[i].Family, 1)) + int(min(fs[i+1].Family, 1)))
+		}
+		if i < len(fs) {
+			r, n := t.treeLookup(&fs[i])
+			out[i] = r
 			probes += n
 		}
 		return probes

@@ -11,8 +11,10 @@ import "github.com/scrubd/scrubd/swpath/rule"
 // one at a time; three in registers no less than two (0.99 of two), and
 // four with their walks in arrays, as the group walk of bigger trees
 // keeps them (treeGroup), 1.11 of one (alternated in one process, thread
-// CPU time). The purego build, whose leaf scans are Go loops, keeps one
-// packet at a time: two took 1.03-1.05 of its time.
+// CPU time). Where no stub is built (the purego tag) the leaves are Go
+// loops: a pair of packets of a two-tree set took 0.89-0.90 of the time
+// of one at a time there, and of a four-tree set 1.03-1.05, so sets of
+// more than two trees keep one packet at a time.
 
 // walk2 walks the trees trs (at most four) for two packets, keys k and l,
 // a level at a time, and returns their leaves: treeLeaf (an empty leaf)
@@ -145,4 +147,43 @@ func (t *Table) vecEntry2of2(f, g *rule.Fields) (uint32, uint32) {
 		bg = t.vecRest(g, sg, l[2], bg, cg, [4]uint64{m0, m1, treeLeaf, treeLeaf}, [4]*sblock{c0, c1, never, never})
 	}
 	return bf, bg
+}
+
+// treeLookup2of2 is treeLookup for two packets in sets of two trees of
+// trec records without blocks (the purego build, and builds without a
+// stub): their four walks a level at a time, as in vecEntry2of2, then
+// the Go scan of each leaf (recScan).
+func (t *Table) treeLookup2of2(f, g *rule.Fields) (int32, int32) {
+	tr := t.tr
+	k := treeKey{f.Src.Hi, f.Dst.Hi, tr.miscWord(f)}
+	l := treeKey{g.Src.Hi, g.Dst.Hi, tr.miscWord(g)}
+	trs := tr.t[:2]
+	n0, n1 := trs[0].root, trs[1].root
+	m0, m1 := n0, n1
+	if f.Family == 0 {
+		n0, n1 = treeLeaf, treeLeaf
+	}
+	if g.Family == 0 {
+		m0, m1 = treeLeaf, treeLeaf
+	}
+	for n0&n1&m0&m1&treeLeaf == 0 {
+		if n0&treeLeaf == 0 {
+			n0 = trs[0].nodes[uint32(n0)+uint32(k[n0>>56&3]>>(n0>>48&63))&uint32(n0>>32&0xffff)]
+		}
+		if m0&treeLeaf == 0 {
+			m0 = trs[0].nodes[uint32(m0)+uint32(l[m0>>56&3]>>(m0>>48&63))&uint32(m0>>32&0xffff)]
+		}
+		if n1&treeLeaf == 0 {
+			n1 = trs[1].nodes[uint32(n1)+uint32(k[n1>>56&3]>>(n1>>48&63))&uint32(n1>>32&0xffff)]
+		}
+		if m1&treeLeaf == 0 {
+			m1 = trs[1].nodes[uint32(m1)+uint32(l[m1>>56&3]>>(m1>>48&63))&uint32(m1>>32&0xffff)]
+		}
+	}
+	sf, sg := scanSD(f), scanSD(g)
+	bf, rf := t.recScan(trs[0].rec[uint32(n0):uint32(n0)+uint32(n0>>32)&0xffffff], f, sf, k[2], treeNoRank, -1)
+	_, rf = t.recScan(trs[1].rec[uint32(n1):uint32(n1)+uint32(n1>>32)&0xffffff], f, sf, k[2], bf, rf)
+	bg, rg := t.recScan(trs[0].rec[uint32(m0):uint32(m0)+uint32(m0>>32)&0xffffff], g, sg, l[2], treeNoRank, -1)
+	_, rg = t.recScan(trs[1].rec[uint32(m1):uint32(m1)+uint32(m1>>32)&0xffffff], g, sg, l[2], bg, rg)
+	return rf, rg
 }

@@ -136,6 +136,13 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestDifferential",
 	},
 	{
+		name: "classifier: the Go scan's pair walks the second packet's tree 1 with the first's key",
+		edits: []edit{{"swpath/classifier/tree_vec2.go",
+			"uint32(l[m1>>56&3]>>(m1>>48&63))&uint32(m1>>32&0xffff)]\n\t\t}\n\t}\n\tsf, sg := scanSD(f), scanSD(g)\n\tbf, rf",
+			"uint32(k[m1>>56&3]>>(m1>>48&63))&uint32(m1>>32&0xffff)]\n\t\t}\n\t}\n\tsf, sg := scanSD(f), scanSD(g)\n\tbf, rf", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestTreesVecForced",
+	},
+	{
 		name: "classifier: the two-block scan tests the first block twice (amd64)",
 		edits: []edit{{"swpath/classifier/tree_vec_amd64.s",
 			"\tMOVQ\tb1+32(FP), DI\n\tBLOCK(SI, AX)\n\tBLOCK(DI, BX)\n\t// The minimum of Y11's eight lanes.\n\tVEXTRACTI128\t$1, Y11, X12\n\tVPMINUD\tX12, X11, X11\n\tVPSHUFD\t$0x4e, X11, X12\n\tVPMINUD\tX12, X11, X11\n\tVPSHUFD\t$0xb1, X11, X12\n\tVPMINUD\tX12, X11, X11\n\tVMOVD\tX11, R10\n\tVZEROUPPER\n\tSHLL\t$8, BX\n\tORL\tBX, AX\n",
