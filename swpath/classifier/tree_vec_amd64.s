@@ -32,28 +32,47 @@
 	VPOR	Y4, Y5, Y5 \
 	VPMINUD	Y5, Y11, Y11
 
+// LANES loads the packet's lanes from the arguments sd, misc and flags
+// (leafScan4's and leafScan2's first three) into Y0-Y3 and Y8, laneEnt
+// into Y9, all ones into Y10, and the minimum's start (all ones) into
+// Y11. Uses AX and BX.
+#define LANES \
+	MOVQ	sd+0(FP), AX \
+	MOVQ	misc+8(FP), BX \
+	MOVQ	AX, X1 \
+	VPBROADCASTD	X1, Y1 \
+	SHRQ	$32, AX \
+	MOVQ	AX, X0 \
+	VPBROADCASTD	X0, Y0 \
+	MOVQ	BX, X3 \
+	VPBROADCASTD	X3, Y3 \
+	SHRQ	$32, BX \
+	MOVQ	BX, X2 \
+	VPBROADCASTD	X2, Y2 \
+	MOVL	flags+16(FP), AX \
+	MOVQ	AX, X8 \
+	VPBROADCASTD	X8, Y8 \
+	MOVL	$0x3fffffff, AX \
+	MOVQ	AX, X9 \
+	VPBROADCASTD	X9, Y9 \
+	VPCMPEQD	Y10, Y10, Y10 \
+	VMOVDQU	Y10, Y11
+
+// MINIMUM leaves the minimum of Y11's eight lanes in R10 (and clears the
+// upper halves of the vector registers).
+#define MINIMUM \
+	VEXTRACTI128	$1, Y11, X12 \
+	VPMINUD	X12, X11, X11 \
+	VPSHUFD	$0x4e, X11, X12 \
+	VPMINUD	X12, X11, X11 \
+	VPSHUFD	$0xb1, X11, X12 \
+	VPMINUD	X12, X11, X11 \
+	VMOVD	X11, R10 \
+	VZEROUPPER
+
 // func leafScan4(sd, misc uint64, flags uint32, b0, b1, b2, b3 *sblock) (best, check uint32)
 TEXT ·leafScan4(SB), NOSPLIT|NOFRAME, $0-64
-	MOVQ	sd+0(FP), AX
-	MOVQ	misc+8(FP), BX
-	MOVQ	AX, X1
-	VPBROADCASTD	X1, Y1
-	SHRQ	$32, AX
-	MOVQ	AX, X0
-	VPBROADCASTD	X0, Y0
-	MOVQ	BX, X3
-	VPBROADCASTD	X3, Y3
-	SHRQ	$32, BX
-	MOVQ	BX, X2
-	VPBROADCASTD	X2, Y2
-	MOVL	flags+16(FP), AX
-	MOVQ	AX, X8
-	VPBROADCASTD	X8, Y8
-	MOVL	$0x3fffffff, AX
-	MOVQ	AX, X9
-	VPBROADCASTD	X9, Y9
-	VPCMPEQD	Y10, Y10, Y10
-	VMOVDQU	Y10, Y11
+	LANES
 	MOVQ	b0+24(FP), SI
 	MOVQ	b1+32(FP), DI
 	MOVQ	b2+40(FP), R8
@@ -62,15 +81,7 @@ TEXT ·leafScan4(SB), NOSPLIT|NOFRAME, $0-64
 	BLOCK(DI, BX)
 	BLOCK(R8, CX)
 	BLOCK(R9, DX)
-	// The minimum of Y11's eight lanes.
-	VEXTRACTI128	$1, Y11, X12
-	VPMINUD	X12, X11, X11
-	VPSHUFD	$0x4e, X11, X12
-	VPMINUD	X12, X11, X11
-	VPSHUFD	$0xb1, X11, X12
-	VPMINUD	X12, X11, X11
-	VMOVD	X11, R10
-	VZEROUPPER
+	MINIMUM
 	SHLL	$8, BX
 	SHLL	$16, CX
 	SHLL	$24, DX
@@ -83,39 +94,12 @@ TEXT ·leafScan4(SB), NOSPLIT|NOFRAME, $0-64
 
 // func leafScan2(sd, misc uint64, flags uint32, b0, b1 *sblock) (best, check uint32)
 TEXT ·leafScan2(SB), NOSPLIT|NOFRAME, $0-48
-	MOVQ	sd+0(FP), AX
-	MOVQ	misc+8(FP), BX
-	MOVQ	AX, X1
-	VPBROADCASTD	X1, Y1
-	SHRQ	$32, AX
-	MOVQ	AX, X0
-	VPBROADCASTD	X0, Y0
-	MOVQ	BX, X3
-	VPBROADCASTD	X3, Y3
-	SHRQ	$32, BX
-	MOVQ	BX, X2
-	VPBROADCASTD	X2, Y2
-	MOVL	flags+16(FP), AX
-	MOVQ	AX, X8
-	VPBROADCASTD	X8, Y8
-	MOVL	$0x3fffffff, AX
-	MOVQ	AX, X9
-	VPBROADCASTD	X9, Y9
-	VPCMPEQD	Y10, Y10, Y10
-	VMOVDQU	Y10, Y11
+	LANES
 	MOVQ	b0+24(FP), SI
 	MOVQ	b1+32(FP), DI
 	BLOCK(SI, AX)
 	BLOCK(DI, BX)
-	// The minimum of Y11's eight lanes.
-	VEXTRACTI128	$1, Y11, X12
-	VPMINUD	X12, X11, X11
-	VPSHUFD	$0x4e, X11, X12
-	VPMINUD	X12, X11, X11
-	VPSHUFD	$0xb1, X11, X12
-	VPMINUD	X12, X11, X11
-	VMOVD	X11, R10
-	VZEROUPPER
+	MINIMUM
 	SHLL	$8, BX
 	ORL	BX, AX
 	MOVL	R10, best+40(FP)

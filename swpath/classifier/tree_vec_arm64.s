@@ -58,26 +58,41 @@
 	MUL	R14, r, r \
 	LSR	$56, r, r
 
+// LANES loads the packet's lanes from the arguments sd, misc and flags
+// (leafScan4's and leafScan2's first three) into V0-V3 and V8, laneEnt
+// into V9, all ones into V10, the minimum's start (all ones) into V11,
+// and into R13 and R14 the constants that turn the lanes' 0xff bytes to
+// bits in BLOCK (the top bit of each byte, gathered into the top byte by
+// one multiply). Uses R0-R3.
+#define LANES \
+	MOVD	sd+0(FP), R0 \
+	MOVD	misc+8(FP), R1 \
+	MOVWU	flags+16(FP), R2 \
+	LSR	$32, R0, R3 \
+	VDUP	R3, V0.S4 \
+	VDUP	R0, V1.S4 \
+	LSR	$32, R1, R3 \
+	VDUP	R3, V2.S4 \
+	VDUP	R1, V3.S4 \
+	VDUP	R2, V8.S4 \
+	MOVW	$0x3fffffff, R3 \
+	VDUP	R3, V9.S4 \
+	VCMEQ	V10.S4, V10.S4, V10.S4 \
+	VCMEQ	V11.S4, V11.S4, V11.S4 \
+	MOVD	$0x8080808080808080, R13 \
+	MOVD	$0x0002040810204081, R14
+
+// MINIMUM leaves the minimum of V11's four lanes in R0.
+#define MINIMUM \
+	VEXT	$8, V11.B16, V11.B16, V12.B16 \
+	VUMIN	V12.S4, V11.S4, V11.S4 \
+	VEXT	$4, V11.B16, V11.B16, V12.B16 \
+	VUMIN	V12.S4, V11.S4, V11.S4 \
+	VMOV	V11.S[0], R0
+
 // func leafScan4(sd, misc uint64, flags uint32, b0, b1, b2, b3 *sblock) (best, check uint32)
 TEXT ·leafScan4(SB), NOSPLIT|NOFRAME, $0-64
-	MOVD	sd+0(FP), R0
-	MOVD	misc+8(FP), R1
-	MOVWU	flags+16(FP), R2
-	LSR	$32, R0, R3
-	VDUP	R3, V0.S4
-	VDUP	R0, V1.S4
-	LSR	$32, R1, R3
-	VDUP	R3, V2.S4
-	VDUP	R1, V3.S4
-	VDUP	R2, V8.S4
-	MOVW	$0x3fffffff, R3
-	VDUP	R3, V9.S4
-	VCMEQ	V10.S4, V10.S4, V10.S4
-	VCMEQ	V11.S4, V11.S4, V11.S4
-	// The lanes' 0xff bytes to bits: the top bit of each byte, gathered
-	// into the top byte by one multiply.
-	MOVD	$0x8080808080808080, R13
-	MOVD	$0x0002040810204081, R14
+	LANES
 	MOVD	b0+24(FP), R4
 	MOVD	b1+32(FP), R5
 	MOVD	b2+40(FP), R6
@@ -90,43 +105,19 @@ TEXT ·leafScan4(SB), NOSPLIT|NOFRAME, $0-64
 	ORR	R10<<16, R8, R8
 	ORR	R11<<24, R8, R8
 	MOVW	R8, check+60(FP)
-	// The minimum of V11's four lanes.
-	VEXT	$8, V11.B16, V11.B16, V12.B16
-	VUMIN	V12.S4, V11.S4, V11.S4
-	VEXT	$4, V11.B16, V11.B16, V12.B16
-	VUMIN	V12.S4, V11.S4, V11.S4
-	VMOV	V11.S[0], R0
+	MINIMUM
 	MOVW	R0, best+56(FP)
 	RET
 
 // func leafScan2(sd, misc uint64, flags uint32, b0, b1 *sblock) (best, check uint32)
 TEXT ·leafScan2(SB), NOSPLIT|NOFRAME, $0-48
-	MOVD	sd+0(FP), R0
-	MOVD	misc+8(FP), R1
-	MOVWU	flags+16(FP), R2
-	LSR	$32, R0, R3
-	VDUP	R3, V0.S4
-	VDUP	R0, V1.S4
-	LSR	$32, R1, R3
-	VDUP	R3, V2.S4
-	VDUP	R1, V3.S4
-	VDUP	R2, V8.S4
-	MOVW	$0x3fffffff, R3
-	VDUP	R3, V9.S4
-	VCMEQ	V10.S4, V10.S4, V10.S4
-	VCMEQ	V11.S4, V11.S4, V11.S4
-	MOVD	$0x8080808080808080, R13
-	MOVD	$0x0002040810204081, R14
+	LANES
 	MOVD	b0+24(FP), R4
 	MOVD	b1+32(FP), R5
 	BLOCK(R4, R8)
 	BLOCK(R5, R9)
 	ORR	R9<<8, R8, R8
 	MOVW	R8, check+44(FP)
-	VEXT	$8, V11.B16, V11.B16, V12.B16
-	VUMIN	V12.S4, V11.S4, V11.S4
-	VEXT	$4, V11.B16, V11.B16, V12.B16
-	VUMIN	V12.S4, V11.S4, V11.S4
-	VMOV	V11.S[0], R0
+	MINIMUM
 	MOVW	R0, best+40(FP)
 	RET
