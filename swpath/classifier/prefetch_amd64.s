@@ -1,0 +1,40 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// PF prefetches the cache line of record min(first+j, last) of the leaf:
+// first in DX, last in R8, the records at SI (32 bytes each).
+#define PF(j) \
+	LEAQ	j(DX), R9 \
+	CMPQ	R9, R8 \
+	CMOVQGT	R8, R9 \
+	SHLQ	$5, R9 \
+	PREFETCHT0	(SI)(R9*1)
+
+// func prefetchLeaves(rec *crec, leaves *uint64, n int)
+TEXT ·prefetchLeaves(SB), NOSPLIT|NOFRAME, $0-24
+	MOVQ	rec+0(FP), SI
+	MOVQ	leaves+8(FP), DI
+	MOVQ	n+16(FP), CX
+	TESTQ	CX, CX
+	JEQ	done
+loop:
+	MOVQ	(DI), AX
+	MOVL	AX, DX // the first record
+	SHRQ	$32, AX
+	ANDL	$0xffffff, AX // the record count
+	LEAQ	-1(DX)(AX*1), R8 // the last record (the first of an empty leaf)
+	TESTL	AX, AX
+	CMOVQEQ	DX, R8
+	PF(2)
+	PF(4)
+	PF(6)
+	PF(8)
+	PF(10)
+	PF(12)
+	PF(14)
+	ADDQ	$8, DI
+	DECQ	CX
+	JNE	loop
+done:
+	RET

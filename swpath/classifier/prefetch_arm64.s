@@ -1,0 +1,38 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// PF prefetches the cache line of record min(first+j, last) of the leaf:
+// first in R4, last in R6, the records at R0 (32 bytes each).
+#define PF(j) \
+	ADD	$j, R4, R7 \
+	CMP	R6, R7 \
+	CSEL	GT, R6, R7, R7 \
+	ADD	R7<<5, R0, R7 \
+	PRFM	(R7), PLDL1KEEP
+
+// func prefetchLeaves(rec *crec, leaves *uint64, n int)
+TEXT ·prefetchLeaves(SB), NOSPLIT|NOFRAME, $0-24
+	MOVD	rec+0(FP), R0
+	MOVD	leaves+8(FP), R1
+	MOVD	n+16(FP), R2
+	CBZ	R2, done
+loop:
+	MOVD.P	8(R1), R3
+	MOVWU	R3, R4 // the first record
+	UBFX	$32, R3, $24, R5 // the record count
+	ADD	R4, R5, R6
+	SUB	$1, R6 // the last record (the first of an empty leaf)
+	CMP	$0, R5
+	CSEL	EQ, R4, R6, R6
+	PF(2)
+	PF(4)
+	PF(6)
+	PF(8)
+	PF(10)
+	PF(12)
+	PF(14)
+	SUBS	$1, R2
+	BNE	loop
+done:
+	RET
