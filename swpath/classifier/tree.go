@@ -96,8 +96,8 @@ const (
 // leaf scan fewer per packet cost less than the longer leaves and the
 // copies the joined entries add. At 1k rules (leaves of 8, blocks and
 // leafScan2) fresh 5-tuple bursts took 0.81-0.82 of the time of four
-// trees with leafScan4, and 0.81-0.83 under the purego tag (the
-// records scanned in Go), for 0.77 -> 0.82 MiB (0.28 -> 0.29 without
+// trees with leafScan4 (both two packets at a time), and 0.81-0.83 under
+// the purego tag (the records scanned in Go, one packet at a time), for 0.77 -> 0.82 MiB (0.28 -> 0.29 without
 // blocks; the two tables alternated in one process, thread CPU time).
 // In sets of more than treeBigEntries entries fresh 5-tuple bursts at
 // 10k rules took 0.79-0.85 of the time, at 100k
@@ -232,7 +232,7 @@ type trees struct {
 	// (treeGroup) reads only crec.
 	compact bool
 	// vec: the leaves are laid out in blocks (addBlocks) and lookups
-	// test them with leafScan4 (tree_vec.go); vblk holds each tree's
+	// test them with leafScan4 or leafScan2 (tree_vec.go); vblk holds each tree's
 	// blocks, a never-passing block for trees the set does not have.
 	vec bool
 	// prefetch: the group walk (treeGroup) prefetches the records of

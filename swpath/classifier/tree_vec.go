@@ -18,11 +18,12 @@ import (
 // entry and flags, and one call per packet (leafScan4: AVX2 on amd64, NEON
 // on arm64) tests the first block of each of the four leaves without a
 // branch (leafScan2 the two of a set of two trees, as ClassBench-style
-// sets make with treeJoin). It returns the best entry among the passing records that need
-// nothing more, and the passing records that need holds (or ports the
-// packet lacks); only those are checked in Go (vecChecked, about 5 % of a
-// flood's packets at 1k rules), and only a packet with a leaf of more
-// than eight records scans its leaves in Go (vecResolve). Blocks are not
+// sets make with treeJoin). It returns the best entry among the passing
+// records that need nothing more, and the passing records that need
+// holds (or ports the packet lacks); only those are checked in Go
+// (vecChecked, about 5 % of a flood's packets at 1k rules), and only a
+// packet with a leaf of more than eight records scans its leaves in Go
+// (vecResolve). Blocks are not
 // built for bigger sets: at 10k and 100k rules (leaves of 16, the groups
 // of treeGroup) blocks more than doubled the lookup's memory (3.1 to 7.3
 // MiB, 31.8 to 77.0) and the burst took 1.6 and 2.2 times as long. Where
