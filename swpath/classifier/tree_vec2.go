@@ -71,8 +71,8 @@ func walk2(trs []dtree, k, l *treeKey, kok, lok bool) (n0, n1, n2, n3, m0, m1, m
 	return
 }
 
-// vecEntry2 is vecEntry for two packets: walk2, then the leaf scan of
-// each (leafScan).
+// vecEntry2 is vecEntry for two packets in sets of three or four trees
+// (sets of two take vecEntry2of2): walk2, then leafScan4 for each.
 func (t *Table) vecEntry2(f, g *rule.Fields) (uint32, uint32) {
 	tr := t.tr
 	k := treeKey{f.Src.Hi, f.Dst.Hi, tr.miscWord(f)}
@@ -82,8 +82,8 @@ func (t *Table) vecEntry2(f, g *rule.Fields) (uint32, uint32) {
 	a0, a1, a2, a3 := &vb[0][uint32(n0)/vecBlock], &vb[1][uint32(n1)/vecBlock], &vb[2][uint32(n2)/vecBlock], &vb[3][uint32(n3)/vecBlock]
 	c0, c1, c2, c3 := &vb[0][uint32(m0)/vecBlock], &vb[1][uint32(m1)/vecBlock], &vb[2][uint32(m2)/vecBlock], &vb[3][uint32(m3)/vecBlock]
 	sf, sg := scanSD(f), scanSD(g)
-	bf, cf := tr.leafScan(sf, k[2], laneFlags(f), a0, a1, a2, a3)
-	bg, cg := tr.leafScan(sg, l[2], laneFlags(g), c0, c1, c2, c3)
+	bf, cf := leafScan4(sf, k[2], laneFlags(f), a0, a1, a2, a3)
+	bg, cg := leafScan4(sg, l[2], laneFlags(g), c0, c1, c2, c3)
 	if (n0|n1|n2|n3)&treeLong != 0 || cf != 0 {
 		bf = t.vecRest(f, sf, k[2], bf, cf, [4]uint64{n0, n1, n2, n3}, [4]*sblock{a0, a1, a2, a3})
 	}
