@@ -157,6 +157,12 @@ func TestTreesVecForced(t *testing.T) {
 	if tab.tr == nil || tab.tr.vec != vecScan {
 		t.Fatalf("trees %v: blocks %v, want %v", tab.tr != nil, tab.tr != nil && tab.tr.vec, vecScan)
 	}
+	treeSuite(t)
+}
+
+// treeSuite runs the tests of the tree lookups' decisions, each as a
+// subtest: for the tests that force one of the lookup's variants.
+func treeSuite(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		fn   func(*testing.T)

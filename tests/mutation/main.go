@@ -133,7 +133,25 @@ var mutations = []mutation{
 		name: "classifier: the second packet of a pair scanned with the first's ports",
 		edits: []edit{{"swpath/classifier/tree_vec2.go",
 			"bg, cg := leafScan2(sg, l[2], laneFlags(g),", "bg, cg := leafScan2(sg, l[2], laneFlags(f),", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestDifferential",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestDifferential|TestLanesForced",
+	},
+	{
+		name: "classifier: the lane walk takes key word 1 for word 2 (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tVMOVDQU64\t2048(DX)(R8*1), K3, Z5\n", "\tVMOVDQU64\t1024(DX)(R8*1), K3, Z5\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes|TestDifferentialClassBench",
+	},
+	{
+		name: "classifier: the lane scan lets a lane with a flag decide (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tKANDNW\tK1, K2, K3 \\\n", "\tKMOVW\tK1, K3 \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestDifferentialClassBench",
+	},
+	{
+		name: "classifier: the group's lane walk keeps the leaf a packet that is not IP walked to",
+		edits: []edit{{"swpath/classifier/tree.go",
+			"\t\t\t\t\tcur[ti][i] = treeLeaf\n", "\t\t\t\t\t_ = i\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestDifferentialRandom",
 	},
 	{
 		name: "classifier: the Go scan's pair walks the second packet's tree 1 with the first's key",

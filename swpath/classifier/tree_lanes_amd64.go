@@ -1,0 +1,35 @@
+//go:build !purego
+
+package classifier
+
+import "golang.org/x/sys/cpu"
+
+// lanesStub: the lane walk's stubs are built (walkLanes8, scanLanes2).
+const lanesStub = true
+
+// lanesWalk: bursts walk the trees eight packets to an instruction with
+// the AVX-512 stubs (walkLanes8 needs AVX-512F; scanLanes2 its masked
+// compares on ymm registers, AVX-512VL).
+var lanesWalk = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL
+
+// walkLanes is walkLanesGo over d's nodes, with the stub.
+func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n int) {
+	walkLanes8(&d.nodes[0], d.root, keys, cur, n)
+}
+
+// walkLanes8 is walkLanesGo over the node words from nodes on: eight
+// lanes to an instruction (AVX-512's 64-bit lanes), a gather
+// (VPGATHERQQ) a level for eight walks, under the mask of the lanes not
+// yet at a leaf. It orders no memory. The tree's indices are trusted: a
+// node word names children inside the tree (as dtree's builder makes
+// them), so no gather reads past it.
+//
+//go:noescape
+func walkLanes8(nodes *uint64, root uint64, keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n int)
+
+// scanLanes2 is scanLanes2Go: AVX-512VL's masked compares on eight
+// 32-bit lanes a block, for a group of packets in one call. The leaves'
+// blocks are trusted to be in b0 and b1 (as addBlocks lays them out).
+//
+//go:noescape
+func scanLanes2(b0, b1 []sblock, cur0, cur1, sds, misc *[treeGroup]uint64, flags *[treeGroup]uint32, res *[treeGroup]uint64, n int)

@@ -1,0 +1,254 @@
+package classifier
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+	"github.com/scrubd/scrubd/swpath/traffic"
+)
+
+// TestWalkLanes: the lane walk (the AVX-512 stub where the CPU has it)
+// reaches the leaf of the scalar walk for every lane, over every tree of
+// a 1k-rule set (per-packet trees) and a 10k-rule set (group trees), for
+// groups of every length from 1 to treeGroup: every lane to the group's
+// length rounded up to eight walks from the root (a packet that is not
+// IP too, with its zero key), and the lanes past them keep their words.
+func TestWalkLanes(t *testing.T) {
+	if !lanesWalk {
+		t.Log("no AVX-512 here: walkLanes is walkLanesGo, checked against the scalar walk")
+	}
+	for _, n := range []int{1000, 10000} {
+		set := traffic.ClassBenchRules(uint64(n)+7, n)
+		tab, err := Compile(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tab.tr
+		if tr == nil || len(tr.t) == 0 {
+			t.Fatalf("%d rules: no trees", n)
+		}
+		g := traffic.NewGenerator(traffic.Config{Seed: uint64(n), Rules: set, RuleFraction: 0.9})
+		fs := parseAll(g.Frames(4 * treeGroup))
+		for i := 0; i < len(fs); i += 37 {
+			fs[i] = rule.Fields{} // not IP
+		}
+		var keys [3][treeGroup]uint64
+		var cur, want [treeGroup]uint64
+		steps, walks := 0, 0
+		for ln := 1; ln <= treeGroup; ln++ {
+			grp := fs[ln%3*treeGroup:][:ln]
+			for i := range grp {
+				k := treeKey{grp[i].Src.Hi, grp[i].Dst.Hi, tr.miscWord(&grp[i])}
+				keys[0][i], keys[1][i], keys[2][i] = k[0], k[1], k[2]
+			}
+			for ti := range tr.t {
+				d := &tr.t[ti]
+				pad := (ln + 7) &^ 7
+				for i := range cur {
+					cur[i] = treeLeaf | uint64(i) // past the rounded group: kept
+				}
+				for i := range pad {
+					c := d.root
+					for c&treeLeaf == 0 {
+						c = d.nodes[uint32(c)+uint32(keys[c>>56&3][i]>>(c>>48&63))&uint32(c>>32&0xffff)]
+						steps++
+					}
+					want[i] = c
+					walks++
+				}
+				for i := pad; i < treeGroup; i++ {
+					want[i] = cur[i]
+				}
+				got := cur
+				d.walkLanes(&keys, &got, ln)
+				if got != want {
+					for i := range got {
+						if got[i] != want[i] {
+							t.Fatalf("%d rules, tree %d, group of %d: lane %d reached %#x, the scalar walk %#x", n, ti, ln, i, got[i], want[i])
+						}
+					}
+				}
+				got = cur
+				walkLanesGo(d.nodes, d.root, &keys, &got, ln)
+				if got != want {
+					t.Fatalf("%d rules, tree %d, group of %d: walkLanesGo differs from the scalar walk", n, ti, ln)
+				}
+			}
+		}
+		// A tree that is one leaf: every lane to the rounded length
+		// takes it.
+		leaf := dtree{root: treeLeaf | 3<<32 | 8, nodes: []uint64{treeLeaf}}
+		got := [treeGroup]uint64{}
+		leaf.walkLanes(&keys, &got, 9)
+		for i, c := range got {
+			if w := map[bool]uint64{true: leaf.root, false: 0}[i < 16]; c != w {
+				t.Fatalf("a one-leaf tree, 9 lanes: lane %d holds %#x, want %#x", i, c, w)
+			}
+		}
+		if steps < walks {
+			t.Fatalf("%d rules: %d walk steps over %d walks: the trees are too shallow to test the walk", n, steps, walks)
+		}
+	}
+}
+
+// TestScanLanes2 checks scanLanes2 (the AVX-512 stub where the CPU has it)
+// against scanLanes2Go and against leafScan2 packet by packet, on random
+// blocks as TestLeafScan4 makes them (lanes that pass, lanes that miss by
+// one bit, masks of zero, entries with and without flags, packets with
+// and without ports), each packet's leaves drawn from 16 blocks a tree.
+func TestScanLanes2(t *testing.T) {
+	if !lanesWalk {
+		t.Log("no AVX-512 here: scanLanes2 is scanLanes2Go, checked against leafScan2")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	rounds := 400
+	if testing.Short() {
+		rounds = 60
+	}
+	var cur0, cur1, sds, misc, res, want [treeGroup]uint64
+	var flags [treeGroup]uint32
+	passed, checked, total := 0, 0, 0
+	for it := range rounds {
+		// Eight keys a round, so that a lane made to pass for one passes
+		// for an eighth of the packets.
+		var pool [8][4]uint32
+		for i := range pool {
+			pool[i] = [4]uint32{r.Uint32(), r.Uint32(), r.Uint32(), r.Uint32()}
+		}
+		var keys [treeGroup][4]uint32
+		for i := range keys {
+			keys[i] = pool[r.IntN(len(pool))]
+			sds[i] = uint64(keys[i][0])<<32 | uint64(keys[i][1])
+			misc[i] = uint64(keys[i][2])<<32 | uint64(keys[i][3])
+			flags[i] = laneFull
+			if r.IntN(2) == 0 {
+				flags[i] |= lanePorts
+			}
+		}
+		var blk [2][]sblock
+		for ti := range blk {
+			blk[ti] = make([]sblock, 16)
+			blk[ti][0] = neverBlock[0]
+			for b := 1; b < 16; b++ {
+				// Lanes made to pass for one key each.
+				bs := &blk[ti][b]
+				for j := range vecBlock {
+					key := keys[r.IntN(treeGroup)]
+					for f := range 4 {
+						m := r.Uint32() & r.Uint32()
+						if r.IntN(4) == 0 {
+							m = 0
+						}
+						bs.m[f][j], bs.v[f][j] = m, key[f]&m
+					}
+					if r.IntN(3) != 0 {
+						f, bit := r.IntN(4), uint32(1)<<r.IntN(32)
+						bs.m[f][j] |= bit
+						bs.v[f][j] = key[f]&bs.m[f][j] ^ bit
+					}
+					bs.e[j] = r.Uint32()&laneEnt | uint32(r.IntN(4))<<30
+				}
+			}
+		}
+		for i := range treeGroup {
+			// Leaf words: the record index names the block; other bits
+			// (count, treeLong, treeLeaf) are set as leaves have them.
+			cur0[i] = treeLeaf | uint64(r.IntN(9))<<32 | uint64(r.IntN(16)*vecBlock)
+			cur1[i] = treeLeaf | treeLong | uint64(r.IntN(9))<<32 | uint64(r.IntN(16)*vecBlock)
+		}
+		n := 1 + r.IntN(treeGroup)
+		if it%5 == 0 {
+			n = treeGroup
+		}
+		res, want = [treeGroup]uint64{}, [treeGroup]uint64{}
+		scanLanes2(blk[0], blk[1], &cur0, &cur1, &sds, &misc, &flags, &res, n)
+		scanLanes2Go(blk[0], blk[1], &cur0, &cur1, &sds, &misc, &flags, &want, n)
+		for i := range treeGroup {
+			if res[i] != want[i] {
+				t.Fatalf("round %d, %d packets: packet %d: %#x, scanLanes2Go %#x", it, n, i, res[i], want[i])
+			}
+			if i >= n {
+				continue
+			}
+			b, c := leafScan2(sds[i], misc[i], flags[i], &blk[0][uint32(cur0[i])/vecBlock], &blk[1][uint32(cur1[i])/vecBlock])
+			if uint64(b)|uint64(c)<<32 != res[i] {
+				t.Fatalf("round %d: packet %d: %#x, leafScan2 %#x %#x", it, i, res[i], b, c)
+			}
+			total++
+			if b != treeNoRank {
+				passed++
+			}
+			if c>>8 != 0 {
+				checked++
+			}
+		}
+	}
+	if passed < total/8 || checked < total/16 || passed > total*7/8 {
+		t.Fatalf("%d of %d packets with a deciding lane, %d with lanes to check in the second block: the blocks test little", passed, total, checked)
+	}
+}
+
+// TestLanesForced runs the tree tests with the lane walk the other way
+// round: where the stubs run by default, with the walks two packets at a
+// time (vecEntry2of2, walkGroup) that CPUs without AVX-512 take; where
+// no stub is built (arm64, the purego tag), with the lane walk in Go
+// (walkLanesGo, scanLanes2Go). An amd64 CPU without AVX-512 cannot run
+// the stubs, and its default run is the first case.
+func TestLanesForced(t *testing.T) {
+	if lanesStub && !lanesWalk {
+		t.Log("amd64 without AVX-512: the default run takes the walks without lanes, and the stubs cannot run here")
+		return
+	}
+	defer func(v bool) { lanesWalk = v }(lanesWalk)
+	lanesWalk = !lanesWalk
+	treeSuite(t)
+}
+
+// TestTreeInBounds: the trees the stubs walk without bounds checks are
+// checked when built; a node or leaf word that points past its tree fails
+// the check, as does a node's key word 3 (treeKey has three).
+func TestTreeInBounds(t *testing.T) {
+	for _, n := range []int{1000, 10000} {
+		tab, err := Compile(traffic.ClassBenchRules(uint64(n), n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &tab.tr.t[0]
+		if !d.inBounds() {
+			t.Fatalf("%d rules: a built tree fails the check", n)
+		}
+		leaf, node := -1, -1
+		for i, w := range d.nodes {
+			if w&treeLeaf != 0 && w>>32&0xffffff > 0 {
+				leaf = i
+			} else if w&treeLeaf == 0 {
+				node = i
+			}
+		}
+		if leaf < 0 || node < 0 {
+			t.Fatalf("%d rules: no leaf with records (%d) or no node (%d) below the root", n, leaf, node)
+		}
+		nrec := uint64(max(len(d.rec), len(d.crec)))
+		for _, c := range []struct {
+			at   int
+			word uint64
+		}{
+			{node, d.nodes[node]&^0xffffffff | uint64(len(d.nodes))}, // children past the nodes
+			{node, d.nodes[node] | 3<<56},                            // key word 3
+			{leaf, treeLeaf | 1<<32 | nrec},                          // a record past the records
+			{leaf, treeLeaf | nrec},                                  // an empty leaf past them
+			{leaf, treeLeaf | 2<<32 | (nrec - 1)},                    // two records from the last
+		} {
+			old := d.nodes[c.at]
+			d.nodes[c.at] = c.word
+			if d.inBounds() {
+				t.Errorf("%d rules: word %d set to %#x passes the check", n, c.at, c.word)
+			}
+			d.nodes[c.at] = old
+		}
+		if !d.inBounds() {
+			t.Fatalf("%d rules: the tree restored fails the check", n)
+		}
+	}
+}
