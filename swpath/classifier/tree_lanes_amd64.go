@@ -33,3 +33,8 @@ func walkLanes8(nodes *uint64, root uint64, keys *[3][treeGroup]uint64, cur *[tr
 //
 //go:noescape
 func scanLanes2(b0, b1 []sblock, cur0, cur1, sds, misc *[treeGroup]uint64, flags *[treeGroup]uint32, res *[treeGroup]uint64, n int)
+
+// scanLanes4 is scanLanes4Go with the stub.
+//
+//go:noescape
+func scanLanes4(b0, b1 []sblock, cur0, cur1, sds, misc *[treeGroup]uint64, flags *[treeGroup]uint32, res *[treeGroup]uint64, n int)

@@ -167,3 +167,98 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+// SCANK is SCAN that leaves the passing lanes with a flag in mask k.
+#define SCANK(p, k) \
+	VPANDD	128(p), Y0, Y4 \
+	VPCMPEQD	(p), Y4, K1 \
+	VPANDD	160(p), Y1, Y5 \
+	VPCMPEQD	32(p), Y5, K1, K1 \
+	VPANDD	192(p), Y2, Y6 \
+	VPCMPEQD	64(p), Y6, K1, K1 \
+	VPANDD	224(p), Y3, Y7 \
+	VPCMPEQD	96(p), Y7, K1, K1 \
+	VMOVDQU32	256(p), Y5 \
+	VPTESTMD	Y8, Y5, K1, k \
+	KANDNW	K1, k, K3 \
+	VPANDD	Y9, Y5, Y5 \
+	VPMINUD	Y5, Y11, K3, Y11
+
+// LEAF sets a to the first block of the leaf word at m (its record index
+// over eight, in the blocks from base on) and b to the one after it when
+// the leaf holds more than eight records, else to base (block 0, which
+// never passes).
+#define LEAF(m, base, a, b) \
+	MOVQ	m, b \
+	MOVL	b, a \
+	SHRL	$3, a \
+	IMUL3Q	$288, a, a \
+	ADDQ	base, a \
+	SHRQ	$32, b \
+	ANDL	$0xffffff, b \
+	CMPL	b, $8 \
+	LEAQ	288(a), b \
+	CMOVQLS	base, b
+
+// func scanLanes4(b0, b1 []sblock, cur0, cur1, sds, misc *[treeGroup]uint64, flags *[treeGroup]uint32, res *[treeGroup]uint64, n int)
+//
+// scanLanes2 over the first two blocks of each leaf: res[i] = best |
+// check<<32, check bit 8k+j for lane j of block k, the blocks in the
+// order first and second of cur0[i]'s leaf, then of cur1[i]'s. A leaf of
+// eight records or fewer has block 0 for its second.
+TEXT ·scanLanes4(SB), NOSPLIT, $0-104
+	MOVQ	b0_base+0(FP), SI
+	MOVQ	b1_base+24(FP), DI
+	MOVQ	cur0+48(FP), R8
+	MOVQ	cur1+56(FP), R9
+	MOVQ	sds+64(FP), R10
+	MOVQ	misc+72(FP), R11
+	MOVQ	flags+80(FP), R12
+	MOVQ	res+88(FP), R13
+	MOVQ	n+96(FP), CX
+	TESTQ	CX, CX
+	JEQ	done4
+	MOVL	$0x3fffffff, AX
+	VPBROADCASTD	AX, Y9
+	XORL	DX, DX
+
+loop4:
+	VPBROADCASTD	4(R10)(DX*8), Y0
+	VPBROADCASTD	(R10)(DX*8), Y1
+	VPBROADCASTD	4(R11)(DX*8), Y2
+	VPBROADCASTD	(R11)(DX*8), Y3
+	VPBROADCASTD	(R12)(DX*4), Y8
+	VPTERNLOGD	$0xff, Y11, Y11, Y11
+	LEAF((R8)(DX*8), SI, R14, AX)
+	SCANK(R14, K4)
+	SCANK(AX, K5)
+	LEAF((R9)(DX*8), DI, R14, AX)
+	SCANK(R14, K6)
+	SCANK(AX, K7)
+	KMOVW	K4, AX
+	KMOVW	K5, R14
+	SHLL	$8, R14
+	ORL	R14, AX
+	KMOVW	K6, R14
+	SHLL	$16, R14
+	ORL	R14, AX
+	KMOVW	K7, R14
+	SHLL	$24, R14
+	ORL	R14, AX
+	SHLQ	$32, AX
+	VEXTRACTI128	$1, Y11, X12
+	VPMINUD	X12, X11, X11
+	VPSHUFD	$0x4e, X11, X12
+	VPMINUD	X12, X11, X11
+	VPSHUFD	$0xb1, X11, X12
+	VPMINUD	X12, X11, X11
+	VMOVD	X11, R14
+	ORQ	R14, AX
+	MOVQ	AX, (R13)(DX*8)
+	INCQ	DX
+	CMPQ	DX, CX
+	JNE	loop4
+
+done4:
+	VZEROUPPER
+	RET

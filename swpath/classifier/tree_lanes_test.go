@@ -93,7 +93,9 @@ func TestWalkLanes(t *testing.T) {
 }
 
 // TestScanLanes2 checks scanLanes2 (the AVX-512 stub where the CPU has it)
-// against scanLanes2Go and against leafScan2 packet by packet, on random
+// against scanLanes2Go and against leafScan2 packet by packet, and
+// scanLanes4 against scanLanes4Go and leafScan4 over each leaf's first two
+// blocks (leafBlocks, leaves of up to 16 records), on random
 // blocks as TestLeafScan4 makes them (lanes that pass, lanes that miss by
 // one bit, masks of zero, entries with and without flags, packets with
 // and without ports), each packet's leaves drawn from 16 blocks a tree.
@@ -108,7 +110,7 @@ func TestScanLanes2(t *testing.T) {
 	}
 	var cur0, cur1, sds, misc, res, want [treeGroup]uint64
 	var flags [treeGroup]uint32
-	passed, checked, total := 0, 0, 0
+	passed, checked, checked4, total := 0, 0, 0, 0
 	for it := range rounds {
 		// Eight keys a round, so that a lane made to pass for one passes
 		// for an eighth of the packets.
@@ -183,6 +185,34 @@ func TestScanLanes2(t *testing.T) {
 				checked++
 			}
 		}
+		// scanLanes4: leaves of up to two blocks (up to 16 records).
+		for i := range treeGroup {
+			cur0[i] = treeLeaf | uint64(r.IntN(17))<<32 | uint64(r.IntN(15)*vecBlock)
+			cur1[i] = treeLeaf | treeLong | uint64(r.IntN(17))<<32 | uint64(r.IntN(15)*vecBlock)
+		}
+		res, want = [treeGroup]uint64{}, [treeGroup]uint64{}
+		scanLanes4(blk[0], blk[1], &cur0, &cur1, &sds, &misc, &flags, &res, n)
+		scanLanes4Go(blk[0], blk[1], &cur0, &cur1, &sds, &misc, &flags, &want, n)
+		for i := range treeGroup {
+			if res[i] != want[i] {
+				t.Fatalf("round %d, %d packets: scanLanes4: packet %d: %#x, scanLanes4Go %#x", it, n, i, res[i], want[i])
+			}
+			if i >= n {
+				continue
+			}
+			a0, c0 := leafBlocks(blk[0], cur0[i])
+			a1, c1 := leafBlocks(blk[1], cur1[i])
+			b, c := leafScan4(sds[i], misc[i], flags[i], a0, c0, a1, c1)
+			if uint64(b)|uint64(c)<<32 != res[i] {
+				t.Fatalf("round %d: scanLanes4: packet %d: %#x, leafScan4 %#x %#x", it, i, res[i], b, c)
+			}
+			if c>>8&0xff != 0 || c>>24 != 0 {
+				checked4++
+			}
+		}
+	}
+	if checked4 < total/16 {
+		t.Fatalf("scanLanes4: %d of %d packets with lanes to check in a second block", checked4, total)
 	}
 	if passed < total/8 || checked < total/16 || passed > total*7/8 {
 		t.Fatalf("%d of %d packets with a deciding lane, %d with lanes to check in the second block: the blocks test little", passed, total, checked)
@@ -193,16 +223,22 @@ func TestScanLanes2(t *testing.T) {
 // round: where the stubs run by default, with the walks two packets at a
 // time (vecEntry2of2, walkGroup) that CPUs without AVX-512 take; where
 // no stub is built (arm64, the purego tag), with the lane walk in Go
-// (walkLanesGo, scanLanes2Go). An amd64 CPU without AVX-512 cannot run
-// the stubs, and its default run is the first case.
+// (walkLanesGo, scanLanes2Go, scanLanes4Go). An amd64 CPU without AVX-512
+// cannot run the stubs, and its default run is the first case. Then,
+// with the lane walk, every set of more than treeWalkMax bytes takes
+// the group walk (treeLanesMax 0), as sets too big for blocks do.
 func TestLanesForced(t *testing.T) {
 	if lanesStub && !lanesWalk {
 		t.Log("amd64 without AVX-512: the default run takes the walks without lanes, and the stubs cannot run here")
 		return
 	}
 	defer func(v bool) { lanesWalk = v }(lanesWalk)
+	defer func(v int) { treeLanesMax = v }(treeLanesMax)
 	lanesWalk = !lanesWalk
-	treeSuite(t)
+	t.Run("other", treeSuite)
+	lanesWalk = true
+	treeLanesMax = 0
+	t.Run("group", treeSuite)
 }
 
 // TestTreeInBounds: the trees the stubs walk without bounds checks are

@@ -23,13 +23,15 @@ import (
 // holds (or ports the packet lacks); only those are checked in Go
 // (vecChecked, about 5 % of a flood's packets at 1k rules), and only a
 // packet with a leaf of more than eight records scans its leaves in Go
-// (vecResolve). Blocks are not
+// (vecResolve). Without the lane walk (tree_lanes.go) blocks are not
 // built for bigger sets: at 10k and 100k rules (leaves of 16, the groups
 // of treeGroup) blocks more than doubled the lookup's memory (3.1 to 7.3
-// MiB, 31.8 to 77.0) and the burst took 1.6 and 2.2 times as long. Where
-// no stub is built (other architectures, the purego tag) vecScan is false
-// and the records are scanned in Go as before: leafScan4Go and
-// leafScan2Go are then the stubs' reference in tests, which force either
+// MiB, 31.8 to 77.0) and the burst took 1.6 and 2.2 times as long, most
+// packets' leaves being longer than a block; with it, sets up to
+// treeLanesMax scan two blocks a leaf (vecLong). Where no stub is built
+// (other architectures, the purego tag) vecScan is false and the records
+// are scanned in Go as before: leafScan4Go and leafScan2Go are then the
+// stubs' reference in tests, which force either
 // scan (TestTreesVecForced).
 
 // sblock holds the scan checks (see echeck) of eight records of a leaf in
@@ -59,6 +61,10 @@ const vecBlock = 8
 // treeLong marks, in trees with blocks, a leaf word of more than one
 // block (bits 56-62 of a leaf word are free).
 const treeLong = uint64(1) << 62
+
+// treeLonger marks, in trees with blocks, a leaf word of more than two
+// blocks.
+const treeLonger = uint64(1) << 61
 
 // neverBlock is the blocks of a tree the set does not have.
 var neverBlock = func() (b [1]sblock) {
@@ -112,6 +118,9 @@ func (d *dtree) addBlocks() {
 		m := treeLeaf | uint64(cnt)<<32 | uint64(len(rec))
 		if cnt > vecBlock {
 			m |= treeLong
+		}
+		if cnt > 2*vecBlock {
+			m |= treeLonger
 		}
 		rec = append(rec, d.rec[first:first+cnt]...)
 		for len(rec)%vecBlock != 0 {
@@ -249,6 +258,18 @@ func (t *Table) vecEntry(f *rule.Fields) (uint32, int) {
 	}
 	misc := k[2]
 	vb := &tr.vblk
+	if tr.vecLong {
+		// Both blocks of each of two leaves, as scanLanes4.
+		a0, c0 := leafBlocks(vb[0], n0)
+		a1, c1 := leafBlocks(vb[1], n1)
+		best, check := leafScan4(sd, misc, laneFlags(f), a0, c0, a1, c1)
+		if (n0|n1)&treeLonger != 0 {
+			best = t.vecResolve(f, sd, misc, [4]uint64{n0, n1, treeLeaf, treeLeaf})
+		} else if check != 0 {
+			best = t.vecChecked(f, misc, best, check, [4]*sblock{a0, c0, a1, c1})
+		}
+		return best, len(trs)
+	}
 	b0, b1, b2, b3 := &vb[0][uint32(n0)/vecBlock], &vb[1][uint32(n1)/vecBlock], &vb[2][uint32(n2)/vecBlock], &vb[3][uint32(n3)/vecBlock]
 	best, check := tr.leafScan(sd, misc, laneFlags(f), b0, b1, b2, b3)
 	if (n0|n1|n2|n3)&treeLong != 0 || check != 0 {

@@ -148,10 +148,22 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestDifferentialClassBench",
 	},
 	{
+		name: "classifier: the long-leaf lane scan skips a leaf's second block (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tCMPL\tb, $8 \\\n", "\tCMPL\tb, $16 \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestTreesChosen",
+	},
+	{
+		name: "classifier: a burst's long-leaf checks take the two trees' second blocks swapped",
+		edits: []edit{{"swpath/classifier/tree_lanes.go",
+			"[4]*sblock{a0, c0, a1, c1})\n\t\t\t}\n\t\t\tout[i]", "[4]*sblock{a0, c1, a1, c0})\n\t\t\t}\n\t\t\tout[i]", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestHolesFoldReplays",
+	},
+	{
 		name: "classifier: the group's lane walk keeps the leaf a packet that is not IP walked to",
 		edits: []edit{{"swpath/classifier/tree.go",
 			"\t\t\t\t\tcur[ti][i] = treeLeaf\n", "\t\t\t\t\t_ = i\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestDifferentialRandom",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced",
 	},
 	{
 		name: "classifier: the Go scan's pair walks the second packet's tree 1 with the first's key",
