@@ -39,13 +39,15 @@ func walkLanesGo(nodes []uint64, root uint64, keys *[3][treeGroup]uint64, cur *[
 }
 
 // laneScratch is vecLanes' working memory (and keys that of treeGroup's
-// walks): about 7.5 KiB, which a DecideBurst clears on its stack.
+// walks): about 7.6 KiB, which a DecideBurst clears on its stack. The
+// scan stubs address its fields by their offsets (go_asm.h).
 type laneScratch struct {
 	keys  [3][treeGroup]uint64 // the packets' treeKey words, word by word
 	cur   [2][treeGroup]uint64 // each tree's leaf
 	sds   [treeGroup]uint64    // scanSD
-	flags [treeGroup]uint32    // laneFlags
-	res   [treeGroup]uint64    // scanLanes2's
+	flags [treeGroup]uint32    // laneFlags, 0 for a packet that is not IP
+	res   [treeGroup]uint64    // the scans' best | check<<32
+	rest  [treeGroup]uint8     // the packets the scans left to Go
 }
 
 // vecLanes decides fs (at most treeGroup packets) into out for sets of at
@@ -53,17 +55,24 @@ type laneScratch struct {
 // them with walkLanes, then their leaves' first blocks with scanLanes2
 // (what vecEntry2of2 does two packets at a time), or the first two blocks
 // of each leaf with scanLanes4 in sets of leaves of up to 16 records
-// (trees.vecLong). Only a leaf longer than the blocks scanned, or a
-// passing lane with a flag, takes Go (vecRest, vecResolve, vecChecked).
-// It returns the trees walked, as vecEntry counts them.
+// (trees.vecLong). The scans decide every packet they can; only a
+// packet that is not IP, one with a leaf longer than the blocks scanned,
+// or one with a passing lane to check takes Go (vecRest, vecResolve,
+// vecChecked). It returns the trees walked, as vecEntry counts them.
 func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 	tr := t.tr
 	trs := tr.t
 	ks, cur := &s.keys, &s.cur
+	ip := 0
 	for i := range fs {
 		f := &fs[i]
 		ks[0][i], ks[1][i], ks[2][i] = f.Src.Hi, f.Dst.Hi, tr.miscWord(f)
-		s.sds[i], s.flags[i] = scanSD(f), laneFlags(f)
+		fl := laneFlags(f)
+		if f.Family == 0 {
+			fl = 0
+		}
+		s.sds[i], s.flags[i] = scanSD(f), fl
+		ip += int(min(f.Family, 1))
 	}
 	for ti := range trs {
 		trs[ti].walkLanes(ks, &cur[ti], len(fs))
@@ -74,73 +83,80 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 		}
 	}
 	vb := &tr.vblk
-	never := &neverBlock[0]
-	res := &s.res
+	var nrest int
 	if tr.vecLong {
-		scanLanes4(vb[0], vb[1], &cur[0], &cur[1], &s.sds, &ks[2], &s.flags, res, len(fs))
-		probes := 0
-		for i := range fs {
-			f := &fs[i]
-			if f.Family == 0 {
-				out[i] = -1
-				continue
-			}
-			probes += len(trs)
-			n0, n1 := cur[0][i], cur[1][i]
-			b, c := uint32(res[i]), uint32(res[i]>>32)
-			if (n0|n1)&treeLonger != 0 {
-				b = t.vecResolve(f, s.sds[i], ks[2][i], [4]uint64{n0, n1, treeLeaf, treeLeaf})
-			} else if c != 0 {
-				a0, c0 := leafBlocks(vb[0], n0)
-				a1, c1 := leafBlocks(vb[1], n1)
-				b = t.vecChecked(f, ks[2][i], b, c, [4]*sblock{a0, c0, a1, c1})
-			}
-			out[i] = tr.vecRule(b)
-		}
-		return probes
+		nrest = scanLanes4(s, vb[0], vb[1], tr.vrule, out, len(fs))
+	} else {
+		nrest = scanLanes2(s, vb[0], vb[1], tr.vrule, out, len(fs))
 	}
-	scanLanes2(vb[0], vb[1], &cur[0], &cur[1], &s.sds, &ks[2], &s.flags, res, len(fs))
-	probes := 0
-	for i := range fs {
+	never := &neverBlock[0]
+	for _, i := range s.rest[:nrest] {
 		f := &fs[i]
 		if f.Family == 0 {
 			out[i] = -1
 			continue
 		}
-		probes += len(trs)
 		n0, n1 := cur[0][i], cur[1][i]
-		b, c := uint32(res[i]), uint32(res[i]>>32)
-		if (n0|n1)&treeLong != 0 || c != 0 {
+		b, c := uint32(s.res[i]), uint32(s.res[i]>>32)
+		sd, misc := s.sds[i], ks[2][i]
+		switch {
+		case !tr.vecLong:
 			a0, a1 := &vb[0][uint32(n0)/vecBlock], &vb[1][uint32(n1)/vecBlock]
-			b = t.vecRest(f, s.sds[i], ks[2][i], b, c, [4]uint64{n0, n1, treeLeaf, treeLeaf}, [4]*sblock{a0, a1, never, never})
+			b = t.vecRest(f, sd, misc, b, c, [4]uint64{n0, n1, treeLeaf, treeLeaf}, [4]*sblock{a0, a1, never, never})
+		case (n0|n1)&treeLonger != 0:
+			b = t.vecResolve(f, sd, misc, [4]uint64{n0, n1, treeLeaf, treeLeaf})
+		default:
+			a0, c0 := leafBlocks(vb[0], n0)
+			a1, c1 := leafBlocks(vb[1], n1)
+			b = t.vecChecked(f, misc, b, c, [4]*sblock{a0, c0, a1, c1})
 		}
 		out[i] = tr.vecRule(b)
 	}
-	return probes
+	return ip * len(trs)
 }
 
-// scanLanes2Go is leafScan2Go for the first n packets of a group, the
-// stub's reference: packet i's lane words are sds[i] (scanSD) and misc[i],
-// its flags flags[i] (laneFlags), and its blocks the first of its leaves
-// cur0[i] in b0 and cur1[i] in b1; res[i] is leafScan2's best | check<<32.
-func scanLanes2Go(b0, b1 []sblock, cur0, cur1, sds, misc *[treeGroup]uint64, flags *[treeGroup]uint32, res *[treeGroup]uint64, n int) {
+// scanLanes2Go is leafScan2Go for the first n packets of s, the stub's
+// reference: packet i's lane words are s.sds[i] (scanSD) and
+// s.keys[2][i], its flags s.flags[i] (laneFlags, or 0: not IP), and its
+// blocks the first of its leaves s.cur[0][i] in b0 and s.cur[1][i] in
+// b1; s.res[i] is leafScan2's best | check<<32. A packet that is IP,
+// whose leaves are of one block (no treeLong) and whose check is zero is
+// decided, out[i] = vrule[best] (the last for treeNoRank, as vecRule);
+// the others are listed in s.rest, and rest is how many.
+func scanLanes2Go(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n int) (rest int) {
 	for i := range n {
-		best, check := leafScan2Go(sds[i], misc[i], flags[i], &b0[uint32(cur0[i])/vecBlock], &b1[uint32(cur1[i])/vecBlock])
-		res[i] = uint64(best) | uint64(check)<<32
+		c0, c1 := s.cur[0][i], s.cur[1][i]
+		best, check := leafScan2Go(s.sds[i], s.keys[2][i], s.flags[i], &b0[uint32(c0)/vecBlock], &b1[uint32(c1)/vecBlock])
+		rest = s.decide(i, best, check, (c0|c1)&treeLong != 0, vrule, out, rest)
 	}
+	return rest
 }
 
 // scanLanes4Go is scanLanes2Go over the first two blocks of each leaf
 // (leafScan4Go's four blocks: the first leaf's first and second, then the
 // second leaf's), the second block of a leaf of at most eight records
-// being block 0, which never passes.
-func scanLanes4Go(b0, b1 []sblock, cur0, cur1, sds, misc *[treeGroup]uint64, flags *[treeGroup]uint32, res *[treeGroup]uint64, n int) {
+// being block 0, which never passes; a packet is listed in s.rest for a
+// leaf of more than two blocks (treeLonger).
+func scanLanes4Go(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n int) (rest int) {
 	for i := range n {
-		a0, c0 := leafBlocks(b0, cur0[i])
-		a1, c1 := leafBlocks(b1, cur1[i])
-		best, check := leafScan4Go(sds[i], misc[i], flags[i], a0, c0, a1, c1)
-		res[i] = uint64(best) | uint64(check)<<32
+		c0, c1 := s.cur[0][i], s.cur[1][i]
+		a0, d0 := leafBlocks(b0, c0)
+		a1, d1 := leafBlocks(b1, c1)
+		best, check := leafScan4Go(s.sds[i], s.keys[2][i], s.flags[i], a0, d0, a1, d1)
+		rest = s.decide(i, best, check, (c0|c1)&treeLonger != 0, vrule, out, rest)
 	}
+	return rest
+}
+
+// decide is the Go scans' end for packet i: see scanLanes2Go.
+func (s *laneScratch) decide(i int, best, check uint32, long bool, vrule, out []int32, rest int) int {
+	s.res[i] = uint64(best) | uint64(check)<<32
+	if s.flags[i] == 0 || long || check != 0 {
+		s.rest[rest] = uint8(i)
+		return rest + 1
+	}
+	out[i] = vrule[min(best, uint32(len(vrule)-1))]
+	return rest
 }
 
 // leafBlocks returns the first two blocks of leaf n in blk, block 0 for

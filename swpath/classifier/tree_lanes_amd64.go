@@ -29,12 +29,13 @@ func walkLanes8(nodes *uint64, root uint64, keys *[3][treeGroup]uint64, cur *[tr
 
 // scanLanes2 is scanLanes2Go: AVX-512VL's masked compares on eight
 // 32-bit lanes a block, for a group of packets in one call. The leaves'
-// blocks are trusted to be in b0 and b1 (as addBlocks lays them out).
+// blocks are trusted to be in b0 and b1 (as addBlocks lays them out, and
+// inBounds checks).
 //
 //go:noescape
-func scanLanes2(b0, b1 []sblock, cur0, cur1, sds, misc *[treeGroup]uint64, flags *[treeGroup]uint32, res *[treeGroup]uint64, n int)
+func scanLanes2(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n int) (rest int)
 
 // scanLanes4 is scanLanes4Go with the stub.
 //
 //go:noescape
-func scanLanes4(b0, b1 []sblock, cur0, cur1, sds, misc *[treeGroup]uint64, flags *[treeGroup]uint32, res *[treeGroup]uint64, n int)
+func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n int) (rest int)

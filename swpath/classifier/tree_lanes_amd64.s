@@ -1,6 +1,102 @@
 //go:build !purego
 
+#include "go_asm.h"
 #include "textflag.h"
+
+// SCAN tests the block at p (sblock) against the packet's lanes in Y0-Y3
+// with flags in Y8 and laneEnt in Y9: the passing lanes with a flag go to
+// mask k (K1 holds the passing lanes), and the entries of the others are
+// folded into the minimum in Y11 (under mask K3).
+#define SCAN(p, k) \
+	VPANDD	128(p), Y0, Y4 \
+	VPCMPEQD	(p), Y4, K1 \
+	VPANDD	160(p), Y1, Y5 \
+	VPCMPEQD	32(p), Y5, K1, K1 \
+	VPANDD	192(p), Y2, Y6 \
+	VPCMPEQD	64(p), Y6, K1, K1 \
+	VPANDD	224(p), Y3, Y7 \
+	VPCMPEQD	96(p), Y7, K1, K1 \
+	VMOVDQU32	256(p), Y5 \
+	VPTESTMD	Y8, Y5, K1, k \
+	KANDNW	K1, k, K3 \
+	VPANDD	Y9, Y5, Y5 \
+	VPMINUD	Y5, Y11, K3, Y11
+
+// BLOCK sets a to the first block of the leaf word in a (its record
+// index over eight, in the blocks from base on).
+#define BLOCK(a, base) \
+	SHRL	$3, a \
+	IMUL3Q	$288, a, a \
+	ADDQ	base, a
+
+// SECOND sets b to the block after a when the leaf word in b holds more
+// than eight records, else to base (block 0, which never passes).
+#define SECOND(a, base, b) \
+	SHRQ	$32, b \
+	ANDL	$0xffffff, b \
+	CMPL	b, $8 \
+	LEAQ	288(a), b \
+	CMOVQLS	base, b
+
+// LANES broadcasts packet DX's lanes from the scratch at R8: its address
+// word (sds) to Y0 and Y1, its misc word (keys[2]) to Y2 and Y3, its flags
+// to Y8, and sets the minimum in Y11 to all ones.
+#define LANES \
+	VPBROADCASTD	(laneScratch_sds+4)(R8)(DX*8), Y0 \
+	VPBROADCASTD	laneScratch_sds(R8)(DX*8), Y1 \
+	VPBROADCASTD	(laneScratch_keys+2*const_treeGroup*8+4)(R8)(DX*8), Y2 \
+	VPBROADCASTD	(laneScratch_keys+2*const_treeGroup*8)(R8)(DX*8), Y3 \
+	VPBROADCASTD	laneScratch_flags(R8)(DX*4), Y8 \
+	VPTERNLOGD	$0xff, Y11, Y11, Y11
+
+// MINIMUM leaves the minimum of Y11's eight lanes in r.
+#define MINIMUM(r) \
+	VEXTRACTI128	$1, Y11, X12 \
+	VPMINUD	X12, X11, X11 \
+	VPSHUFD	$0x4e, X11, X12 \
+	VPMINUD	X12, X11, X11 \
+	VPSHUFD	$0xb1, X11, X12 \
+	VPMINUD	X12, X11, X11 \
+	VMOVD	X11, r
+
+// PROLOGUE loads scanLanes2's and scanLanes4's arguments: the scratch to
+// R8, the blocks to SI and DI, out to R9, vrule to R10 and its last index
+// to R11, n to CX; laneEnt to Y9; R12 (the rest's count) and DX (the
+// packet) to 0.
+#define PROLOGUE \
+	MOVQ	s+0(FP), R8 \
+	MOVQ	b0_base+8(FP), SI \
+	MOVQ	b1_base+32(FP), DI \
+	MOVQ	vrule_base+56(FP), R10 \
+	MOVQ	vrule_len+64(FP), R11 \
+	DECQ	R11 \
+	MOVQ	out_base+80(FP), R9 \
+	MOVQ	n+104(FP), CX \
+	MOVL	$0x3fffffff, AX \
+	VPBROADCASTD	AX, Y9 \
+	XORL	R12, R12 \
+	XORL	DX, DX
+
+// DECIDE stores res[DX] = best (R14) | check (AX) << 32, then lists the
+// packet in rest when R13 (its need of more than the scan) is not zero or
+// its flags are (not IP), and else stores out[DX] = vrule[min(best,
+// R11)]. Jumps to next.
+#define DECIDE(rest, next) \
+	MOVQ	AX, BX \
+	SHLQ	$32, BX \
+	ORQ	R14, BX \
+	MOVQ	BX, laneScratch_res(R8)(DX*8) \
+	ORL	AX, R13 \
+	MOVL	laneScratch_flags(R8)(DX*4), BX \
+	TESTL	BX, BX \
+	JEQ	rest \
+	TESTL	R13, R13 \
+	JNE	rest \
+	CMPL	R14, R11 \
+	CMOVLHI	R11, R14 \
+	MOVL	(R10)(R14*4), BX \
+	MOVL	BX, (R9)(DX*4) \
+	JMP	next
 
 // func walkLanes8(nodes *uint64, root uint64, keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n int)
 //
@@ -86,155 +182,86 @@ done:
 	VZEROUPPER
 	RET
 
-// SCAN tests the block at p (sblock) against the packet's lanes in Y0-Y3
-// with flags in Y8 and laneEnt in Y9: K1 gets the passing lanes, the
-// passing lanes with a flag go to r, and the entries of the others are
-// folded into the minimum in Y11 (under mask K3).
-#define SCAN(p, r) \
-	VPANDD	128(p), Y0, Y4 \
-	VPCMPEQD	(p), Y4, K1 \
-	VPANDD	160(p), Y1, Y5 \
-	VPCMPEQD	32(p), Y5, K1, K1 \
-	VPANDD	192(p), Y2, Y6 \
-	VPCMPEQD	64(p), Y6, K1, K1 \
-	VPANDD	224(p), Y3, Y7 \
-	VPCMPEQD	96(p), Y7, K1, K1 \
-	VMOVDQU32	256(p), Y5 \
-	VPTESTMD	Y8, Y5, K1, K2 \
-	KANDNW	K1, K2, K3 \
-	VPANDD	Y9, Y5, Y5 \
-	VPMINUD	Y5, Y11, K3, Y11 \
-	KMOVW	K2, r
-
-// func scanLanes2(b0, b1 []sblock, cur0, cur1, sds, misc *[treeGroup]uint64, flags *[treeGroup]uint32, res *[treeGroup]uint64, n int)
+// func scanLanes2(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n int) (rest int)
 //
-// leafScan2 for n packets, one after the other, without a call or the
-// constants' setup between them, res[i] = best | check<<32: packet i's blocks are the first of its
-// leaves cur0[i] and cur1[i] (leaf words: the block index is the record
-// index over eight) in the blocks from b0 and b1 on. Eight 32-bit lanes
-// (AVX-512VL's masked compares on ymm registers) a block; the masks fold
-// the four lanes' checks, so a block costs two instructions a lane word
-// and four more. It orders no memory.
-TEXT ·scanLanes2(SB), NOSPLIT, $0-104
-	MOVQ	b0_base+0(FP), SI
-	MOVQ	b1_base+24(FP), DI
-	MOVQ	cur0+48(FP), R8
-	MOVQ	cur1+56(FP), R9
-	MOVQ	sds+64(FP), R10
-	MOVQ	misc+72(FP), R11
-	MOVQ	flags+80(FP), R12
-	MOVQ	res+88(FP), R13
-	MOVQ	n+96(FP), CX
+// leafScan2 for the first n packets of s, one after the other, without a
+// call or the constants' setup between them: packet i's blocks are the
+// first of its leaves s.cur[0][i] in b0 and s.cur[1][i] in b1 (leaf words:
+// the block index is the record index over eight). res[i] = best |
+// check<<32; out[i] is vrule[best] for a packet whose flags are not zero
+// (IP), whose leaves are of one block (no treeLong) and whose check is
+// zero; the others are listed in s.rest. Eight 32-bit lanes (AVX-512VL's
+// masked compares on ymm registers) a block: the masks fold the four
+// lanes' checks, two instructions a lane word. It orders no memory.
+TEXT ·scanLanes2(SB), NOSPLIT, $0-120
+	PROLOGUE
 	TESTQ	CX, CX
-	JEQ	done
-	MOVL	$0x3fffffff, AX
-	VPBROADCASTD	AX, Y9
-	XORL	DX, DX
+	JEQ	done2
 
-loop:
-	MOVL	(R8)(DX*8), AX
-	SHRL	$3, AX
-	IMUL3Q	$288, AX, AX
-	ADDQ	SI, AX
-	MOVL	(R9)(DX*8), BX
-	SHRL	$3, BX
-	IMUL3Q	$288, BX, BX
-	ADDQ	DI, BX
-	VPBROADCASTD	4(R10)(DX*8), Y0
-	VPBROADCASTD	(R10)(DX*8), Y1
-	VPBROADCASTD	4(R11)(DX*8), Y2
-	VPBROADCASTD	(R11)(DX*8), Y3
-	VPBROADCASTD	(R12)(DX*4), Y8
-	VPTERNLOGD	$0xff, Y11, Y11, Y11
-	SCAN(AX, R14)
-	SCAN(BX, AX)
-	SHLQ	$40, AX
-	SHLQ	$32, R14
-	ORQ	R14, AX
-	VEXTRACTI128	$1, Y11, X12
-	VPMINUD	X12, X11, X11
-	VPSHUFD	$0x4e, X11, X12
-	VPMINUD	X12, X11, X11
-	VPSHUFD	$0xb1, X11, X12
-	VPMINUD	X12, X11, X11
-	VMOVD	X11, BX
-	ORQ	BX, AX
-	MOVQ	AX, (R13)(DX*8)
+loop2:
+	LANES
+	MOVQ	laneScratch_cur(R8)(DX*8), AX
+	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(DX*8), BX
+	MOVQ	AX, R13
+	ORQ	BX, R13
+	SHRQ	$62, R13
+	ANDL	$1, R13
+	BLOCK(AX, SI)
+	BLOCK(BX, DI)
+	SCAN(AX, K4)
+	SCAN(BX, K5)
+	KMOVW	K4, AX
+	KMOVW	K5, BX
+	SHLL	$8, BX
+	ORL	BX, AX
+	MINIMUM(R14)
+	DECIDE(rest2, next2)
+
+rest2:
+	MOVB	DX, laneScratch_rest(R8)(R12*1)
+	INCQ	R12
+
+next2:
 	INCQ	DX
 	CMPQ	DX, CX
-	JNE	loop
+	JNE	loop2
 
-done:
+done2:
+	MOVQ	R12, rest+112(FP)
 	VZEROUPPER
 	RET
 
-// SCANK is SCAN that leaves the passing lanes with a flag in mask k.
-#define SCANK(p, k) \
-	VPANDD	128(p), Y0, Y4 \
-	VPCMPEQD	(p), Y4, K1 \
-	VPANDD	160(p), Y1, Y5 \
-	VPCMPEQD	32(p), Y5, K1, K1 \
-	VPANDD	192(p), Y2, Y6 \
-	VPCMPEQD	64(p), Y6, K1, K1 \
-	VPANDD	224(p), Y3, Y7 \
-	VPCMPEQD	96(p), Y7, K1, K1 \
-	VMOVDQU32	256(p), Y5 \
-	VPTESTMD	Y8, Y5, K1, k \
-	KANDNW	K1, k, K3 \
-	VPANDD	Y9, Y5, Y5 \
-	VPMINUD	Y5, Y11, K3, Y11
-
-// LEAF sets a to the first block of the leaf word at m (its record index
-// over eight, in the blocks from base on) and b to the one after it when
-// the leaf holds more than eight records, else to base (block 0, which
-// never passes).
-#define LEAF(m, base, a, b) \
-	MOVQ	m, b \
-	MOVL	b, a \
-	SHRL	$3, a \
-	IMUL3Q	$288, a, a \
-	ADDQ	base, a \
-	SHRQ	$32, b \
-	ANDL	$0xffffff, b \
-	CMPL	b, $8 \
-	LEAQ	288(a), b \
-	CMOVQLS	base, b
-
-// func scanLanes4(b0, b1 []sblock, cur0, cur1, sds, misc *[treeGroup]uint64, flags *[treeGroup]uint32, res *[treeGroup]uint64, n int)
+// func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n int) (rest int)
 //
-// scanLanes2 over the first two blocks of each leaf: res[i] = best |
-// check<<32, check bit 8k+j for lane j of block k, the blocks in the
-// order first and second of cur0[i]'s leaf, then of cur1[i]'s. A leaf of
-// eight records or fewer has block 0 for its second.
-TEXT ·scanLanes4(SB), NOSPLIT, $0-104
-	MOVQ	b0_base+0(FP), SI
-	MOVQ	b1_base+24(FP), DI
-	MOVQ	cur0+48(FP), R8
-	MOVQ	cur1+56(FP), R9
-	MOVQ	sds+64(FP), R10
-	MOVQ	misc+72(FP), R11
-	MOVQ	flags+80(FP), R12
-	MOVQ	res+88(FP), R13
-	MOVQ	n+96(FP), CX
+// scanLanes2 over the first two blocks of each leaf: check bit 8k+j for
+// lane j of block k, the blocks in the order first and second of
+// s.cur[0][i]'s leaf, then of s.cur[1][i]'s; a leaf of eight records or
+// fewer has block 0 for its second, and the packets listed in s.rest are
+// those not IP, with a passing lane to check, or with a leaf of more than
+// two blocks (treeLonger).
+TEXT ·scanLanes4(SB), NOSPLIT, $0-120
+	PROLOGUE
 	TESTQ	CX, CX
 	JEQ	done4
-	MOVL	$0x3fffffff, AX
-	VPBROADCASTD	AX, Y9
-	XORL	DX, DX
 
 loop4:
-	VPBROADCASTD	4(R10)(DX*8), Y0
-	VPBROADCASTD	(R10)(DX*8), Y1
-	VPBROADCASTD	4(R11)(DX*8), Y2
-	VPBROADCASTD	(R11)(DX*8), Y3
-	VPBROADCASTD	(R12)(DX*4), Y8
-	VPTERNLOGD	$0xff, Y11, Y11, Y11
-	LEAF((R8)(DX*8), SI, R14, AX)
-	SCANK(R14, K4)
-	SCANK(AX, K5)
-	LEAF((R9)(DX*8), DI, R14, AX)
-	SCANK(R14, K6)
-	SCANK(AX, K7)
+	LANES
+	MOVQ	laneScratch_cur(R8)(DX*8), R14
+	MOVQ	R14, AX
+	MOVQ	R14, R13
+	BLOCK(R14, SI)
+	SECOND(R14, SI, AX)
+	SCAN(R14, K4)
+	SCAN(AX, K5)
+	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(DX*8), R14
+	MOVQ	R14, AX
+	ORQ	R14, R13
+	SHRQ	$61, R13
+	ANDL	$1, R13
+	BLOCK(R14, DI)
+	SECOND(R14, DI, AX)
+	SCAN(R14, K6)
+	SCAN(AX, K7)
 	KMOVW	K4, AX
 	KMOVW	K5, R14
 	SHLL	$8, R14
@@ -245,20 +272,19 @@ loop4:
 	KMOVW	K7, R14
 	SHLL	$24, R14
 	ORL	R14, AX
-	SHLQ	$32, AX
-	VEXTRACTI128	$1, Y11, X12
-	VPMINUD	X12, X11, X11
-	VPSHUFD	$0x4e, X11, X12
-	VPMINUD	X12, X11, X11
-	VPSHUFD	$0xb1, X11, X12
-	VPMINUD	X12, X11, X11
-	VMOVD	X11, R14
-	ORQ	R14, AX
-	MOVQ	AX, (R13)(DX*8)
+	MINIMUM(R14)
+	DECIDE(rest4, next4)
+
+rest4:
+	MOVB	DX, laneScratch_rest(R8)(R12*1)
+	INCQ	R12
+
+next4:
 	INCQ	DX
 	CMPQ	DX, CX
 	JNE	loop4
 
 done4:
+	MOVQ	R12, rest+112(FP)
 	VZEROUPPER
 	RET

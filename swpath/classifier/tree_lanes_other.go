@@ -15,11 +15,11 @@ func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n 
 }
 
 // scanLanes2 is scanLanes2Go where no stub is built.
-func scanLanes2(b0, b1 []sblock, cur0, cur1, sds, misc *[treeGroup]uint64, flags *[treeGroup]uint32, res *[treeGroup]uint64, n int) {
-	scanLanes2Go(b0, b1, cur0, cur1, sds, misc, flags, res, n)
+func scanLanes2(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n int) (rest int) {
+	return scanLanes2Go(s, b0, b1, vrule, out, n)
 }
 
 // scanLanes4 is scanLanes4Go where no stub is built.
-func scanLanes4(b0, b1 []sblock, cur0, cur1, sds, misc *[treeGroup]uint64, flags *[treeGroup]uint32, res *[treeGroup]uint64, n int) {
-	scanLanes4Go(b0, b1, cur0, cur1, sds, misc, flags, res, n)
+func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n int) (rest int) {
+	return scanLanes4Go(s, b0, b1, vrule, out, n)
 }

@@ -2,6 +2,7 @@ package classifier
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/scrubd/scrubd/swpath/rule"
@@ -92,25 +93,31 @@ func TestWalkLanes(t *testing.T) {
 	}
 }
 
-// TestScanLanes2 checks scanLanes2 (the AVX-512 stub where the CPU has it)
-// against scanLanes2Go and against leafScan2 packet by packet, and
-// scanLanes4 against scanLanes4Go and leafScan4 over each leaf's first two
-// blocks (leafBlocks, leaves of up to 16 records), on random
-// blocks as TestLeafScan4 makes them (lanes that pass, lanes that miss by
-// one bit, masks of zero, entries with and without flags, packets with
-// and without ports), each packet's leaves drawn from 16 blocks a tree.
+// TestScanLanes2 checks scanLanes2 and scanLanes4 (the AVX-512 stubs
+// where the CPU has them) against scanLanes2Go and scanLanes4Go (every
+// packet's res, out and the list of the rest), and res against leafScan2
+// and leafScan4 packet by packet (each leaf's first two blocks by
+// leafBlocks for scanLanes4, leaves of up to 16 records), on random blocks
+// as TestLeafScan4 makes them: lanes that pass, lanes that miss by one
+// bit, masks of zero, entries with and without flags, packets with and
+// without ports, and packets that are not IP (flags 0).
 func TestScanLanes2(t *testing.T) {
 	if !lanesWalk {
-		t.Log("no AVX-512 here: scanLanes2 is scanLanes2Go, checked against leafScan2")
+		t.Log("no AVX-512 here: the scans are scanLanes2Go and scanLanes4Go, checked against leafScan2 and leafScan4")
 	}
 	r := rand.New(rand.NewPCG(3, 4))
 	rounds := 400
 	if testing.Short() {
 		rounds = 60
 	}
-	var cur0, cur1, sds, misc, res, want [treeGroup]uint64
-	var flags [treeGroup]uint32
-	passed, checked, checked4, total := 0, 0, 0, 0
+	vrule := make([]int32, 1001)
+	for i := range vrule {
+		vrule[i] = int32(r.IntN(1 << 20))
+	}
+	vrule[1000] = -1
+	var s, g laneScratch
+	out, gout := make([]int32, treeGroup), make([]int32, treeGroup)
+	var decided, passed, checked, total [2]int
 	for it := range rounds {
 		// Eight keys a round, so that a lane made to pass for one passes
 		// for an eighth of the packets.
@@ -121,11 +128,14 @@ func TestScanLanes2(t *testing.T) {
 		var keys [treeGroup][4]uint32
 		for i := range keys {
 			keys[i] = pool[r.IntN(len(pool))]
-			sds[i] = uint64(keys[i][0])<<32 | uint64(keys[i][1])
-			misc[i] = uint64(keys[i][2])<<32 | uint64(keys[i][3])
-			flags[i] = laneFull
+			s.sds[i] = uint64(keys[i][0])<<32 | uint64(keys[i][1])
+			s.keys[2][i] = uint64(keys[i][2])<<32 | uint64(keys[i][3])
+			s.flags[i] = laneFull
 			if r.IntN(2) == 0 {
-				flags[i] |= lanePorts
+				s.flags[i] |= lanePorts
+			}
+			if r.IntN(20) == 0 {
+				s.flags[i] = 0 // not IP
 			}
 		}
 		var blk [2][]sblock
@@ -149,73 +159,85 @@ func TestScanLanes2(t *testing.T) {
 						bs.m[f][j] |= bit
 						bs.v[f][j] = key[f]&bs.m[f][j] ^ bit
 					}
-					bs.e[j] = r.Uint32()&laneEnt | uint32(r.IntN(4))<<30
+					bs.e[j] = uint32(r.IntN(1100))&laneEnt | uint32(r.IntN(4))<<30
 				}
 			}
 		}
-		for i := range treeGroup {
-			// Leaf words: the record index names the block; other bits
-			// (count, treeLong, treeLeaf) are set as leaves have them.
-			cur0[i] = treeLeaf | uint64(r.IntN(9))<<32 | uint64(r.IntN(16)*vecBlock)
-			cur1[i] = treeLeaf | treeLong | uint64(r.IntN(9))<<32 | uint64(r.IntN(16)*vecBlock)
-		}
-		n := 1 + r.IntN(treeGroup)
-		if it%5 == 0 {
-			n = treeGroup
-		}
-		res, want = [treeGroup]uint64{}, [treeGroup]uint64{}
-		scanLanes2(blk[0], blk[1], &cur0, &cur1, &sds, &misc, &flags, &res, n)
-		scanLanes2Go(blk[0], blk[1], &cur0, &cur1, &sds, &misc, &flags, &want, n)
-		for i := range treeGroup {
-			if res[i] != want[i] {
-				t.Fatalf("round %d, %d packets: packet %d: %#x, scanLanes2Go %#x", it, n, i, res[i], want[i])
+		for k, scan := range []struct {
+			stub, ref func(*laneScratch, []sblock, []sblock, []int32, []int32, int) int
+			maxRec    int // records a leaf
+			long      uint64
+		}{
+			{scanLanes2, scanLanes2Go, vecBlock, treeLong},
+			{scanLanes4, scanLanes4Go, 2 * vecBlock, treeLonger},
+		} {
+			for i := range treeGroup {
+				// Leaf words: the record index names the block; the
+				// count, and treeLong or treeLonger where the leaf is
+				// longer than the blocks scanned (one in 16).
+				for ti := range 2 {
+					w := treeLeaf | uint64(r.IntN(scan.maxRec+1))<<32 | uint64(r.IntN(15)*vecBlock)
+					if r.IntN(16) == 0 {
+						w |= scan.long
+					}
+					s.cur[ti][i] = w
+				}
 			}
-			if i >= n {
-				continue
+			n := 1 + r.IntN(treeGroup)
+			if it%5 == 0 {
+				n = treeGroup
 			}
-			b, c := leafScan2(sds[i], misc[i], flags[i], &blk[0][uint32(cur0[i])/vecBlock], &blk[1][uint32(cur1[i])/vecBlock])
-			if uint64(b)|uint64(c)<<32 != res[i] {
-				t.Fatalf("round %d: packet %d: %#x, leafScan2 %#x %#x", it, i, res[i], b, c)
+			s.res, s.rest = [treeGroup]uint64{}, [treeGroup]uint8{}
+			for i := range out {
+				out[i], gout[i] = -7, -7
 			}
-			total++
-			if b != treeNoRank {
-				passed++
+			g = s
+			nr := scan.stub(&s, blk[0], blk[1], vrule, out, n)
+			gr := scan.ref(&g, blk[0], blk[1], vrule, gout, n)
+			if nr != gr || s.rest != g.rest || s.res != g.res || !slices.Equal(out, gout) {
+				t.Fatalf("round %d, scan %d, %d packets: %d left, res %x, out %v; Go %d left, res %x, out %v", it, k, n, nr, s.res[:n], out[:n], gr, g.res[:n], gout[:n])
 			}
-			if c>>8 != 0 {
-				checked++
+			rest := 0
+			for i := range n {
+				var b, c uint32
+				if k == 0 {
+					b, c = leafScan2(s.sds[i], s.keys[2][i], s.flags[i], &blk[0][uint32(s.cur[0][i])/vecBlock], &blk[1][uint32(s.cur[1][i])/vecBlock])
+				} else {
+					a0, c0 := leafBlocks(blk[0], s.cur[0][i])
+					a1, c1 := leafBlocks(blk[1], s.cur[1][i])
+					b, c = leafScan4(s.sds[i], s.keys[2][i], s.flags[i], a0, c0, a1, c1)
+				}
+				if uint64(b)|uint64(c)<<32 != s.res[i] {
+					t.Fatalf("round %d, scan %d: packet %d: %#x, leafScan %#x %#x", it, k, i, s.res[i], b, c)
+				}
+				if rest < nr && int(s.rest[rest]) == i {
+					rest++
+					if out[i] != -7 {
+						t.Fatalf("round %d, scan %d: packet %d left to Go, but out %d", it, k, i, out[i])
+					}
+				} else {
+					decided[k]++
+					if want := vrule[min(b, 1000)]; out[i] != want {
+						t.Fatalf("round %d, scan %d: packet %d decided %d, want %d", it, k, i, out[i], want)
+					}
+				}
+				total[k]++
+				if b != treeNoRank {
+					passed[k]++
+				}
+				if c>>8 != 0 {
+					checked[k]++
+				}
 			}
-		}
-		// scanLanes4: leaves of up to two blocks (up to 16 records).
-		for i := range treeGroup {
-			cur0[i] = treeLeaf | uint64(r.IntN(17))<<32 | uint64(r.IntN(15)*vecBlock)
-			cur1[i] = treeLeaf | treeLong | uint64(r.IntN(17))<<32 | uint64(r.IntN(15)*vecBlock)
-		}
-		res, want = [treeGroup]uint64{}, [treeGroup]uint64{}
-		scanLanes4(blk[0], blk[1], &cur0, &cur1, &sds, &misc, &flags, &res, n)
-		scanLanes4Go(blk[0], blk[1], &cur0, &cur1, &sds, &misc, &flags, &want, n)
-		for i := range treeGroup {
-			if res[i] != want[i] {
-				t.Fatalf("round %d, %d packets: scanLanes4: packet %d: %#x, scanLanes4Go %#x", it, n, i, res[i], want[i])
-			}
-			if i >= n {
-				continue
-			}
-			a0, c0 := leafBlocks(blk[0], cur0[i])
-			a1, c1 := leafBlocks(blk[1], cur1[i])
-			b, c := leafScan4(sds[i], misc[i], flags[i], a0, c0, a1, c1)
-			if uint64(b)|uint64(c)<<32 != res[i] {
-				t.Fatalf("round %d: scanLanes4: packet %d: %#x, leafScan4 %#x %#x", it, i, res[i], b, c)
-			}
-			if c>>8&0xff != 0 || c>>24 != 0 {
-				checked4++
+			if rest != nr {
+				t.Fatalf("round %d, scan %d: rest lists %d packets, not in order of packets", it, k, nr)
 			}
 		}
 	}
-	if checked4 < total/16 {
-		t.Fatalf("scanLanes4: %d of %d packets with lanes to check in a second block", checked4, total)
-	}
-	if passed < total/8 || checked < total/16 || passed > total*7/8 {
-		t.Fatalf("%d of %d packets with a deciding lane, %d with lanes to check in the second block: the blocks test little", passed, total, checked)
+	for k := range 2 {
+		if passed[k] < total[k]/8 || checked[k] < total[k]/16 || decided[k] < total[k]/8 || decided[k] > total[k]*7/8 {
+			t.Fatalf("scan %d: %d of %d packets with a deciding lane, %d with lanes to check past the first block, %d decided: the blocks test little", k, passed[k], total[k], checked[k], decided[k])
+		}
 	}
 }
 

@@ -158,12 +158,22 @@ func blockMask(key *[4]uint32, b *sblock) uint32 {
 // leafScan4 for packet f: always laneFull, and lanePorts when f has no
 // ports.
 func laneFlags(f *rule.Fields) uint32 {
-	fl := uint32(laneFull | lanePorts)
-	if f.HasPorts() {
-		fl = laneFull
+	var l4 uint64
+	if f.L4 {
+		l4 = 1
 	}
-	return fl
+	has := portProtos[f.Proto>>6] >> (f.Proto & 63) & l4
+	return laneFull | uint32(1-has)<<30
 }
+
+// portProtos is the protocols that carry ports (rule.Fields.HasPorts), a
+// bit each: laneFlags tests a flood's mix of protocols without a branch.
+var portProtos = func() (m [4]uint64) {
+	for _, p := range []uint8{rule.ProtoTCP, rule.ProtoUDP, rule.ProtoSCTP} {
+		m[p>>6] |= 1 << (p & 63)
+	}
+	return m
+}()
 
 // leafScan4Go is leafScan4 in Go.
 func leafScan4Go(sd, misc uint64, flags uint32, b0, b1, b2, b3 *sblock) (best, check uint32) {

@@ -144,7 +144,7 @@ var mutations = []mutation{
 	{
 		name: "classifier: the lane scan lets a lane with a flag decide (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"\tKANDNW\tK1, K2, K3 \\\n", "\tKMOVW\tK1, K3 \\\n", 1}},
+			"\tKANDNW\tK1, k, K3 \\\n", "\tKMOVW\tK1, K3 \\\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestDifferentialClassBench",
 	},
 	{
@@ -156,8 +156,14 @@ var mutations = []mutation{
 	{
 		name: "classifier: a burst's long-leaf checks take the two trees' second blocks swapped",
 		edits: []edit{{"swpath/classifier/tree_lanes.go",
-			"[4]*sblock{a0, c0, a1, c1})\n\t\t\t}\n\t\t\tout[i]", "[4]*sblock{a0, c1, a1, c0})\n\t\t\t}\n\t\t\tout[i]", 1}},
+			"b = t.vecChecked(f, misc, b, c, [4]*sblock{a0, c0, a1, c1})", "b = t.vecChecked(f, misc, b, c, [4]*sblock{a0, c1, a1, c0})", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestHolesFoldReplays",
+	},
+	{
+		name: "classifier: the lane scan decides a packet that is not IP (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tTESTL\tBX, BX \\\n\tJEQ\trest \\\n", "\tTESTL\tBX, BX \\\n\tJEQ\tnext \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestDifferentialRandom",
 	},
 	{
 		name: "classifier: the group's lane walk keeps the leaf a packet that is not IP walked to",
