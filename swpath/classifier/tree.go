@@ -370,7 +370,9 @@ func (t *Table) buildTrees(all []bentry) *trees {
 		size += treeBytes(len(d.nodes), len(d.ent))
 	}
 	tr.walk = size <= treeWalkMax
-	tr.compact = !tr.walk && !(lanesWalk && vecScan && size <= treeLanesMax)
+	// Blocks and the lane scans for sets of at most two trees only (vec2):
+	// bigger sets of more trees keep the group walk, as without lanes.
+	tr.compact = !tr.walk && !(lanesWalk && vecScan && size <= treeLanesMax && len(tr.t) <= 2)
 	tr.prefetch = size > treePrefetchMin
 	for i := range tr.t {
 		d := &tr.t[i]
@@ -886,8 +888,8 @@ func (t *Table) treeBurst(fs []rule.Fields, out []int32, s *treeScratch) int {
 	probes := 0
 	if tr := t.tr; tr.vec {
 		// With AVX-512, a group at a time (vecLanes): fresh 5-tuple bursts
-		// of 64 packets at 1k ClassBench-style rules took 0.81-0.87 of the
-		// time of the pairs below with a worker's scratch and 0.85-0.93
+		// of 64 packets at 1k ClassBench-style rules took 0.74-0.77 of the
+		// time of the pairs below with a worker's scratch and 0.75-0.78
 		// without (DecideBurst, which clears a laneScratch on its stack;
 		// alternated in one process, thread CPU time). Without a scratch a
 		// burst of fewer than treeStackMin packets keeps the pairs.
@@ -963,13 +965,15 @@ func (t *Table) treeGroup(fs []rule.Fields, out []int32, s *treeScratch) int {
 	out = out[:len(fs)]
 	probes := 0
 	trs := t.tr.t
-	ks := &s.lanes.keys
+	ks, lanes := &s.lanes.keys, lanesWalk
 	notIP := 0
 	for i := range fs {
 		f := &fs[i]
 		k := treeKey{f.Src.Hi, f.Dst.Hi, t.tr.miscWord(f)}
 		keys[i] = k
-		ks[0][i], ks[1][i], ks[2][i] = k[0], k[1], k[2]
+		if lanes {
+			ks[0][i], ks[1][i], ks[2][i] = k[0], k[1], k[2]
+		}
 		best[i], bestRule[i] = recNoKey, -1
 		if f.Family != 0 {
 			probes += len(trs)
@@ -983,7 +987,7 @@ func (t *Table) treeGroup(fs []rule.Fields, out []int32, s *treeScratch) int {
 	// for each step and was 2-3 % slower at 10k rules.
 	pf := t.tr.prefetch
 	for ti := range trs {
-		if lanesWalk {
+		if lanes {
 			// Eight walks to an instruction (walkLanes): 0.90-0.92 of
 			// the time of walkGroup's at 10k ClassBench-style rules and
 			// 0.87-0.89 at 100k (fresh 5-tuple bursts, alternated in one

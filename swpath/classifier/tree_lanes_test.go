@@ -310,3 +310,45 @@ func TestTreeInBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestLanesLayout: which layout a set gets. With the lane walk, 1k and
+// 10k ClassBench-style sets (two trees) are laid out in blocks, the 10k
+// one with leaves of two blocks (vecLong); a 10k set of four trees
+// (treeJoin off) and a 100k set keep the group walk's compact records.
+// Without it only the 1k set has blocks (where a scan stub is built).
+func TestLanesLayout(t *testing.T) {
+	defer func(v bool) { treeJoin = v }(treeJoin)
+	for _, c := range []struct {
+		n          int
+		join       bool
+		lanes      bool // the layout with the lane walk: blocks
+		long       bool
+		trees      int
+		noLanesVec bool // blocks without the lane walk
+	}{
+		{1000, true, true, false, 2, true},
+		{10000, true, true, true, 2, false},
+		{10000, false, false, false, 4, false},
+		{100000, true, false, false, 2, false},
+	} {
+		treeJoin = c.join
+		tab, err := Compile(traffic.ClassBenchRules(uint64(c.n), c.n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tab.tr
+		if tr == nil || len(tr.t) != c.trees {
+			t.Fatalf("%d rules, join %v: %d trees, want %d", c.n, c.join, len(tr.t), c.trees)
+		}
+		wantVec, wantLong := c.noLanesVec && vecScan, false
+		if lanesWalk {
+			wantVec, wantLong = c.lanes, c.long
+		}
+		// Only the 1k set's trees are small enough for the walk of one
+		// packet at a time; the others are compact without blocks.
+		wantCompact := c.n > 1000 && !(lanesWalk && c.lanes)
+		if tr.vec != wantVec || tr.compact != wantCompact || tr.vecLong != wantLong {
+			t.Fatalf("%d rules, join %v, lanes %v: blocks %v, compact %v, two-block leaves %v; want %v, %v, %v", c.n, c.join, lanesWalk, tr.vec, tr.compact, tr.vecLong, wantVec, wantCompact, wantLong)
+		}
+	}
+}

@@ -163,7 +163,7 @@ func laneFlags(f *rule.Fields) uint32 {
 		l4 = 1
 	}
 	has := portProtos[f.Proto>>6] >> (f.Proto & 63) & l4
-	return laneFull | uint32(1-has)<<30
+	return laneFull | lanePorts*uint32(1-has)
 }
 
 // portProtos is the protocols that carry ports (rule.Fields.HasPorts), a

@@ -166,6 +166,12 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestDifferentialRandom",
 	},
 	{
+		name: "classifier: sets of more than two trees get blocks with the lane walk",
+		edits: []edit{{"swpath/classifier/tree.go",
+			" && size <= treeLanesMax && len(tr.t) <= 2)", " && size <= treeLanesMax)", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout",
+	},
+	{
 		name: "classifier: the group's lane walk keeps the leaf a packet that is not IP walked to",
 		edits: []edit{{"swpath/classifier/tree.go",
 			"\t\t\t\t\tcur[ti][i] = treeLeaf\n", "\t\t\t\t\t_ = i\n", 1}},
