@@ -9,15 +9,18 @@ import "github.com/scrubd/scrubd/swpath/rule"
 // With AVX-512 a zmm register holds eight walks and one gather loads their
 // next node words (walkLanes8), a level at a time over a whole group, so
 // that a level costs eight packets about what it cost one. Sets of two
-// trees with blocks (1k rules) then scan every packet's two first blocks
-// in one call (scanLanes2), without leafScan2's call and setup a packet.
-// Sets of up to treeLanesMax bytes of trees (20k ClassBench-style rules)
-// get blocks too, and leaves of up to 16 records: their scans test two
-// blocks a leaf (scanLanes4) where the group walk scanned compact records
-// in Go, each record's check a branch. Bigger sets keep the group walk
-// (treeGroup), with the lane walk and its Go scans. Where the CPU has no AVX-512, and on arm64 (whose Advanced
-// SIMD has no gather), lanesWalk is false and bursts keep the walks
-// without lanes; walkLanesGo and scanLanes2Go are the stubs' reference in
+// trees with blocks (1k rules) then scan every packet's first block of
+// each leaf in one call (scanLanes2), without leafScan2's call and setup
+// a packet, and the stub decides every packet it can. Sets of two trees
+// and up to treeLanesMax bytes (20k ClassBench-style rules) get blocks
+// too, with leaves of up to 16 records: their scans test two blocks a
+// leaf (scanLanes4) where the group walk scanned compact records in Go,
+// each record's check a branch. Bigger sets keep the group walk
+// (treeGroup), with the lane walk and its Go scans.
+//
+// Where the CPU has no AVX-512, and on arm64 (whose Advanced SIMD has no
+// gather), lanesWalk is false and bursts keep the walks without lanes.
+// walkLanesGo, scanLanes2Go and scanLanes4Go are the stubs' reference in
 // tests (TestWalkLanes, TestScanLanes2), and TestLanesForced runs the
 // decision tests the other way round.
 
