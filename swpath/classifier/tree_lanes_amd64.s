@@ -2,6 +2,7 @@
 
 #include "go_asm.h"
 #include "textflag.h"
+#include "vecmin_amd64.h"
 
 // SCAN tests the block at p (sblock) against the packet's lanes in Y0-Y3
 // with flags in Y8 and laneEnt in Y9: the passing lanes with a flag go to
@@ -48,16 +49,6 @@
 	VPBROADCASTD	(laneScratch_keys+2*const_treeGroup*8)(R8)(DX*8), Y3 \
 	VPBROADCASTD	laneScratch_flags(R8)(DX*4), Y8 \
 	VPTERNLOGD	$0xff, Y11, Y11, Y11
-
-// MINIMUM leaves the minimum of Y11's eight lanes in r.
-#define MINIMUM(r) \
-	VEXTRACTI128	$1, Y11, X12 \
-	VPMINUD	X12, X11, X11 \
-	VPSHUFD	$0x4e, X11, X12 \
-	VPMINUD	X12, X11, X11 \
-	VPSHUFD	$0xb1, X11, X12 \
-	VPMINUD	X12, X11, X11 \
-	VMOVD	X11, r
 
 // PROLOGUE loads scanLanes2's and scanLanes4's arguments: the scratch to
 // R8, the blocks to SI and DI, out to R9, vrule to R10 and its last index

@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "vecmin_amd64.h"
 
 // BLOCK tests the block at p (sblock: values at 0, 32, 64, 96, masks at
 // 128-224, lane entries and flags at 256) against the packet's lanes in
@@ -58,18 +59,6 @@
 	VPCMPEQD	Y10, Y10, Y10 \
 	VMOVDQU	Y10, Y11
 
-// MINIMUM leaves the minimum of Y11's eight lanes in R10 (and clears the
-// upper halves of the vector registers).
-#define MINIMUM \
-	VEXTRACTI128	$1, Y11, X12 \
-	VPMINUD	X12, X11, X11 \
-	VPSHUFD	$0x4e, X11, X12 \
-	VPMINUD	X12, X11, X11 \
-	VPSHUFD	$0xb1, X11, X12 \
-	VPMINUD	X12, X11, X11 \
-	VMOVD	X11, R10 \
-	VZEROUPPER
-
 // func leafScan4(sd, misc uint64, flags uint32, b0, b1, b2, b3 *sblock) (best, check uint32)
 TEXT ·leafScan4(SB), NOSPLIT|NOFRAME, $0-64
 	LANES
@@ -81,7 +70,8 @@ TEXT ·leafScan4(SB), NOSPLIT|NOFRAME, $0-64
 	BLOCK(DI, BX)
 	BLOCK(R8, CX)
 	BLOCK(R9, DX)
-	MINIMUM
+	MINIMUM(R10)
+	VZEROUPPER
 	SHLL	$8, BX
 	SHLL	$16, CX
 	SHLL	$24, DX
@@ -99,7 +89,8 @@ TEXT ·leafScan2(SB), NOSPLIT|NOFRAME, $0-48
 	MOVQ	b1+32(FP), DI
 	BLOCK(SI, AX)
 	BLOCK(DI, BX)
-	MINIMUM
+	MINIMUM(R10)
+	VZEROUPPER
 	SHLL	$8, BX
 	ORL	BX, AX
 	MOVL	R10, best+40(FP)
