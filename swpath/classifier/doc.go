@@ -122,8 +122,18 @@
 // PRFM stubs, none under the purego tag); the group walk's working
 // memory (about 13 KiB) is the worker's, as clearing it on the stack cost
 // a burst of one packet twice its Decide, and DecideBurst, which has no
-// worker, walks bursts of fewer than 4 packets one at a time. With the
-// hash tables: for
+// worker, walks bursts of fewer than 4 packets one at a time. Where the
+// CPU has AVX-512 (amd64; tree_lanes.go), bursts walk eight packets to a
+// zmm register instead, a gather a level over groups of up to 128
+// (walkLanes8): sets of two trees with blocks then scan the first blocks
+// of every packet's leaves in one call a group, which decides every
+// packet it can (scanLanes2), and sets of two trees up to 6 MiB of trees
+// (about 20k ClassBench-style rules) get blocks too, leaves of up to 16
+// records scanned two blocks a leaf (scanLanes4); bigger sets keep the
+// group walk, with the lane walk. Only packets that are not IP, that have
+// a passing record needing holds, or a leaf longer than the blocks
+// scanned are finished in Go; arm64 has no gather, and keeps the walks
+// above. With the hash tables: for
 // small sets (prefilter hash at most 64 KiB, as about 1k ClassBench-style
 // rules) DecideBurst is the single-packet walk in
 // a loop, which was the faster there. For bigger ones it is staged over
