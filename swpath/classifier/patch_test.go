@@ -502,7 +502,17 @@ func TestPatchStream(t *testing.T) {
 		cur = next
 	}
 	c.Settle()
-	if ps := c.PatchStats(); ps.SyncFolds != 0 || ps.Folds < 2 {
+	switch ps := c.PatchStats(); {
+	case raceDetector:
+		// The detector slows the background fold of 10k rules about
+		// seven-fold (30 to over 200 ms), more than the stream's patches:
+		// with the packages' tests running side by side, the overlay can
+		// reach four times the fold bound first and fold on the
+		// caller's path. The stream must still fold, and decide right.
+		if ps.Folds+ps.SyncFolds < 2 {
+			t.Fatalf("%+v: want folds", ps)
+		}
+	case ps.SyncFolds != 0 || ps.Folds < 2:
 		t.Fatalf("%+v: want folds in the background only", ps)
 	}
 	fs, _ := burstFields(t, cur, 8, shortOr(2000, 300))
