@@ -24,20 +24,15 @@ import "github.com/scrubd/scrubd/swpath/rule"
 // tests (TestWalkLanes, TestScanLanes2), and TestLanesForced runs the
 // decision tests the other way round.
 
-// walkLanesGo walks the tree of node words nodes from root for lanes 0 to
-// n rounded up to a multiple of eight: lane i's key is keys[0][i],
-// keys[1][i], keys[2][i] (the words of treeKey), and on return cur[i] is
-// the leaf it reached. Every lane walks, a packet that is not IP too (its
-// caller then gives it treeLeaf, the empty leaf); lanes past that are
-// left as they are. It is the stub's reference: the walk of treeLookup,
-// lane by lane.
-func walkLanesGo(nodes []uint64, root uint64, keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n int) {
+// walkLanesGo walks d for lanes 0 to n rounded up to a multiple of eight:
+// lane i's key is keys[0][i], keys[1][i], keys[2][i] (the words of
+// treeKey), and on return cur[i] is the leaf it reached (dtree.walk's).
+// Every lane walks, a packet that is not IP too (its caller then gives it
+// treeLeaf, the empty leaf); lanes past that are left as they are. It is
+// the stub's reference.
+func (d *dtree) walkLanesGo(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n int) {
 	for i := range (n + 7) &^ 7 {
-		c := root
-		for c&treeLeaf == 0 {
-			c = nodes[uint32(c)+uint32(keys[c>>56&3][i]>>(c>>48&63))&uint32(c>>32&0xffff)]
-		}
-		cur[i] = c
+		cur[i] = d.walk(&treeKey{keys[0][i], keys[1][i], keys[2][i]})
 	}
 }
 
@@ -100,20 +95,14 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 			continue
 		}
 		n0, n1 := cur[0][i], cur[1][i]
-		b, c := uint32(s.res[i]), uint32(s.res[i]>>32)
-		sd, misc := s.sds[i], ks[2][i]
-		switch {
-		case !tr.vecLong:
-			a0, a1 := &vb[0][uint32(n0)/vecBlock], &vb[1][uint32(n1)/vecBlock]
-			b = t.vecRest(f, sd, misc, b, c, [4]uint64{n0, n1, treeLeaf, treeLeaf}, [4]*sblock{a0, a1, never, never})
-		case (n0|n1)&treeLonger != 0:
-			b = t.vecResolve(f, sd, misc, [4]uint64{n0, n1, treeLeaf, treeLeaf})
-		default:
-			a0, c0 := leafBlocks(vb[0], n0)
-			a1, c1 := leafBlocks(vb[1], n1)
-			b = t.vecChecked(f, misc, b, c, [4]*sblock{a0, c0, a1, c1})
+		bs, long := [4]*sblock{&vb[0][uint32(n0)/vecBlock], &vb[1][uint32(n1)/vecBlock], never, never}, treeLong
+		if tr.vecLong {
+			bs[0], bs[1] = leafBlocks(vb[0], n0)
+			bs[2], bs[3] = leafBlocks(vb[1], n1)
+			long = treeLonger
 		}
-		out[i] = tr.vecRule(b)
+		b, c := uint32(s.res[i]), uint32(s.res[i]>>32)
+		out[i] = tr.vecRule(t.vecRest(f, s.sds[i], ks[2][i], b, c, [4]uint64{n0, n1, treeLeaf, treeLeaf}, bs, long))
 	}
 	return ip * len(trs)
 }

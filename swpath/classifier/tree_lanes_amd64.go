@@ -12,12 +12,13 @@ const lanesStub = true
 // compares on ymm registers, AVX-512VL).
 var lanesWalk = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL
 
-// walkLanes is walkLanesGo over d's nodes, with the stub.
+// walkLanes is walkLanesGo, with the stub.
 func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n int) {
 	walkLanes8(&d.nodes[0], d.root, keys, cur, n)
 }
 
-// walkLanes8 is walkLanesGo over the node words from nodes on: eight
+// walkLanes8 is walkLanesGo over the node words from nodes on, from
+// root: eight
 // lanes to an instruction (AVX-512's 64-bit lanes), a gather
 // (VPGATHERQQ) a level for eight walks, under the mask of the lanes not
 // yet at a leaf. It orders no memory. The tree's indices are trusted: a

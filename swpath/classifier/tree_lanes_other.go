@@ -9,9 +9,9 @@ const lanesStub = false
 // bursts keep the walks of tree.go and tree_vec2.go.
 var lanesWalk = false
 
-// walkLanes is walkLanesGo over d's nodes.
+// walkLanes is walkLanesGo.
 func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n int) {
-	walkLanesGo(d.nodes, d.root, keys, cur, n)
+	d.walkLanesGo(keys, cur, n)
 }
 
 // scanLanes2 is scanLanes2Go where no stub is built.

@@ -71,7 +71,7 @@ func TestWalkLanes(t *testing.T) {
 					}
 				}
 				got = cur
-				walkLanesGo(d.nodes, d.root, &keys, &got, ln)
+				d.walkLanesGo(&keys, &got, ln)
 				if got != want {
 					t.Fatalf("%d rules, tree %d, group of %d: walkLanesGo differs from the scalar walk", n, ti, ln)
 				}

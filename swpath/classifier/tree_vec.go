@@ -166,11 +166,14 @@ func laneFlags(f *rule.Fields) uint32 {
 	return laneFull | lanePorts*uint32(1-has)
 }
 
-// portProtos is the protocols that carry ports (rule.Fields.HasPorts), a
-// bit each: laneFlags tests a flood's mix of protocols without a branch.
+// portProtos is the protocols that carry ports, a bit each, taken from
+// rule.Fields.HasPorts: laneFlags tests a flood's mix of protocols
+// without a branch.
 var portProtos = func() (m [4]uint64) {
-	for _, p := range []uint8{rule.ProtoTCP, rule.ProtoUDP, rule.ProtoSCTP} {
-		m[p>>6] |= 1 << (p & 63)
+	for p := range 256 {
+		if f := (rule.Fields{L4: true, Proto: uint8(p)}); f.HasPorts() {
+			m[p>>6] |= 1 << (p & 63)
+		}
 	}
 	return m
 }()
@@ -273,27 +276,27 @@ func (t *Table) vecEntry(f *rule.Fields) (uint32, int) {
 		a0, c0 := leafBlocks(vb[0], n0)
 		a1, c1 := leafBlocks(vb[1], n1)
 		best, check := leafScan4(sd, misc, laneFlags(f), a0, c0, a1, c1)
-		if (n0|n1)&treeLonger != 0 {
-			best = t.vecResolve(f, sd, misc, [4]uint64{n0, n1, treeLeaf, treeLeaf})
-		} else if check != 0 {
-			best = t.vecChecked(f, misc, best, check, [4]*sblock{a0, c0, a1, c1})
+		if (n0|n1)&treeLonger != 0 || check != 0 {
+			best = t.vecRest(f, sd, misc, best, check, [4]uint64{n0, n1, treeLeaf, treeLeaf}, [4]*sblock{a0, c0, a1, c1}, treeLonger)
 		}
 		return best, len(trs)
 	}
 	b0, b1, b2, b3 := &vb[0][uint32(n0)/vecBlock], &vb[1][uint32(n1)/vecBlock], &vb[2][uint32(n2)/vecBlock], &vb[3][uint32(n3)/vecBlock]
 	best, check := tr.leafScan(sd, misc, laneFlags(f), b0, b1, b2, b3)
 	if (n0|n1|n2|n3)&treeLong != 0 || check != 0 {
-		best = t.vecRest(f, sd, misc, best, check, [4]uint64{n0, n1, n2, n3}, [4]*sblock{b0, b1, b2, b3})
+		best = t.vecRest(f, sd, misc, best, check, [4]uint64{n0, n1, n2, n3}, [4]*sblock{b0, b1, b2, b3}, treeLong)
 	}
 	return best, len(trs)
 }
 
 // vecRest finishes a lookup whose leaves cur or leaf scan's lanes check
 // need more than the scan (the rare path, tested inline by the callers):
-// a leaf of more than one block sends the packet to vecResolve; a passing
-// lane that needs holds, to vecChecked.
-func (t *Table) vecRest(f *rule.Fields, sd, misc uint64, best, check uint32, cur [4]uint64, bs [4]*sblock) uint32 {
-	if (cur[0]|cur[1]|cur[2]|cur[3])&treeLong != 0 {
+// a leaf longer than the blocks scanned (marked long: treeLong where the
+// scan tested a leaf's first block, treeLonger where it tested two)
+// sends the packet to vecResolve; a passing lane that needs holds, to
+// vecChecked over the blocks scanned, bs.
+func (t *Table) vecRest(f *rule.Fields, sd, misc uint64, best, check uint32, cur [4]uint64, bs [4]*sblock, long uint64) uint32 {
+	if (cur[0]|cur[1]|cur[2]|cur[3])&long != 0 {
 		return t.vecResolve(f, sd, misc, cur)
 	}
 	return t.vecChecked(f, misc, best, check, bs)

@@ -85,10 +85,10 @@ func (t *Table) vecEntry2(f, g *rule.Fields) (uint32, uint32) {
 	bf, cf := leafScan4(sf, k[2], laneFlags(f), a0, a1, a2, a3)
 	bg, cg := leafScan4(sg, l[2], laneFlags(g), c0, c1, c2, c3)
 	if (n0|n1|n2|n3)&treeLong != 0 || cf != 0 {
-		bf = t.vecRest(f, sf, k[2], bf, cf, [4]uint64{n0, n1, n2, n3}, [4]*sblock{a0, a1, a2, a3})
+		bf = t.vecRest(f, sf, k[2], bf, cf, [4]uint64{n0, n1, n2, n3}, [4]*sblock{a0, a1, a2, a3}, treeLong)
 	}
 	if (m0|m1|m2|m3)&treeLong != 0 || cg != 0 {
-		bg = t.vecRest(g, sg, l[2], bg, cg, [4]uint64{m0, m1, m2, m3}, [4]*sblock{c0, c1, c2, c3})
+		bg = t.vecRest(g, sg, l[2], bg, cg, [4]uint64{m0, m1, m2, m3}, [4]*sblock{c0, c1, c2, c3}, treeLong)
 	}
 	return bf, bg
 }
@@ -141,10 +141,10 @@ func (t *Table) vecEntry2of2(f, g *rule.Fields) (uint32, uint32) {
 	bg, cg := leafScan2(sg, l[2], laneFlags(g), c0, c1)
 	never := &neverBlock[0]
 	if (n0|n1)&treeLong != 0 || cf != 0 {
-		bf = t.vecRest(f, sf, k[2], bf, cf, [4]uint64{n0, n1, treeLeaf, treeLeaf}, [4]*sblock{a0, a1, never, never})
+		bf = t.vecRest(f, sf, k[2], bf, cf, [4]uint64{n0, n1, treeLeaf, treeLeaf}, [4]*sblock{a0, a1, never, never}, treeLong)
 	}
 	if (m0|m1)&treeLong != 0 || cg != 0 {
-		bg = t.vecRest(g, sg, l[2], bg, cg, [4]uint64{m0, m1, treeLeaf, treeLeaf}, [4]*sblock{c0, c1, never, never})
+		bg = t.vecRest(g, sg, l[2], bg, cg, [4]uint64{m0, m1, treeLeaf, treeLeaf}, [4]*sblock{c0, c1, never, never}, treeLong)
 	}
 	return bf, bg
 }

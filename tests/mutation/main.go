@@ -154,9 +154,9 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestTreesChosen",
 	},
 	{
-		name: "classifier: a burst's long-leaf checks take the two trees' second blocks swapped",
+		name: "classifier: a burst's long-leaf checks take the second tree's two blocks swapped",
 		edits: []edit{{"swpath/classifier/tree_lanes.go",
-			"b = t.vecChecked(f, misc, b, c, [4]*sblock{a0, c0, a1, c1})", "b = t.vecChecked(f, misc, b, c, [4]*sblock{a0, c1, a1, c0})", 1}},
+			"\t\t\tbs[2], bs[3] = leafBlocks(vb[1], n1)\n", "\t\t\tbs[3], bs[2] = leafBlocks(vb[1], n1)\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestHolesFoldReplays",
 	},
 	{
