@@ -246,6 +246,9 @@ type trees struct {
 	// and leafScan4 over the four blocks of two trees in vecEntry).
 	vecLong bool
 	vblk    [4][]sblock
+	// window: bursts scan the leaves as windows (tree_window.go): sets
+	// of two trees of trec records without blocks (treeLookup2of2).
+	window bool
 	// vrule: the rule of each entry, and -1 last (vecRule).
 	vrule []int32
 	// top6: the top 32 bits of IPv6 source and destination prefixes
@@ -418,8 +421,11 @@ func (t *Table) buildTrees(all []bentry) *trees {
 			}
 		}
 	}
+	if !tr.compact && !tr.vec && len(tr.t) == 2 {
+		tr.addWindows() // for treeLookup2of2
+	}
 	for i := range tr.t {
-		if !tr.t[i].inBounds() {
+		if !tr.t[i].inBounds(tr.window) {
 			return nil // the builder's bug, never seen: keep the tuple lookup
 		}
 	}
@@ -430,13 +436,19 @@ func (t *Table) buildTrees(all []bentry) *trees {
 // d.nodes and every leaf records inside its records (and blocks): the
 // stubs (walkLanes8, scanLanes2) index without Go's bounds checks, so the
 // tree they walk is checked once when it is built.
-func (d *dtree) inBounds() bool {
+func (d *dtree) inBounds(window bool) bool {
 	nrec := uint64(max(len(d.rec), len(d.crec)))
 	ok := func(n uint64) bool {
 		first := n & 0xffffffff
 		if n&treeLeaf != 0 {
-			// An empty leaf's first record (or block) is read too.
-			return first+max(n>>32&0xffffff, 1) <= nrec && (d.blk == nil || first/vecBlock < uint64(len(d.blk)))
+			// An empty leaf's first record (or block) is read too, and
+			// a window's recWindow records (the Go slice expression
+			// would panic: a tree that fails keeps the tuple lookup).
+			read := max(n>>32&0xffffff, 1)
+			if window && n&treeLong == 0 {
+				read = recWindow
+			}
+			return first+read <= nrec && (d.blk == nil || first/vecBlock < uint64(len(d.blk)))
 		}
 		return n>>56&3 < 3 && first+n>>32&0xffff < uint64(len(d.nodes))
 	}

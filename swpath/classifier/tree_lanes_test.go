@@ -267,13 +267,23 @@ func TestLanesForced(t *testing.T) {
 // checked when built; a node or leaf word that points past its tree fails
 // the check, as does a node's key word 3 (treeKey has three).
 func TestTreeInBounds(t *testing.T) {
-	for _, n := range []int{1000, 10000} {
+	defer func(v bool) { vecScan = v }(vecScan)
+	for _, c := range []struct {
+		n   int
+		vec bool // vecScan; without it the 1k set takes windows
+	}{{1000, vecScan}, {10000, vecScan}, {1000, false}} {
+		vecScan = c.vec
+		n := c.n
 		tab, err := Compile(traffic.ClassBenchRules(uint64(n), n))
 		if err != nil {
 			t.Fatal(err)
 		}
+		if want := n == 1000 && !tab.tr.vec; tab.tr.window != want {
+			t.Fatalf("%d rules, vecScan %v: windows %v, want %v", n, c.vec, tab.tr.window, want)
+		}
+		win := tab.tr.window
 		d := &tab.tr.t[0]
-		if !d.inBounds() {
+		if !d.inBounds(win) {
 			t.Fatalf("%d rules: a built tree fails the check", n)
 		}
 		leaf, node := -1, -1
@@ -300,12 +310,20 @@ func TestTreeInBounds(t *testing.T) {
 		} {
 			old := d.nodes[c.at]
 			d.nodes[c.at] = c.word
-			if d.inBounds() {
+			if d.inBounds(win) {
 				t.Errorf("%d rules: word %d set to %#x passes the check", n, c.at, c.word)
 			}
 			d.nodes[c.at] = old
 		}
-		if !d.inBounds() {
+		// One record whose window runs past the records: only a window
+		// reads past it.
+		old := d.nodes[leaf]
+		d.nodes[leaf] = treeLeaf | 1<<32 | (nrec - recWindow + 1)
+		if d.inBounds(win) == win {
+			t.Errorf("%d rules, windows %v: a window past the records passes %v", n, win, !win)
+		}
+		d.nodes[leaf] = old
+		if !d.inBounds(win) {
 			t.Fatalf("%d rules: the tree restored fails the check", n)
 		}
 	}

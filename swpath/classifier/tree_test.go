@@ -542,6 +542,14 @@ func (d *dtree) records() []trec {
 func (tr *trees) toCompact() bool {
 	for i := range tr.t {
 		d := &tr.t[i]
+		if tr.window {
+			// Without the windows' padding and long marks.
+			d.rec = d.rec[:max(len(d.rec)-recWindow, 1)]
+			d.root &^= treeLong
+			for j := range d.nodes {
+				d.nodes[j] &^= treeLong
+			}
+		}
 		d.crec = make([]crec, len(d.rec))
 		for j := range d.rec {
 			c, ok := crecOf(&d.rec[j])
@@ -552,7 +560,7 @@ func (tr *trees) toCompact() bool {
 		}
 		d.rec = nil
 	}
-	tr.compact = true
+	tr.compact, tr.window = true, false
 	return true
 }
 

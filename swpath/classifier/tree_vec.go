@@ -30,9 +30,9 @@ import (
 // packets' leaves being longer than a block; with it, sets up to
 // treeLanesMax scan two blocks a leaf (vecLong). Where no stub is built
 // (other architectures, the purego tag) vecScan is false and the records
-// are scanned in Go as before: leafScan4Go and leafScan2Go are then the
-// stubs' reference in tests, which force either
-// scan (TestTreesVecForced).
+// are scanned in Go as before (bursts of two-tree sets as windows,
+// tree_window.go): leafScan4Go and leafScan2Go are then the stubs'
+// reference in tests, which force either scan (TestTreesVecForced).
 
 // sblock holds the scan checks (see echeck) of eight records of a leaf in
 // 32-bit lanes: values v and masks m of the source address word (the

@@ -14,7 +14,8 @@ import "github.com/scrubd/scrubd/swpath/rule"
 // CPU time). Where no stub is built (the purego tag) the leaves are Go
 // loops: a pair of packets of a two-tree set took 0.89-0.90 of the time
 // of one at a time there, and of a four-tree set 1.03-1.05, so sets of
-// more than two trees keep one packet at a time.
+// more than two trees keep one packet at a time; the pair's leaves are
+// now windows (tree_window.go).
 
 // walk2 walks the trees trs (at most four) for two packets, keys k and l,
 // a level at a time, and returns their leaves: treeLeaf (an empty leaf)
@@ -153,7 +154,9 @@ func (t *Table) vecEntry2of2(f, g *rule.Fields) (uint32, uint32) {
 // trec records without blocks (the purego build, and builds without a
 // stub): their four walks a level at a time, as in vecEntry2of2 (and
 // written out again for the same reason: in a function of their own they
-// cost the pair about 4 %), then the Go scan of each leaf (recScan).
+// cost the pair about 4 %), then the four leaves' windows (winMask, every
+// mask before the first pick), or the Go loop over each leaf (recScan)
+// where one is longer than a window.
 func (t *Table) treeLookup2of2(f, g *rule.Fields) (int32, int32) {
 	tr := t.tr
 	k := treeKey{f.Src.Hi, f.Dst.Hi, tr.miscWord(f)}
@@ -182,9 +185,39 @@ func (t *Table) treeLookup2of2(f, g *rule.Fields) (int32, int32) {
 		}
 	}
 	sf, sg := scanSD(f), scanSD(g)
-	bf, rf := t.recScan(trs[0].rec[uint32(n0):uint32(n0)+uint32(n0>>32)&0xffffff], f, sf, k[2], treeNoRank, -1)
-	_, rf = t.recScan(trs[1].rec[uint32(n1):uint32(n1)+uint32(n1>>32)&0xffffff], f, sf, k[2], bf, rf)
-	bg, rg := t.recScan(trs[0].rec[uint32(m0):uint32(m0)+uint32(m0>>32)&0xffffff], g, sg, l[2], treeNoRank, -1)
-	_, rg = t.recScan(trs[1].rec[uint32(m1):uint32(m1)+uint32(m1>>32)&0xffffff], g, sg, l[2], bg, rg)
+	if (n0|n1|m0|m1)&treeLong != 0 || !t.tr.window {
+		return t.recScan2of2(f, g, sf, sg, k[2], l[2], n0, n1, m0, m1)
+	}
+	// The four windows' masks before any pick, so that no mispredicted
+	// branch of a pick holds back the loads of the windows after it.
+	a0, a1 := trs[0].leafWindow(n0), trs[1].leafWindow(n1)
+	c0, c1 := trs[0].leafWindow(m0), trs[1].leafWindow(m1)
+	ma0, ma1 := winMask(a0, sf, k[2], n0>>32&0xff), winMask(a1, sf, k[2], n1>>32&0xff)
+	mc0, mc1 := winMask(c0, sg, l[2], m0>>32&0xff), winMask(c1, sg, l[2], m1>>32&0xff)
+	bf, rf, bg, rg := treeNoRank, int32(-1), treeNoRank, int32(-1)
+	if ma0 != 0 {
+		bf, rf = t.winPick(ma0, a0, f, k[2], bf, rf)
+	}
+	if ma1 != 0 {
+		_, rf = t.winPick(ma1, a1, f, k[2], bf, rf)
+	}
+	if mc0 != 0 {
+		bg, rg = t.winPick(mc0, c0, g, l[2], bg, rg)
+	}
+	if mc1 != 0 {
+		_, rg = t.winPick(mc1, c1, g, l[2], bg, rg)
+	}
+	return rf, rg
+}
+
+// recScan2of2 is treeLookup2of2's scan of leaves n0, n1 (packet f) and m0,
+// m1 (packet g) where one is longer than a window, or the trees have no
+// windows (tests): every leaf with the loop.
+func (t *Table) recScan2of2(f, g *rule.Fields, sf, sg, kf, kg uint64, n0, n1, m0, m1 uint64) (int32, int32) {
+	trs := t.tr.t[:2]
+	bf, rf := t.recScan(trs[0].rec[uint32(n0):uint32(n0)+uint32(n0>>32)&0xffffff], f, sf, kf, treeNoRank, -1)
+	_, rf = t.recScan(trs[1].rec[uint32(n1):uint32(n1)+uint32(n1>>32)&0xffffff], f, sf, kf, bf, rf)
+	bg, rg := t.recScan(trs[0].rec[uint32(m0):uint32(m0)+uint32(m0>>32)&0xffffff], g, sg, kg, treeNoRank, -1)
+	_, rg = t.recScan(trs[1].rec[uint32(m1):uint32(m1)+uint32(m1>>32)&0xffffff], g, sg, kg, bg, rg)
 	return rf, rg
 }

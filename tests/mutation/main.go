@@ -180,9 +180,33 @@ var mutations = []mutation{
 	{
 		name: "classifier: the Go scan's pair walks the second packet's tree 1 with the first's key",
 		edits: []edit{{"swpath/classifier/tree_vec2.go",
-			"uint32(l[m1>>56&3]>>(m1>>48&63))&uint32(m1>>32&0xffff)]\n\t\t}\n\t}\n\tsf, sg := scanSD(f), scanSD(g)\n\tbf, rf",
-			"uint32(k[m1>>56&3]>>(m1>>48&63))&uint32(m1>>32&0xffff)]\n\t\t}\n\t}\n\tsf, sg := scanSD(f), scanSD(g)\n\tbf, rf", 1}},
+			"uint32(l[m1>>56&3]>>(m1>>48&63))&uint32(m1>>32&0xffff)]\n\t\t}\n\t}\n\tsf, sg := scanSD(f), scanSD(g)\n\tif ",
+			"uint32(k[m1>>56&3]>>(m1>>48&63))&uint32(m1>>32&0xffff)]\n\t\t}\n\t}\n\tsf, sg := scanSD(f), scanSD(g)\n\tif ", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestTreesVecForced",
+	},
+	{
+		name: "classifier: a window tests the records past its leaf's count",
+		edits: []edit{{"swpath/classifier/tree_window.go",
+			"	return m & (1<<cnt - 1)\n", "	return m\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestTreeWindows|TestTreesVecForced",
+	},
+	{
+		name: "classifier: a window's pick takes a record ranked after the best of the other tree",
+		edits: []edit{{"swpath/classifier/tree_window.go",
+			"		if r.ent >= best {\n\t\t\tbreak\n\t\t}\n", "", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestTreeWindows|TestTreesVecForced",
+	},
+	{
+		name: "classifier: leaves longer than a window are not marked",
+		edits: []edit{{"swpath/classifier/tree_window.go",
+			"				n |= treeLong\n", "", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestTreeWindows|TestTreesVecForced",
+	},
+	{
+		name: "classifier: a window's pick skips the rest of a record that needs holds",
+		edits: []edit{{"swpath/classifier/tree_window.go",
+			"if r.miscMask >= chkPortsBit && !t.recRest(", "if false && !t.recRest(", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestTreeWindows|TestTreesVecForced",
 	},
 	{
 		name: "classifier: the two-block scan tests the first block twice (amd64)",

@@ -1,0 +1,116 @@
+package classifier
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// TestTreeWindows: without the vector scan (the purego build's case), the
+// bursts of a two-tree set scan windows. Each tree's records end with
+// recWindow never-passing ones; the leaves longer than a window, and only
+// those, are marked treeLong; and bursts decide as the loops over the same
+// trees (windows off) and as the linear reference. Two sets: 1k
+// ClassBench-style rules on fresh 5-tuples, and rules that differ only in
+// the packet length, which no cut separates, so their leaves are longer
+// than a window, with a few that make short leaves beside them.
+func TestTreeWindows(t *testing.T) {
+	defer func(v bool) { vecScan = v }(vecScan)
+	vecScan = false
+	long := &rule.Set{}
+	for i := range 24 {
+		lo := uint32(60 + 20*i)
+		long.Rules = append(long.Rules,
+			rule.Rule{ID: fmt.Sprint("src", i), Priority: uint32(i % 5), Action: rule.Drop,
+				Match: rule.Match{Src: netip.MustParsePrefix("10.1.0.0/16"), Length: rule.Ranges{{Lo: lo, Hi: lo + 150}}}},
+			rule.Rule{ID: fmt.Sprint("dst", i), Priority: uint32(i % 3), Action: rule.Drop,
+				Match: rule.Match{Dst: netip.MustParsePrefix("192.0.2.0/24"), Length: rule.Ranges{{Lo: lo + 7, Hi: lo + 90}}}})
+	}
+	for i := range 6 {
+		long.Rules = append(long.Rules, rule.Rule{ID: fmt.Sprint("short", i), Priority: 2, Action: rule.Drop,
+			Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 51, byte(i), 0}), 24), Proto: []uint8{rule.ProtoUDP}}})
+	}
+	r := rand.New(rand.NewPCG(7, 11))
+	lfs := make([]rule.Fields, 4096)
+	for i := range lfs {
+		src := netip.AddrFrom4([4]byte{10, byte(r.IntN(3)), byte(r.IntN(256)), byte(r.IntN(256))})
+		dst := netip.AddrFrom4([4]byte{[]byte{192, 198}[r.IntN(2)], []byte{0, 51}[r.IntN(2)], byte(r.IntN(8)), byte(r.IntN(256))})
+		if r.IntN(2) == 0 {
+			dst = netip.AddrFrom4([4]byte{192, 0, 2, byte(r.IntN(256))})
+		}
+		lfs[i] = rule.Fields{Family: rule.IPv4, Proto: []uint8{rule.ProtoTCP, rule.ProtoUDP}[r.IntN(2)], L4: true, Frag: rule.NotFragment,
+			SrcPort: uint16(r.IntN(65536)), DstPort: uint16(r.IntN(65536)), Length: uint32(40 + r.IntN(700)),
+			Src: rule.AddrFrom(src), Dst: rule.AddrFrom(dst)}
+		if r.IntN(50) == 0 {
+			lfs[i].Family = 0 // not IP
+		}
+	}
+	cb := classBench(nil, 1000, true)
+	for _, c := range []struct {
+		name string
+		set  *rule.Set
+		fs   []rule.Fields
+		long bool // leaves longer than a window
+	}{
+		{"classbench1k", cb.set, cb.fs, false},
+		{"long", long, lfs, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tab, err := compile(c.set, treesForce)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off, err := compile(c.set, treesForce)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tab.tr == nil || !tab.tr.window || len(tab.tr.t) != 2 || tab.tr.vec || tab.tr.compact {
+				t.Fatalf("trees %v: want two trees of trec records with windows", tab.tr != nil)
+			}
+			off.tr.window = false
+			longLeaves := 0
+			for i := range tab.tr.t {
+				d := &tab.tr.t[i]
+				for j, rc := range d.rec[len(d.rec)-recWindow:] {
+					if rc != neverRec {
+						t.Fatalf("tree %d: padding record %d is %+v", i, j, rc)
+					}
+				}
+				for _, n := range append([]uint64{d.root}, d.nodes...) {
+					if n&treeLeaf == 0 {
+						continue
+					}
+					if long := n>>32&0xffffff > recWindow; long != (n&treeLong != 0) {
+						t.Fatalf("tree %d: leaf %#x marked long %v", i, n, !long)
+					} else if long {
+						longLeaves++
+					}
+				}
+			}
+			if c.long && longLeaves == 0 {
+				t.Fatal("no leaf longer than a window")
+			}
+			out := make([]int32, len(c.fs))
+			ref := make([]int32, len(c.fs))
+			tab.DecideBurst(c.fs, out)
+			off.DecideBurst(c.fs, ref)
+			decided := 0
+			for i := range c.fs {
+				want := c.set.Decide(&c.fs[i])
+				if int(out[i]) != want || ref[i] != out[i] {
+					t.Fatalf("packet %d %+v: windows %d, loops %d, reference %d", i, &c.fs[i], out[i], ref[i], want)
+				}
+				if want >= 0 {
+					decided++
+				}
+			}
+			if decided < len(c.fs)/4 || decided == len(c.fs) {
+				t.Fatalf("%d of %d packets decided: the set tests little", decided, len(c.fs))
+			}
+			t.Logf("%d leaves longer than a window, %d of %d packets decided", longLeaves, decided, len(c.fs))
+		})
+	}
+}
