@@ -25,13 +25,14 @@ import (
 // the same trees in eight runs, and 0.92-0.94 on 1000 flows (the two
 // alternated in one process, thread CPU time; Decide, which takes the
 // loops in both, read 0.99-1.00 in the same runs), though a window tests
-// eight records where a loop stops at the leaf's end or its first pass. A window over checks
-// kept apart from the records' entries and rules (32 bytes a record)
-// took 1.09-1.12 of the loops' time. Decide, one packet at a time, keeps
-// the loops: with windows it took 1.05-1.14 of their time. Leaves laid
-// out in blocks of eight records for the Go scan, as the stubs' blocks
-// but in 64-bit words, took 0.90-1.05 of the loops' time in the same
-// harness, for 2.8 times the memory (0.29 to 0.82 MiB).
+// eight records where a loop stops at the leaf's end or its first pass.
+// A window over checks kept apart from the records' entries and rules
+// (32 bytes a record) took 1.09-1.12 of the loops' time. Decide, one
+// packet at a time, keeps the loops: with windows it took 1.05-1.14 of
+// their time. Leaves laid out in blocks of eight records for the Go
+// scan, as the stubs' blocks but in 64-bit words, took 0.90-1.05 of the
+// loops' time in the same harness, for 2.8 times the memory (0.29 to
+// 0.82 MiB).
 
 // recWindow is how many records a window tests.
 const recWindow = 8
