@@ -319,8 +319,8 @@ func TestTreeInBounds(t *testing.T) {
 		// reads past it.
 		old := d.nodes[leaf]
 		d.nodes[leaf] = treeLeaf | 1<<32 | (nrec - recWindow + 1)
-		if d.inBounds(win) == win {
-			t.Errorf("%d rules, windows %v: a window past the records passes %v", n, win, !win)
+		if got := d.inBounds(win); got == win {
+			t.Errorf("%d rules, windows %v: a leaf whose window runs past the records: check %v, want %v", n, win, got, !win)
 		}
 		d.nodes[leaf] = old
 		if !d.inBounds(win) {

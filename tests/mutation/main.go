@@ -203,6 +203,12 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestTreeWindows|TestTreesVecForced",
 	},
 	{
+		name: "classifier: the build's bounds check does not count a window's records",
+		edits: []edit{{"swpath/classifier/tree.go",
+			"\t\t\t\tread = recWindow\n", "\t\t\t\t_ = recWindow\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestTreeInBounds",
+	},
+	{
 		name: "classifier: a window's pick skips the rest of a record that needs holds",
 		edits: []edit{{"swpath/classifier/tree_window.go",
 			"if r.miscMask >= chkPortsBit && !t.recRest(", "if false && !t.recRest(", 1}},
