@@ -433,9 +433,10 @@ func (t *Table) buildTrees(all []bentry) *trees {
 }
 
 // inBounds reports whether every node word of d names children inside
-// d.nodes and every leaf records inside its records (and blocks): the
-// stubs (walkLanes8, scanLanes2) index without Go's bounds checks, so the
-// tree they walk is checked once when it is built.
+// d.nodes and every leaf records inside its records (and blocks, and with
+// window its window): the stubs (walkLanes8, scanLanes2) index without
+// Go's bounds checks, and a window past the records would panic in
+// winMask, so the tree is checked once when it is built.
 func (d *dtree) inBounds(window bool) bool {
 	nrec := uint64(max(len(d.rec), len(d.crec)))
 	ok := func(n uint64) bool {
@@ -769,7 +770,8 @@ func (t *Table) treeLookup(f *rule.Fields) (int32, int) {
 }
 
 // recScan is treeLookup's scan of one leaf's records recs (trec), for
-// treeLookup2of2: the entry and rule of the first record that holds for f
+// the leaves of treeLookup2of2 longer than a window and its trees without
+// windows (recScan2of2): the entry and rule of the first record that holds for f
 // and beats best, else best and bestRule. treeLookup keeps the loop
 // written out: with this call (not inlined) a packet took 1.03-1.05 of
 // the time.

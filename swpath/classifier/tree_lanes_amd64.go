@@ -18,8 +18,7 @@ func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n 
 }
 
 // walkLanes8 is walkLanesGo over the node words from nodes on, from
-// root: eight
-// lanes to an instruction (AVX-512's 64-bit lanes), a gather
+// root: eight lanes to an instruction (AVX-512's 64-bit lanes), a gather
 // (VPGATHERQQ) a level for eight walks, under the mask of the lanes not
 // yet at a leaf. It orders no memory. The tree's indices are trusted: a
 // node word names children inside the tree (as dtree's builder makes
