@@ -132,7 +132,9 @@
 // of every packet's leaves in one call a group, which decides every
 // packet it can (scanLanes2), and sets of two trees up to 6 MiB of trees
 // (about 20k ClassBench-style rules) get blocks too, leaves of up to 16
-// records scanned two blocks a leaf (scanLanes4); bigger sets keep the
+// records scanned two blocks a leaf (scanLanes4); in sets whose trees
+// pass 1 MiB, the scan of a packet first prefetches the first blocks of
+// the packet eight after it (lanePrefetch). Bigger sets keep the
 // group walk, with the lane walk. Only packets that are not IP, that have
 // a passing record needing holds, or a leaf longer than the blocks
 // scanned are finished in Go; arm64 has no gather, and keeps the walks

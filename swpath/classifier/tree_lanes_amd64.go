@@ -28,16 +28,18 @@ func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n 
 func walkLanes8(nodes *uint64, root uint64, keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n int)
 
 // scanLanes2 is scanLanes2Go: AVX-512VL's masked compares on eight
-// 32-bit lanes a block, for a group of packets in one call. It indexes
+// 32-bit lanes a block, for a group of packets in one call. With pfd
+// not 0, the scan of packet i first prefetches (PREFETCHT0) the first
+// blocks of packet i+pfd's leaves; pfd changes no result. It indexes
 // without bounds checks: the leaves' blocks are trusted to be in b0 and
 // b1 (as addBlocks lays them out, and inBounds checks), n to be at most
 // treeGroup and len(out), and vrule to end with -1 (vecRule's).
 //
 //go:noescape
-func scanLanes2(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n int) (rest int)
+func scanLanes2(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, pfd int) (rest int)
 
-// scanLanes4 is scanLanes4Go with the stub, trusting what scanLanes2
-// trusts.
+// scanLanes4 is scanLanes4Go with the stub, prefetching as scanLanes2
+// does (the first block of each leaf) and trusting what it trusts.
 //
 //go:noescape
-func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n int) (rest int)
+func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, pfd int) (rest int)

@@ -39,6 +39,36 @@
 	LEAQ	288(a), b \
 	CMOVQLS	base, b
 
+// AHEAD prefetches, when the distance d (pfd) is not 0 and packet DX+d
+// is one of the n in CX, the first block of each of that packet's two
+// leaves: PREFETCHT0 of bytes 0, 64, ..., 256 of the block, its five
+// cache lines where the block starts on a 32-byte boundary (288-byte
+// blocks in an array that does: Go's allocations of more than 32 KiB,
+// which are the arrays of sets big enough to prefetch, are page-aligned).
+// A prefetch orders no memory and never faults. It uses AX and BX, and
+// jumps to skip when there is nothing to prefetch.
+#define AHEAD(skip) \
+	MOVQ	pfd+112(FP), BX \
+	TESTQ	BX, BX \
+	JEQ	skip \
+	ADDQ	DX, BX \
+	CMPQ	BX, CX \
+	JAE	skip \
+	MOVQ	laneScratch_cur(R8)(BX*8), AX \
+	BLOCK(AX, SI) \
+	PREFETCHT0	(AX) \
+	PREFETCHT0	64(AX) \
+	PREFETCHT0	128(AX) \
+	PREFETCHT0	192(AX) \
+	PREFETCHT0	256(AX) \
+	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(BX*8), AX \
+	BLOCK(AX, DI) \
+	PREFETCHT0	(AX) \
+	PREFETCHT0	64(AX) \
+	PREFETCHT0	128(AX) \
+	PREFETCHT0	192(AX) \
+	PREFETCHT0	256(AX)
+
 // LANES broadcasts packet DX's lanes from the scratch at R8: its address
 // word (sds) to Y0 and Y1, its misc word (keys[2]) to Y2 and Y3, its flags
 // to Y8, and sets the minimum in Y11 to all ones.
@@ -173,7 +203,7 @@ done:
 	VZEROUPPER
 	RET
 
-// func scanLanes2(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n int) (rest int)
+// func scanLanes2(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, pfd int) (rest int)
 //
 // leafScan2 for the first n packets of s, one after the other, without a
 // call or the constants' setup between them: packet i's blocks are the
@@ -183,13 +213,17 @@ done:
 // (IP), whose leaves are of one block (no treeLong) and whose check is
 // zero; the others are listed in s.rest. Eight 32-bit lanes (AVX-512VL's
 // masked compares on ymm registers) a block: the masks fold the four
-// lanes' checks, two instructions a lane word. It orders no memory.
-TEXT ·scanLanes2(SB), NOSPLIT, $0-120
+// lanes' checks, two instructions a lane word. With pfd not 0 it first
+// prefetches packet i+pfd's first blocks (AHEAD). It orders no memory.
+TEXT ·scanLanes2(SB), NOSPLIT, $0-128
 	PROLOGUE
 	TESTQ	CX, CX
 	JEQ	done2
 
 loop2:
+	AHEAD(ahead2)
+
+ahead2:
 	LANES
 	MOVQ	laneScratch_cur(R8)(DX*8), AX
 	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(DX*8), BX
@@ -218,11 +252,11 @@ next2:
 	JNE	loop2
 
 done2:
-	MOVQ	R12, rest+112(FP)
+	MOVQ	R12, rest+120(FP)
 	VZEROUPPER
 	RET
 
-// func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n int) (rest int)
+// func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, pfd int) (rest int)
 //
 // scanLanes2 over the first two blocks of each leaf: check bit 8k+j for
 // lane j of block k, the blocks in the order first and second of
@@ -230,12 +264,15 @@ done2:
 // fewer has block 0 for its second, and the packets listed in s.rest are
 // those not IP, with a passing lane to check, or with a leaf of more than
 // two blocks (treeLonger).
-TEXT ·scanLanes4(SB), NOSPLIT, $0-120
+TEXT ·scanLanes4(SB), NOSPLIT, $0-128
 	PROLOGUE
 	TESTQ	CX, CX
 	JEQ	done4
 
 loop4:
+	AHEAD(ahead4)
+
+ahead4:
 	LANES
 	MOVQ	laneScratch_cur(R8)(DX*8), R14
 	MOVQ	R14, AX
@@ -276,6 +313,6 @@ next4:
 	JNE	loop4
 
 done4:
-	MOVQ	R12, rest+112(FP)
+	MOVQ	R12, rest+120(FP)
 	VZEROUPPER
 	RET

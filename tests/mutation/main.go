@@ -160,6 +160,12 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestHolesFoldReplays",
 	},
 	{
+		name: "classifier: the lane scans' prefetch adds the packet index to the rest's count, not to the distance (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tADDQ\tDX, BX \\\n", "\tADDQ\tDX, R12 \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2",
+	},
+	{
 		name: "classifier: the lane scan decides a packet that is not IP (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tTESTL\tBX, BX \\\n\tJEQ\trest \\\n", "\tTESTL\tBX, BX \\\n\tJEQ\tnext \\\n", 1}},
