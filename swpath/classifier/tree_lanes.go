@@ -44,15 +44,15 @@ func (d *dtree) walkLanesGo(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, 
 // refills, and the NIC emulator's copies) pushes a 10k-rule set's blocks
 // (5.6 MiB) out of the core's caches between bursts: each scan then
 // waited on its own lines, one packet after the other. With the prefetch,
-// scrubd bench's 10k-rule flood took 0.72-1.06 (median 0.82, nine runs)
-// of the cpu-ns a packet of the build before, alternated run by run, and
-// the burst lookup alone (aclbench, 10k) 0.86-0.92. Also tried: the
-// second block of each leaf too (20 prefetches a packet), 1.03-1.17 of
-// the first blocks alone; a distance of 12 or 16, no different within
-// the noise; the prefetch at 1k rules (0.82 MiB, which stays in the
-// cache), 1.02-1.06 in aclbench. A variable, so that benchmarks can turn
-// it off.
-var lanePrefetch = 8
+// scrubd bench's 10k-rule flood took 0.73-1.06 (median 0.79, ten runs)
+// of the cpu-ns a packet of the build before, the two builds alternated
+// run by run; the engine with the prefetch on and off ring by ring in one
+// process, 0.89-0.91 (medians of three runs); the burst lookup alone
+// (aclbench, 10k) 0.86-0.92. Also tried: the second block of each leaf
+// too (20 prefetches a packet), 0.99-1.00 of the first blocks alone; a
+// distance of 16, the same as 8; the prefetch at 1k rules (0.82 MiB,
+// which stays in the cache), 1.02-1.06 in aclbench (BENCHMARKS.md).
+const lanePrefetch = 8
 
 // laneScratch is vecLanes' working memory (and keys that of treeGroup's
 // walks): about 7.6 KiB, which a DecideBurst clears on its stack. The
