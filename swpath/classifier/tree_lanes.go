@@ -44,11 +44,11 @@ func (d *dtree) walkLanesGo(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, 
 // refills, and the NIC emulator's copies) pushes a 10k-rule set's blocks
 // (5.6 MiB) out of the core's caches between bursts: each scan then
 // waited on its own lines, one packet after the other. With the prefetch,
-// scrubd bench's 10k-rule flood took 0.73-1.06 (median 0.79, ten runs)
-// of the cpu-ns a packet of the build before, the two builds alternated
-// run by run; the engine with the prefetch on and off ring by ring in one
-// process, 0.89-0.91 (medians of three runs); the burst lookup alone
-// (aclbench, 10k) 0.86-0.92. Also tried: the second block of each leaf
+// the engine on a 10k-rule flood took 0.89-0.91 of the cpu-ns a packet
+// (the prefetch on and off ring by ring in one process, medians of three
+// runs); scrubd bench, the builds before and after alternated run by run,
+// 0.73-1.24 (median 0.84, twenty runs, where its 5-rule control read
+// 0.70-1.18); the burst lookup alone (aclbench, 10k) 0.86-0.92. Also tried: the second block of each leaf
 // too (20 prefetches a packet), 0.99-1.00 of the first blocks alone; a
 // distance of 16, the same as 8; the prefetch at 1k rules (0.82 MiB,
 // which stays in the cache), 1.02-1.06 in aclbench (BENCHMARKS.md).
