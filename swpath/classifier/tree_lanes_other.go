@@ -14,13 +14,13 @@ func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n 
 	d.walkLanesGo(keys, cur, n)
 }
 
-// scanLanes2 is scanLanes2Go where no stub is built (and prefetches
-// nothing: pfd is the stub's).
+// scanLanes2 is scanLanes2Go where no stub is built. It prefetches
+// nothing (Go has no prefetch): pfd is the stub's, as in scanLanes4.
 func scanLanes2(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, _ int) (rest int) {
 	return scanLanes2Go(s, b0, b1, vrule, out, n)
 }
 
-// scanLanes4 is scanLanes4Go where no stub is built.
+// scanLanes4 is scanLanes4Go where no stub is built, pfd ignored.
 func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, _ int) (rest int) {
 	return scanLanes4Go(s, b0, b1, vrule, out, n)
 }
