@@ -113,9 +113,9 @@
 // (BENCHMARKS.md). Where no stub runs, the Go scan tests each record's
 // check before its rank, and a burst on a set of two trees takes two
 // packets at a time there too, each leaf scanned as a window: a fixed
-// eight records from the leaf's first, each record's pass a conditional
-// move rather than a branch, masked to the leaf's count
-// (tree_window.go). Bigger trees are walked in
+// eight records from the leaf's first (four for a leaf of at most four),
+// each record's pass a conditional move rather than a branch, masked to
+// the leaf's count (tree_window.go). Bigger trees are walked in
 // groups of 128 packets, tree by tree and level by level (every packet's
 // load of one level before any of the next, so their cache misses
 // overlap), reads the first

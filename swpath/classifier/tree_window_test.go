@@ -114,3 +114,45 @@ func TestTreeWindows(t *testing.T) {
 		})
 	}
 }
+
+// TestWinMask checks winMask against each record's check written as a
+// loop, for every count from 0 to recWindow and random windows in which
+// each record passes or fails the packet by one field (the address word,
+// the misc word, or neither).
+func TestWinMask(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	seen := make([]int, recWindow+1) // windows whose last counted record passes, by count
+	for range 20000 {
+		sd, misc := r.Uint64(), r.Uint64()
+		recs := make([]trec, recWindow)
+		for j := range recs {
+			rc := trec{sdm: r.Uint64(), miscMask: r.Uint64()}
+			rc.sd, rc.misc = sd&rc.sdm, misc&rc.miscMask
+			switch r.IntN(3) {
+			case 0: // fails on one address bit under its mask
+				rc.sd ^= rc.sdm & -rc.sdm
+			case 1: // fails on one misc bit
+				rc.misc ^= rc.miscMask & -rc.miscMask
+			}
+			recs[j] = rc
+		}
+		cnt := uint64(r.IntN(recWindow + 1))
+		var want uint32
+		for j := range cnt {
+			if (sd&recs[j].sdm^recs[j].sd)|(misc&recs[j].miscMask^recs[j].misc) == 0 {
+				want |= 1 << j
+			}
+		}
+		if got := winMask(recs, sd, misc, cnt); got != want {
+			t.Fatalf("count %d: winMask %08b, the loop %08b (records %+v)", cnt, got, want, recs)
+		}
+		if cnt > 0 && want>>(cnt-1) != 0 {
+			seen[cnt]++
+		}
+	}
+	for c, n := range seen[1:] {
+		if n == 0 {
+			t.Fatalf("no window of count %d whose last record passes", c+1)
+		}
+	}
+}

@@ -193,8 +193,14 @@ var mutations = []mutation{
 	{
 		name: "classifier: a window tests the records past its leaf's count",
 		edits: []edit{{"swpath/classifier/tree_window.go",
-			"	return m & (1<<cnt - 1)\n", "	return m\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestTreeWindows|TestTreesVecForced",
+			"\n\treturn m & (1<<cnt - 1)\n", "\n\treturn m\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWinMask|TestTreeWindows|TestTreesVecForced",
+	},
+	{
+		name: "classifier: a window of five records ends after its first half",
+		edits: []edit{{"swpath/classifier/tree_window.go",
+			"\tif cnt <= recWindow/2 {\n", "\tif cnt <= recWindow/2+1 {\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWinMask|TestTreeWindows",
 	},
 	{
 		name: "classifier: a window's pick takes a record ranked after the best of the other tree",
