@@ -257,7 +257,16 @@ func prefixOf(p bgp.AddrPrefixInterface) (netip.Prefix, error) {
 func Translate(id string, priority uint32, fam rule.Family, comps []bgp.FlowSpecComponentInterface, allowed []netip.Prefix) (rule.Rule, *Refusal) {
 	r := rule.Rule{ID: id, Priority: priority, Action: rule.Drop}
 	m := &r.Match
+	var seen [256]bool
 	for _, c := range comps {
+		// Each type at most once (RFC 8955 section 4.2). GoBGP's decoder
+		// keeps repeats; translated one by one, the last would replace the
+		// others, where the route asks for all of them.
+		t := uint8(c.Type())
+		if seen[t] {
+			return r, refuse(ReasonInvalid, "component %s appears twice in one route (RFC 8955 section 4.2: each type at most once)", c.String())
+		}
+		seen[t] = true
 		switch v := c.(type) {
 		case *bgp.FlowSpecDestinationPrefix:
 			p, err := prefixOf(v.Prefix)
@@ -296,6 +305,21 @@ func Translate(id string, priority uint32, fam rule.Family, comps []bgp.FlowSpec
 		default:
 			return r, refuse(ReasonComponent, "component %s", c.String())
 		}
+	}
+	if m.Port != nil || m.SrcPort != nil || m.DstPort != nil {
+		// Port components match TCP and UDP ports (RFC 8955 sections
+		// 4.2.2.4-6); the rule model's ports hold for SCTP too, so the
+		// rule names the protocols.
+		var ps []uint8
+		for _, p := range []uint8{rule.ProtoTCP, rule.ProtoUDP} {
+			if m.Proto == nil || slices.Contains(m.Proto, p) {
+				ps = append(ps, p)
+			}
+		}
+		if len(ps) == 0 {
+			return r, refuse(ReasonEmpty, "port components with protocol %v: FlowSpec ports are TCP and UDP ports (RFC 8955 section 4.2.2.4)", m.Proto)
+		}
+		m.Proto = ps
 	}
 	if got := m.Family(); got != rule.FamilyAny && got != fam {
 		return r, refuse(ReasonInvalid, "prefixes of the other address family in an IPv%d FlowSpec route", fam)

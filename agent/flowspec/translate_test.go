@@ -2,6 +2,7 @@ package flowspec
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -77,9 +78,26 @@ func TestTranslateAndRefusals(t *testing.T) {
 	if rf != nil || r.Match.Length[0] != (rule.Range{Lo: 0, Hi: 99}) {
 		t.Fatalf("%v %+v", rf, r.Match)
 	}
-	// Ports with ICMP: the rule parser refuses it, so does Translate.
-	if _, rf := Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst, num(bgp.FLOW_SPEC_TYPE_IP_PROTO, bgp.DEC_NUM_OP_EQ, 1), num(bgp.FLOW_SPEC_TYPE_DST_PORT, bgp.DEC_NUM_OP_EQ, 80)}, anyDst); rf == nil || rf.Reason != ReasonInvalid {
+	// Ports are TCP and UDP ports (RFC 8955 4.2.2.4-6): a route with ports
+	// names those protocols, with ICMP alone it matches nothing, and with
+	// TCP or SCTP it names TCP only (the rule model's ports hold for SCTP).
+	if _, rf := Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst, num(bgp.FLOW_SPEC_TYPE_IP_PROTO, bgp.DEC_NUM_OP_EQ, 1), num(bgp.FLOW_SPEC_TYPE_DST_PORT, bgp.DEC_NUM_OP_EQ, 80)}, anyDst); rf == nil || rf.Reason != ReasonEmpty {
 		t.Fatalf("icmp+ports: %v", rf)
+	}
+	r, rf = Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst, num(bgp.FLOW_SPEC_TYPE_DST_PORT, bgp.DEC_NUM_OP_EQ, 80)}, anyDst)
+	if rf != nil || !slices.Equal(r.Match.Proto, []uint8{rule.ProtoTCP, rule.ProtoUDP}) {
+		t.Fatalf("ports alone: %v %v", rf, &r.Match)
+	}
+	tcpSCTP := bgp.NewFlowSpecComponent(bgp.FLOW_SPEC_TYPE_IP_PROTO, []*bgp.FlowSpecComponentItem{
+		bgp.NewFlowSpecComponentItem(bgp.DEC_NUM_OP_EQ, rule.ProtoTCP), bgp.NewFlowSpecComponentItem(bgp.DEC_NUM_OP_EQ|bgp.DEC_NUM_OP_END, rule.ProtoSCTP)})
+	r, rf = Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst, tcpSCTP, num(bgp.FLOW_SPEC_TYPE_PORT, bgp.DEC_NUM_OP_EQ, 80)}, anyDst)
+	if rf != nil || !slices.Equal(r.Match.Proto, []uint8{rule.ProtoTCP}) {
+		t.Fatalf("tcp or sctp with ports: %v %v", rf, &r.Match)
+	}
+	// A type twice: GoBGP's decoder keeps both, the route asks for both,
+	// and a rule of the last alone would drop port 443 as well.
+	if _, rf := Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst, num(bgp.FLOW_SPEC_TYPE_DST_PORT, bgp.DEC_NUM_OP_EQ, 80), num(bgp.FLOW_SPEC_TYPE_DST_PORT, bgp.DEC_NUM_OP_GT, 79)}, anyDst); rf == nil || rf.Reason != ReasonInvalid || !strings.Contains(rf.Detail, "twice") {
+		t.Fatalf("destination port twice: %v", rf)
 	}
 	if _, rf := Translate("x", 500, rule.IPv4, []bgp.FlowSpecComponentInterface{dst, num(bgp.FLOW_SPEC_TYPE_LABEL, bgp.DEC_NUM_OP_EQ, 5)}, anyDst); rf == nil || rf.Reason != ReasonComponent {
 		t.Fatalf("label: %v", rf)
