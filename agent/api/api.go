@@ -138,6 +138,17 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT /v1/rules", s.replace)
 	mux.HandleFunc("GET /v1/decisions", s.decisions)
 	mux.HandleFunc("GET /v1/status", s.status)
+	// Every other method on these paths, and every other path, get a JSON
+	// error as well (the mux's own replies are plain text).
+	for path, allow := range map[string]string{"/v1/rules": "GET, POST, PUT", "/v1/rules/{id}": "GET, PUT, DELETE", "/v1/decisions": "GET", "/v1/status": "GET"} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			fail(w, http.StatusMethodNotAllowed, fmt.Errorf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow))
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fail(w, http.StatusNotFound, fmt.Errorf("no such API path %q (the API is /v1/rules, /v1/rules/ID, /v1/decisions and /v1/status)", r.URL.Path))
+	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.Token != "" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
