@@ -197,6 +197,24 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestWinMask|TestTreeWindows|TestTreesVecForced",
 	},
 	{
+		name: "api: a replace stores the rules protection refuses and answers 200",
+		edits: []edit{{"agent/api/api.go",
+			"s.Store.ReplaceInForce(Source, set.Rules)", "s.Store.Replace(Source, set.Rules)", 1}},
+		pkgs: []string{"./agent/api/"}, run: "FuzzHandler",
+	},
+	{
+		name: "flowspec: a route's component type twice is translated, the last one winning",
+		edits: []edit{{"agent/flowspec/translate.go",
+			"\t\tif seen[t] {\n", "\t\tif false && seen[t] {\n", 1}},
+		pkgs: []string{"./agent/flowspec/"}, run: "FuzzTranslate|TestTranslateAndRefusals",
+	},
+	{
+		name: "flowspec: ports without a protocol hold for SCTP too",
+		edits: []edit{{"agent/flowspec/translate.go",
+			"\t\tm.Proto = ps\n", "\t\t_ = ps\n", 1}},
+		pkgs: []string{"./agent/flowspec/"}, run: "FuzzTranslate|TestTranslateAndRefusals",
+	},
+	{
 		name: "classifier: a window of five records ends after its first half",
 		edits: []edit{{"swpath/classifier/tree_window.go",
 			"\tif cnt <= recWindow/2 {\n", "\tif cnt <= recWindow/2+1 {\n", 1}},
