@@ -130,24 +130,40 @@ func (s *Server) maxBody() int64 {
 // Handler returns the API's handler.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/rules", s.list)
-	mux.HandleFunc("GET /v1/rules/{id}", s.get)
-	mux.HandleFunc("POST /v1/rules", s.add)
-	mux.HandleFunc("PUT /v1/rules/{id}", s.put)
-	mux.HandleFunc("DELETE /v1/rules/{id}", s.del)
-	mux.HandleFunc("PUT /v1/rules", s.replace)
-	mux.HandleFunc("GET /v1/decisions", s.decisions)
-	mux.HandleFunc("GET /v1/status", s.status)
+	routes := []struct {
+		method, path string
+		h            http.HandlerFunc
+	}{
+		{"GET", "/v1/rules", s.list},
+		{"GET", "/v1/rules/{id}", s.get},
+		{"POST", "/v1/rules", s.add},
+		{"PUT", "/v1/rules/{id}", s.put},
+		{"DELETE", "/v1/rules/{id}", s.del},
+		{"PUT", "/v1/rules", s.replace},
+		{"GET", "/v1/decisions", s.decisions},
+		{"GET", "/v1/status", s.status},
+	}
+	var paths []string
+	allow := map[string][]string{}
+	for _, rt := range routes {
+		mux.HandleFunc(rt.method+" "+rt.path, rt.h)
+		if allow[rt.path] == nil {
+			paths = append(paths, rt.path)
+		}
+		allow[rt.path] = append(allow[rt.path], rt.method)
+	}
 	// Every other method on these paths, and every other path, get a JSON
 	// error as well (the mux's own replies are plain text).
-	for path, allow := range map[string]string{"/v1/rules": "GET, POST, PUT", "/v1/rules/{id}": "GET, PUT, DELETE", "/v1/decisions": "GET", "/v1/status": "GET"} {
+	for _, path := range paths {
+		methods := strings.Join(allow[path], ", ")
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Allow", allow)
-			fail(w, http.StatusMethodNotAllowed, fmt.Errorf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow))
+			w.Header().Set("Allow", methods)
+			fail(w, http.StatusMethodNotAllowed, fmt.Errorf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, methods))
 		})
 	}
+	known := strings.Join(paths, ", ")
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		fail(w, http.StatusNotFound, fmt.Errorf("no such API path %q (the API is /v1/rules, /v1/rules/ID, /v1/decisions and /v1/status)", r.URL.Path))
+		fail(w, http.StatusNotFound, fmt.Errorf("no such API path %q (the API's paths: %s)", r.URL.Path, known))
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.Token != "" {
