@@ -32,22 +32,24 @@ func FuzzTranslate(f *testing.F) {
 		_, v6 := n.(*bgp.FlowSpecIPv6Unicast)
 		f.Add(b, v6, uint64(1))
 	}
-	and := uint8(bgp.DEC_NUM_OP_AND)
-	item := func(op uint8, v uint64) *bgp.FlowSpecComponentItem { return bgp.NewFlowSpecComponentItem(op, v) }
-	comp := func(t bgp.BGPFlowSpecType, items ...*bgp.FlowSpecComponentItem) *bgp.FlowSpecComponent {
-		items[len(items)-1].Op |= bgp.DEC_NUM_OP_END
-		return bgp.NewFlowSpecComponent(t, items)
+	const and = bgp.DEC_NUM_OP_AND
+	// comp is a component of items (op, value, ...: translate_test.go's
+	// items), its last marked as the end.
+	comp := func(t bgp.BGPFlowSpecType, ops ...uint64) *bgp.FlowSpecComponent {
+		its := items(ops...)
+		its[len(its)-1].Op |= bgp.DEC_NUM_OP_END
+		return bgp.NewFlowSpecComponent(t, its)
 	}
 	seed(v4("203.0.113.0", 24, num(bgp.FLOW_SPEC_TYPE_IP_PROTO, bgp.DEC_NUM_OP_EQ, 17), num(bgp.FLOW_SPEC_TYPE_DST_PORT, bgp.DEC_NUM_OP_EQ, 53)))
 	seed(v4("198.51.100.0", 22,
 		bgp.NewFlowSpecSourcePrefix(bgp.NewIPAddrPrefix(8, "10.0.0.0")),
-		comp(bgp.FLOW_SPEC_TYPE_PORT, item(bgp.DEC_NUM_OP_GT_EQ, 1000), item(and|bgp.DEC_NUM_OP_LT_EQ, 2000), item(bgp.DEC_NUM_OP_EQ, 80)),
-		comp(bgp.FLOW_SPEC_TYPE_PKT_LEN, item(bgp.DEC_NUM_OP_LT, 100)),
-		comp(bgp.FLOW_SPEC_TYPE_DSCP, item(bgp.DEC_NUM_OP_EQ, 46), item(bgp.DEC_NUM_OP_GT, 60))))
+		comp(bgp.FLOW_SPEC_TYPE_PORT, bgp.DEC_NUM_OP_GT_EQ, 1000, and|bgp.DEC_NUM_OP_LT_EQ, 2000, bgp.DEC_NUM_OP_EQ, 80),
+		comp(bgp.FLOW_SPEC_TYPE_PKT_LEN, bgp.DEC_NUM_OP_LT, 100),
+		comp(bgp.FLOW_SPEC_TYPE_DSCP, bgp.DEC_NUM_OP_EQ, 46, bgp.DEC_NUM_OP_GT, 60)))
 	seed(v4("192.0.2.0", 24,
 		num(bgp.FLOW_SPEC_TYPE_IP_PROTO, bgp.DEC_NUM_OP_EQ, 6),
-		comp(bgp.FLOW_SPEC_TYPE_TCP_FLAG, item(bgp.BITMASK_FLAG_OP_MATCH, uint64(bgp.TCP_FLAG_SYN)), item(bgp.BITMASK_FLAG_OP_AND|bgp.BITMASK_FLAG_OP_NOT, uint64(bgp.TCP_FLAG_ACK)))))
-	seed(v4("192.0.2.128", 25, comp(bgp.FLOW_SPEC_TYPE_FRAGMENT, item(0, bgp.FRAG_FLAG_IS|bgp.FRAG_FLAG_FIRST))))
+		comp(bgp.FLOW_SPEC_TYPE_TCP_FLAG, bgp.BITMASK_FLAG_OP_MATCH, uint64(bgp.TCP_FLAG_SYN), bgp.BITMASK_FLAG_OP_AND|bgp.BITMASK_FLAG_OP_NOT, uint64(bgp.TCP_FLAG_ACK))))
+	seed(v4("192.0.2.128", 25, comp(bgp.FLOW_SPEC_TYPE_FRAGMENT, 0, bgp.FRAG_FLAG_IS|bgp.FRAG_FLAG_FIRST)))
 	seed(v4("192.0.2.0", 24, num(bgp.FLOW_SPEC_TYPE_IP_PROTO, bgp.DEC_NUM_OP_EQ, 1), num(bgp.FLOW_SPEC_TYPE_ICMP_TYPE, bgp.DEC_NUM_OP_EQ, 8), num(bgp.FLOW_SPEC_TYPE_ICMP_CODE, bgp.DEC_NUM_OP_LT_EQ, 1)))
 	seed(bgp.NewFlowSpecIPv6Unicast([]bgp.FlowSpecComponentInterface{
 		bgp.NewFlowSpecDestinationPrefix6(bgp.NewIPv6AddrPrefix(48, "2001:db8:1::"), 0),
