@@ -243,13 +243,15 @@ func numericHolds(items []*bgp.FlowSpecComponentItem, data uint64) bool {
 // with the match bit (0x01) every bit of the value must be set in the
 // packet's, without it any one; the not bit (0x02) negates the term.
 func bitmaskHolds(items []*bgp.FlowSpecComponentItem, data uint64) bool {
-	return terms(items, func(op uint8, v uint64) bool {
-		t := data&v != 0
-		if op&0x01 != 0 {
-			t = data&v == v
-		}
-		return t != (op&0x02 != 0)
-	})
+	return terms(items, func(op uint8, v uint64) bool { return bitmaskTerm(op, v, data) })
+}
+
+func bitmaskTerm(op uint8, v, data uint64) bool {
+	t := data&v != 0
+	if op&0x01 != 0 {
+		t = data&v == v
+	}
+	return t != (op&0x02 != 0)
 }
 
 func terms(items []*bgp.FlowSpecComponentItem, term func(op uint8, v uint64) bool) bool {
@@ -290,11 +292,7 @@ func fragmentHolds(items []*bgp.FlowSpecComponentItem, f rule.Frag) bool {
 		if v == 0 && op&0x03 == 0 {
 			return f&rule.NotFragment != 0
 		}
-		t := data&v != 0
-		if op&0x01 != 0 {
-			t = data&v == v
-		}
-		return t != (op&0x02 != 0)
+		return bitmaskTerm(op, v, data)
 	})
 }
 
