@@ -204,9 +204,13 @@ func flags(items []*bgp.FlowSpecComponentItem) (value, mask uint8, ok bool) {
 	return value, mask, mask != 0
 }
 
-// fragments maps FlowSpec fragment terms onto the rule model's any-of set.
+// fragments maps FlowSpec fragment terms onto the rule model's any-of set
+// (0: any packet). A term of value 0 without the match bit is GoBGP's and
+// ExaBGP's "not-a-fragment"; with the match bit it holds for every packet
+// ((data AND 0) == 0, RFC 8955 section 4.2.1.2), and so does the component.
 func fragments(items []*bgp.FlowSpecComponentItem) (rule.Frag, bool) {
 	var out rule.Frag
+	always := false
 	for i, it := range items {
 		if i > 0 && it.Op&bgp.BITMASK_FLAG_OP_AND != 0 {
 			return 0, false
@@ -218,7 +222,9 @@ func fragments(items []*bgp.FlowSpecComponentItem) (rule.Frag, bool) {
 		if it.Op&bgp.BITMASK_FLAG_OP_MATCH != 0 && v&(v-1) != 0 {
 			return 0, false // all of several states: not expressible
 		}
-		if v == 0 {
+		if v == 0 && it.Op&bgp.BITMASK_FLAG_OP_MATCH != 0 {
+			always = true
+		} else if v == 0 {
 			out |= rule.NotFragment
 		}
 		if v&bgp.FRAG_FLAG_DONT != 0 {
@@ -236,6 +242,9 @@ func fragments(items []*bgp.FlowSpecComponentItem) (rule.Frag, bool) {
 		if v&^0x0f != 0 {
 			return 0, false
 		}
+	}
+	if always {
+		return 0, true
 	}
 	return out, out != 0
 }

@@ -67,6 +67,16 @@ func TestFlagsAndFragments(t *testing.T) {
 	if _, ok := fragments(items(bgp.BITMASK_FLAG_OP_NOT, bgp.FRAG_FLAG_IS)); ok {
 		t.Fatal("not-fragment term accepted")
 	}
+	// Value 0: without the match bit GoBGP's not-a-fragment; with it,
+	// (data AND 0) == 0 holds for every packet, and so does the component
+	// (found by FuzzTranslate: it once read as not-a-fragment, a rule
+	// narrower than its route).
+	if f, ok := fragments(items(0, 0)); !ok || f != rule.NotFragment {
+		t.Fatalf("value 0: %v %v, want not-fragment", f, ok)
+	}
+	if f, ok := fragments(items(bgp.BITMASK_FLAG_OP_MATCH, 0, 0, bgp.FRAG_FLAG_IS)); !ok || f != 0 {
+		t.Fatalf("match value 0 or is-fragment: %v %v, want any packet (0)", f, ok)
+	}
 }
 
 // anyDst allows every destination, for cases about other components.

@@ -209,6 +209,12 @@ var mutations = []mutation{
 		pkgs: []string{"./agent/flowspec/"}, run: "FuzzTranslate|TestTranslateAndRefusals",
 	},
 	{
+		name: "flowspec: a fragment term of value 0 with the match bit reads as not-a-fragment",
+		edits: []edit{{"agent/flowspec/translate.go",
+			"\t\tif v == 0 && it.Op&bgp.BITMASK_FLAG_OP_MATCH != 0 {\n", "\t\tif false {\n", 1}},
+		pkgs: []string{"./agent/flowspec/"}, run: "FuzzTranslate|TestFlagsAndFragments",
+	},
+	{
 		name: "flowspec: ports without a protocol hold for SCTP too",
 		edits: []edit{{"agent/flowspec/translate.go",
 			"\t\tm.Proto = ps\n", "\t\t_ = ps\n", 1}},
