@@ -1,0 +1,494 @@
+// Package bgpguard stands between scrubd's FlowSpec peers and the GoBGP
+// speaker that runs in scrubd's process, so that no message a peer sends can
+// stop the agent.
+//
+// GoBGP v3 reads each message inside its session goroutine and decodes it
+// there (pkg/server/fsm.go, fsmHandler.recvMessageWithError, which calls
+// bgp.ParseBGPBody), with no recover anywhere in pkg/server: a message its
+// decoder panics on ends the whole process. The guard owns the peers' TCP
+// sessions instead. It listens where GoBGP would have listened and connects
+// to the neighbours that are not passive. For each session it opens a
+// loopback connection to GoBGP, and it relays the two byte streams message
+// by message. Before a peer's message goes on, the guard decodes it with the
+// same GoBGP call under recover (Check):
+//
+//   - A message the decoder panics on never reaches GoBGP. The guard sends
+//     the peer a NOTIFICATION (UPDATE Message Error, Optional Attribute
+//     Error: RFC 4760 section 7, for an MP_REACH_NLRI or MP_UNREACH_NLRI
+//     whose NLRI cannot be read), sends GoBGP the same NOTIFICATION as if
+//     the peer had sent it, closes both connections, logs the message and
+//     counts it for the neighbour. GoBGP then sees an ordinary session
+//     reset.
+//   - Any other message goes on unchanged, also one the decoder returns an
+//     error for: GoBGP handles that itself (a NOTIFICATION, or
+//     treat-as-withdraw under RFC 7606), as it would without the guard.
+//
+// GoBGP listens on a loopback address alone. The guard connects to it from
+// one loopback address per neighbour (its alias; all of 127.0.0.0/8 is local
+// on Linux), so GoBGP keeps one peer per neighbour and tells them apart by
+// source address as before. Whoever configures GoBGP names each neighbour by
+// its alias, makes it passive, and maps the alias back to the neighbour's
+// address in what it reports.
+//
+// Only configured neighbours can connect: a connection from any other address
+// is closed at once, as GoBGP closes it.
+package bgpguard
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
+)
+
+// Neighbor is one configured peer.
+type Neighbor struct {
+	Addr netip.Addr
+	// Port is the peer's port for the guard's connects (0: 179).
+	Port uint16
+	// Passive neighbours are never connected to; the guard waits for them.
+	Passive bool
+	// Local is the source address of the guard's connects (zero: the
+	// kernel's choice).
+	Local netip.Addr
+	// Alias is the loopback address GoBGP sees this neighbour's session
+	// come from.
+	Alias netip.Addr
+}
+
+// Config configures a guard.
+type Config struct {
+	// Listen are the addresses ("host:port") peers connect to; none: no
+	// listener, the guard only connects.
+	Listen []string
+	// Upstream is GoBGP's loopback listener.
+	Upstream  netip.AddrPort
+	Neighbors []Neighbor
+	// ConnectRetry: the guard waits between this and twice this between
+	// connects to an active neighbour it has no session with. After a
+	// session ends it connects again after 1-2 s first.
+	ConnectRetry time.Duration
+	Log          *slog.Logger
+}
+
+// notifyCode and notifySubcode are the NOTIFICATION the guard sends for a
+// message GoBGP's decoder cannot read: UPDATE Message Error (3), Optional
+// Attribute Error (9), as RFC 4760 section 7 has it for an MP_REACH_NLRI or
+// MP_UNREACH_NLRI whose NLRI is incorrect (the case the guard exists for).
+const (
+	notifyCode    = bgp.BGP_ERROR_UPDATE_MESSAGE_ERROR
+	notifySubcode = bgp.BGP_ERROR_SUB_OPTIONAL_ATTRIBUTE_ERROR
+)
+
+// drainWait bounds how long a connection is read after the guard has
+// written its last bytes to it, so a NOTIFICATION is not lost to a reset
+// (closing a socket with unread data sends RST), and how long the other
+// half of a relay may run after one half ended.
+const drainWait = 5 * time.Second
+
+// dialTimeout bounds one connect to a neighbour or to GoBGP.
+const dialTimeout = 10 * time.Second
+
+// DecodePanic is a message GoBGP's decoder panicked on.
+type DecodePanic struct {
+	Type  uint8  // the BGP message type
+	Value string // what the decoder panicked with
+}
+
+func (e *DecodePanic) Error() string {
+	return fmt.Sprintf("GoBGP's decoder panics on this BGP message (type %d): %s", e.Type, e.Value)
+}
+
+// Check decodes one BGP message (the header's fields and the body after the
+// 19-byte header) as GoBGP's session goroutine does: bgp.ParseBGPBody, then
+// bgp.ValidateBGPMessage (pkg/server/fsm.go, recvMessageWithError). It
+// returns a *DecodePanic when either panics, and nil otherwise, also when
+// they return an error: GoBGP answers those itself.
+//
+// GoBGP decodes with no marshalling options unless ADD-PATH was negotiated
+// (fsm.go sets fsm.marshallingOptions from the ADD-PATH capability, with the
+// modes both sides enabled); scrubd enables ADD-PATH for no family, so every
+// negotiated mode is none and decoding is the same as with none.
+func Check(h *bgp.BGPHeader, body []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &DecodePanic{Type: h.Type, Value: fmt.Sprint(r)}
+		}
+	}()
+	m, perr := bgp.ParseBGPBody(h, body)
+	if perr == nil {
+		_ = bgp.ValidateBGPMessage(m)
+	}
+	return nil
+}
+
+// Guard relays sessions between peers and GoBGP; New binds its listeners,
+// Run serves them.
+type Guard struct {
+	cfg    Config
+	log    *slog.Logger
+	lns    []net.Listener
+	byAddr map[netip.Addr]*neighbor
+
+	mu        sync.Mutex
+	conns     map[net.Conn]struct{} // every open connection, closed on shutdown
+	closing   bool
+	malformed map[netip.Addr]uint64
+}
+
+type neighbor struct {
+	Neighbor
+	mu   sync.Mutex
+	live int           // relays up
+	lost chan struct{} // a relay ended (buffered 1)
+}
+
+// New checks cfg and binds the listeners, so that a port in use is an error
+// before anything starts.
+func New(cfg Config) (*Guard, error) {
+	if cfg.ConnectRetry <= 0 {
+		return nil, fmt.Errorf("bgpguard: connect retry %v: must be positive", cfg.ConnectRetry)
+	}
+	if !cfg.Upstream.IsValid() || !cfg.Upstream.Addr().IsLoopback() {
+		return nil, fmt.Errorf("bgpguard: upstream %v: must be a loopback address and port", cfg.Upstream)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	g := &Guard{cfg: cfg, log: cfg.Log, byAddr: map[netip.Addr]*neighbor{}, conns: map[net.Conn]struct{}{}, malformed: map[netip.Addr]uint64{}}
+	aliases := map[netip.Addr]bool{}
+	for _, n := range cfg.Neighbors {
+		switch {
+		case !n.Addr.IsValid():
+			return nil, errors.New("bgpguard: a neighbour without an address")
+		case g.byAddr[n.Addr.Unmap()] != nil:
+			return nil, fmt.Errorf("bgpguard: neighbour %v: configured twice", n.Addr)
+		case !n.Alias.Is4() || !n.Alias.IsLoopback() || aliases[n.Alias]:
+			return nil, fmt.Errorf("bgpguard: neighbour %v: alias %v must be an IPv4 loopback address of its own", n.Addr, n.Alias)
+		}
+		aliases[n.Alias] = true
+		g.byAddr[n.Addr.Unmap()] = &neighbor{Neighbor: n, lost: make(chan struct{}, 1)}
+	}
+	for _, a := range cfg.Listen {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			for _, l := range g.lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("bgpguard: listening on %s: %w", a, err)
+		}
+		g.lns = append(g.lns, ln)
+	}
+	return g, nil
+}
+
+// Close closes the listeners of a guard that never ran. (Run closes them
+// itself when its context ends.)
+func (g *Guard) Close() {
+	for _, l := range g.lns {
+		l.Close()
+	}
+}
+
+// Addrs returns the addresses the guard listens on.
+func (g *Guard) Addrs() []net.Addr {
+	out := make([]net.Addr, len(g.lns))
+	for i, l := range g.lns {
+		out[i] = l.Addr()
+	}
+	return out
+}
+
+// Malformed returns, per neighbour, how many messages the guard kept from
+// GoBGP because its decoder panicked on them.
+func (g *Guard) Malformed() map[netip.Addr]uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[netip.Addr]uint64, len(g.malformed))
+	for k, v := range g.malformed {
+		out[k] = v
+	}
+	return out
+}
+
+// Run accepts and connects sessions until ctx ends, then closes the
+// listeners and every connection and returns once every goroutine it
+// started has ended.
+func (g *Guard) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, ln := range g.lns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.accept(ctx, ln, &wg)
+		}()
+	}
+	for _, n := range g.byAddr {
+		if n.Passive {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.connect(ctx, n, &wg)
+		}()
+	}
+	<-ctx.Done()
+	g.mu.Lock()
+	g.closing = true
+	for c := range g.conns {
+		c.Close()
+	}
+	g.mu.Unlock()
+	for _, ln := range g.lns {
+		ln.Close()
+	}
+	wg.Wait()
+	return nil
+}
+
+// track registers c for shutdown; it reports false (and closes c) once the
+// guard is shutting down.
+func (g *Guard) track(c net.Conn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closing {
+		c.Close()
+		return false
+	}
+	g.conns[c] = struct{}{}
+	return true
+}
+
+func (g *Guard) untrack(c net.Conn) {
+	g.mu.Lock()
+	delete(g.conns, c)
+	g.mu.Unlock()
+	c.Close()
+}
+
+// accept takes the peers' connections on ln.
+func (g *Guard) accept(ctx context.Context, ln net.Listener, wg *sync.WaitGroup) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			g.log.Warn("flowspec guard: accept failed", "listen", ln.Addr().String(), "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		from := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+		n := g.byAddr[from]
+		if n == nil {
+			g.log.Warn("flowspec guard: connection from an address that is not a configured neighbour closed", "from", from.String())
+			c.Close()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.relay(ctx, n, c)
+		}()
+	}
+}
+
+// connect connects to an active neighbour whenever the guard has no session
+// with it, waiting between ConnectRetry and twice that between tries, and
+// 1-2 s after a session ends.
+func (g *Guard) connect(ctx context.Context, n *neighbor, wg *sync.WaitGroup) {
+	port := n.Port
+	if port == 0 {
+		port = 179
+	}
+	to := netip.AddrPortFrom(n.Addr, port).String()
+	d := net.Dialer{Timeout: dialTimeout}
+	if n.Local.IsValid() {
+		d.LocalAddr = &net.TCPAddr{IP: n.Local.AsSlice()}
+	}
+	for {
+		n.mu.Lock()
+		idle := n.live == 0
+		n.mu.Unlock()
+		if idle {
+			c, err := d.DialContext(ctx, "tcp", to)
+			if err == nil {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					g.relay(ctx, n, c)
+				}()
+			} else if ctx.Err() == nil {
+				g.log.Debug("flowspec guard: connect to neighbour failed", "peer", n.Addr.String(), "to", to, "err", err)
+			}
+		}
+		wait := g.cfg.ConnectRetry + rand.N(g.cfg.ConnectRetry)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		case <-n.lost:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second + rand.N(time.Second)):
+			}
+		}
+	}
+}
+
+// relay joins peer to a new connection to GoBGP from n's alias and relays
+// the session until either side ends it.
+func (g *Guard) relay(ctx context.Context, n *neighbor, peer net.Conn) {
+	if !g.track(peer) {
+		return
+	}
+	defer g.untrack(peer)
+	d := net.Dialer{Timeout: dialTimeout, LocalAddr: &net.TCPAddr{IP: n.Alias.AsSlice()}}
+	up, err := d.DialContext(ctx, "tcp", g.cfg.Upstream.String())
+	if err != nil {
+		if ctx.Err() == nil {
+			g.log.Error("flowspec guard: cannot reach the BGP speaker; peer's connection closed", "peer", n.Addr.String(), "err", err)
+		}
+		return
+	}
+	if !g.track(up) {
+		return
+	}
+	defer g.untrack(up)
+	n.mu.Lock()
+	n.live++
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		n.live--
+		n.mu.Unlock()
+		select {
+		case n.lost <- struct{}{}:
+		default:
+		}
+	}()
+
+	var peerW sync.Mutex // the two halves both write to the peer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// GoBGP to the peer: whole messages, so the guard's own
+		// NOTIFICATION never lands inside one.
+		copyMessages(peer, up, &peerW)
+		halfClose(peer)
+		// GoBGP ended the session (after its own NOTIFICATION, if any):
+		// a peer that neither closes nor sends is not waited for.
+		peer.SetReadDeadline(time.Now().Add(drainWait))
+	}()
+	g.fromPeer(n, peer, up, &peerW)
+	halfClose(up)
+	peer.SetReadDeadline(time.Now().Add(drainWait))
+	up.SetReadDeadline(time.Now().Add(drainWait))
+	<-done
+	// Read what the peer still sends until it closes (or drainWait), so a
+	// close with unread data does not reset the connection before the peer
+	// has read the last message.
+	io.Copy(io.Discard, peer)
+}
+
+// fromPeer relays the peer's messages to GoBGP, each checked first, until
+// the peer ends the session, an I/O error, or a message GoBGP's decoder
+// cannot read.
+func (g *Guard) fromPeer(n *neighbor, peer, up net.Conn, peerW *sync.Mutex) {
+	buf := make([]byte, 1<<16)
+	for {
+		if _, err := io.ReadFull(peer, buf[:bgp.BGP_HEADER_LENGTH]); err != nil {
+			return
+		}
+		var h bgp.BGPHeader
+		if err := h.DecodeFromBytes(buf[:bgp.BGP_HEADER_LENGTH]); err != nil {
+			// No length to frame by: GoBGP reads the same header, answers
+			// it with a NOTIFICATION and closes.
+			up.Write(buf[:bgp.BGP_HEADER_LENGTH])
+			return
+		}
+		msg := buf[:h.Len]
+		if _, err := io.ReadFull(peer, msg[bgp.BGP_HEADER_LENGTH:]); err != nil {
+			return
+		}
+		if err := Check(&h, msg[bgp.BGP_HEADER_LENGTH:]); err != nil {
+			g.reject(n, peer, up, peerW, msg, err)
+			return
+		}
+		if _, err := up.Write(msg); err != nil {
+			return
+		}
+	}
+}
+
+// reject answers a message GoBGP's decoder cannot read: a NOTIFICATION to
+// both sides, then the relay closes.
+func (g *Guard) reject(n *neighbor, peer, up net.Conn, peerW *sync.Mutex, msg []byte, err error) {
+	g.mu.Lock()
+	g.malformed[n.Addr]++
+	g.mu.Unlock()
+	shown := msg
+	if len(shown) > 256 {
+		shown = shown[:256]
+	}
+	g.log.Error("flowspec guard: a peer sent a BGP message that GoBGP's decoder panics on; it was kept from GoBGP and the session is reset with a NOTIFICATION (UPDATE Message Error, Optional Attribute Error)",
+		"peer", n.Addr.String(), "type", msg[18], "length", len(msg), "err", err.Error(), "message_hex", hex.EncodeToString(shown))
+	note, serr := bgp.NewBGPNotificationMessage(notifyCode, notifySubcode, nil).Serialize()
+	if serr != nil {
+		return
+	}
+	peerW.Lock()
+	peer.SetWriteDeadline(time.Now().Add(drainWait))
+	peer.Write(note)
+	peerW.Unlock()
+	up.SetWriteDeadline(time.Now().Add(drainWait))
+	up.Write(note)
+}
+
+// copyMessages writes src's messages to dst whole, each under mu.
+func copyMessages(dst, src net.Conn, mu *sync.Mutex) {
+	buf := make([]byte, 1<<16)
+	for {
+		if _, err := io.ReadFull(src, buf[:bgp.BGP_HEADER_LENGTH]); err != nil {
+			return
+		}
+		var h bgp.BGPHeader
+		msg := buf[:bgp.BGP_HEADER_LENGTH]
+		if h.DecodeFromBytes(msg) == nil {
+			msg = buf[:h.Len]
+			if _, err := io.ReadFull(src, msg[bgp.BGP_HEADER_LENGTH:]); err != nil {
+				return
+			}
+		}
+		mu.Lock()
+		_, err := dst.Write(msg)
+		mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// halfClose ends the writes to c (a FIN), leaving its reads open.
+func halfClose(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.CloseWrite()
+		return
+	}
+	c.Close()
+}

@@ -1,0 +1,323 @@
+package bgpguard
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
+
+	"github.com/scrubd/scrubd/agent/flowspec/bgpguard/guardtest"
+)
+
+// crashUpdate is an UPDATE GoBGP's decoder panics on (see the file).
+var crashUpdate = guardtest.CrashUpdate()
+
+func header(t *testing.T, msg []byte) *bgp.BGPHeader {
+	t.Helper()
+	var h bgp.BGPHeader
+	if err := h.DecodeFromBytes(msg); err != nil {
+		t.Fatal(err)
+	}
+	return &h
+}
+
+// gobgpPanics reports whether GoBGP's decoder, called directly, panics on
+// msg: the reference the guard's verdicts are held to.
+func gobgpPanics(msg []byte) (panicked bool) {
+	defer func() { panicked = recover() != nil }()
+	bgp.ParseBGPMessage(msg)
+	return false
+}
+
+func keepalive() []byte {
+	b, _ := bgp.NewBGPKeepAliveMessage().Serialize()
+	return b
+}
+
+func flowUpdate(t *testing.T) []byte {
+	t.Helper()
+	nlri := bgp.NewFlowSpecIPv4Unicast([]bgp.FlowSpecComponentInterface{bgp.NewFlowSpecDestinationPrefix(bgp.NewIPAddrPrefix(24, "203.0.113.0"))})
+	attrs := []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), bgp.NewPathAttributeAsPath(nil),
+		bgp.NewPathAttributeMpReachNLRI("0.0.0.0", []bgp.AddrPrefixInterface{nlri}),
+		bgp.NewPathAttributeExtendedCommunities([]bgp.ExtendedCommunityInterface{bgp.NewTrafficRateExtended(0, 0)})}
+	b, err := bgp.NewBGPUpdateMessage(nil, attrs, nil).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func notification() []byte {
+	b, _ := bgp.NewBGPNotificationMessage(bgp.BGP_ERROR_UPDATE_MESSAGE_ERROR, bgp.BGP_ERROR_SUB_OPTIONAL_ATTRIBUTE_ERROR, nil).Serialize()
+	return b
+}
+
+func TestCheck(t *testing.T) {
+	if !gobgpPanics(crashUpdate) {
+		t.Fatal("GoBGP's decoder no longer panics on the crash UPDATE: the pinned GoBGP changed, see whether the guard is still needed")
+	}
+	err := Check(header(t, crashUpdate), crashUpdate[19:])
+	var dp *DecodePanic
+	if !errors.As(err, &dp) || dp.Type != bgp.BGP_MSG_UPDATE {
+		t.Fatalf("Check(crash UPDATE) = %v, want a *DecodePanic of type 2", err)
+	}
+
+	good := flowUpdate(t)
+	// An UPDATE whose attribute length overruns the message: GoBGP returns
+	// an error (and answers it itself), it does not panic.
+	bad := append([]byte(nil), good...)
+	binary.BigEndian.PutUint16(bad[21:], uint16(len(bad)))
+	if _, err := bgp.ParseBGPMessage(bad); err == nil {
+		t.Fatal("the overrunning UPDATE decodes: the test input is wrong")
+	}
+	for name, msg := range map[string][]byte{"flowspec update": good, "keepalive": keepalive(), "decode error": bad, "notification": notification()} {
+		if gobgpPanics(msg) {
+			t.Fatalf("%s: GoBGP's decoder panics", name)
+		}
+		if err := Check(header(t, msg), msg[19:]); err != nil {
+			t.Errorf("Check(%s) = %v, want nil", name, err)
+		}
+	}
+}
+
+// lab is a guard between a fake GoBGP (a loopback listener) and peers.
+type lab struct {
+	g      *Guard
+	up     net.Listener
+	cancel func()
+	done   chan struct{}
+}
+
+const peerAddr = "127.0.0.2"
+
+var alias = netip.MustParseAddr("127.233.0.1")
+
+func startLab(t *testing.T, ns ...Neighbor) *lab {
+	t.Helper()
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns == nil {
+		ns = []Neighbor{{Addr: netip.MustParseAddr(peerAddr), Passive: true, Alias: alias}}
+	}
+	g, err := New(Config{Listen: []string{"127.0.0.1:0"}, Upstream: up.Addr().(*net.TCPAddr).AddrPort(), Neighbors: ns, ConnectRetry: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &lab{g: g, up: up, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		g.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		l.stop(t)
+		up.Close()
+	})
+	return l
+}
+
+func (l *lab) stop(t *testing.T) {
+	l.cancel()
+	select {
+	case <-l.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+}
+
+// dial connects to the guard from local.
+func (l *lab) dial(t *testing.T, local string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	c, err := d.Dial("tcp", l.g.Addrs()[0].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// accept takes the guard's connection to the fake GoBGP.
+func (l *lab) accept(t *testing.T, within time.Duration) (net.Conn, error) {
+	t.Helper()
+	l.up.(*net.TCPListener).SetDeadline(time.Now().Add(within))
+	c, err := l.up.Accept()
+	if err == nil {
+		t.Cleanup(func() { c.Close() })
+	}
+	return c, err
+}
+
+func readN(t *testing.T, c net.Conn, n int) []byte {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b := make([]byte, n)
+	if _, err := io.ReadFull(c, b); err != nil {
+		t.Fatalf("reading %d bytes: %v", n, err)
+	}
+	return b
+}
+
+func expectEOF(t *testing.T, c net.Conn, who string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	rest, err := io.ReadAll(c)
+	if err != nil || len(rest) != 0 {
+		t.Fatalf("%s: after the NOTIFICATION: %d more bytes %x, err %v; want end of stream", who, len(rest), rest, err)
+	}
+}
+
+// Messages go through unchanged both ways, however the peer splits them,
+// GoBGP sees the neighbour's alias, and a message GoBGP's decoder panics on
+// never reaches GoBGP: both sides get the NOTIFICATION and the session ends.
+func TestRelay(t *testing.T) {
+	l := startLab(t)
+	peer := l.dial(t, peerAddr)
+	// The first bytes make the guard connect upstream.
+	ka, upd := keepalive(), flowUpdate(t)
+	for _, b := range ka {
+		if _, err := peer.Write([]byte{b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	up, err := l.accept(t, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := up.RemoteAddr().(*net.TCPAddr).AddrPort().Addr(); got != alias {
+		t.Fatalf("GoBGP sees the session from %v, want the alias %v", got, alias)
+	}
+	if _, err := peer.Write(append(append([]byte(nil), upd...), ka...)); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append(append([]byte(nil), ka...), upd...), ka...)
+	if got := readN(t, up, len(want)); !bytes.Equal(got, want) {
+		t.Fatalf("GoBGP read %x, want %x", got, want)
+	}
+	// GoBGP to the peer, two messages in one write.
+	if _, err := up.Write(append(append([]byte(nil), ka...), upd...)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readN(t, peer, len(ka)+len(upd)); !bytes.Equal(got, append(append([]byte(nil), ka...), upd...)) {
+		t.Fatalf("the peer read %x", got)
+	}
+
+	// The crash UPDATE, then a KEEPALIVE the guard must not pass either.
+	if _, err := peer.Write(append(append([]byte(nil), crashUpdate...), ka...)); err != nil {
+		t.Fatal(err)
+	}
+	note := notification()
+	if got := readN(t, peer, len(note)); !bytes.Equal(got, note) {
+		t.Fatalf("the peer read %x, want the NOTIFICATION %x", got, note)
+	}
+	if got := readN(t, up, len(note)); !bytes.Equal(got, note) {
+		t.Fatalf("GoBGP read %x, want the NOTIFICATION %x (and never the crash UPDATE)", got, note)
+	}
+	expectEOF(t, up, "GoBGP")
+	up.Close() // as GoBGP closes after a NOTIFICATION
+	expectEOF(t, peer, "peer")
+	if m := l.g.Malformed(); m[netip.MustParseAddr(peerAddr)] != 1 || len(m) != 1 {
+		t.Fatalf("Malformed() = %v, want %s: 1", m, peerAddr)
+	}
+}
+
+// GoBGP ending the session (its own NOTIFICATION, then close) ends the
+// peer's connection after that NOTIFICATION.
+func TestUpstreamClose(t *testing.T) {
+	l := startLab(t)
+	peer := l.dial(t, peerAddr)
+	peer.Write(keepalive())
+	up, err := l.accept(t, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readN(t, up, 19)
+	cease, _ := bgp.NewBGPNotificationMessage(bgp.BGP_ERROR_CEASE, 0, nil).Serialize()
+	up.Write(cease)
+	up.Close()
+	if got := readN(t, peer, len(cease)); !bytes.Equal(got, cease) {
+		t.Fatalf("the peer read %x, want %x", got, cease)
+	}
+	expectEOF(t, peer, "peer")
+}
+
+// A connection from an address that is no neighbour is closed and never
+// reaches GoBGP.
+func TestStrangerClosed(t *testing.T) {
+	l := startLab(t)
+	c := l.dial(t, "127.0.0.3")
+	c.Write(keepalive())
+	// Closed unread: an end of stream or a reset.
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := c.Read(make([]byte, 64)); n != 0 || !(err == io.EOF || errors.Is(err, syscall.ECONNRESET)) {
+		t.Fatalf("stranger read %d bytes, err %v; want the connection closed", n, err)
+	}
+	if up, err := l.accept(t, 300*time.Millisecond); err == nil {
+		t.Fatalf("GoBGP got a connection from %v for a stranger", up.RemoteAddr())
+	}
+}
+
+// An active neighbour is connected to (from its local address), joined to
+// GoBGP, and connected to again once its session ends; Run's end closes the
+// live session.
+func TestConnectActive(t *testing.T) {
+	pl, err := net.Listen("tcp", peerAddr+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	port := uint16(pl.Addr().(*net.TCPAddr).Port)
+	l := startLab(t, Neighbor{Addr: netip.MustParseAddr(peerAddr), Port: port, Local: netip.MustParseAddr("127.0.0.4"), Alias: alias})
+	for round := 0; round < 2; round++ {
+		pl.(*net.TCPListener).SetDeadline(time.Now().Add(10 * time.Second))
+		peer, err := pl.Accept()
+		if err != nil {
+			t.Fatalf("round %d: the guard did not connect: %v", round, err)
+		}
+		if got := peer.RemoteAddr().(*net.TCPAddr).IP.String(); got != "127.0.0.4" {
+			t.Fatalf("the guard connected from %s, want the local address 127.0.0.4", got)
+		}
+		peer.Write(keepalive())
+		up, err := l.accept(t, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readN(t, up, 19)
+		if round == 0 {
+			peer.Close()
+			expectEOF(t, up, "GoBGP")
+			up.Close()
+			continue
+		}
+		l.stop(t)
+		expectEOF(t, peer, "peer at shutdown")
+	}
+}
+
+func TestNewRefuses(t *testing.T) {
+	up := netip.MustParseAddrPort("127.0.0.1:1790")
+	a := netip.MustParseAddr(peerAddr)
+	for name, c := range map[string]Config{
+		"upstream not loopback": {Upstream: netip.MustParseAddrPort("192.0.2.1:179"), ConnectRetry: time.Second},
+		"no retry":              {Upstream: up},
+		"alias not loopback":    {Upstream: up, ConnectRetry: time.Second, Neighbors: []Neighbor{{Addr: a, Alias: netip.MustParseAddr("192.0.2.1")}}},
+		"alias twice": {Upstream: up, ConnectRetry: time.Second, Neighbors: []Neighbor{{Addr: a, Alias: alias},
+			{Addr: netip.MustParseAddr("127.0.0.3"), Alias: alias}}},
+		"neighbour twice": {Upstream: up, ConnectRetry: time.Second, Neighbors: []Neighbor{{Addr: a, Alias: alias},
+			{Addr: a, Alias: alias.Next()}}},
+	} {
+		if _, err := New(c); err == nil {
+			t.Errorf("%s: New accepted it", name)
+		}
+	}
+}
