@@ -395,7 +395,10 @@ func (a *agent) startMetrics(g *errgroup.Group, ctx context.Context) {
 	src := metrics.Sources{View: a.placer.View, RuleCounts: a.st.Counts, Node: a.cfg.Node}
 	if d.Speaker != nil {
 		sp := d.Speaker
-		src.FlowSpec = func() (map[string]uint64, map[string]bool) { s := sp.Stats(); return s.Refused, s.Sessions }
+		src.FlowSpec = func() (map[string]uint64, map[string]bool, map[string]uint64) {
+			s := sp.Stats()
+			return s.Refused, s.Sessions, s.Malformed
+		}
 	}
 	if pl, ok := a.paths.SW.(dataplane.ProtectedLoss); ok {
 		// A data plane that tells protected packets among the lost ones

@@ -1,7 +1,9 @@
 package flowspec
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
 
+	"github.com/scrubd/scrubd/agent/flowspec/bgpguard"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
 
@@ -60,7 +63,22 @@ func FuzzTranslate(f *testing.F) {
 		num(bgp.FLOW_SPEC_TYPE_SRC_PORT, bgp.DEC_NUM_OP_NOT_EQ, 0)}))
 	reasons := []string{ReasonAction, ReasonNoAction, ReasonComponent, ReasonOperator, ReasonEmpty, ReasonDestination, ReasonTooBroad, ReasonTooMany, ReasonInvalid}
 	f.Fuzz(func(t *testing.T, data []byte, v6 bool, seed uint64) {
-		comps, ok := decodeNLRI(data, v6)
+		comps, ok, panicked := decodeNLRI(data, v6)
+		if panicked {
+			// What GoBGP's decoder panics on must never reach it: the
+			// guard's check of an UPDATE carrying the NLRI says so.
+			if msg := updateWithNLRI(data, v6); msg != nil {
+				var h bgp.BGPHeader
+				if err := h.DecodeFromBytes(msg); err != nil {
+					t.Fatal(err)
+				}
+				var dp *bgpguard.DecodePanic
+				if err := bgpguard.Check(&h, msg[bgp.BGP_HEADER_LENGTH:]); !errors.As(err, &dp) {
+					t.Fatalf("GoBGP's decoder panics on the NLRI %x, yet the guard passes an UPDATE carrying it (%v)", data, err)
+				}
+			}
+			return
+		}
 		if !ok {
 			return
 		}
@@ -91,15 +109,16 @@ func FuzzTranslate(f *testing.F) {
 
 // decodeNLRI decodes data as a FlowSpec NLRI of the family, or reports
 // false. GoBGP v3.37.0's decoder panics on some truncated items (see
-// README.md, "Known limitations"); those inputs never reach Translate, since
-// the speaker's process would have stopped first, so they are skipped here.
-func decodeNLRI(data []byte, v6 bool) (comps []bgp.FlowSpecComponentInterface, ok bool) {
+// README.md, "Known limitations"): panicked reports those. They never reach
+// Translate, since package bgpguard keeps any message the decoder panics on
+// from GoBGP.
+func decodeNLRI(data []byte, v6 bool) (comps []bgp.FlowSpecComponentInterface, ok, panicked bool) {
 	if len(data) == 0 {
-		return nil, false
+		return nil, false, false
 	}
 	defer func() {
 		if recover() != nil {
-			comps, ok = nil, false
+			comps, ok, panicked = nil, false, true
 		}
 	}()
 	afi := uint16(bgp.AFI_IP)
@@ -109,15 +128,35 @@ func decodeNLRI(data []byte, v6 bool) (comps []bgp.FlowSpecComponentInterface, o
 	// As the decoder of an UPDATE's MP_REACH_NLRI makes it.
 	n, err := bgp.NewPrefixFromRouteFamily(afi, bgp.SAFI_FLOW_SPEC_UNICAST)
 	if err != nil || n.DecodeFromBytes(data) != nil {
-		return nil, false
+		return nil, false, false
 	}
 	switch n := n.(type) {
 	case *bgp.FlowSpecIPv4Unicast:
-		return n.Value, true
+		return n.Value, true, false
 	case *bgp.FlowSpecIPv6Unicast:
-		return n.Value, true
+		return n.Value, true, false
 	}
-	return nil, false
+	return nil, false, false
+}
+
+// updateWithNLRI is a BGP UPDATE (RFC 4271 section 4.3) with ORIGIN, an
+// empty AS_PATH and an MP_REACH_NLRI (RFC 4760 section 3; extended length)
+// of the family's FlowSpec SAFI, no next hop, and nlri as its NLRI; nil if
+// it would not fit a message.
+func updateWithNLRI(nlri []byte, v6 bool) []byte {
+	afi := byte(1)
+	if v6 {
+		afi = 2
+	}
+	mp := append([]byte{0, afi, 133, 0, 0}, nlri...)
+	attrs := append([]byte{0x40, 1, 1, 0, 0x40, 2, 0, 0x90, 14, byte(len(mp) >> 8), byte(len(mp))}, mp...)
+	n := 19 + 2 + 2 + len(attrs)
+	if n > 0xffff {
+		return nil
+	}
+	msg := bytes.Repeat([]byte{0xff}, 16)
+	msg = append(msg, byte(n>>8), byte(n), 2, 0, 0, byte(len(attrs)>>8), byte(len(attrs)))
+	return append(msg, attrs...)
 }
 
 // The component types of RFC 8955 section 4.2.2 (and RFC 8956 section 3),

@@ -34,6 +34,16 @@
 //     configured neighbours can connect at all. A route the store's guard
 //     finds too broad is refused too (reason too_broad).
 //
+// Peers never reach GoBGP directly. Package bgpguard owns their TCP
+// sessions (the listener and the connects to active neighbours) and checks
+// each message a peer sends with GoBGP's own decoder before GoBGP reads it,
+// since GoBGP v3's session goroutine decodes without a recover: a message
+// its decoder panics on would stop the agent. Such a message resets the
+// session with a NOTIFICATION instead and is counted (Stats.Malformed).
+// GoBGP listens on 127.0.0.1 alone and knows each neighbour by a loopback
+// alias the guard connects from; the speaker maps aliases back to the
+// configured addresses in everything it reports.
+//
 // Fleet use: many DPUs each run scrubd with the same route reflector (or
 // two) as their neighbours; one announcement reaches every DPU, and each
 // places the rule on its own hardware or software path.
@@ -56,8 +66,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +80,7 @@ import (
 	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v3/pkg/server"
 
+	"github.com/scrubd/scrubd/agent/flowspec/bgpguard"
 	"github.com/scrubd/scrubd/agent/store"
 	"github.com/scrubd/scrubd/swpath/rule"
 )
@@ -134,6 +147,9 @@ type Stats struct {
 	// Stale is the number of rules every announcing peer of which is down
 	// (kept for the restart or hold time).
 	Stale int
+	// Malformed counts, per peer, the messages kept from GoBGP because its
+	// decoder panics on them (each reset the session).
+	Malformed map[string]uint64
 }
 
 // claim is one peer's announcement of a route.
@@ -164,6 +180,10 @@ type Speaker struct {
 	llgr      map[string]map[bgp.RouteFamily]time.Duration // per peer: long-lived stale time negotiated
 	routes    map[string]*route                            // by rule id
 	srv       *server.BgpServer
+	guard     *bgpguard.Guard
+	// byAlias maps the loopback alias GoBGP knows a neighbour by to the
+	// neighbour's configured address; aliasOf the other way.
+	byAlias, aliasOf map[string]string
 
 	// evMu serialises event handling with shutdown: once closed is set no
 	// event handler calls into the BGP server any more.
@@ -193,7 +213,22 @@ func New(cfg Config, st *store.Store, log *slog.Logger, now func() time.Time) *S
 		cfg.ConnectRetry = DefaultConnectRetry
 	}
 	s := &Speaker{cfg: cfg, st: st, log: log, now: now, refused: map[string]uint64{}, up: map[string]bool{}, routes: map[string]*route{},
-		llgr: map[string]map[bgp.RouteFamily]time.Duration{}, qSig: make(chan struct{}, 1)}
+		llgr: map[string]map[bgp.RouteFamily]time.Duration{}, qSig: make(chan struct{}, 1),
+		byAlias: map[string]string{}, aliasOf: map[string]string{}}
+	taken := map[netip.Addr]bool{}
+	for _, n := range cfg.Neighbors {
+		if a, err := netip.ParseAddr(n.Address); err == nil {
+			taken[a.Unmap()] = true
+		}
+	}
+	next := aliasBase
+	for _, n := range cfg.Neighbors {
+		for taken[next] {
+			next = next.Next()
+		}
+		s.byAlias[next.String()], s.aliasOf[n.Address] = n.Address, next.String()
+		next = next.Next()
+	}
 	// A rule the store removed at its deadline (the restart or hold time
 	// ran out) is forgotten, unless a peer announced it again meanwhile.
 	st.OnRemove(func(e store.Entry, _ string) {
@@ -209,11 +244,30 @@ func New(cfg Config, st *store.Store, log *slog.Logger, now func() time.Time) *S
 	return s
 }
 
+// aliasBase is the first loopback alias (see bgpguard): one a neighbour,
+// in order, skipping any configured neighbour's own address.
+var aliasBase = netip.MustParseAddr("127.233.0.1")
+
+// realAddr is the configured address of the neighbour GoBGP knows by alias
+// (alias itself for anything else, such as "" for a local path).
+func (s *Speaker) realAddr(alias string) string {
+	if a, ok := s.byAlias[alias]; ok {
+		return a
+	}
+	return alias
+}
+
 // Stats returns a copy of the counters.
 func (s *Speaker) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := Stats{Refused: map[string]uint64{}, Accepted: s.accepted, Withdrawn: s.withdrawn, Swept: s.swept, Sessions: map[string]bool{}}
+	out := Stats{Refused: map[string]uint64{}, Accepted: s.accepted, Withdrawn: s.withdrawn, Swept: s.swept, Sessions: map[string]bool{},
+		Malformed: map[string]uint64{}}
+	if s.guard != nil {
+		for a, n := range s.guard.Malformed() {
+			out.Malformed[a.String()] = n
+		}
+	}
 	for k, v := range s.refused {
 		out.Refused[k] = v
 	}
@@ -251,8 +305,10 @@ func (h *stopHook) Observe(server.FSMOperation, time.Duration, time.Duration) {
 // peerConf is the GoBGP peer of one neighbour.
 func (s *Speaker) peerConf(n Neighbor) *api.Peer {
 	p := &api.Peer{
-		Conf:      &api.PeerConf{NeighborAddress: n.Address, PeerAsn: n.ASN},
-		Transport: &api.Transport{PassiveMode: n.Passive, RemotePort: n.Port, LocalAddress: n.LocalAddress},
+		// GoBGP knows the neighbour by its alias and waits for the guard,
+		// which connects to the neighbour itself unless that is passive.
+		Conf:      &api.PeerConf{NeighborAddress: s.aliasOf[n.Address], PeerAsn: n.ASN},
+		Transport: &api.Transport{PassiveMode: true},
 		Timers:    &api.Timers{Config: &api.TimersConfig{ConnectRetry: uint64(max(1, s.cfg.ConnectRetry.Round(time.Second)/time.Second))}},
 	}
 	gr := s.cfg.GracefulRestart
@@ -274,10 +330,72 @@ func (s *Speaker) peerConf(n Neighbor) *api.Peer {
 	return p
 }
 
+// newGuard binds the guard's listeners (where GoBGP would have listened)
+// and picks the loopback port GoBGP listens on for it.
+func (s *Speaker) newGuard() (*bgpguard.Guard, uint16, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, 0, fmt.Errorf("flowspec: picking a loopback port for the BGP speaker: %w", err)
+	}
+	upstream := l.Addr().(*net.TCPAddr).AddrPort()
+	l.Close()
+	gc := bgpguard.Config{Upstream: upstream, ConnectRetry: s.cfg.ConnectRetry, Log: s.log}
+	if p := s.cfg.ListenPort; p >= 0 {
+		if p == 0 {
+			p = 179 // GoBGP's default
+		}
+		port := strconv.Itoa(int(p))
+		if len(s.cfg.ListenAddresses) == 0 {
+			gc.Listen = []string{":" + port} // every address, both families
+		}
+		for _, a := range s.cfg.ListenAddresses {
+			gc.Listen = append(gc.Listen, net.JoinHostPort(a, port))
+		}
+	}
+	for i, n := range s.cfg.Neighbors {
+		addr, err := netip.ParseAddr(n.Address)
+		if err != nil {
+			return nil, 0, fmt.Errorf("flowspec: neighbors[%d].address %q: %w", i, n.Address, err)
+		}
+		gn := bgpguard.Neighbor{Addr: addr, Port: uint16(n.Port), Passive: n.Passive, Alias: netip.MustParseAddr(s.aliasOf[n.Address])}
+		if n.LocalAddress != "" {
+			if gn.Local, err = netip.ParseAddr(n.LocalAddress); err != nil {
+				return nil, 0, fmt.Errorf("flowspec: neighbors[%d].local_address %q: %w", i, n.LocalAddress, err)
+			}
+		}
+		gc.Neighbors = append(gc.Neighbors, gn)
+	}
+	g, err := bgpguard.New(gc)
+	if err != nil {
+		return nil, 0, fmt.Errorf("flowspec: %w", err)
+	}
+	return g, upstream.Port(), nil
+}
+
 // Run starts the BGP instance, peers and watches until ctx ends, then stops
 // the instance and GoBGP's server loop: when Run returns, no goroutine it
 // started is left.
 func (s *Speaker) Run(ctx context.Context) error {
+	guard, upPort, err := s.newGuard()
+	if err != nil {
+		return err
+	}
+	gctx, gcancel := context.WithCancel(context.WithoutCancel(ctx))
+	guardDone := make(chan struct{})
+	guardStarted := false
+	defer func() {
+		// Last, after GoBGP has stopped: its Cease NOTIFICATIONs to
+		// the peers go through the guard.
+		gcancel()
+		if !guardStarted {
+			guard.Close()
+			return
+		}
+		<-guardDone
+	}()
+	s.mu.Lock()
+	s.guard = guard
+	s.mu.Unlock()
 	hook := &stopHook{}
 	srv := server.NewBgpServer(server.LoggerOption(&logAdapter{l: s.log}), server.TimingHookOption(hook))
 	served := make(chan struct{})
@@ -334,11 +452,11 @@ func (s *Speaker) Run(ctx context.Context) error {
 			s.log.Error("flowspec: GoBGP's server loop did not end on shutdown; leaving it running", "waited", shutdownWait)
 		}
 	}()
-	g := &api.Global{Asn: s.cfg.ASN, RouterId: s.cfg.RouterID, ListenPort: s.cfg.ListenPort, ListenAddresses: s.cfg.ListenAddresses}
+	g := &api.Global{Asn: s.cfg.ASN, RouterId: s.cfg.RouterID, ListenPort: int32(upPort), ListenAddresses: []string{"127.0.0.1"}}
 	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: g}); err != nil {
 		return fmt.Errorf("flowspec: starting BGP: %w", err)
 	}
-	err := srv.WatchEvent(wctx, &api.WatchEventRequest{
+	err = srv.WatchEvent(wctx, &api.WatchEventRequest{
 		Peer: &api.WatchEventRequest_Peer{},
 		Table: &api.WatchEventRequest_Table{Filters: []*api.WatchEventRequest_Table_Filter{
 			{Type: api.WatchEventRequest_Table_Filter_ADJIN, Init: true},
@@ -354,6 +472,11 @@ func (s *Speaker) Run(ctx context.Context) error {
 			return fmt.Errorf("flowspec: neighbor %s: %w", n.Address, err)
 		}
 	}
+	guardStarted = true
+	go func() {
+		defer close(guardDone)
+		guard.Run(gctx)
+	}()
 	s.log.Info("flowspec speaker up", "asn", s.cfg.ASN, "router_id", s.cfg.RouterID, "listen_port", s.cfg.ListenPort,
 		"neighbors", len(s.cfg.Neighbors), "graceful_restart", s.cfg.GracefulRestart.Enabled, "connect_retry", s.cfg.ConnectRetry)
 	<-ctx.Done()
@@ -426,7 +549,7 @@ func (s *Speaker) tableEvents(evs []*api.WatchEventResponse) {
 		for _, ev := range evs {
 			for _, p := range ev.GetTable().GetPaths() {
 				if p.GetNlri() == nil {
-					s.endOfRIBLocked(tx, p.GetNeighborIp(), p.GetFamily())
+					s.endOfRIBLocked(tx, s.realAddr(p.GetNeighborIp()), p.GetFamily())
 					continue
 				}
 				s.pathLocked(tx, p)
@@ -469,34 +592,34 @@ func (s *Speaker) settleLocked(tx *store.Tx, id string, r *route) {
 	tx.SetStale(StoreSource, id, until)
 }
 
-// grState asks GoBGP whether the peer went down gracefully (RFC 4724: the
-// capability was exchanged and the session ended without a NOTIFICATION)
-// and the restart time the peer advertised.
-func (s *Speaker) grState(addr string) (restarting bool, restart time.Duration) {
+// grState asks GoBGP whether the peer it knows by alias went down
+// gracefully (RFC 4724: the capability was exchanged and the session ended
+// without a NOTIFICATION) and the restart time the peer advertised.
+func (s *Speaker) grState(alias string) (restarting bool, restart time.Duration) {
 	s.mu.Lock()
 	srv := s.srv
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = srv.ListPeer(ctx, &api.ListPeerRequest{Address: addr}, func(p *api.Peer) {
-		if gr := p.GetGracefulRestart(); gr != nil && p.GetConf().GetNeighborAddress() == addr {
+	_ = srv.ListPeer(ctx, &api.ListPeerRequest{Address: alias}, func(p *api.Peer) {
+		if gr := p.GetGracefulRestart(); gr != nil && p.GetConf().GetNeighborAddress() == alias {
 			restarting, restart = gr.PeerRestarting, time.Duration(gr.PeerRestartTime)*time.Second
 		}
 	})
 	return restarting, restart
 }
 
-// longLived reads the long-lived graceful restart capability the peer sent
-// (RFC 9494) and returns, per FlowSpec family it names, the lesser of its
-// stale time and the configured one.
-func (s *Speaker) longLived(addr string) map[bgp.RouteFamily]time.Duration {
+// longLived reads the long-lived graceful restart capability the peer GoBGP
+// knows by alias sent (RFC 9494) and returns, per FlowSpec family it names,
+// the lesser of its stale time and the configured one.
+func (s *Speaker) longLived(alias string) map[bgp.RouteFamily]time.Duration {
 	s.mu.Lock()
 	srv := s.srv
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	out := map[bgp.RouteFamily]time.Duration{}
-	_ = srv.ListPeer(ctx, &api.ListPeerRequest{Address: addr}, func(p *api.Peer) {
+	_ = srv.ListPeer(ctx, &api.ListPeerRequest{Address: alias}, func(p *api.Peer) {
 		caps, err := apiutil.UnmarshalCapabilities(p.GetState().GetRemoteCap())
 		if err != nil {
 			return
@@ -516,7 +639,8 @@ func (s *Speaker) peerEvent(pe *api.WatchEventResponse_PeerEvent) {
 	if pe.Type != api.WatchEventResponse_PeerEvent_STATE || pe.Peer == nil || pe.Peer.State == nil {
 		return
 	}
-	addr := pe.Peer.State.NeighborAddress
+	alias := pe.Peer.State.NeighborAddress
+	addr := s.realAddr(alias)
 	est := pe.Peer.State.SessionState == api.PeerState_ESTABLISHED
 	s.mu.Lock()
 	was := s.up[addr]
@@ -526,7 +650,7 @@ func (s *Speaker) peerEvent(pe *api.WatchEventResponse_PeerEvent) {
 	case est && !was:
 		var ll map[bgp.RouteFamily]time.Duration
 		if s.cfg.GracefulRestart.Enabled && s.cfg.GracefulRestart.LongLivedStaleTime > 0 {
-			ll = s.longLived(addr)
+			ll = s.longLived(alias)
 		}
 		s.mu.Lock()
 		s.llgr[addr] = ll
@@ -535,7 +659,7 @@ func (s *Speaker) peerEvent(pe *api.WatchEventResponse_PeerEvent) {
 	case !est && was:
 		graceful, restart := false, time.Duration(0)
 		if s.cfg.GracefulRestart.Enabled {
-			graceful, restart = s.grState(addr)
+			graceful, restart = s.grState(alias)
 		}
 		now := s.now()
 		mode, until := s.cfg.OnSessionDown, time.Time{}
@@ -605,7 +729,7 @@ func (s *Speaker) endOfRIBLocked(tx *store.Tx, peer string, f *api.Family) {
 
 // pathLocked applies one route or withdrawal within tx. s.mu is held.
 func (s *Speaker) pathLocked(tx *store.Tx, p *api.Path) {
-	peer := p.GetNeighborIp()
+	peer := s.realAddr(p.GetNeighborIp())
 	if peer == "" {
 		return // a local path
 	}

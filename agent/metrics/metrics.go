@@ -39,9 +39,10 @@ type Sources struct {
 	// (store.Store.Counts: kept as rules come and go, no copy of them).
 	RuleCounts func() []store.Count
 	Node       string
-	// FlowSpec, when set, returns routes refused by reason and each
-	// neighbour's session state.
-	FlowSpec func() (refused map[string]uint64, sessions map[string]bool)
+	// FlowSpec, when set, returns routes refused by reason, each
+	// neighbour's session state, and per neighbour the messages kept from
+	// the BGP speaker because its decoder panics on them.
+	FlowSpec func() (refused map[string]uint64, sessions map[string]bool, malformed map[string]uint64)
 	// StateCorrupt, when set, returns how many times the state file was
 	// found corrupt and moved aside.
 	StateCorrupt func() uint64
@@ -76,7 +77,7 @@ type Collector struct {
 	poolFree, poolSize, poolFail                        *prometheus.Desc
 	hwUsed, hwFree, hwMax, maskUsed, maskFree, hwUp     *prometheus.Desc
 	hwFail, nic, moves, rules, info                     *prometheus.Desc
-	fsRefused, fsUp                                     *prometheus.Desc
+	fsRefused, fsUp, fsMalformed                        *prometheus.Desc
 	stateCorrupt, stateWrites, stateFailures            *prometheus.Desc
 	ruleFileRefusals                                    *prometheus.Desc
 	protectedLost                                       *prometheus.Desc
@@ -129,6 +130,7 @@ func New(src Sources, maxRuleSeries int) *Collector {
 		info:             d("info", "Agent information: the node name and the release (agent/version) it runs; always 1.", "node", "version"),
 		fsRefused:        d("flowspec_refused_routes_total", "FlowSpec routes refused (not turned into rules), by reason.", "reason"),
 		fsUp:             d("flowspec_session_up", "1 while the BGP session with a FlowSpec neighbour is established.", "peer"),
+		fsMalformed:      d("flowspec_malformed_messages_total", "BGP messages from a FlowSpec neighbour that GoBGP's decoder panics on: kept from it, each resetting the session.", "peer"),
 		stateCorrupt:     d("state_file_corrupt_total", "Times the state file could not be read as state and was moved aside (the agent started from its sources)."),
 		stateWrites:      d("state_writes_total", "Writes of a source's state: journal (its changes appended to its journal) or whole (its snapshot written anew, the journal folded in).", "kind"),
 		stateFailures:    d("state_save_failures_total", "State saves that failed (the state directory full or unwritable): the rules stay in force, but a restart would lose the changes since the last good save; the agent retries every 2 s and on every API change."),
@@ -142,7 +144,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ruleDroppedPkts, c.ruleDroppedBytes, c.ruleAcceptedPkts, c.rulePlacement,
 		c.ruleMoves, c.ruleRate, c.pathRate, c.pathFrame, c.swCPP, c.swCap, c.swLoad, c.swHeadroom, c.wRx, c.wRxBytes,
 		c.wDrop, c.wPass, c.wOOB, c.wUnfwd, c.wCycles, c.poolFree, c.poolSize, c.poolFail, c.hwUsed, c.hwFree, c.hwMax,
-		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.swMeasured, c.hwResyncs, c.stateCorrupt, c.stateWrites, c.stateFailures, c.ruleFileRefusals, c.protectedLost} {
+		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.fsMalformed, c.swMeasured, c.hwResyncs, c.stateCorrupt, c.stateWrites, c.stateFailures, c.ruleFileRefusals, c.protectedLost} {
 		ch <- d
 	}
 }
@@ -208,7 +210,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	if c.src.FlowSpec != nil {
-		refused, sessions := c.src.FlowSpec()
+		refused, sessions, malformed := c.src.FlowSpec()
 		for k, n := range refused {
 			ch <- prometheus.MustNewConstMetric(c.fsRefused, prometheus.CounterValue, float64(n), k)
 		}
@@ -218,6 +220,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				v = 1
 			}
 			ch <- prometheus.MustNewConstMetric(c.fsUp, prometheus.GaugeValue, v, p)
+			// One series per configured neighbour, 0 until it counts.
+			ch <- prometheus.MustNewConstMetric(c.fsMalformed, prometheus.CounterValue, float64(malformed[p]), p)
 		}
 	}
 	if c.src.View == nil {

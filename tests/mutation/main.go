@@ -209,6 +209,18 @@ var mutations = []mutation{
 		pkgs: []string{"./agent/flowspec/"}, run: "FuzzTranslate|TestTranslateAndRefusals",
 	},
 	{
+		name: "flowspec: the guard passes on a message GoBGP's decoder panics on",
+		edits: []edit{{"agent/flowspec/bgpguard/guard.go",
+			"Check(&h, msg[bgp.BGP_HEADER_LENGTH:]); err != nil {", "Check(&h, msg[bgp.BGP_HEADER_LENGTH:]); err != nil && false {", 1}},
+		pkgs: []string{"./agent/flowspec/bgpguard/", "./agent/flowspec/"}, run: "TestRelay|TestMalformedUpdateResetsSession",
+	},
+	{
+		name: "flowspec: the speaker reports GoBGP's loopback aliases instead of the neighbours' addresses",
+		edits: []edit{{"agent/flowspec/speaker.go",
+			"\t\treturn a\n", "\t\t_ = a\n\t\treturn alias\n", 1}},
+		pkgs: []string{"./agent/flowspec/"}, run: "TestMalformedUpdateResetsSession",
+	},
+	{
 		name: "flowspec: a fragment term of value 0 with the match bit reads as not-a-fragment",
 		edits: []edit{{"agent/flowspec/translate.go",
 			"\t\tif v == 0 && it.Op&bgp.BITMASK_FLAG_OP_MATCH != 0 {\n", "\t\tif false {\n", 1}},
