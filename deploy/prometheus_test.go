@@ -38,7 +38,7 @@ func loadRules(t *testing.T, path string) ruleFile {
 var madeRe = regexp.MustCompile(`,\s*"(\w+)",\s*"[^"]*",\s*"[^"]*",\s*"[^"]*"\s*\)`)
 
 // The fleet's alerts: the ones an operator of many agents needs.
-var wantAlerts = []string{"ScrubdAgentDown", "ScrubdFlowSpecSessionDown", "ScrubdSoftwareHeadroomLow",
+var wantAlerts = []string{"ScrubdAgentDown", "ScrubdFlowSpecSessionDown", "ScrubdFlowSpecMalformedMessage", "ScrubdSoftwareHeadroomLow",
 	"ScrubdHardwareTableFull", "ScrubdResyncStorm", "ScrubdProtectedTrafficDropped", "ScrubdProtectedTrafficLost"}
 
 // Every metric the recording and alerting rules read is one the agent
