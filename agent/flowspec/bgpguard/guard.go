@@ -31,7 +31,9 @@
 // address in what it reports.
 //
 // Only configured neighbours can connect: a connection from any other address
-// is closed at once, as GoBGP closes it.
+// is closed at once, as GoBGP closes it. A neighbour has at most two
+// connections at a time (the two of a connection collision); more are
+// closed at once.
 package bgpguard
 
 import (
@@ -94,6 +96,13 @@ const (
 // (closing a socket with unread data sends RST), and how long the other
 // half of a relay may run after one half ended.
 const drainWait = 5 * time.Second
+
+// maxSessions bounds a neighbour's connections at a time: two, the most BGP
+// has with one peer (the two sides' connects crossing, resolved by
+// collision detection, RFC 4271 section 6.8). More would each hold a
+// connection to GoBGP and two goroutines for a neighbour that opens
+// connections in a loop.
+const maxSessions = 2
 
 // dialTimeout bounds one connect to a neighbour or to GoBGP.
 const dialTimeout = 10 * time.Second
@@ -358,6 +367,23 @@ func (g *Guard) relay(ctx context.Context, n *neighbor, peer net.Conn) {
 		return
 	}
 	defer g.untrack(peer)
+	n.mu.Lock()
+	if n.live >= maxSessions {
+		n.mu.Unlock()
+		g.log.Warn("flowspec guard: neighbour already has the connections BGP allows; this one closed", "peer", n.Addr.String(), "open", maxSessions)
+		return
+	}
+	n.live++
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		n.live--
+		n.mu.Unlock()
+		select {
+		case n.lost <- struct{}{}:
+		default:
+		}
+	}()
 	d := net.Dialer{Timeout: dialTimeout, LocalAddr: &net.TCPAddr{IP: n.Alias.AsSlice()}}
 	up, err := d.DialContext(ctx, "tcp", g.cfg.Upstream.String())
 	if err != nil {
@@ -370,18 +396,6 @@ func (g *Guard) relay(ctx context.Context, n *neighbor, peer net.Conn) {
 		return
 	}
 	defer g.untrack(up)
-	n.mu.Lock()
-	n.live++
-	n.mu.Unlock()
-	defer func() {
-		n.mu.Lock()
-		n.live--
-		n.mu.Unlock()
-		select {
-		case n.lost <- struct{}{}:
-		default:
-		}
-	}()
 
 	var peerW sync.Mutex // the two halves both write to the peer
 	done := make(chan struct{})

@@ -338,3 +338,44 @@ func BenchmarkCheck(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/msg")
 }
+
+// A neighbour has at most two connections at a time (RFC 4271 collision
+// detection's two); a third is closed without reaching GoBGP, and a new one
+// is taken once one of the two ends.
+func TestConnectionsPerNeighbour(t *testing.T) {
+	l := startLab(t)
+	var peers, ups []net.Conn
+	for range maxSessions {
+		c := l.dial(t, peerAddr)
+		c.Write(keepalive())
+		up, err := l.accept(t, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readN(t, up, 19)
+		peers, ups = append(peers, c), append(ups, up)
+	}
+	third := l.dial(t, peerAddr)
+	third.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := third.Read(make([]byte, 64)); n != 0 || !(err == io.EOF || errors.Is(err, syscall.ECONNRESET)) {
+		t.Fatalf("a third connection read %d bytes, err %v; want it closed", n, err)
+	}
+	if up, err := l.accept(t, 300*time.Millisecond); err == nil {
+		t.Fatalf("GoBGP got a third connection from %v", up.RemoteAddr())
+	}
+	peers[0].Close()
+	expectEOF(t, ups[0], "GoBGP")
+	ups[0].Close()
+	var fourth net.Conn
+	for i := 0; ; i++ { // the guard frees the slot once the relay has ended
+		fourth = l.dial(t, peerAddr)
+		fourth.Write(keepalive())
+		if up, err := l.accept(t, 200*time.Millisecond); err == nil {
+			readN(t, up, 19)
+			break
+		}
+		if i == 50 {
+			t.Fatal("no new connection taken after one of the two ended")
+		}
+	}
+}
