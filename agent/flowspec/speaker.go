@@ -35,14 +35,15 @@
 //     finds too broad is refused too (reason too_broad).
 //
 // Peers never reach GoBGP directly. Package bgpguard owns their TCP
-// sessions (the listener and the connects to active neighbours) and checks
-// each message a peer sends with GoBGP's own decoder before GoBGP reads it,
-// since GoBGP v3's session goroutine decodes without a recover: a message
-// its decoder panics on would stop the agent. Such a message resets the
-// session with a NOTIFICATION instead and is counted (Stats.Malformed).
-// GoBGP listens on 127.0.0.1 alone and knows each neighbour by a loopback
-// alias the guard connects from; the speaker maps aliases back to the
-// configured addresses in everything it reports.
+// sessions (the listener, and the connects to active neighbours, which GoBGP
+// still times: it connects to the guard, which connects on) and checks each
+// message a peer sends with GoBGP's own decoder before GoBGP reads it, since
+// GoBGP v3's session goroutine decodes without a recover: a message its
+// decoder panics on would stop the agent. Such a message resets the session
+// with a NOTIFICATION instead and is counted (Stats.Malformed). GoBGP
+// listens on 127.0.0.1 alone and knows each neighbour by a loopback alias;
+// the speaker maps aliases back to the configured addresses in everything it
+// reports.
 //
 // Fleet use: many DPUs each run scrubd with the same route reflector (or
 // two) as their neighbours; one announcement reaches every DPU, and each
@@ -302,13 +303,13 @@ func (h *stopHook) Observe(server.FSMOperation, time.Duration, time.Duration) {
 	}
 }
 
-// peerConf is the GoBGP peer of one neighbour.
-func (s *Speaker) peerConf(n Neighbor) *api.Peer {
+// peerConf is the GoBGP peer of one neighbour. GoBGP knows it by its alias
+// and, unless it is passive, connects to the guard's listener for it (dial),
+// which connects on to the neighbour.
+func (s *Speaker) peerConf(n Neighbor, dial netip.AddrPort) *api.Peer {
 	p := &api.Peer{
-		// GoBGP knows the neighbour by its alias and waits for the guard,
-		// which connects to the neighbour itself unless that is passive.
 		Conf:      &api.PeerConf{NeighborAddress: s.aliasOf[n.Address], PeerAsn: n.ASN},
-		Transport: &api.Transport{PassiveMode: true},
+		Transport: &api.Transport{PassiveMode: n.Passive, RemotePort: uint32(dial.Port())},
 		Timers:    &api.Timers{Config: &api.TimersConfig{ConnectRetry: uint64(max(1, s.cfg.ConnectRetry.Round(time.Second)/time.Second))}},
 	}
 	gr := s.cfg.GracefulRestart
@@ -468,7 +469,8 @@ func (s *Speaker) Run(ctx context.Context) error {
 	}
 	watching = true
 	for _, n := range s.cfg.Neighbors {
-		if err := srv.AddPeer(ctx, &api.AddPeerRequest{Peer: s.peerConf(n)}); err != nil {
+		dial, _ := guard.DialAddr(netip.MustParseAddr(n.Address)) // zero for a passive one
+		if err := srv.AddPeer(ctx, &api.AddPeerRequest{Peer: s.peerConf(n, dial)}); err != nil {
 			return fmt.Errorf("flowspec: neighbor %s: %w", n.Address, err)
 		}
 	}

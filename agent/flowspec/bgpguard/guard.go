@@ -6,11 +6,15 @@
 // there (pkg/server/fsm.go, fsmHandler.recvMessageWithError, which calls
 // bgp.ParseBGPBody), with no recover anywhere in pkg/server: a message its
 // decoder panics on ends the whole process. The guard owns the peers' TCP
-// sessions instead. It listens where GoBGP would have listened and connects
-// to the neighbours that are not passive. For each session it opens a
-// loopback connection to GoBGP, and it relays the two byte streams message
-// by message. Before a peer's message goes on, the guard decodes it with the
-// same GoBGP call under recover (Check):
+// sessions instead, and GoBGP only ever talks to the guard over loopback.
+// The guard listens where GoBGP would have listened; a peer's connection is
+// joined to a new connection to GoBGP's loopback listener. For a neighbour
+// that is not passive, GoBGP still decides when to connect (its finite state
+// machine, idle hold and connect retry, as before): it connects to a
+// loopback listener the guard keeps for that neighbour, and the guard
+// connects on to the peer and joins the two. Either way the guard relays the
+// two byte streams message by message. Before a peer's message goes on, the
+// guard decodes it with the same GoBGP call under recover (Check):
 //
 //   - A message the decoder panics on never reaches GoBGP. The guard sends
 //     the peer a NOTIFICATION (UPDATE Message Error, Optional Attribute
@@ -23,12 +27,13 @@
 //     error for: GoBGP handles that itself (a NOTIFICATION, or
 //     treat-as-withdraw under RFC 7606), as it would without the guard.
 //
-// GoBGP listens on a loopback address alone. The guard connects to it from
-// one loopback address per neighbour (its alias; all of 127.0.0.0/8 is local
-// on Linux), so GoBGP keeps one peer per neighbour and tells them apart by
-// source address as before. Whoever configures GoBGP names each neighbour by
-// its alias, makes it passive, and maps the alias back to the neighbour's
-// address in what it reports.
+// GoBGP listens on a loopback address alone. Each neighbour has a loopback
+// address of its own (its alias; all of 127.0.0.0/8 is local on Linux): the
+// guard connects to GoBGP from it, and listens on it for GoBGP's connects,
+// so GoBGP keeps one peer per neighbour and tells them apart by address as
+// before. Whoever configures GoBGP names each neighbour by its alias, with
+// the port DialAddr gives as its remote port, and maps the alias back to
+// the neighbour's address in what it reports.
 //
 // Only configured neighbours can connect: a connection from any other address
 // is closed at once, as GoBGP closes it. A neighbour has at most two
@@ -57,13 +62,13 @@ type Neighbor struct {
 	Addr netip.Addr
 	// Port is the peer's port for the guard's connects (0: 179).
 	Port uint16
-	// Passive neighbours are never connected to; the guard waits for them.
+	// Passive neighbours are never connected to: the guard keeps no
+	// listener for GoBGP's connects to them.
 	Passive bool
 	// Local is the source address of the guard's connects (zero: the
 	// kernel's choice).
 	Local netip.Addr
-	// Alias is the loopback address GoBGP sees this neighbour's session
-	// come from.
+	// Alias is the loopback address GoBGP knows this neighbour by.
 	Alias netip.Addr
 }
 
@@ -75,9 +80,11 @@ type Config struct {
 	// Upstream is GoBGP's loopback listener.
 	Upstream  netip.AddrPort
 	Neighbors []Neighbor
-	// ConnectRetry: the guard waits between this and twice this between
-	// connects to an active neighbour it has no session with. After a
-	// session ends it connects again after 1-2 s first.
+	// ConnectRetry paces the guard's connects to a neighbour after one
+	// failed: none for between this and twice this (jitter). GoBGP's
+	// connects to the guard in between are closed at once. (GoBGP's own
+	// connect loop would not pace them: its connect to the guard succeeds,
+	// so it retries after its fixed idle hold.) Zero: no pacing.
 	ConnectRetry time.Duration
 	Log          *slog.Logger
 }
@@ -156,17 +163,15 @@ type Guard struct {
 
 type neighbor struct {
 	Neighbor
+	dial net.Listener // GoBGP's connects to this neighbour (nil: passive)
 	mu   sync.Mutex
-	live int           // relays up
-	lost chan struct{} // a relay ended (buffered 1)
+	live int       // relays up
+	next time.Time // no connect to the neighbour before this (one failed)
 }
 
 // New checks cfg and binds the listeners, so that a port in use is an error
 // before anything starts.
 func New(cfg Config) (*Guard, error) {
-	if cfg.ConnectRetry <= 0 {
-		return nil, fmt.Errorf("bgpguard: connect retry %v: must be positive", cfg.ConnectRetry)
-	}
 	if !cfg.Upstream.IsValid() || !cfg.Upstream.Addr().IsLoopback() {
 		return nil, fmt.Errorf("bgpguard: upstream %v: must be a loopback address and port", cfg.Upstream)
 	}
@@ -185,17 +190,26 @@ func New(cfg Config) (*Guard, error) {
 			return nil, fmt.Errorf("bgpguard: neighbour %v: alias %v must be an IPv4 loopback address of its own", n.Addr, n.Alias)
 		}
 		aliases[n.Alias] = true
-		g.byAddr[n.Addr.Unmap()] = &neighbor{Neighbor: n, lost: make(chan struct{}, 1)}
+		g.byAddr[n.Addr.Unmap()] = &neighbor{Neighbor: n}
 	}
 	for _, a := range cfg.Listen {
 		ln, err := net.Listen("tcp", a)
 		if err != nil {
-			for _, l := range g.lns {
-				l.Close()
-			}
+			g.Close()
 			return nil, fmt.Errorf("bgpguard: listening on %s: %w", a, err)
 		}
 		g.lns = append(g.lns, ln)
+	}
+	for _, n := range g.byAddr {
+		if n.Passive {
+			continue
+		}
+		ln, err := net.Listen("tcp", netip.AddrPortFrom(n.Alias, 0).String())
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("bgpguard: listening for GoBGP's connects to %v on %v: %w", n.Addr, n.Alias, err)
+		}
+		n.dial = ln
 	}
 	return g, nil
 }
@@ -206,6 +220,22 @@ func (g *Guard) Close() {
 	for _, l := range g.lns {
 		l.Close()
 	}
+	for _, n := range g.byAddr {
+		if n.dial != nil {
+			n.dial.Close()
+		}
+	}
+}
+
+// DialAddr is where GoBGP connects to reach the neighbour at addr (its
+// alias and the port the guard listens on there); false for a passive
+// neighbour or an address that is no neighbour.
+func (g *Guard) DialAddr(addr netip.Addr) (netip.AddrPort, bool) {
+	n := g.byAddr[addr.Unmap()]
+	if n == nil || n.dial == nil {
+		return netip.AddrPort{}, false
+	}
+	return n.dial.Addr().(*net.TCPAddr).AddrPort(), true
 }
 
 // Addrs returns the addresses the guard listens on.
@@ -242,13 +272,13 @@ func (g *Guard) Run(ctx context.Context) error {
 		}()
 	}
 	for _, n := range g.byAddr {
-		if n.Passive {
+		if n.dial == nil {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g.connect(ctx, n, &wg)
+			g.acceptGoBGP(ctx, n, &wg)
 		}()
 	}
 	<-ctx.Done()
@@ -258,9 +288,7 @@ func (g *Guard) Run(ctx context.Context) error {
 		c.Close()
 	}
 	g.mu.Unlock()
-	for _, ln := range g.lns {
-		ln.Close()
-	}
+	g.Close()
 	wg.Wait()
 	return nil
 }
@@ -308,18 +336,62 @@ func (g *Guard) accept(ctx context.Context, ln net.Listener, wg *sync.WaitGroup)
 			c.Close()
 			continue
 		}
+		if !g.take(n) {
+			c.Close()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g.relay(ctx, n, c)
+			defer g.release(n)
+			g.relayIn(ctx, n, c)
 		}()
 	}
 }
 
-// connect connects to an active neighbour whenever the guard has no session
-// with it, waiting between ConnectRetry and twice that between tries, and
-// 1-2 s after a session ends.
-func (g *Guard) connect(ctx context.Context, n *neighbor, wg *sync.WaitGroup) {
+// dialDue reports whether the guard may connect to n now (see
+// Config.ConnectRetry).
+func (g *Guard) dialDue(n *neighbor) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return !time.Now().Before(n.next)
+}
+
+// dialed records a connect to n: after a failure the next waits
+// ConnectRetry to twice that.
+func (g *Guard) dialed(n *neighbor, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.next = time.Time{}
+	if err != nil && g.cfg.ConnectRetry > 0 {
+		n.next = time.Now().Add(g.cfg.ConnectRetry + rand.N(g.cfg.ConnectRetry))
+	}
+}
+
+// take counts a new connection of n's, or logs and reports false when n has
+// maxSessions already.
+func (g *Guard) take(n *neighbor) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.live >= maxSessions {
+		g.log.Warn("flowspec guard: neighbour already has the connections BGP allows; a new one closed", "peer", n.Addr.String(), "open", maxSessions)
+		return false
+	}
+	n.live++
+	return true
+}
+
+func (g *Guard) release(n *neighbor) {
+	n.mu.Lock()
+	n.live--
+	n.mu.Unlock()
+}
+
+// acceptGoBGP takes GoBGP's connects to neighbour n: for each, the guard
+// connects to the peer and joins the two. When the peer cannot be reached,
+// GoBGP's connection is closed, and GoBGP tries again as its finite state
+// machine says (idle hold, connect retry).
+func (g *Guard) acceptGoBGP(ctx context.Context, n *neighbor, wg *sync.WaitGroup) {
 	port := n.Port
 	if port == 0 {
 		port = 179
@@ -330,60 +402,55 @@ func (g *Guard) connect(ctx context.Context, n *neighbor, wg *sync.WaitGroup) {
 		d.LocalAddr = &net.TCPAddr{IP: n.Local.AsSlice()}
 	}
 	for {
-		n.mu.Lock()
-		idle := n.live == 0
-		n.mu.Unlock()
-		if idle {
-			c, err := d.DialContext(ctx, "tcp", to)
-			if err == nil {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					g.relay(ctx, n, c)
-				}()
-			} else if ctx.Err() == nil {
-				g.log.Debug("flowspec guard: connect to neighbour failed", "peer", n.Addr.String(), "to", to, "err", err)
+		up, err := n.dial.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
 			}
-		}
-		wait := g.cfg.ConnectRetry + rand.N(g.cfg.ConnectRetry)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		case <-n.lost:
+			g.log.Warn("flowspec guard: accept failed", "listen", n.dial.Addr().String(), "err", err)
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(time.Second + rand.N(time.Second)):
+			case <-time.After(100 * time.Millisecond):
 			}
+			continue
 		}
+		if !up.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap().IsLoopback() || !g.dialDue(n) || !g.take(n) {
+			up.Close()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer g.release(n)
+			if !g.track(up) {
+				return
+			}
+			defer g.untrack(up)
+			peer, err := d.DialContext(ctx, "tcp", to)
+			g.dialed(n, err)
+			if err != nil {
+				if ctx.Err() == nil {
+					g.log.Debug("flowspec guard: connect to neighbour failed", "peer", n.Addr.String(), "to", to, "err", err)
+				}
+				return
+			}
+			if !g.track(peer) {
+				return
+			}
+			defer g.untrack(peer)
+			g.relay(n, peer, up)
+		}()
 	}
 }
 
-// relay joins peer to a new connection to GoBGP from n's alias and relays
-// the session until either side ends it.
-func (g *Guard) relay(ctx context.Context, n *neighbor, peer net.Conn) {
+// relayIn joins a peer's connection to a new connection to GoBGP from n's
+// alias and relays the session until either side ends it.
+func (g *Guard) relayIn(ctx context.Context, n *neighbor, peer net.Conn) {
 	if !g.track(peer) {
 		return
 	}
 	defer g.untrack(peer)
-	n.mu.Lock()
-	if n.live >= maxSessions {
-		n.mu.Unlock()
-		g.log.Warn("flowspec guard: neighbour already has the connections BGP allows; this one closed", "peer", n.Addr.String(), "open", maxSessions)
-		return
-	}
-	n.live++
-	n.mu.Unlock()
-	defer func() {
-		n.mu.Lock()
-		n.live--
-		n.mu.Unlock()
-		select {
-		case n.lost <- struct{}{}:
-		default:
-		}
-	}()
 	d := net.Dialer{Timeout: dialTimeout, LocalAddr: &net.TCPAddr{IP: n.Alias.AsSlice()}}
 	up, err := d.DialContext(ctx, "tcp", g.cfg.Upstream.String())
 	if err != nil {
@@ -396,7 +463,12 @@ func (g *Guard) relay(ctx context.Context, n *neighbor, peer net.Conn) {
 		return
 	}
 	defer g.untrack(up)
+	g.relay(n, peer, up)
+}
 
+// relay relays the session between peer and up (GoBGP's side) until either
+// side ends it. The caller closes both.
+func (g *Guard) relay(n *neighbor, peer, up net.Conn) {
 	var peerW sync.Mutex // the two halves both write to the peer
 	done := make(chan struct{})
 	go func() {

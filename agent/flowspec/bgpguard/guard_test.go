@@ -102,6 +102,11 @@ var alias = netip.MustParseAddr("127.233.0.1")
 
 func startLab(t *testing.T, ns ...Neighbor) *lab {
 	t.Helper()
+	return startLabRetry(t, 0, ns...)
+}
+
+func startLabRetry(t *testing.T, retry time.Duration, ns ...Neighbor) *lab {
+	t.Helper()
 	up, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +114,7 @@ func startLab(t *testing.T, ns ...Neighbor) *lab {
 	if ns == nil {
 		ns = []Neighbor{{Addr: netip.MustParseAddr(peerAddr), Passive: true, Alias: alias}}
 	}
-	g, err := New(Config{Listen: []string{"127.0.0.1:0"}, Upstream: up.Addr().(*net.TCPAddr).AddrPort(), Neighbors: ns, ConnectRetry: 100 * time.Millisecond})
+	g, err := New(Config{Listen: []string{"127.0.0.1:0"}, Upstream: up.Addr().(*net.TCPAddr).AddrPort(), Neighbors: ns, ConnectRetry: retry})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,9 +272,10 @@ func TestStrangerClosed(t *testing.T) {
 	}
 }
 
-// An active neighbour is connected to (from its local address), joined to
-// GoBGP, and connected to again once its session ends; Run's end closes the
-// live session.
+// GoBGP's connect to an active neighbour (to the address DialAddr gives) is
+// carried on to the peer, from the neighbour's local address, and joined;
+// when the peer cannot be reached GoBGP's connection is closed; Run's end
+// closes a live session.
 func TestConnectActive(t *testing.T) {
 	pl, err := net.Listen("tcp", peerAddr+":0")
 	if err != nil {
@@ -278,21 +284,35 @@ func TestConnectActive(t *testing.T) {
 	defer pl.Close()
 	port := uint16(pl.Addr().(*net.TCPAddr).Port)
 	l := startLab(t, Neighbor{Addr: netip.MustParseAddr(peerAddr), Port: port, Local: netip.MustParseAddr("127.0.0.4"), Alias: alias})
+	if _, ok := l.g.DialAddr(netip.MustParseAddr("127.0.0.3")); ok {
+		t.Fatal("DialAddr of an address that is no neighbour")
+	}
+	to, ok := l.g.DialAddr(netip.MustParseAddr(peerAddr))
+	if !ok || to.Addr() != alias {
+		t.Fatalf("DialAddr = %v %v, want the alias %v", to, ok, alias)
+	}
+	ka := keepalive()
 	for round := 0; round < 2; round++ {
+		up, err := net.Dial("tcp", to.String()) // as GoBGP connects
+		if err != nil {
+			t.Fatal(err)
+		}
 		pl.(*net.TCPListener).SetDeadline(time.Now().Add(10 * time.Second))
 		peer, err := pl.Accept()
 		if err != nil {
-			t.Fatalf("round %d: the guard did not connect: %v", round, err)
+			t.Fatalf("round %d: the guard did not connect on to the peer: %v", round, err)
 		}
 		if got := peer.RemoteAddr().(*net.TCPAddr).IP.String(); got != "127.0.0.4" {
 			t.Fatalf("the guard connected from %s, want the local address 127.0.0.4", got)
 		}
-		peer.Write(keepalive())
-		up, err := l.accept(t, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
+		up.Write(ka) // GoBGP's first message reaches the peer
+		if got := readN(t, peer, len(ka)); !bytes.Equal(got, ka) {
+			t.Fatalf("the peer read %x", got)
 		}
-		readN(t, up, 19)
+		peer.Write(ka)
+		if got := readN(t, up, len(ka)); !bytes.Equal(got, ka) {
+			t.Fatalf("GoBGP read %x", got)
+		}
 		if round == 0 {
 			peer.Close()
 			expectEOF(t, up, "GoBGP")
@@ -304,16 +324,69 @@ func TestConnectActive(t *testing.T) {
 	}
 }
 
+// GoBGP's connect to a neighbour that is down is closed; after that failure
+// the guard connects to the neighbour again only once ConnectRetry (to
+// twice that) has passed, closing GoBGP's connects in between.
+func TestConnectPeerDown(t *testing.T) {
+	pl, err := net.Listen("tcp", peerAddr+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := pl.Addr().String()
+	port := uint16(pl.Addr().(*net.TCPAddr).Port)
+	pl.Close() // nothing listens there now
+	const retry = 500 * time.Millisecond
+	l := startLabRetry(t, retry, Neighbor{Addr: netip.MustParseAddr(peerAddr), Port: port, Alias: alias})
+	to, _ := l.g.DialAddr(netip.MustParseAddr(peerAddr))
+	gobgp := func() net.Conn { // as GoBGP connects
+		t.Helper()
+		up, err := net.Dial("tcp", to.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { up.Close() })
+		return up
+	}
+	closed := func(up net.Conn, what string) {
+		t.Helper()
+		up.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := up.Read(make([]byte, 64)); n != 0 || !(err == io.EOF || errors.Is(err, syscall.ECONNRESET)) {
+			t.Fatalf("%s: GoBGP read %d bytes, err %v; want its connection closed", what, n, err)
+		}
+	}
+	t0 := time.Now()
+	closed(gobgp(), "neighbour down")
+	// The neighbour is back at once, but the guard waits.
+	pl, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	closed(gobgp(), "within the retry")
+	if time.Since(t0) < retry {
+		pl.(*net.TCPListener).SetDeadline(time.Now().Add(50 * time.Millisecond))
+		if c, err := pl.Accept(); err == nil {
+			t.Fatalf("the guard connected to the neighbour from %v within the retry", c.RemoteAddr())
+		}
+	}
+	time.Sleep(2*retry - time.Since(t0))
+	up := gobgp()
+	pl.(*net.TCPListener).SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := pl.Accept(); err != nil {
+		t.Fatalf("after the retry the guard did not connect: %v", err)
+	}
+	up.Close()
+}
+
 func TestNewRefuses(t *testing.T) {
 	up := netip.MustParseAddrPort("127.0.0.1:1790")
 	a := netip.MustParseAddr(peerAddr)
 	for name, c := range map[string]Config{
-		"upstream not loopback": {Upstream: netip.MustParseAddrPort("192.0.2.1:179"), ConnectRetry: time.Second},
-		"no retry":              {Upstream: up},
-		"alias not loopback":    {Upstream: up, ConnectRetry: time.Second, Neighbors: []Neighbor{{Addr: a, Alias: netip.MustParseAddr("192.0.2.1")}}},
-		"alias twice": {Upstream: up, ConnectRetry: time.Second, Neighbors: []Neighbor{{Addr: a, Alias: alias},
+		"upstream not loopback": {Upstream: netip.MustParseAddrPort("192.0.2.1:179")},
+		"alias not loopback":    {Upstream: up, Neighbors: []Neighbor{{Addr: a, Alias: netip.MustParseAddr("192.0.2.1")}}},
+		"alias twice": {Upstream: up, Neighbors: []Neighbor{{Addr: a, Alias: alias},
 			{Addr: netip.MustParseAddr("127.0.0.3"), Alias: alias}}},
-		"neighbour twice": {Upstream: up, ConnectRetry: time.Second, Neighbors: []Neighbor{{Addr: a, Alias: alias},
+		"neighbour twice": {Upstream: up, Neighbors: []Neighbor{{Addr: a, Alias: alias},
 			{Addr: a, Alias: alias.Next()}}},
 	} {
 		if _, err := New(c); err == nil {
