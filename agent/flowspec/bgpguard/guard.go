@@ -10,9 +10,11 @@
 // The guard listens where GoBGP would have listened; a peer's connection is
 // joined to a new connection to GoBGP's loopback listener. For a neighbour
 // that is not passive, GoBGP still decides when to connect (its finite state
-// machine, idle hold and connect retry, as before): it connects to a
-// loopback listener the guard keeps for that neighbour, and the guard
-// connects on to the peer and joins the two. Either way the guard relays the
+// machine and idle hold, as before): it connects to a loopback listener the
+// guard keeps for that neighbour, and the guard connects on to the peer and
+// joins the two, or closes GoBGP's connection when the peer cannot be
+// reached; after such a failure it dials that peer again only once
+// Config.ConnectRetry has passed. Either way the guard relays the
 // two byte streams message by message. Before a peer's message goes on, the
 // guard decodes it with the same GoBGP call under recover (Check):
 //
