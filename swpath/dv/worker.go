@@ -75,6 +75,9 @@ type Counters struct {
 }
 
 type liveCounters struct {
+	// seq is odd while publish writes (a sequence lock: Snapshot reads
+	// all counters of one burst or retries).
+	seq                                                                                        atomic.Uint64
 	rx, rxBytes, dropped, passed, tx, txFull, txDone, rxErr, seqErr, unposted, sessions, noBuf atomic.Uint64
 	bursts, idle, cycles, cycRx, cycCls, cycOut                                                atomic.Uint64
 	_                                                                                          [64]byte
@@ -198,10 +201,17 @@ func (w *Worker) Step() int {
 	return n
 }
 
+// snapshotTries bounds Snapshot's retries.
+const snapshotTries = 1000
+
 // publish makes the worker's counters readable by Snapshot: single-writer
-// atomic stores, once per burst.
+// atomic stores, once per burst, between two increments of the sequence
+// word so that Snapshot sees one burst's counters together (received =
+// dropped + passed), never the received count of one burst beside the
+// verdict counts of the next.
 func (w *Worker) publish() {
 	l, c := &w.live, &w.c
+	l.seq.Add(1)
 	l.rx.Store(c.Rx)
 	l.rxBytes.Store(c.RxBytes)
 	l.dropped.Store(c.Dropped)
@@ -221,6 +231,7 @@ func (w *Worker) publish() {
 	l.cycRx.Store(c.CyclesRx)
 	l.cycCls.Store(c.CyclesClassify)
 	l.cycOut.Store(c.CyclesOut)
+	l.seq.Add(1)
 	w.cache.Publish()
 }
 
@@ -228,12 +239,26 @@ func (w *Worker) publish() {
 // goroutine.
 func (w *Worker) Snapshot() Counters {
 	l := &w.live
-	c := Counters{
-		Name: w.cfg.Name, Rx: l.rx.Load(), RxBytes: l.rxBytes.Load(), Dropped: l.dropped.Load(),
-		Passed: l.passed.Load(), Tx: l.tx.Load(), TxFull: l.txFull.Load(), TxDone: l.txDone.Load(),
-		RxErrors: l.rxErr.Load(), SeqErrors: l.seqErr.Load(), Unposted: l.unposted.Load(), Sessions: l.sessions.Load(), NoBuf: l.noBuf.Load(),
-		Bursts: l.bursts.Load(), Idle: l.idle.Load(), Cycles: l.cycles.Load(),
-		CyclesRx: l.cycRx.Load(), CyclesClassify: l.cycCls.Load(), CyclesOut: l.cycOut.Load(),
+	var c Counters
+	// A sequence lock: retry while publish writes, or when it wrote
+	// meanwhile. Bounded: a reader never waits on a worker for long (after
+	// the bound it takes what it read, which may mix two bursts).
+	for try := 0; ; try++ {
+		s := l.seq.Load()
+		if s&1 != 0 && try < snapshotTries {
+			runtime.Gosched()
+			continue
+		}
+		c = Counters{
+			Name: w.cfg.Name, Rx: l.rx.Load(), RxBytes: l.rxBytes.Load(), Dropped: l.dropped.Load(),
+			Passed: l.passed.Load(), Tx: l.tx.Load(), TxFull: l.txFull.Load(), TxDone: l.txDone.Load(),
+			RxErrors: l.rxErr.Load(), SeqErrors: l.seqErr.Load(), Unposted: l.unposted.Load(), Sessions: l.sessions.Load(), NoBuf: l.noBuf.Load(),
+			Bursts: l.bursts.Load(), Idle: l.idle.Load(), Cycles: l.cycles.Load(),
+			CyclesRx: l.cycRx.Load(), CyclesClassify: l.cycCls.Load(), CyclesOut: l.cycOut.Load(),
+		}
+		if l.seq.Load() == s || try >= snapshotTries {
+			break
+		}
 	}
 	if w.cfg.OutOfBuffer != nil {
 		c.OutOfBuffer = w.cfg.OutOfBuffer()
