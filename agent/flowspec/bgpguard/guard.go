@@ -270,7 +270,7 @@ func (g *Guard) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g.accept(ctx, ln, &wg)
+			g.serve(ctx, ln, &wg, g.takePeer(ctx))
 		}()
 	}
 	for _, n := range g.byAddr {
@@ -280,7 +280,7 @@ func (g *Guard) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g.acceptGoBGP(ctx, n, &wg)
+			g.serve(ctx, n.dial, &wg, g.takeGoBGP(ctx, n))
 		}()
 	}
 	<-ctx.Done()
@@ -315,8 +315,10 @@ func (g *Guard) untrack(c net.Conn) {
 	c.Close()
 }
 
-// accept takes the peers' connections on ln.
-func (g *Guard) accept(ctx context.Context, ln net.Listener, wg *sync.WaitGroup) {
+// serve accepts connections on ln until ctx ends. take runs on the
+// accepting goroutine and returns what to do with the connection on a new
+// one (nil: nothing, take closed it).
+func (g *Guard) serve(ctx context.Context, ln net.Listener, wg *sync.WaitGroup, take func(net.Conn) func()) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -331,23 +333,77 @@ func (g *Guard) accept(ctx context.Context, ln net.Listener, wg *sync.WaitGroup)
 			}
 			continue
 		}
+		if work := take(c); work != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				work()
+			}()
+		}
+	}
+}
+
+// takePeer takes a peer's connection: one from a configured neighbour with
+// room for it is joined to GoBGP.
+func (g *Guard) takePeer(ctx context.Context) func(net.Conn) func() {
+	return func(c net.Conn) func() {
 		from := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
 		n := g.byAddr[from]
 		if n == nil {
 			g.log.Warn("flowspec guard: connection from an address that is not a configured neighbour closed", "from", from.String())
 			c.Close()
-			continue
+			return nil
 		}
 		if !g.take(n) {
 			c.Close()
-			continue
+			return nil
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		return func() {
 			defer g.release(n)
 			g.relayIn(ctx, n, c)
-		}()
+		}
+	}
+}
+
+// takeGoBGP takes GoBGP's connect to neighbour n: the guard connects to the
+// peer and joins the two. When the peer cannot be reached, or was not a
+// moment ago (Config.ConnectRetry), GoBGP's connection is closed, and GoBGP
+// tries again as its finite state machine says (idle hold, connect retry).
+func (g *Guard) takeGoBGP(ctx context.Context, n *neighbor) func(net.Conn) func() {
+	port := n.Port
+	if port == 0 {
+		port = 179
+	}
+	to := netip.AddrPortFrom(n.Addr, port).String()
+	d := net.Dialer{Timeout: dialTimeout}
+	if n.Local.IsValid() {
+		d.LocalAddr = &net.TCPAddr{IP: n.Local.AsSlice()}
+	}
+	return func(up net.Conn) func() {
+		if !up.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap().IsLoopback() || !g.dialDue(n) || !g.take(n) {
+			up.Close()
+			return nil
+		}
+		return func() {
+			defer g.release(n)
+			if !g.track(up) {
+				return
+			}
+			defer g.untrack(up)
+			peer, err := d.DialContext(ctx, "tcp", to)
+			g.dialed(n, err)
+			if err != nil {
+				if ctx.Err() == nil {
+					g.log.Debug("flowspec guard: connect to neighbour failed", "peer", n.Addr.String(), "to", to, "err", err)
+				}
+				return
+			}
+			if !g.track(peer) {
+				return
+			}
+			defer g.untrack(peer)
+			g.relay(n, peer, up)
+		}
 	}
 }
 
@@ -387,63 +443,6 @@ func (g *Guard) release(n *neighbor) {
 	n.mu.Lock()
 	n.live--
 	n.mu.Unlock()
-}
-
-// acceptGoBGP takes GoBGP's connects to neighbour n: for each, the guard
-// connects to the peer and joins the two. When the peer cannot be reached,
-// GoBGP's connection is closed, and GoBGP tries again as its finite state
-// machine says (idle hold, connect retry).
-func (g *Guard) acceptGoBGP(ctx context.Context, n *neighbor, wg *sync.WaitGroup) {
-	port := n.Port
-	if port == 0 {
-		port = 179
-	}
-	to := netip.AddrPortFrom(n.Addr, port).String()
-	d := net.Dialer{Timeout: dialTimeout}
-	if n.Local.IsValid() {
-		d.LocalAddr = &net.TCPAddr{IP: n.Local.AsSlice()}
-	}
-	for {
-		up, err := n.dial.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			g.log.Warn("flowspec guard: accept failed", "listen", n.dial.Addr().String(), "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			continue
-		}
-		if !up.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap().IsLoopback() || !g.dialDue(n) || !g.take(n) {
-			up.Close()
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer g.release(n)
-			if !g.track(up) {
-				return
-			}
-			defer g.untrack(up)
-			peer, err := d.DialContext(ctx, "tcp", to)
-			g.dialed(n, err)
-			if err != nil {
-				if ctx.Err() == nil {
-					g.log.Debug("flowspec guard: connect to neighbour failed", "peer", n.Addr.String(), "to", to, "err", err)
-				}
-				return
-			}
-			if !g.track(peer) {
-				return
-			}
-			defer g.untrack(peer)
-			g.relay(n, peer, up)
-		}()
-	}
 }
 
 // relayIn joins a peer's connection to a new connection to GoBGP from n's

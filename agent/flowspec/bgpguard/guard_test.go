@@ -163,6 +163,20 @@ func (l *lab) accept(t *testing.T, within time.Duration) (net.Conn, error) {
 	return c, err
 }
 
+// join opens a session from the neighbour and takes the guard's connection
+// to GoBGP, with a KEEPALIVE read through it.
+func (l *lab) join(t *testing.T) (peer, up net.Conn) {
+	t.Helper()
+	peer = l.dial(t, peerAddr)
+	peer.Write(keepalive())
+	up, err := l.accept(t, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readN(t, up, 19)
+	return peer, up
+}
+
 func readN(t *testing.T, c net.Conn, n int) []byte {
 	t.Helper()
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -240,13 +254,7 @@ func TestRelay(t *testing.T) {
 // peer's connection after that NOTIFICATION.
 func TestUpstreamClose(t *testing.T) {
 	l := startLab(t)
-	peer := l.dial(t, peerAddr)
-	peer.Write(keepalive())
-	up, err := l.accept(t, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readN(t, up, 19)
+	peer, up := l.join(t)
 	cease, _ := bgp.NewBGPNotificationMessage(bgp.BGP_ERROR_CEASE, 0, nil).Serialize()
 	up.Write(cease)
 	up.Close()
@@ -419,13 +427,7 @@ func TestConnectionsPerNeighbour(t *testing.T) {
 	l := startLab(t)
 	var peers, ups []net.Conn
 	for range maxSessions {
-		c := l.dial(t, peerAddr)
-		c.Write(keepalive())
-		up, err := l.accept(t, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		readN(t, up, 19)
+		c, up := l.join(t)
 		peers, ups = append(peers, c), append(ups, up)
 	}
 	third := l.dial(t, peerAddr)
