@@ -499,18 +499,14 @@ func (g *Guard) relay(n *neighbor, peer, up net.Conn) {
 func (g *Guard) fromPeer(n *neighbor, peer, up net.Conn, peerW *sync.Mutex) {
 	buf := make([]byte, 1<<16)
 	for {
-		if _, err := io.ReadFull(peer, buf[:bgp.BGP_HEADER_LENGTH]); err != nil {
+		msg, h, framed, err := readMessage(peer, buf)
+		if err != nil {
 			return
 		}
-		var h bgp.BGPHeader
-		if err := h.DecodeFromBytes(buf[:bgp.BGP_HEADER_LENGTH]); err != nil {
+		if !framed {
 			// No length to frame by: GoBGP reads the same header, answers
 			// it with a NOTIFICATION and closes.
-			up.Write(buf[:bgp.BGP_HEADER_LENGTH])
-			return
-		}
-		msg := buf[:h.Len]
-		if _, err := io.ReadFull(peer, msg[bgp.BGP_HEADER_LENGTH:]); err != nil {
+			up.Write(msg)
 			return
 		}
 		if err := Check(&h, msg[bgp.BGP_HEADER_LENGTH:]); err != nil {
@@ -547,23 +543,33 @@ func (g *Guard) reject(n *neighbor, peer, up net.Conn, peerW *sync.Mutex, msg []
 	up.Write(note)
 }
 
+// readMessage reads one BGP message from c into buf (64 KiB, the most a
+// header's length can name). A header GoBGP's decoder refuses has no length
+// to frame by: readMessage returns the 19 header bytes alone, framed false.
+func readMessage(c net.Conn, buf []byte) (msg []byte, h bgp.BGPHeader, framed bool, err error) {
+	if _, err := io.ReadFull(c, buf[:bgp.BGP_HEADER_LENGTH]); err != nil {
+		return nil, h, false, err
+	}
+	if h.DecodeFromBytes(buf[:bgp.BGP_HEADER_LENGTH]) != nil {
+		return buf[:bgp.BGP_HEADER_LENGTH], h, false, nil
+	}
+	msg = buf[:h.Len]
+	if _, err := io.ReadFull(c, msg[bgp.BGP_HEADER_LENGTH:]); err != nil {
+		return nil, h, false, err
+	}
+	return msg, h, true, nil
+}
+
 // copyMessages writes src's messages to dst whole, each under mu.
 func copyMessages(dst, src net.Conn, mu *sync.Mutex) {
 	buf := make([]byte, 1<<16)
 	for {
-		if _, err := io.ReadFull(src, buf[:bgp.BGP_HEADER_LENGTH]); err != nil {
+		msg, _, _, err := readMessage(src, buf)
+		if err != nil {
 			return
 		}
-		var h bgp.BGPHeader
-		msg := buf[:bgp.BGP_HEADER_LENGTH]
-		if h.DecodeFromBytes(msg) == nil {
-			msg = buf[:h.Len]
-			if _, err := io.ReadFull(src, msg[bgp.BGP_HEADER_LENGTH:]); err != nil {
-				return
-			}
-		}
 		mu.Lock()
-		_, err := dst.Write(msg)
+		_, err = dst.Write(msg)
 		mu.Unlock()
 		if err != nil {
 			return
