@@ -77,7 +77,11 @@ type Counters struct {
 type liveCounters struct {
 	// seq is odd while publish writes (a sequence lock: Snapshot reads
 	// all counters of one burst or retries).
-	seq                                                                                        atomic.Uint64
+	seq atomic.Uint64
+	// hold counts the readers inside Snapshot; while it is non-zero the
+	// worker skips publishing (up to maxHeld bursts in a row), so that a
+	// reader's retries end even when bursts come faster than it reads.
+	hold                                                                                       atomic.Int32
 	rx, rxBytes, dropped, passed, tx, txFull, txDone, rxErr, seqErr, unposted, sessions, noBuf atomic.Uint64
 	bursts, idle, cycles, cycRx, cycCls, cycOut                                                atomic.Uint64
 	_                                                                                          [64]byte
@@ -89,6 +93,7 @@ type Worker struct {
 	cfg      WorkerConfig
 	rx       *RxQueue
 	pubStats RxStats // rx.Stats as last published
+	held     int     // publishes skipped in a row while readers held the counters
 	tx       *TxQueue
 	cache    *pool.Cache
 	cls      *classifier.Worker
@@ -201,16 +206,36 @@ func (w *Worker) Step() int {
 	return n
 }
 
-// snapshotTries bounds Snapshot's retries.
-const snapshotTries = 1000
+// maxHeld bounds how many bursts in a row a worker skips publishing while
+// readers hold its counters: readers that snapshot back to back never stop
+// the counters from moving.
+const maxHeld = 64
 
-// publish makes the worker's counters readable by Snapshot: single-writer
-// atomic stores, once per burst, between two increments of the sequence
-// word so that Snapshot sees one burst's counters together (received =
-// dropped + passed), never the received count of one burst beside the
-// verdict counts of the next.
+// publish makes the worker's counters readable by Snapshot, unless a reader
+// holds them (see liveCounters.hold).
 func (w *Worker) publish() {
+	if w.live.hold.Load() != 0 && w.held < maxHeld {
+		w.held++
+	} else {
+		w.store()
+	}
+	w.cache.Publish()
+}
+
+// publishFinal publishes whether or not a reader holds the counters: the
+// last publish of a worker that stops.
+func (w *Worker) publishFinal() {
+	w.store()
+	w.cache.Publish()
+}
+
+// store writes the counters with single-writer atomic stores between two
+// increments of the sequence word, so that Snapshot sees one burst's
+// counters together (received = dropped + passed), never the received
+// count of one burst beside the verdict counts of the next.
+func (w *Worker) store() {
 	l, c := &w.live, &w.c
+	w.held = 0
 	l.seq.Add(1)
 	l.rx.Store(c.Rx)
 	l.rxBytes.Store(c.RxBytes)
@@ -232,7 +257,6 @@ func (w *Worker) publish() {
 	l.cycCls.Store(c.CyclesClassify)
 	l.cycOut.Store(c.CyclesOut)
 	l.seq.Add(1)
-	w.cache.Publish()
 }
 
 // Snapshot returns the counters as of the last burst. Safe from any
@@ -241,11 +265,14 @@ func (w *Worker) Snapshot() Counters {
 	l := &w.live
 	var c Counters
 	// A sequence lock: retry while publish writes, or when it wrote
-	// meanwhile. Bounded: a reader never waits on a worker for long (after
-	// the bound it takes what it read, which may mix two bursts).
-	for try := 0; ; try++ {
+	// meanwhile. The hold makes the worker skip publishing while we read,
+	// so the retries end: after the one publish that may be under way, the
+	// next can come only maxHeld bursts later or from a worker that stops.
+	l.hold.Add(1)
+	defer l.hold.Add(-1)
+	for {
 		s := l.seq.Load()
-		if s&1 != 0 && try < snapshotTries {
+		if s&1 != 0 {
 			runtime.Gosched()
 			continue
 		}
@@ -256,7 +283,7 @@ func (w *Worker) Snapshot() Counters {
 			Bursts: l.bursts.Load(), Idle: l.idle.Load(), Cycles: l.cycles.Load(),
 			CyclesRx: l.cycRx.Load(), CyclesClassify: l.cycCls.Load(), CyclesOut: l.cycOut.Load(),
 		}
-		if l.seq.Load() == s || try >= snapshotTries {
+		if l.seq.Load() == s {
 			break
 		}
 	}
@@ -282,7 +309,7 @@ func (w *Worker) Run(stop *atomic.Bool) error {
 			runtime.Gosched()
 		}
 	}
-	w.publish()
+	w.publishFinal()
 	return nil
 }
 
@@ -295,7 +322,7 @@ func (w *Worker) Release() int {
 		w.c.TxDone += uint64(w.tx.Reap(w.cache))
 		n += w.tx.Release(w.cache)
 	}
-	w.publish()
+	w.publishFinal()
 	return n
 }
 
