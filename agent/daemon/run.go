@@ -395,9 +395,13 @@ func (a *agent) startMetrics(g *errgroup.Group, ctx context.Context) {
 	src := metrics.Sources{View: a.placer.View, RuleCounts: a.st.Counts, Node: a.cfg.Node}
 	if d.Speaker != nil {
 		sp := d.Speaker
-		src.FlowSpec = func() (map[string]uint64, map[string]bool, map[string]uint64) {
+		src.FlowSpec = func() metrics.FlowSpec {
 			s := sp.Stats()
-			return s.Refused, s.Sessions, s.Malformed
+			held := make(map[string]time.Duration, len(s.HeldDown))
+			for p, until := range s.HeldDown {
+				held[p] = max(0, time.Until(until))
+			}
+			return metrics.FlowSpec{Refused: s.Refused, Sessions: s.Sessions, Malformed: s.Malformed, HeldDown: held}
 		}
 	}
 	if pl, ok := a.paths.SW.(dataplane.ProtectedLoss); ok {

@@ -40,7 +40,8 @@
 // message a peer sends with GoBGP's own decoder before GoBGP reads it, since
 // GoBGP v3's session goroutine decodes without a recover: a message its
 // decoder panics on would stop the agent. Such a message resets the session
-// with a NOTIFICATION instead and is counted (Stats.Malformed). GoBGP
+// with a NOTIFICATION instead and is counted (Stats.Malformed); a peer that
+// repeats it is held down for a while (Stats.HeldDown). GoBGP
 // listens on 127.0.0.1 alone and knows each neighbour by a loopback alias;
 // the speaker maps aliases back to the configured addresses in everything it
 // reports.
@@ -151,6 +152,9 @@ type Stats struct {
 	// Malformed counts, per peer, the messages kept from GoBGP because its
 	// decoder panics on them (each reset the session).
 	Malformed map[string]uint64
+	// HeldDown is, per peer held down for repeating such messages, when
+	// its hold-down ends (no session with it until then).
+	HeldDown map[string]time.Time
 }
 
 // claim is one peer's announcement of a route.
@@ -263,10 +267,13 @@ func (s *Speaker) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := Stats{Refused: map[string]uint64{}, Accepted: s.accepted, Withdrawn: s.withdrawn, Swept: s.swept, Sessions: map[string]bool{},
-		Malformed: map[string]uint64{}}
+		Malformed: map[string]uint64{}, HeldDown: map[string]time.Time{}}
 	if s.guard != nil {
 		for a, n := range s.guard.Malformed() {
 			out.Malformed[a.String()] = n
+		}
+		for a, until := range s.guard.HeldDown() {
+			out.HeldDown[a.String()] = until
 		}
 	}
 	for k, v := range s.refused {

@@ -27,8 +27,8 @@ func TestMetricsReferenceTypes(t *testing.T) {
 	v := view(3)
 	c := New(Sources{View: func() *placement.View { return v }, Node: "t",
 		RuleCounts: func() []store.Count { return []store.Count{{Source: "api", Status: store.Active, N: 2}} },
-		FlowSpec: func() (map[string]uint64, map[string]bool, map[string]uint64) {
-			return map[string]uint64{"too_broad": 1}, map[string]bool{"192.0.2.9": true}, nil
+		FlowSpec: func() FlowSpec {
+			return FlowSpec{Refused: map[string]uint64{"too_broad": 1}, Sessions: map[string]bool{"192.0.2.9": true}}
 		},
 		StateCorrupt:     func() uint64 { return 1 },
 		StateWrites:      func() (uint64, uint64, uint64) { return 1, 1, 0 },

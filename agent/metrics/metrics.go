@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -39,10 +40,8 @@ type Sources struct {
 	// (store.Store.Counts: kept as rules come and go, no copy of them).
 	RuleCounts func() []store.Count
 	Node       string
-	// FlowSpec, when set, returns routes refused by reason, each
-	// neighbour's session state, and per neighbour the messages kept from
-	// the BGP speaker because its decoder panics on them.
-	FlowSpec func() (refused map[string]uint64, sessions map[string]bool, malformed map[string]uint64)
+	// FlowSpec, when set, returns the FlowSpec speaker's state.
+	FlowSpec func() FlowSpec
 	// StateCorrupt, when set, returns how many times the state file was
 	// found corrupt and moved aside.
 	StateCorrupt func() uint64
@@ -58,6 +57,19 @@ type Sources struct {
 	// dataplane.ProtectedLoss (the simulated NIC). Keys outside
 	// dataplane.LostCauses are not exported.
 	ProtectedLost func() map[string]uint64
+}
+
+// FlowSpec is the FlowSpec speaker's state, per configured neighbour where
+// it says so.
+type FlowSpec struct {
+	Refused  map[string]uint64 // routes refused, by reason
+	Sessions map[string]bool   // per neighbour: established
+	// Malformed counts per neighbour the messages kept from the BGP
+	// speaker because its decoder panics on them.
+	Malformed map[string]uint64
+	// HeldDown is, per neighbour held down for such messages, how long
+	// the hold-down has left.
+	HeldDown map[string]time.Duration
 }
 
 // Collector is a prometheus.Collector over the agent's state.
@@ -77,7 +89,7 @@ type Collector struct {
 	poolFree, poolSize, poolFail                        *prometheus.Desc
 	hwUsed, hwFree, hwMax, maskUsed, maskFree, hwUp     *prometheus.Desc
 	hwFail, nic, moves, rules, info                     *prometheus.Desc
-	fsRefused, fsUp, fsMalformed                        *prometheus.Desc
+	fsRefused, fsUp, fsMalformed, fsHeld                *prometheus.Desc
 	stateCorrupt, stateWrites, stateFailures            *prometheus.Desc
 	ruleFileRefusals                                    *prometheus.Desc
 	protectedLost                                       *prometheus.Desc
@@ -131,6 +143,7 @@ func New(src Sources, maxRuleSeries int) *Collector {
 		fsRefused:        d("flowspec_refused_routes_total", "FlowSpec routes refused (not turned into rules), by reason.", "reason"),
 		fsUp:             d("flowspec_session_up", "1 while the BGP session with a FlowSpec neighbour is established.", "peer"),
 		fsMalformed:      d("flowspec_malformed_messages_total", "BGP messages from a FlowSpec neighbour that GoBGP's decoder panics on: kept from it, each resetting the session.", "peer"),
+		fsHeld:           d("flowspec_hold_down_seconds", "How long a FlowSpec neighbour stays held down for repeated malformed messages (no session with it until then); 0 when it is not.", "peer"),
 		stateCorrupt:     d("state_file_corrupt_total", "Times the state file could not be read as state and was moved aside (the agent started from its sources)."),
 		stateWrites:      d("state_writes_total", "Writes of a source's state: journal (its changes appended to its journal) or whole (its snapshot written anew, the journal folded in).", "kind"),
 		stateFailures:    d("state_save_failures_total", "State saves that failed (the state directory full or unwritable): the rules stay in force, but a restart would lose the changes since the last good save; the agent retries every 2 s and on every API change."),
@@ -144,7 +157,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ruleDroppedPkts, c.ruleDroppedBytes, c.ruleAcceptedPkts, c.rulePlacement,
 		c.ruleMoves, c.ruleRate, c.pathRate, c.pathFrame, c.swCPP, c.swCap, c.swLoad, c.swHeadroom, c.wRx, c.wRxBytes,
 		c.wDrop, c.wPass, c.wOOB, c.wUnfwd, c.wCycles, c.poolFree, c.poolSize, c.poolFail, c.hwUsed, c.hwFree, c.hwMax,
-		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.fsMalformed, c.swMeasured, c.hwResyncs, c.stateCorrupt, c.stateWrites, c.stateFailures, c.ruleFileRefusals, c.protectedLost} {
+		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.fsMalformed, c.fsHeld, c.swMeasured, c.hwResyncs, c.stateCorrupt, c.stateWrites, c.stateFailures, c.ruleFileRefusals, c.protectedLost} {
 		ch <- d
 	}
 }
@@ -210,18 +223,19 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	if c.src.FlowSpec != nil {
-		refused, sessions, malformed := c.src.FlowSpec()
-		for k, n := range refused {
+		fs := c.src.FlowSpec()
+		for k, n := range fs.Refused {
 			ch <- prometheus.MustNewConstMetric(c.fsRefused, prometheus.CounterValue, float64(n), k)
 		}
-		for p, up := range sessions {
+		for p, up := range fs.Sessions {
 			v := 0.0
 			if up {
 				v = 1
 			}
 			ch <- prometheus.MustNewConstMetric(c.fsUp, prometheus.GaugeValue, v, p)
 			// One series per configured neighbour, 0 until it counts.
-			ch <- prometheus.MustNewConstMetric(c.fsMalformed, prometheus.CounterValue, float64(malformed[p]), p)
+			ch <- prometheus.MustNewConstMetric(c.fsMalformed, prometheus.CounterValue, float64(fs.Malformed[p]), p)
+			ch <- prometheus.MustNewConstMetric(c.fsHeld, prometheus.GaugeValue, fs.HeldDown[p].Seconds(), p)
 		}
 	}
 	if c.src.View == nil {

@@ -215,6 +215,12 @@ var mutations = []mutation{
 		pkgs: []string{"./agent/flowspec/bgpguard/", "./agent/flowspec/"}, run: "TestRelay|TestMalformedUpdateResetsSession",
 	},
 	{
+		name: "flowspec: the guard lets a held-down neighbour's connects through to GoBGP",
+		edits: []edit{{"agent/flowspec/bgpguard/guard.go",
+			"if until := g.held(n); !until.IsZero() {", "if until := g.held(n); !until.IsZero() && false {", 1}},
+		pkgs: []string{"./agent/flowspec/bgpguard/"}, run: "TestMalformedHoldDown$",
+	},
+	{
 		name: "flowspec: the speaker reports GoBGP's loopback aliases instead of the neighbours' addresses",
 		edits: []edit{{"agent/flowspec/speaker.go",
 			"\t\treturn a\n", "\t\t_ = a\n\t\treturn alias\n", 1}},

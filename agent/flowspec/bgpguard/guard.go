@@ -41,6 +41,19 @@
 // is closed at once, as GoBGP closes it. A neighbour has at most two
 // connections at a time (the two of a connection collision); more are
 // closed at once.
+//
+// A neighbour that sends such messages again and again would keep its own
+// session flapping, and its rules with it (each reset applies
+// on_session_down, each new session announces them again). So the guard
+// damps it, as RFC 4271 section 8.1.1 allows a speaker to damp a peer's
+// oscillations: the first malformed message only resets the session, and
+// each further one within strikeMemory of the one before holds the
+// neighbour down, for Config.MalformedHold after the second and twice as
+// long after each one after that, up to maxHoldFactor times as long. While
+// a neighbour is held down the guard connects to it on no one's behalf and
+// answers its connects with a NOTIFICATION, Cease, Connection Rejected (RFC
+// 4486 section 3), so no session with it comes up and its rules stay as
+// on_session_down left them.
 package bgpguard
 
 import (
@@ -88,8 +101,25 @@ type Config struct {
 	// connect loop would not pace them: its connect to the guard succeeds,
 	// so it retries after its fixed idle hold.) Zero: no pacing.
 	ConnectRetry time.Duration
-	Log          *slog.Logger
+	// MalformedHold is the first hold-down of a neighbour that sent a
+	// message GoBGP's decoder panics on twice (see the package doc). Zero:
+	// DefaultMalformedHold; below zero: no hold-downs.
+	MalformedHold time.Duration
+	Log           *slog.Logger
 }
+
+// DefaultMalformedHold is the first hold-down when Config.MalformedHold is
+// zero.
+const DefaultMalformedHold = 30 * time.Second
+
+// maxHoldFactor caps a hold-down at this many times the first (16 minutes
+// with the default), and strikeMemory (in first hold-downs: 64 minutes with
+// the default) is how long a neighbour's malformed messages are held against
+// it: one that comes later counts as its first.
+const (
+	maxHoldFactor = 32
+	strikeMemory  = 128
+)
 
 // notifyCode and notifySubcode are the NOTIFICATION the guard sends for a
 // message GoBGP's decoder cannot read: UPDATE Message Error (3), Optional
@@ -169,6 +199,12 @@ type neighbor struct {
 	mu   sync.Mutex
 	live int       // relays up
 	next time.Time // no connect to the neighbour before this (one failed)
+	// strikes counts the malformed messages in a row (each within
+	// strikeMemory of the one before), the last at struck; no session
+	// with the neighbour before heldUntil.
+	strikes   int
+	struck    time.Time
+	heldUntil time.Time
 }
 
 // New checks cfg and binds the listeners, so that a port in use is an error
@@ -179,6 +215,9 @@ func New(cfg Config) (*Guard, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MalformedHold == 0 {
+		cfg.MalformedHold = DefaultMalformedHold
 	}
 	g := &Guard{cfg: cfg, log: cfg.Log, byAddr: map[netip.Addr]*neighbor{}, conns: map[net.Conn]struct{}{}, malformed: map[netip.Addr]uint64{}}
 	aliases := map[netip.Addr]bool{}
@@ -257,6 +296,21 @@ func (g *Guard) Malformed() map[netip.Addr]uint64 {
 	out := make(map[netip.Addr]uint64, len(g.malformed))
 	for k, v := range g.malformed {
 		out[k] = v
+	}
+	return out
+}
+
+// HeldDown returns the neighbours held down now for their malformed
+// messages, each with when its hold-down ends.
+func (g *Guard) HeldDown() map[netip.Addr]time.Time {
+	out := map[netip.Addr]time.Time{}
+	now := time.Now()
+	for a, n := range g.byAddr {
+		n.mu.Lock()
+		if now.Before(n.heldUntil) {
+			out[a] = n.heldUntil
+		}
+		n.mu.Unlock()
 	}
 	return out
 }
@@ -354,6 +408,9 @@ func (g *Guard) takePeer(ctx context.Context) func(net.Conn) func() {
 			c.Close()
 			return nil
 		}
+		if until := g.held(n); !until.IsZero() {
+			return func() { g.refuse(n, c, until) }
+		}
 		if !g.take(n) {
 			c.Close()
 			return nil
@@ -363,6 +420,26 @@ func (g *Guard) takePeer(ctx context.Context) func(net.Conn) func() {
 			g.relayIn(ctx, n, c)
 		}
 	}
+}
+
+// refuse answers a held-down neighbour's connect: a NOTIFICATION (Cease,
+// Connection Rejected), then the connection closes.
+func (g *Guard) refuse(n *neighbor, c net.Conn, until time.Time) {
+	if !g.track(c) {
+		return
+	}
+	defer g.untrack(c)
+	g.log.Debug("flowspec guard: connection from a held-down neighbour refused", "peer", n.Addr.String(), "held_until", until.Format(time.RFC3339))
+	note, err := bgp.NewBGPNotificationMessage(bgp.BGP_ERROR_CEASE, bgp.BGP_ERROR_SUB_CONNECTION_REJECTED, nil).Serialize()
+	if err != nil {
+		return
+	}
+	c.SetDeadline(time.Now().Add(drainWait))
+	if _, err := c.Write(note); err != nil {
+		return
+	}
+	halfClose(c)
+	io.Copy(io.Discard, c)
 }
 
 // takeGoBGP takes GoBGP's connect to neighbour n: the guard connects to the
@@ -407,12 +484,50 @@ func (g *Guard) takeGoBGP(ctx context.Context, n *neighbor) func(net.Conn) func(
 	}
 }
 
-// dialDue reports whether the guard may connect to n now (see
-// Config.ConnectRetry).
+// dialDue reports whether the guard may connect to n now: not within
+// Config.ConnectRetry of a failed connect, nor while n is held down.
 func (g *Guard) dialDue(n *neighbor) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return !time.Now().Before(n.next)
+	now := time.Now()
+	return !now.Before(n.next) && !now.Before(n.heldUntil)
+}
+
+// held returns when n's hold-down ends, or zero when n is not held down.
+func (g *Guard) held(n *neighbor) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if time.Now().Before(n.heldUntil) {
+		return n.heldUntil
+	}
+	return time.Time{}
+}
+
+// strike records a malformed message from n and returns the hold-down it
+// earns (zero for none: the first in strikeMemory, or damping off).
+func (g *Guard) strike(n *neighbor) time.Duration {
+	base := g.cfg.MalformedHold
+	if base < 0 {
+		return 0
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := time.Now()
+	if n.strikes > 0 && now.Sub(n.struck) > strikeMemory*base {
+		n.strikes = 0
+	}
+	n.strikes++
+	n.struck = now
+	if n.strikes < 2 {
+		return 0
+	}
+	hold := base
+	for i := 2; i < n.strikes && hold < base*maxHoldFactor; i++ {
+		hold *= 2
+	}
+	hold = min(hold, base*maxHoldFactor)
+	n.heldUntil = now.Add(hold)
+	return hold
 }
 
 // dialed records a connect to n: after a failure the next waits
@@ -531,6 +646,10 @@ func (g *Guard) reject(n *neighbor, peer, up net.Conn, peerW *sync.Mutex, msg []
 	}
 	g.log.Error("flowspec guard: a peer sent a BGP message that GoBGP's decoder panics on; it was kept from GoBGP and the session is reset with a NOTIFICATION (UPDATE Message Error, Optional Attribute Error)",
 		"peer", n.Addr.String(), "type", msg[18], "length", len(msg), "err", err.Error(), "message_hex", hex.EncodeToString(shown))
+	if hold := g.strike(n); hold > 0 {
+		g.log.Warn("flowspec guard: neighbour held down: it sent malformed messages again, and no session with it comes up until the hold-down ends",
+			"peer", n.Addr.String(), "hold", hold.String(), "until", time.Now().Add(hold).Format(time.RFC3339))
+	}
 	note, serr := bgp.NewBGPNotificationMessage(notifyCode, notifySubcode, nil).Serialize()
 	if serr != nil {
 		return

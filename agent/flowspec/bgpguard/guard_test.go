@@ -102,10 +102,11 @@ var alias = netip.MustParseAddr("127.233.0.1")
 
 func startLab(t *testing.T, ns ...Neighbor) *lab {
 	t.Helper()
-	return startLabRetry(t, 0, ns...)
+	return startLabWith(t, nil, ns...)
 }
 
-func startLabRetry(t *testing.T, retry time.Duration, ns ...Neighbor) *lab {
+// startLabWith starts a guard whose Config set changes first (nil: none).
+func startLabWith(t *testing.T, set func(*Config), ns ...Neighbor) *lab {
 	t.Helper()
 	up, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -114,7 +115,11 @@ func startLabRetry(t *testing.T, retry time.Duration, ns ...Neighbor) *lab {
 	if ns == nil {
 		ns = []Neighbor{{Addr: netip.MustParseAddr(peerAddr), Passive: true, Alias: alias}}
 	}
-	g, err := New(Config{Listen: []string{"127.0.0.1:0"}, Upstream: up.Addr().(*net.TCPAddr).AddrPort(), Neighbors: ns, ConnectRetry: retry})
+	cfg := Config{Listen: []string{"127.0.0.1:0"}, Upstream: up.Addr().(*net.TCPAddr).AddrPort(), Neighbors: ns}
+	if set != nil {
+		set(&cfg)
+	}
+	g, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +349,7 @@ func TestConnectPeerDown(t *testing.T) {
 	port := uint16(pl.Addr().(*net.TCPAddr).Port)
 	pl.Close() // nothing listens there now
 	const retry = 500 * time.Millisecond
-	l := startLabRetry(t, retry, Neighbor{Addr: netip.MustParseAddr(peerAddr), Port: port, Alias: alias})
+	l := startLabWith(t, func(c *Config) { c.ConnectRetry = retry }, Neighbor{Addr: netip.MustParseAddr(peerAddr), Port: port, Alias: alias})
 	to, _ := l.g.DialAddr(netip.MustParseAddr(peerAddr))
 	gobgp := func() net.Conn { // as GoBGP connects
 		t.Helper()
@@ -452,5 +457,136 @@ func TestConnectionsPerNeighbour(t *testing.T) {
 		if i == 50 {
 			t.Fatal("no new connection taken after one of the two ended")
 		}
+	}
+}
+
+// malformedSession opens a session from the neighbour, sends the crash
+// UPDATE and reads the reset on both sides.
+func (l *lab) malformedSession(t *testing.T) {
+	t.Helper()
+	peer, up := l.join(t)
+	peer.Write(crashUpdate)
+	note := notification()
+	if got := readN(t, peer, len(note)); !bytes.Equal(got, note) {
+		t.Fatalf("the peer read %x, want the NOTIFICATION %x", got, note)
+	}
+	if got := readN(t, up, len(note)); !bytes.Equal(got, note) {
+		t.Fatalf("GoBGP read %x, want the NOTIFICATION %x", got, note)
+	}
+	up.Close()
+	expectEOF(t, peer, "peer")
+	peer.Close() // else the relay waits for it (drainWait) and holds a slot
+}
+
+// heldFor returns how much longer the neighbour is held down (zero: not).
+func (l *lab) heldFor() time.Duration {
+	until, ok := l.g.HeldDown()[netip.MustParseAddr(peerAddr)]
+	if !ok {
+		return 0
+	}
+	return time.Until(until)
+}
+
+// A neighbour that sends malformed messages again is held down, longer each
+// time: its connects get a NOTIFICATION (Cease, Connection Rejected) and
+// never reach GoBGP until the hold-down ends. The first only resets the
+// session.
+func TestMalformedHoldDown(t *testing.T) {
+	const hold = 400 * time.Millisecond
+	l := startLabWith(t, func(c *Config) { c.MalformedHold = hold })
+	l.malformedSession(t)
+	if d := l.heldFor(); d != 0 {
+		t.Fatalf("held down for %v after the first malformed message; want no hold-down", d)
+	}
+	l.malformedSession(t) // the first resets; a session comes up again
+	if d := l.heldFor(); d <= hold/2 || d > hold {
+		t.Fatalf("after the second malformed message: held down for %v more, want up to %v", d, hold)
+	}
+	reject, _ := bgp.NewBGPNotificationMessage(bgp.BGP_ERROR_CEASE, bgp.BGP_ERROR_SUB_CONNECTION_REJECTED, nil).Serialize()
+	peer := l.dial(t, peerAddr)
+	peer.Write(keepalive())
+	if got := readN(t, peer, len(reject)); !bytes.Equal(got, reject) {
+		t.Fatalf("a held-down neighbour read %x, want Cease, Connection Rejected %x", got, reject)
+	}
+	expectEOF(t, peer, "held-down peer")
+	if up, err := l.accept(t, 100*time.Millisecond); err == nil {
+		t.Fatalf("GoBGP got a connection from %v while the neighbour was held down", up.RemoteAddr())
+	}
+	time.Sleep(l.heldFor() + 50*time.Millisecond)
+	if d := l.heldFor(); d != 0 {
+		t.Fatalf("still held down for %v", d)
+	}
+	l.malformedSession(t) // back after the hold-down; a third earns twice as long
+	if d := l.heldFor(); d <= hold*3/2 || d > 2*hold {
+		t.Fatalf("after the third malformed message: held down for %v more, want up to %v", d, 2*hold)
+	}
+	if m := l.g.Malformed()[netip.MustParseAddr(peerAddr)]; m != 3 {
+		t.Fatalf("Malformed() counts %d, want 3", m)
+	}
+}
+
+// While an active neighbour is held down, GoBGP's connects to it are closed
+// and the guard does not connect to it; after, it does. With hold-downs off
+// (MalformedHold below zero) nothing is held down.
+func TestMalformedHoldDownActive(t *testing.T) {
+	pl, err := net.Listen("tcp", peerAddr+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	port := uint16(pl.Addr().(*net.TCPAddr).Port)
+	for _, off := range []bool{false, true} {
+		hold := 400 * time.Millisecond
+		if off {
+			hold = -1
+		}
+		l := startLabWith(t, func(c *Config) { c.MalformedHold = hold }, Neighbor{Addr: netip.MustParseAddr(peerAddr), Port: port, Alias: alias})
+		to, _ := l.g.DialAddr(netip.MustParseAddr(peerAddr))
+		// session connects as GoBGP does and returns the guard's connection
+		// to the peer, or nil when the guard closed GoBGP's connect.
+		session := func() (up, peer net.Conn) {
+			t.Helper()
+			up, err := net.Dial("tcp", to.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { up.Close() })
+			pl.(*net.TCPListener).SetDeadline(time.Now().Add(300 * time.Millisecond))
+			peer, err = pl.Accept()
+			if err != nil {
+				return up, nil
+			}
+			t.Cleanup(func() { peer.Close() })
+			return up, peer
+		}
+		for i := range 2 {
+			up, peer := session()
+			if peer == nil {
+				t.Fatalf("off %v: session %d: the guard did not connect to the neighbour", off, i)
+			}
+			peer.Write(crashUpdate)
+			readN(t, up, len(notification()))
+			readN(t, peer, len(notification()))
+			up.Close()
+			expectEOF(t, peer, "peer")
+			peer.Close()
+		}
+		up, peer := session()
+		if off {
+			if peer == nil || l.heldFor() != 0 {
+				t.Fatalf("hold-downs off: held down for %v, and the guard connected: %v", l.heldFor(), peer != nil)
+			}
+			l.stop(t)
+			continue
+		}
+		if peer != nil {
+			t.Fatal("the guard connected to a held-down neighbour")
+		}
+		expectEOF(t, up, "GoBGP's connect while the neighbour is held down")
+		time.Sleep(l.heldFor() + 50*time.Millisecond)
+		if _, peer := session(); peer == nil {
+			t.Fatal("after the hold-down the guard did not connect to the neighbour")
+		}
+		l.stop(t)
 	}
 }
