@@ -401,7 +401,7 @@ func (a *agent) startMetrics(g *errgroup.Group, ctx context.Context) {
 			for p, until := range s.HeldDown {
 				held[p] = max(0, time.Until(until))
 			}
-			return metrics.FlowSpec{Refused: s.Refused, Sessions: s.Sessions, Malformed: s.Malformed, HeldDown: held}
+			return metrics.FlowSpec{Refused: s.Refused, Sessions: s.Sessions, Malformed: s.Malformed, HeldDown: held, ConnRefused: s.ConnRefused}
 		}
 	}
 	if pl, ok := a.paths.SW.(dataplane.ProtectedLoss); ok {

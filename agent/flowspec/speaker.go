@@ -155,6 +155,9 @@ type Stats struct {
 	// HeldDown is, per peer held down for repeating such messages, when
 	// its hold-down ends (no session with it until then).
 	HeldDown map[string]time.Time
+	// ConnRefused counts the BGP connections the guard refused, by reason
+	// (bgpguard.RefusedNotNeighbor, RefusedLimit, RefusedHeldDown).
+	ConnRefused map[string]uint64
 }
 
 // claim is one peer's announcement of a route.
@@ -267,7 +270,7 @@ func (s *Speaker) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := Stats{Refused: map[string]uint64{}, Accepted: s.accepted, Withdrawn: s.withdrawn, Swept: s.swept, Sessions: map[string]bool{},
-		Malformed: map[string]uint64{}, HeldDown: map[string]time.Time{}}
+		Malformed: map[string]uint64{}, HeldDown: map[string]time.Time{}, ConnRefused: map[string]uint64{}}
 	if s.guard != nil {
 		for a, n := range s.guard.Malformed() {
 			out.Malformed[a.String()] = n
@@ -275,6 +278,7 @@ func (s *Speaker) Stats() Stats {
 		for a, until := range s.guard.HeldDown() {
 			out.HeldDown[a.String()] = until
 		}
+		out.ConnRefused = s.guard.Refused()
 	}
 	for k, v := range s.refused {
 		out.Refused[k] = v

@@ -70,7 +70,14 @@ type FlowSpec struct {
 	// HeldDown is, per neighbour held down for such messages, how long
 	// the hold-down has left.
 	HeldDown map[string]time.Duration
+	// ConnRefused counts the BGP connections refused, by reason (each of
+	// FlowSpecConnRefusals is served, 0 until it counts).
+	ConnRefused map[string]uint64
 }
+
+// FlowSpecConnRefusals are the reasons of
+// scrubd_flowspec_refused_connections_total (package bgpguard's).
+var FlowSpecConnRefusals = []string{"not_neighbor", "connection_limit", "held_down"}
 
 // Collector is a prometheus.Collector over the agent's state.
 type Collector struct {
@@ -89,7 +96,7 @@ type Collector struct {
 	poolFree, poolSize, poolFail                        *prometheus.Desc
 	hwUsed, hwFree, hwMax, maskUsed, maskFree, hwUp     *prometheus.Desc
 	hwFail, nic, moves, rules, info                     *prometheus.Desc
-	fsRefused, fsUp, fsMalformed, fsHeld                *prometheus.Desc
+	fsRefused, fsUp, fsMalformed, fsHeld, fsConnRefused *prometheus.Desc
 	stateCorrupt, stateWrites, stateFailures            *prometheus.Desc
 	ruleFileRefusals                                    *prometheus.Desc
 	protectedLost                                       *prometheus.Desc
@@ -143,6 +150,7 @@ func New(src Sources, maxRuleSeries int) *Collector {
 		fsRefused:        d("flowspec_refused_routes_total", "FlowSpec routes refused (not turned into rules), by reason.", "reason"),
 		fsUp:             d("flowspec_session_up", "1 while the BGP session with a FlowSpec neighbour is established.", "peer"),
 		fsMalformed:      d("flowspec_malformed_messages_total", "BGP messages from a FlowSpec neighbour that GoBGP's decoder panics on: kept from it, each resetting the session.", "peer"),
+		fsConnRefused:    d("flowspec_refused_connections_total", "BGP connections the agent's guard closed unserved, by reason: not_neighbor (from an address that is no configured neighbour), connection_limit (the neighbour had two already), held_down.", "reason"),
 		fsHeld:           d("flowspec_hold_down_seconds", "How long a FlowSpec neighbour stays held down for repeated malformed messages (no session with it until then); 0 when it is not.", "peer"),
 		stateCorrupt:     d("state_file_corrupt_total", "Times the state file could not be read as state and was moved aside (the agent started from its sources)."),
 		stateWrites:      d("state_writes_total", "Writes of a source's state: journal (its changes appended to its journal) or whole (its snapshot written anew, the journal folded in).", "kind"),
@@ -157,7 +165,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ruleDroppedPkts, c.ruleDroppedBytes, c.ruleAcceptedPkts, c.rulePlacement,
 		c.ruleMoves, c.ruleRate, c.pathRate, c.pathFrame, c.swCPP, c.swCap, c.swLoad, c.swHeadroom, c.wRx, c.wRxBytes,
 		c.wDrop, c.wPass, c.wOOB, c.wUnfwd, c.wCycles, c.poolFree, c.poolSize, c.poolFail, c.hwUsed, c.hwFree, c.hwMax,
-		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.fsMalformed, c.fsHeld, c.swMeasured, c.hwResyncs, c.stateCorrupt, c.stateWrites, c.stateFailures, c.ruleFileRefusals, c.protectedLost} {
+		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.fsMalformed, c.fsHeld, c.fsConnRefused, c.swMeasured, c.hwResyncs, c.stateCorrupt, c.stateWrites, c.stateFailures, c.ruleFileRefusals, c.protectedLost} {
 		ch <- d
 	}
 }
@@ -226,6 +234,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		fs := c.src.FlowSpec()
 		for k, n := range fs.Refused {
 			ch <- prometheus.MustNewConstMetric(c.fsRefused, prometheus.CounterValue, float64(n), k)
+		}
+		for _, r := range FlowSpecConnRefusals {
+			ch <- prometheus.MustNewConstMetric(c.fsConnRefused, prometheus.CounterValue, float64(fs.ConnRefused[r]), r)
 		}
 		for p, up := range fs.Sessions {
 			v := 0.0

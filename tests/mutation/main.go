@@ -221,6 +221,12 @@ var mutations = []mutation{
 		pkgs: []string{"./agent/flowspec/bgpguard/"}, run: "TestMalformedHoldDown$",
 	},
 	{
+		name: "flowspec: the guard logs every refused connection, however many come",
+		edits: []edit{{"agent/flowspec/bgpguard/guard.go",
+			"if now.Sub(g.logged[reason]) < refusalLogEvery {", "if now.Sub(g.logged[reason]) < 0 {", 1}},
+		pkgs: []string{"./agent/flowspec/bgpguard/"}, run: "TestStrangerClosed",
+	},
+	{
 		name: "flowspec: the speaker reports GoBGP's loopback aliases instead of the neighbours' addresses",
 		edits: []edit{{"agent/flowspec/speaker.go",
 			"\t\treturn a\n", "\t\t_ = a\n\t\treturn alias\n", 1}},

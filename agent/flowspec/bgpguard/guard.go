@@ -146,6 +146,19 @@ const maxSessions = 2
 // dialTimeout bounds one connect to a neighbour or to GoBGP.
 const dialTimeout = 10 * time.Second
 
+// The reasons a connection is refused (Guard.Refused).
+const (
+	RefusedNotNeighbor = "not_neighbor"     // from an address that is no configured neighbour
+	RefusedLimit       = "connection_limit" // the neighbour has maxSessions already
+	RefusedHeldDown    = "held_down"        // the neighbour is held down
+)
+
+// refusalLogEvery spaces the log lines about refused connections: whoever
+// can reach the BGP port can open connections in a loop, and each must not
+// cost a log line. One line per reason at most this often, with the count
+// of those not logged since the one before.
+const refusalLogEvery = 10 * time.Second
+
 // DecodePanic is a message GoBGP's decoder panicked on.
 type DecodePanic struct {
 	Type  uint8  // the BGP message type
@@ -191,6 +204,9 @@ type Guard struct {
 	conns     map[net.Conn]struct{} // every open connection, closed on shutdown
 	closing   bool
 	malformed map[netip.Addr]uint64
+	refused   map[string]uint64    // connections refused, by reason
+	logged    map[string]time.Time // by reason: the last refusal logged
+	unlogged  map[string]uint64    // by reason: refusals since, not logged
 }
 
 type neighbor struct {
@@ -219,7 +235,8 @@ func New(cfg Config) (*Guard, error) {
 	if cfg.MalformedHold == 0 {
 		cfg.MalformedHold = DefaultMalformedHold
 	}
-	g := &Guard{cfg: cfg, log: cfg.Log, byAddr: map[netip.Addr]*neighbor{}, conns: map[net.Conn]struct{}{}, malformed: map[netip.Addr]uint64{}}
+	g := &Guard{cfg: cfg, log: cfg.Log, byAddr: map[netip.Addr]*neighbor{}, conns: map[net.Conn]struct{}{}, malformed: map[netip.Addr]uint64{},
+		refused: map[string]uint64{}, logged: map[string]time.Time{}, unlogged: map[string]uint64{}}
 	aliases := map[netip.Addr]bool{}
 	for _, n := range cfg.Neighbors {
 		switch {
@@ -298,6 +315,40 @@ func (g *Guard) Malformed() map[netip.Addr]uint64 {
 		out[k] = v
 	}
 	return out
+}
+
+// Refused returns how many connections the guard refused, by reason
+// (RefusedNotNeighbor, RefusedLimit, RefusedHeldDown).
+func (g *Guard) Refused() map[string]uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[string]uint64, len(g.refused))
+	for k, v := range g.refused {
+		out[k] = v
+	}
+	return out
+}
+
+// refusal counts a refused connection and logs it at level, unless one of
+// the same reason was logged within refusalLogEvery: then the next line
+// says how many went unlogged.
+func (g *Guard) refusal(reason string, level slog.Level, msg string, args ...any) {
+	g.mu.Lock()
+	g.refused[reason]++
+	now := time.Now()
+	if now.Sub(g.logged[reason]) < refusalLogEvery {
+		g.unlogged[reason]++
+		g.mu.Unlock()
+		return
+	}
+	g.logged[reason] = now
+	n := g.unlogged[reason]
+	g.unlogged[reason] = 0
+	g.mu.Unlock()
+	if n > 0 {
+		args = append(args, "refused_unlogged_since_last_line", n)
+	}
+	g.log.Log(context.Background(), level, msg, args...)
 }
 
 // HeldDown returns the neighbours held down now for their malformed
@@ -404,12 +455,13 @@ func (g *Guard) takePeer(ctx context.Context) func(net.Conn) func() {
 		from := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
 		n := g.byAddr[from]
 		if n == nil {
-			g.log.Warn("flowspec guard: connection from an address that is not a configured neighbour closed", "from", from.String())
+			g.refusal(RefusedNotNeighbor, slog.LevelWarn, "flowspec guard: connection from an address that is not a configured neighbour closed", "from", from.String())
 			c.Close()
 			return nil
 		}
 		if until := g.held(n); !until.IsZero() {
-			return func() { g.refuse(n, c, until) }
+			g.refusal(RefusedHeldDown, slog.LevelInfo, "flowspec guard: connection from a held-down neighbour refused", "peer", n.Addr.String(), "held_until", until.Format(time.RFC3339))
+			return func() { g.refuse(c) }
 		}
 		if !g.take(n) {
 			c.Close()
@@ -424,12 +476,11 @@ func (g *Guard) takePeer(ctx context.Context) func(net.Conn) func() {
 
 // refuse answers a held-down neighbour's connect: a NOTIFICATION (Cease,
 // Connection Rejected), then the connection closes.
-func (g *Guard) refuse(n *neighbor, c net.Conn, until time.Time) {
+func (g *Guard) refuse(c net.Conn) {
 	if !g.track(c) {
 		return
 	}
 	defer g.untrack(c)
-	g.log.Debug("flowspec guard: connection from a held-down neighbour refused", "peer", n.Addr.String(), "held_until", until.Format(time.RFC3339))
 	note, err := bgp.NewBGPNotificationMessage(bgp.BGP_ERROR_CEASE, bgp.BGP_ERROR_SUB_CONNECTION_REJECTED, nil).Serialize()
 	if err != nil {
 		return
@@ -545,13 +596,15 @@ func (g *Guard) dialed(n *neighbor, err error) {
 // maxSessions already.
 func (g *Guard) take(n *neighbor) bool {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.live >= maxSessions {
-		g.log.Warn("flowspec guard: neighbour already has the connections BGP allows; a new one closed", "peer", n.Addr.String(), "open", maxSessions)
-		return false
+	full := n.live >= maxSessions
+	if !full {
+		n.live++
 	}
-	n.live++
-	return true
+	n.mu.Unlock()
+	if full {
+		g.refusal(RefusedLimit, slog.LevelWarn, "flowspec guard: neighbour already has the connections BGP allows; a new one closed", "peer", n.Addr.String(), "open", maxSessions)
+	}
+	return !full
 }
 
 func (g *Guard) release(n *neighbor) {

@@ -6,8 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +19,7 @@ import (
 	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
 
 	"github.com/scrubd/scrubd/agent/flowspec/bgpguard/guardtest"
+	"github.com/scrubd/scrubd/agent/metrics"
 )
 
 // crashUpdate is an UPDATE GoBGP's decoder panics on (see the file).
@@ -269,20 +274,50 @@ func TestUpstreamClose(t *testing.T) {
 	expectEOF(t, peer, "peer")
 }
 
-// A connection from an address that is no neighbour is closed and never
-// reaches GoBGP.
+// Connections from an address that is no neighbour are closed, never reach
+// GoBGP, and are counted; however many come, they cost one log line per
+// refusalLogEvery.
 func TestStrangerClosed(t *testing.T) {
-	l := startLab(t)
-	c := l.dial(t, "127.0.0.3")
-	c.Write(keepalive())
-	// Closed unread: an end of stream or a reset.
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if n, err := c.Read(make([]byte, 64)); n != 0 || !(err == io.EOF || errors.Is(err, syscall.ECONNRESET)) {
-		t.Fatalf("stranger read %d bytes, err %v; want the connection closed", n, err)
+	var logs lockedBuffer
+	l := startLabWith(t, func(c *Config) { c.Log = slog.New(slog.NewTextHandler(&logs, nil)) })
+	const tries = 30
+	for range tries {
+		c := l.dial(t, "127.0.0.3")
+		c.Write(keepalive())
+		// Closed unread: an end of stream or a reset.
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := c.Read(make([]byte, 64)); n != 0 || !(err == io.EOF || errors.Is(err, syscall.ECONNRESET)) {
+			t.Fatalf("stranger read %d bytes, err %v; want the connection closed", n, err)
+		}
+		c.Close()
 	}
 	if up, err := l.accept(t, 300*time.Millisecond); err == nil {
 		t.Fatalf("GoBGP got a connection from %v for a stranger", up.RemoteAddr())
 	}
+	if r := l.g.Refused(); r[RefusedNotNeighbor] != tries || len(r) != 1 {
+		t.Fatalf("Refused() = %v, want %s: %d", r, RefusedNotNeighbor, tries)
+	}
+	if n := strings.Count(logs.String(), "not a configured neighbour"); n != 1 {
+		t.Fatalf("%d connections from a stranger logged %d lines, want 1:\n%s", tries, n, logs.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // GoBGP's connect to an active neighbour (to the address DialAddr gives) is
@@ -443,6 +478,9 @@ func TestConnectionsPerNeighbour(t *testing.T) {
 	if up, err := l.accept(t, 300*time.Millisecond); err == nil {
 		t.Fatalf("GoBGP got a third connection from %v", up.RemoteAddr())
 	}
+	if r := l.g.Refused(); r[RefusedLimit] != 1 || len(r) != 1 {
+		t.Fatalf("Refused() = %v, want %s: 1", r, RefusedLimit)
+	}
 	peers[0].Close()
 	expectEOF(t, ups[0], "GoBGP")
 	ups[0].Close()
@@ -523,6 +561,9 @@ func TestMalformedHoldDown(t *testing.T) {
 	if m := l.g.Malformed()[netip.MustParseAddr(peerAddr)]; m != 3 {
 		t.Fatalf("Malformed() counts %d, want 3", m)
 	}
+	if r := l.g.Refused(); r[RefusedHeldDown] != 1 || len(r) != 1 {
+		t.Fatalf("Refused() = %v, want %s: 1", r, RefusedHeldDown)
+	}
 }
 
 // While an active neighbour is held down, GoBGP's connects to it are closed
@@ -588,5 +629,13 @@ func TestMalformedHoldDownActive(t *testing.T) {
 			t.Fatal("after the hold-down the guard did not connect to the neighbour")
 		}
 		l.stop(t)
+	}
+}
+
+// The metrics package serves one series per refusal reason, named as here.
+func TestRefusalReasonsServed(t *testing.T) {
+	want := []string{RefusedNotNeighbor, RefusedLimit, RefusedHeldDown}
+	if !slices.Equal(metrics.FlowSpecConnRefusals, want) {
+		t.Fatalf("metrics.FlowSpecConnRefusals = %v, want %v", metrics.FlowSpecConnRefusals, want)
 	}
 }
