@@ -1,10 +1,13 @@
 package flowspec
 
 import (
+	"context"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,5 +144,58 @@ func TestMalformedUpdateResetsSession(t *testing.T) {
 	waitFor(t, "the second rule", func() bool { return len(bgpRules(st)) == 2 })
 	if s := sp.Stats(); s.Accepted != 2 || s.Stale != 1 || s.Malformed["127.0.0.2"] != 1 || s.Malformed["127.0.0.3"] != 0 {
 		t.Fatalf("accepted %d, stale %d, malformed %v; want 2, 1 and 127.0.0.2: 1", s.Accepted, s.Stale, s.Malformed)
+	}
+}
+
+// A loopback port picked for GoBGP but taken before GoBGP listens on it
+// (the pick listens and closes) is picked again, and the speaker serves.
+func TestStartPicksPortAgain(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	st := store.New(nil, time.Now)
+	port := freePort(t)
+	sp := New(Config{ASN: 65010, RouterID: "192.0.2.10", ListenPort: int32(port), ListenAddresses: []string{"127.0.0.1"},
+		Neighbors: []Neighbor{{Address: "127.0.0.2", ASN: 65010, Passive: true}}, Allowed: testAllowed},
+		st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	var mu sync.Mutex
+	var picks []uint16
+	sp.pickPort = func() (uint16, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		p := uint16(taken.Addr().(*net.TCPAddr).Port)
+		if len(picks) > 0 {
+			var err error
+			if p, err = pickLoopbackPort(); err != nil {
+				return 0, err
+			}
+		}
+		picks = append(picks, p)
+		return p, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sp.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	select {
+	case err := <-done:
+		done <- err // for the deferred check
+		t.Fatalf("Run ended: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	p := dialRaw(t, sp, "127.0.0.2", port)
+	p.sendMsg(dropUpdate("203.0.113.0"))
+	waitFor(t, "the rule", func() bool { return len(bgpRules(st)) == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(picks) != 2 {
+		t.Fatalf("picked ports %v, want the taken one, then another", picks)
 	}
 }

@@ -74,6 +74,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
@@ -192,6 +193,9 @@ type Speaker struct {
 	// byAlias maps the loopback alias GoBGP knows a neighbour by to the
 	// neighbour's configured address; aliasOf the other way.
 	byAlias, aliasOf map[string]string
+	// pickPort picks the loopback port GoBGP listens on (tests replace
+	// it).
+	pickPort func() (uint16, error)
 
 	// evMu serialises event handling with shutdown: once closed is set no
 	// event handler calls into the BGP server any more.
@@ -222,7 +226,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger, now func() time.Time) *S
 	}
 	s := &Speaker{cfg: cfg, st: st, log: log, now: now, refused: map[string]uint64{}, up: map[string]bool{}, routes: map[string]*route{},
 		llgr: map[string]map[bgp.RouteFamily]time.Duration{}, qSig: make(chan struct{}, 1),
-		byAlias: map[string]string{}, aliasOf: map[string]string{}}
+		byAlias: map[string]string{}, aliasOf: map[string]string{}, pickPort: pickLoopbackPort}
 	taken := map[netip.Addr]bool{}
 	for _, n := range cfg.Neighbors {
 		if a, err := netip.ParseAddr(n.Address); err == nil {
@@ -342,16 +346,47 @@ func (s *Speaker) peerConf(n Neighbor, dial netip.AddrPort) *api.Peer {
 	return p
 }
 
-// newGuard binds the guard's listeners (where GoBGP would have listened)
-// and picks the loopback port GoBGP listens on for it.
-func (s *Speaker) newGuard() (*bgpguard.Guard, uint16, error) {
+// pickLoopbackPort returns a TCP port free on 127.0.0.1 a moment ago:
+// GoBGP v3's StartBgp opens its listeners itself, from a port number, so
+// the port is picked by listening and closing, and another process may
+// take it before GoBGP listens (startBgp then picks again).
+func pickLoopbackPort() (uint16, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, 0, fmt.Errorf("flowspec: picking a loopback port for the BGP speaker: %w", err)
+		return 0, fmt.Errorf("flowspec: picking a loopback port for the BGP speaker: %w", err)
 	}
-	upstream := l.Addr().(*net.TCPAddr).AddrPort()
-	l.Close()
-	gc := bgpguard.Config{Upstream: upstream, ConnectRetry: s.cfg.ConnectRetry, Log: s.log}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).AddrPort().Port(), nil
+}
+
+// startTries bounds startBgp's picks of a loopback port.
+const startTries = 5
+
+// startBgp starts GoBGP listening on a loopback port it picks, and points
+// the guard there. A port taken between the pick and GoBGP's listen is
+// picked again, up to startTries times.
+func (s *Speaker) startBgp(ctx context.Context, srv *server.BgpServer, guard *bgpguard.Guard) error {
+	for try := 1; ; try++ {
+		port, err := s.pickPort()
+		if err != nil {
+			return err
+		}
+		g := &api.Global{Asn: s.cfg.ASN, RouterId: s.cfg.RouterID, ListenPort: int32(port), ListenAddresses: []string{"127.0.0.1"}}
+		err = srv.StartBgp(ctx, &api.StartBgpRequest{Global: g})
+		if err == nil {
+			guard.SetUpstream(netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port))
+			return nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || try == startTries {
+			return fmt.Errorf("flowspec: starting BGP on 127.0.0.1:%d: %w", port, err)
+		}
+		s.log.Warn("flowspec: the loopback port picked for the BGP speaker was taken before it listened; picking another", "port", port, "try", try)
+	}
+}
+
+// newGuard binds the guard's listeners (where GoBGP would have listened).
+func (s *Speaker) newGuard() (*bgpguard.Guard, error) {
+	gc := bgpguard.Config{ConnectRetry: s.cfg.ConnectRetry, Log: s.log}
 	if p := s.cfg.ListenPort; p >= 0 {
 		if p == 0 {
 			p = 179 // GoBGP's default
@@ -367,28 +402,28 @@ func (s *Speaker) newGuard() (*bgpguard.Guard, uint16, error) {
 	for i, n := range s.cfg.Neighbors {
 		addr, err := netip.ParseAddr(n.Address)
 		if err != nil {
-			return nil, 0, fmt.Errorf("flowspec: neighbors[%d].address %q: %w", i, n.Address, err)
+			return nil, fmt.Errorf("flowspec: neighbors[%d].address %q: %w", i, n.Address, err)
 		}
 		gn := bgpguard.Neighbor{Addr: addr, Port: uint16(n.Port), Passive: n.Passive, Alias: netip.MustParseAddr(s.aliasOf[n.Address])}
 		if n.LocalAddress != "" {
 			if gn.Local, err = netip.ParseAddr(n.LocalAddress); err != nil {
-				return nil, 0, fmt.Errorf("flowspec: neighbors[%d].local_address %q: %w", i, n.LocalAddress, err)
+				return nil, fmt.Errorf("flowspec: neighbors[%d].local_address %q: %w", i, n.LocalAddress, err)
 			}
 		}
 		gc.Neighbors = append(gc.Neighbors, gn)
 	}
 	g, err := bgpguard.New(gc)
 	if err != nil {
-		return nil, 0, fmt.Errorf("flowspec: %w", err)
+		return nil, fmt.Errorf("flowspec: %w", err)
 	}
-	return g, upstream.Port(), nil
+	return g, nil
 }
 
 // Run starts the BGP instance, peers and watches until ctx ends, then stops
 // the instance and GoBGP's server loop: when Run returns, no goroutine it
 // started is left.
 func (s *Speaker) Run(ctx context.Context) error {
-	guard, upPort, err := s.newGuard()
+	guard, err := s.newGuard()
 	if err != nil {
 		return err
 	}
@@ -464,9 +499,8 @@ func (s *Speaker) Run(ctx context.Context) error {
 			s.log.Error("flowspec: GoBGP's server loop did not end on shutdown; leaving it running", "waited", shutdownWait)
 		}
 	}()
-	g := &api.Global{Asn: s.cfg.ASN, RouterId: s.cfg.RouterID, ListenPort: int32(upPort), ListenAddresses: []string{"127.0.0.1"}}
-	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: g}); err != nil {
-		return fmt.Errorf("flowspec: starting BGP: %w", err)
+	if err := s.startBgp(ctx, srv, guard); err != nil {
+		return err
 	}
 	err = srv.WatchEvent(wctx, &api.WatchEventRequest{
 		Peer: &api.WatchEventRequest_Peer{},

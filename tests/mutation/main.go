@@ -227,6 +227,12 @@ var mutations = []mutation{
 		pkgs: []string{"./agent/flowspec/bgpguard/"}, run: "TestStrangerClosed",
 	},
 	{
+		name: "flowspec: a loopback port taken before GoBGP listens ends the speaker",
+		edits: []edit{{"agent/flowspec/speaker.go",
+			"if !errors.Is(err, syscall.EADDRINUSE) || try == startTries {", "if !errors.Is(err, syscall.EADDRINUSE) || try >= 1 {", 1}},
+		pkgs: []string{"./agent/flowspec/"}, run: "TestStartPicksPortAgain",
+	},
+	{
 		name: "flowspec: the speaker reports GoBGP's loopback aliases instead of the neighbours' addresses",
 		edits: []edit{{"agent/flowspec/speaker.go",
 			"\t\treturn a\n", "\t\t_ = a\n\t\treturn alias\n", 1}},

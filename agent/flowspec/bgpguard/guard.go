@@ -92,7 +92,8 @@ type Config struct {
 	// Listen are the addresses ("host:port") peers connect to; none: no
 	// listener, the guard only connects.
 	Listen []string
-	// Upstream is GoBGP's loopback listener.
+	// Upstream is GoBGP's loopback listener (unset: SetUpstream before
+	// Run).
 	Upstream  netip.AddrPort
 	Neighbors []Neighbor
 	// ConnectRetry paces the guard's connects to a neighbour after one
@@ -226,7 +227,7 @@ type neighbor struct {
 // New checks cfg and binds the listeners, so that a port in use is an error
 // before anything starts.
 func New(cfg Config) (*Guard, error) {
-	if !cfg.Upstream.IsValid() || !cfg.Upstream.Addr().IsLoopback() {
+	if cfg.Upstream.IsValid() && !cfg.Upstream.Addr().IsLoopback() {
 		return nil, fmt.Errorf("bgpguard: upstream %v: must be a loopback address and port", cfg.Upstream)
 	}
 	if cfg.Log == nil {
@@ -270,6 +271,12 @@ func New(cfg Config) (*Guard, error) {
 		n.dial = ln
 	}
 	return g, nil
+}
+
+// SetUpstream sets GoBGP's loopback listener, once it listens; call it
+// before Run.
+func (g *Guard) SetUpstream(ap netip.AddrPort) {
+	g.cfg.Upstream = ap
 }
 
 // Close closes the listeners of a guard that never ran. (Run closes them
@@ -370,6 +377,10 @@ func (g *Guard) HeldDown() map[netip.Addr]time.Time {
 // listeners and every connection and returns once every goroutine it
 // started has ended.
 func (g *Guard) Run(ctx context.Context) error {
+	if up := g.cfg.Upstream; !up.IsValid() || !up.Addr().IsLoopback() {
+		g.Close()
+		return fmt.Errorf("bgpguard: upstream %v: must be a loopback address and port", up)
+	}
 	var wg sync.WaitGroup
 	for _, ln := range g.lns {
 		wg.Add(1)

@@ -514,6 +514,25 @@ func (l *lab) malformedSession(t *testing.T) {
 	up.Close()
 	expectEOF(t, peer, "peer")
 	peer.Close() // else the relay waits for it (drainWait) and holds a slot
+	l.relaysEnded(t)
+}
+
+// relaysEnded waits until the neighbour's relays have ended, so that the
+// next connection is not refused for the connection limit.
+func (l *lab) relaysEnded(t *testing.T) {
+	t.Helper()
+	n := l.g.byAddr[netip.MustParseAddr(peerAddr)]
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		n.mu.Lock()
+		live := n.live
+		n.mu.Unlock()
+		if live == 0 {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d relays still up", live)
+		}
+	}
 }
 
 // heldFor returns how much longer the neighbour is held down (zero: not).
@@ -592,7 +611,7 @@ func TestMalformedHoldDownActive(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { up.Close() })
-			pl.(*net.TCPListener).SetDeadline(time.Now().Add(300 * time.Millisecond))
+			pl.(*net.TCPListener).SetDeadline(time.Now().Add(time.Second))
 			peer, err = pl.Accept()
 			if err != nil {
 				return up, nil
@@ -611,6 +630,7 @@ func TestMalformedHoldDownActive(t *testing.T) {
 			up.Close()
 			expectEOF(t, peer, "peer")
 			peer.Close()
+			l.relaysEnded(t)
 		}
 		up, peer := session()
 		if off {
