@@ -472,7 +472,14 @@ func (g *Guard) takePeer(ctx context.Context) func(net.Conn) func() {
 		}
 		if until := g.held(n); !until.IsZero() {
 			g.refusal(RefusedHeldDown, slog.LevelInfo, "flowspec guard: connection from a held-down neighbour refused", "peer", n.Addr.String(), "held_until", until.Format(time.RFC3339))
-			return func() { g.refuse(c) }
+			if !g.tryTake(n) { // the answer's drain counts against the limit too
+				c.Close()
+				return nil
+			}
+			return func() {
+				defer g.release(n)
+				g.refuse(c)
+			}
 		}
 		if !g.take(n) {
 			c.Close()
@@ -606,16 +613,22 @@ func (g *Guard) dialed(n *neighbor, err error) {
 // take counts a new connection of n's, or logs and reports false when n has
 // maxSessions already.
 func (g *Guard) take(n *neighbor) bool {
-	n.mu.Lock()
-	full := n.live >= maxSessions
-	if !full {
-		n.live++
-	}
-	n.mu.Unlock()
-	if full {
+	if !g.tryTake(n) {
 		g.refusal(RefusedLimit, slog.LevelWarn, "flowspec guard: neighbour already has the connections BGP allows; a new one closed", "peer", n.Addr.String(), "open", maxSessions)
+		return false
 	}
-	return !full
+	return true
+}
+
+// tryTake is take without the count and the log line.
+func (g *Guard) tryTake(n *neighbor) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.live >= maxSessions {
+		return false
+	}
+	n.live++
+	return true
 }
 
 func (g *Guard) release(n *neighbor) {

@@ -566,6 +566,25 @@ func TestMalformedHoldDown(t *testing.T) {
 		t.Fatalf("a held-down neighbour read %x, want Cease, Connection Rejected %x", got, reject)
 	}
 	expectEOF(t, peer, "held-down peer")
+	peer.Close()
+	l.relaysEnded(t)
+	// The answers count against the connection limit: with two of them
+	// still draining, a third connection is closed unanswered.
+	var draining []net.Conn
+	for range maxSessions {
+		c := l.dial(t, peerAddr)
+		readN(t, c, len(reject))
+		draining = append(draining, c)
+	}
+	third := l.dial(t, peerAddr)
+	third.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if b, err := io.ReadAll(third); len(b) != 0 || !(err == nil || errors.Is(err, syscall.ECONNRESET)) {
+		t.Fatalf("a third connection while two answers drain read %x, err %v; want it closed unanswered", b, err)
+	}
+	for _, c := range draining {
+		c.Close()
+	}
+	l.relaysEnded(t)
 	if up, err := l.accept(t, 100*time.Millisecond); err == nil {
 		t.Fatalf("GoBGP got a connection from %v while the neighbour was held down", up.RemoteAddr())
 	}
@@ -580,8 +599,8 @@ func TestMalformedHoldDown(t *testing.T) {
 	if m := l.g.Malformed()[netip.MustParseAddr(peerAddr)]; m != 3 {
 		t.Fatalf("Malformed() counts %d, want 3", m)
 	}
-	if r := l.g.Refused(); r[RefusedHeldDown] != 1 || len(r) != 1 {
-		t.Fatalf("Refused() = %v, want %s: 1", r, RefusedHeldDown)
+	if r := l.g.Refused(); r[RefusedHeldDown] != 4 || len(r) != 1 {
+		t.Fatalf("Refused() = %v, want %s: 4", r, RefusedHeldDown)
 	}
 }
 
