@@ -1,7 +1,6 @@
 package flowspec
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -175,19 +174,11 @@ func TestStartPicksPortAgain(t *testing.T) {
 		picks = append(picks, p)
 		return p, nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sp.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	stop, ended := runSpeaker(t, sp)
+	defer stop()
 	select {
-	case err := <-done:
-		done <- err // for the deferred check
-		t.Fatalf("Run ended: %v", err)
+	case <-ended:
+		t.Fatal("Run ended") // stop reports its error
 	case <-time.After(500 * time.Millisecond):
 	}
 	p := dialRaw(t, sp, "127.0.0.2", port)

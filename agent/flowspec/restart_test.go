@@ -194,15 +194,27 @@ func dst32(a string) *bgp.FlowSpecIPv4Unicast {
 func startSpeaker(t *testing.T, cfg Config, st *store.Store, now func() time.Time) (*Speaker, func()) {
 	t.Helper()
 	sp := New(cfg, st, slog.New(slog.NewTextHandler(io.Discard, nil)), now)
+	stop, _ := runSpeaker(t, sp)
+	return sp, stop
+}
+
+// runSpeaker runs sp until stop, which fails the test when Run returned an
+// error; ended is closed when Run returns.
+func runSpeaker(t *testing.T, sp *Speaker) (stop func(), ended <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sp.Run(ctx) }()
-	return sp, func() {
+	done := make(chan struct{})
+	var err error
+	go func() {
+		defer close(done)
+		err = sp.Run(ctx)
+	}()
+	return func() {
 		cancel()
-		if err := <-done; err != nil {
+		<-done
+		if err != nil {
 			t.Error(err)
 		}
-	}
+	}, done
 }
 
 // The same route from two route reflectors is one rule (its id does not

@@ -132,15 +132,8 @@ func TestSpeakerWithPeer(t *testing.T) {
 	// first, so its start happens before the speaker's (no data race
 	// between two servers in one process).
 	pr := startPeer(t, port)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sp.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	stop, _ := runSpeaker(t, sp)
+	defer stop()
 	waitFor(t, "session up", func() bool { return sp.Stats().Sessions["127.0.0.2"] })
 
 	discard := bgp.NewTrafficRateExtended(0, 0)

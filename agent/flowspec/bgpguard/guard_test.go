@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/scrubd/scrubd/agent/flowspec/bgpguard/guardtest"
 	"github.com/scrubd/scrubd/agent/metrics"
+	"github.com/scrubd/scrubd/internal/syncbuf"
 )
 
 // crashUpdate is an UPDATE GoBGP's decoder panics on (see the file).
@@ -197,6 +197,28 @@ func readN(t *testing.T, c net.Conn, n int) []byte {
 	return b
 }
 
+// peerListener listens as an active neighbour does, on peerAddr, and
+// returns the port.
+func peerListener(t *testing.T) (net.Listener, uint16) {
+	t.Helper()
+	pl, err := net.Listen("tcp", peerAddr+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pl.Close() })
+	return pl, uint16(pl.Addr().(*net.TCPAddr).Port)
+}
+
+// readNotification reads the guard's NOTIFICATION (UPDATE Message Error,
+// Optional Attribute Error) from c.
+func readNotification(t *testing.T, c net.Conn, who string) {
+	t.Helper()
+	note := notification()
+	if got := readN(t, c, len(note)); !bytes.Equal(got, note) {
+		t.Fatalf("%s read %x, want the NOTIFICATION %x", who, got, note)
+	}
+}
+
 func expectEOF(t *testing.T, c net.Conn, who string) {
 	t.Helper()
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -245,13 +267,8 @@ func TestRelay(t *testing.T) {
 	if _, err := peer.Write(append(append([]byte(nil), crashUpdate...), ka...)); err != nil {
 		t.Fatal(err)
 	}
-	note := notification()
-	if got := readN(t, peer, len(note)); !bytes.Equal(got, note) {
-		t.Fatalf("the peer read %x, want the NOTIFICATION %x", got, note)
-	}
-	if got := readN(t, up, len(note)); !bytes.Equal(got, note) {
-		t.Fatalf("GoBGP read %x, want the NOTIFICATION %x (and never the crash UPDATE)", got, note)
-	}
+	readNotification(t, peer, "the peer")
+	readNotification(t, up, "GoBGP (and never the crash UPDATE)")
 	expectEOF(t, up, "GoBGP")
 	up.Close() // as GoBGP closes after a NOTIFICATION
 	expectEOF(t, peer, "peer")
@@ -278,7 +295,7 @@ func TestUpstreamClose(t *testing.T) {
 // GoBGP, and are counted; however many come, they cost one log line per
 // refusalLogEvery.
 func TestStrangerClosed(t *testing.T) {
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	l := startLabWith(t, func(c *Config) { c.Log = slog.New(slog.NewTextHandler(&logs, nil)) })
 	const tries = 30
 	for range tries {
@@ -302,35 +319,12 @@ func TestStrangerClosed(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // GoBGP's connect to an active neighbour (to the address DialAddr gives) is
 // carried on to the peer, from the neighbour's local address, and joined;
 // when the peer cannot be reached GoBGP's connection is closed; Run's end
 // closes a live session.
 func TestConnectActive(t *testing.T) {
-	pl, err := net.Listen("tcp", peerAddr+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pl.Close()
-	port := uint16(pl.Addr().(*net.TCPAddr).Port)
+	pl, port := peerListener(t)
 	l := startLab(t, Neighbor{Addr: netip.MustParseAddr(peerAddr), Port: port, Local: netip.MustParseAddr("127.0.0.4"), Alias: alias})
 	if _, ok := l.g.DialAddr(netip.MustParseAddr("127.0.0.3")); ok {
 		t.Fatal("DialAddr of an address that is no neighbour")
@@ -504,13 +498,8 @@ func (l *lab) malformedSession(t *testing.T) {
 	t.Helper()
 	peer, up := l.join(t)
 	peer.Write(crashUpdate)
-	note := notification()
-	if got := readN(t, peer, len(note)); !bytes.Equal(got, note) {
-		t.Fatalf("the peer read %x, want the NOTIFICATION %x", got, note)
-	}
-	if got := readN(t, up, len(note)); !bytes.Equal(got, note) {
-		t.Fatalf("GoBGP read %x, want the NOTIFICATION %x", got, note)
-	}
+	readNotification(t, peer, "the peer")
+	readNotification(t, up, "GoBGP")
 	up.Close()
 	expectEOF(t, peer, "peer")
 	peer.Close() // else the relay waits for it (drainWait) and holds a slot
@@ -608,12 +597,7 @@ func TestMalformedHoldDown(t *testing.T) {
 // and the guard does not connect to it; after, it does. With hold-downs off
 // (MalformedHold below zero) nothing is held down.
 func TestMalformedHoldDownActive(t *testing.T) {
-	pl, err := net.Listen("tcp", peerAddr+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pl.Close()
-	port := uint16(pl.Addr().(*net.TCPAddr).Port)
+	pl, port := peerListener(t)
 	for _, off := range []bool{false, true} {
 		hold := 400 * time.Millisecond
 		if off {
@@ -644,8 +628,8 @@ func TestMalformedHoldDownActive(t *testing.T) {
 				t.Fatalf("off %v: session %d: the guard did not connect to the neighbour", off, i)
 			}
 			peer.Write(crashUpdate)
-			readN(t, up, len(notification()))
-			readN(t, peer, len(notification()))
+			readNotification(t, up, "GoBGP")
+			readNotification(t, peer, "the peer")
 			up.Close()
 			expectEOF(t, peer, "peer")
 			peer.Close()
