@@ -199,6 +199,11 @@ type Protect struct {
 	Note      string   `yaml:"note"`
 }
 
+// DefaultMaxRoutes is flowspec.max_routes when none is set: as many as
+// rules.max_rules_per_source's default, about 380 MiB of the speaker's
+// memory per neighbour and family when full.
+const DefaultMaxRoutes = DefaultMaxRulesPerSource
+
 // FlowSpec is the in-process BGP speaker.
 type FlowSpec struct {
 	Enabled bool   `yaml:"enabled"`
@@ -224,6 +229,14 @@ type FlowSpec struct {
 	// ConnectRetry is how long an active session waits before dialing a
 	// neighbour again (GoBGP waits between this and twice this).
 	ConnectRetry time.Duration `yaml:"connect_retry"`
+	// MaxRoutes bounds the routes one neighbour's session may hold in one
+	// address family (FlowSpec IPv4, FlowSpec IPv6), refused ones
+	// included: the BGP speaker keeps every route a session announces
+	// (about 1.9 KB each), so a neighbour that announces millions would
+	// take the agent's memory. The UPDATE that would pass it resets the
+	// session (Cease, Maximum Number of Prefixes Reached: RFC 4486) and
+	// holds the neighbour down for a while. Default DefaultMaxRoutes.
+	MaxRoutes int `yaml:"max_routes"`
 	// GracefulRestart: RFC 4724 (and RFC 9494) as the receiving speaker.
 	GracefulRestart GracefulRestart `yaml:"graceful_restart"`
 }
@@ -387,7 +400,7 @@ func Defaults() Config {
 			MaxBodyBytes: 16 << 20},
 		Metrics: Metrics{Listen: "127.0.0.1:9477", MaxRuleSeries: 500},
 		FlowSpec: FlowSpec{ListenPort: 179, OnSessionDown: "hold", HoldTime: 5 * time.Minute, Priority: 500,
-			ConnectRetry: 5 * time.Second, GracefulRestart: GracefulRestart{RestartTime: 120 * time.Second}},
+			ConnectRetry: 5 * time.Second, MaxRoutes: DefaultMaxRoutes, GracefulRestart: GracefulRestart{RestartTime: 120 * time.Second}},
 		Offload:  Offload{Backend: "none", MaxEntriesPerRule: DefaultMaxEntriesPerRule},
 		Software: Software{Engine: "xdp", Workers: 1, XDPPinPath: "/sys/fs/bpf/scrubd", BufferNode: "worker"},
 		Place: Placement{Interval: time.Second, HighWater: 0.8, LowWater: 0.5,
@@ -784,6 +797,9 @@ func (c *Config) checkFlowSpec(p *problems) {
 		}
 		if fs.ConnectRetry < time.Second || fs.ConnectRetry > time.Hour {
 			p.bad("flowspec.connect_retry", fs.ConnectRetry.String(), "must be 1s-1h")
+		}
+		if fs.MaxRoutes < 1 || fs.MaxRoutes > 10_000_000 {
+			p.bad("flowspec.max_routes", strconv.Itoa(fs.MaxRoutes), "must be 1-10000000 (routes one neighbour may hold in one address family)")
 		}
 		if gr := fs.GracefulRestart; gr.GR() {
 			if gr.RestartTime < time.Second || gr.RestartTime > 4095*time.Second {

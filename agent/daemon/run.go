@@ -348,7 +348,7 @@ func (a *agent) startFlowSpec(g *errgroup.Group, ctx context.Context) {
 		a.log.Info("flowspec.router_id auto", "router_id", fs.RouterID)
 	}
 	fc := flowspec.Config{ASN: fs.ASN, RouterID: fs.RouterID, ListenPort: fs.ListenPort, OnSessionDown: fs.OnSessionDown,
-		HoldTime: fs.HoldTime, Priority: fs.Priority, ConnectRetry: fs.ConnectRetry,
+		HoldTime: fs.HoldTime, Priority: fs.Priority, ConnectRetry: fs.ConnectRetry, MaxRoutes: fs.MaxRoutes,
 		GracefulRestart: flowspec.GracefulRestart{Enabled: fs.GracefulRestart.GR(), RestartTime: fs.GracefulRestart.RestartTime,
 			LongLivedStaleTime: fs.GracefulRestart.LongLivedStaleTime}}
 	if fs.ListenAddress != "" {
@@ -401,7 +401,8 @@ func (a *agent) startMetrics(g *errgroup.Group, ctx context.Context) {
 			for p, until := range s.HeldDown {
 				held[p] = max(0, time.Until(until))
 			}
-			return metrics.FlowSpec{Refused: s.Refused, Sessions: s.Sessions, Malformed: s.Malformed, HeldDown: held, ConnRefused: s.ConnRefused}
+			return metrics.FlowSpec{Refused: s.Refused, Sessions: s.Sessions, Malformed: s.Malformed, HeldDown: held, ConnRefused: s.ConnRefused,
+				RouteLimited: s.RouteLimited}
 		}
 	}
 	if pl, ok := a.paths.SW.(dataplane.ProtectedLoss); ok {

@@ -1,6 +1,7 @@
 package flowspec
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -188,5 +189,47 @@ func TestStartPicksPortAgain(t *testing.T) {
 	defer mu.Unlock()
 	if len(picks) != 2 {
 		t.Fatalf("picked ports %v, want the taken one, then another", picks)
+	}
+}
+
+// A neighbour that announces more routes than MaxRoutes in a family has its
+// session reset by GoBGP (Cease, Maximum Number of Prefixes Reached), is
+// counted and held down; the rules of its first routes are held as the
+// session-down policy says.
+func TestRouteLimit(t *testing.T) {
+	st := store.New(nil, time.Now)
+	port := freePort(t)
+	sp, stop := startSpeaker(t, Config{ASN: 65010, RouterID: "192.0.2.10", ListenPort: int32(port), ListenAddresses: []string{"127.0.0.1"},
+		Neighbors: []Neighbor{{Address: "127.0.0.2", ASN: 65010, Passive: true}}, MaxRoutes: 3,
+		OnSessionDown: "hold", HoldTime: time.Minute, Allowed: testAllowed}, st, time.Now)
+	defer stop()
+	p := dialRaw(t, sp, "127.0.0.2", port)
+	drop32 := func(dst string) *bgp.BGPMessage {
+		return bgp.NewBGPUpdateMessage(nil, []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), bgp.NewPathAttributeAsPath(nil),
+			bgp.NewPathAttributeMpReachNLRI("0.0.0.0", []bgp.AddrPrefixInterface{v4(dst, 32)}),
+			bgp.NewPathAttributeExtendedCommunities([]bgp.ExtendedCommunityInterface{bgp.NewTrafficRateExtended(0, 0)})}, nil)
+	}
+	for i := range 3 {
+		p.sendMsg(drop32(fmt.Sprintf("203.0.113.%d", i+1)))
+	}
+	waitFor(t, "three rules", func() bool { return len(bgpRules(st)) == 3 })
+	p.sendMsg(drop32("203.0.113.4"))
+	m := p.next(true)
+	if m == nil || m.Header.Type != bgp.BGP_MSG_NOTIFICATION {
+		t.Fatalf("after the fourth route the peer read %v, want a NOTIFICATION", m)
+	}
+	if n := m.Body.(*bgp.BGPNotification); n.ErrorCode != bgp.BGP_ERROR_CEASE || n.ErrorSubcode != bgp.BGP_ERROR_SUB_MAXIMUM_NUMBER_OF_PREFIXES_REACHED {
+		t.Fatalf("NOTIFICATION %d/%d, want 6/1 (Cease, Maximum Number of Prefixes Reached)", n.ErrorCode, n.ErrorSubcode)
+	}
+	if m := p.next(false); m != nil {
+		t.Fatalf("after the NOTIFICATION the peer read %v, want the end of the session", m)
+	}
+	waitFor(t, "the session down", func() bool { return !sp.Stats().Sessions["127.0.0.2"] })
+	s := sp.Stats()
+	if s.RouteLimited["127.0.0.2"] != 1 || s.HeldDown["127.0.0.2"].IsZero() {
+		t.Fatalf("route-limit resets %v, held down %v; want 127.0.0.2 counted once and held down", s.RouteLimited, s.HeldDown)
+	}
+	if n := len(bgpRules(st)); n != 3 || s.Stale != 3 {
+		t.Fatalf("after the reset: %d rules, %d stale; want the first three, held as stale", n, s.Stale)
 	}
 }

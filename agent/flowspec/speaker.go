@@ -131,12 +131,21 @@ type Config struct {
 	Allowed         []netip.Prefix
 	// ConnectRetry for active sessions: GoBGP waits between this and twice
 	// this before each connection attempt (0: 5 s).
-	ConnectRetry    time.Duration
+	ConnectRetry time.Duration
+	// MaxRoutes bounds the routes one neighbour holds in one family,
+	// refused ones included (0: DefaultMaxRoutes). GoBGP keeps every
+	// route a session announces; the guard resets a session whose routes
+	// would pass the bound with a Cease, Maximum Number of Prefixes
+	// Reached (RFC 4486), and holds the neighbour down.
+	MaxRoutes       int
 	GracefulRestart GracefulRestart
 }
 
 // DefaultConnectRetry is the connect-retry when none is configured.
 const DefaultConnectRetry = 5 * time.Second
+
+// DefaultMaxRoutes is Config.MaxRoutes when none is configured.
+const DefaultMaxRoutes = 200000
 
 // Stats are the speaker's counters.
 type Stats struct {
@@ -156,6 +165,9 @@ type Stats struct {
 	// HeldDown is, per peer held down for repeating such messages, when
 	// its hold-down ends (no session with it until then).
 	HeldDown map[string]time.Time
+	// RouteLimited counts, per peer, the sessions reset for announcing
+	// more than Config.MaxRoutes routes in one family.
+	RouteLimited map[string]uint64
 	// ConnRefused counts the BGP connections the guard refused, by reason
 	// (bgpguard.RefusedNotNeighbor, RefusedLimit, RefusedHeldDown).
 	ConnRefused map[string]uint64
@@ -224,6 +236,9 @@ func New(cfg Config, st *store.Store, log *slog.Logger, now func() time.Time) *S
 	if cfg.ConnectRetry <= 0 {
 		cfg.ConnectRetry = DefaultConnectRetry
 	}
+	if cfg.MaxRoutes <= 0 {
+		cfg.MaxRoutes = DefaultMaxRoutes
+	}
 	s := &Speaker{cfg: cfg, st: st, log: log, now: now, refused: map[string]uint64{}, up: map[string]bool{}, routes: map[string]*route{},
 		llgr: map[string]map[bgp.RouteFamily]time.Duration{}, qSig: make(chan struct{}, 1),
 		byAlias: map[string]string{}, aliasOf: map[string]string{}, pickPort: pickLoopbackPort}
@@ -274,7 +289,8 @@ func (s *Speaker) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := Stats{Refused: map[string]uint64{}, Accepted: s.accepted, Withdrawn: s.withdrawn, Swept: s.swept, Sessions: map[string]bool{},
-		Malformed: map[string]uint64{}, HeldDown: map[string]time.Time{}, ConnRefused: map[string]uint64{}}
+		Malformed: map[string]uint64{}, HeldDown: map[string]time.Time{}, ConnRefused: map[string]uint64{},
+		RouteLimited: map[string]uint64{}}
 	if s.guard != nil {
 		for a, n := range s.guard.Malformed() {
 			out.Malformed[a.String()] = n
@@ -283,6 +299,9 @@ func (s *Speaker) Stats() Stats {
 			out.HeldDown[a.String()] = until
 		}
 		out.ConnRefused = s.guard.Refused()
+		for a, n := range s.guard.RouteLimited() {
+			out.RouteLimited[a.String()] = n
+		}
 	}
 	for k, v := range s.refused {
 		out.Refused[k] = v
@@ -386,7 +405,7 @@ func (s *Speaker) startBgp(ctx context.Context, srv *server.BgpServer, guard *bg
 
 // newGuard binds the guard's listeners (where GoBGP would have listened).
 func (s *Speaker) newGuard() (*bgpguard.Guard, error) {
-	gc := bgpguard.Config{ConnectRetry: s.cfg.ConnectRetry, Log: s.log}
+	gc := bgpguard.Config{ConnectRetry: s.cfg.ConnectRetry, MaxRoutes: s.cfg.MaxRoutes, Log: s.log}
 	if p := s.cfg.ListenPort; p >= 0 {
 		if p == 0 {
 			p = 179 // GoBGP's default

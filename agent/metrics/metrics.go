@@ -67,6 +67,9 @@ type FlowSpec struct {
 	// Malformed counts per neighbour the messages kept from the BGP
 	// speaker because its decoder panics on them.
 	Malformed map[string]uint64
+	// RouteLimited counts per neighbour the sessions reset for announcing
+	// more routes than flowspec.max_routes in one family.
+	RouteLimited map[string]uint64
 	// HeldDown is, per neighbour held down for such messages, how long
 	// the hold-down has left.
 	HeldDown map[string]time.Duration
@@ -97,6 +100,7 @@ type Collector struct {
 	hwUsed, hwFree, hwMax, maskUsed, maskFree, hwUp     *prometheus.Desc
 	hwFail, nic, moves, rules, info                     *prometheus.Desc
 	fsRefused, fsUp, fsMalformed, fsHeld, fsConnRefused *prometheus.Desc
+	fsRouteLimited                                      *prometheus.Desc
 	stateCorrupt, stateWrites, stateFailures            *prometheus.Desc
 	ruleFileRefusals                                    *prometheus.Desc
 	protectedLost                                       *prometheus.Desc
@@ -151,6 +155,7 @@ func New(src Sources, maxRuleSeries int) *Collector {
 		fsUp:             d("flowspec_session_up", "1 while the BGP session with a FlowSpec neighbour is established.", "peer"),
 		fsMalformed:      d("flowspec_malformed_messages_total", "BGP messages from a FlowSpec neighbour that GoBGP's decoder panics on: kept from it, each resetting the session.", "peer"),
 		fsConnRefused:    d("flowspec_refused_connections_total", "BGP connections the agent's guard closed unserved, by reason: not_neighbor (from an address that is no configured neighbour), connection_limit (the neighbour had two already), held_down.", "reason"),
+		fsRouteLimited:   d("flowspec_route_limit_resets_total", "Sessions with a FlowSpec neighbour reset because it announced more routes than flowspec.max_routes in one address family.", "peer"),
 		fsHeld:           d("flowspec_hold_down_seconds", "How long a FlowSpec neighbour stays held down for repeated malformed messages (no session with it until then); 0 when it is not.", "peer"),
 		stateCorrupt:     d("state_file_corrupt_total", "Times the state file could not be read as state and was moved aside (the agent started from its sources)."),
 		stateWrites:      d("state_writes_total", "Writes of a source's state: journal (its changes appended to its journal) or whole (its snapshot written anew, the journal folded in).", "kind"),
@@ -165,7 +170,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ruleDroppedPkts, c.ruleDroppedBytes, c.ruleAcceptedPkts, c.rulePlacement,
 		c.ruleMoves, c.ruleRate, c.pathRate, c.pathFrame, c.swCPP, c.swCap, c.swLoad, c.swHeadroom, c.wRx, c.wRxBytes,
 		c.wDrop, c.wPass, c.wOOB, c.wUnfwd, c.wCycles, c.poolFree, c.poolSize, c.poolFail, c.hwUsed, c.hwFree, c.hwMax,
-		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.fsMalformed, c.fsHeld, c.fsConnRefused, c.swMeasured, c.hwResyncs, c.stateCorrupt, c.stateWrites, c.stateFailures, c.ruleFileRefusals, c.protectedLost} {
+		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.fsMalformed, c.fsHeld, c.fsConnRefused, c.fsRouteLimited, c.swMeasured, c.hwResyncs, c.stateCorrupt, c.stateWrites, c.stateFailures, c.ruleFileRefusals, c.protectedLost} {
 		ch <- d
 	}
 }
@@ -247,6 +252,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			// One series per configured neighbour, 0 until it counts.
 			ch <- prometheus.MustNewConstMetric(c.fsMalformed, prometheus.CounterValue, float64(fs.Malformed[p]), p)
 			ch <- prometheus.MustNewConstMetric(c.fsHeld, prometheus.GaugeValue, fs.HeldDown[p].Seconds(), p)
+			ch <- prometheus.MustNewConstMetric(c.fsRouteLimited, prometheus.CounterValue, float64(fs.RouteLimited[p]), p)
 		}
 	}
 	if c.src.View == nil {

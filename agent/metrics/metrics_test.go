@@ -70,7 +70,7 @@ func TestBoundedRuleSeries(t *testing.T) {
 	}, Node: "t", FlowSpec: func() FlowSpec {
 		return FlowSpec{Refused: map[string]uint64{"unsupported_action": 2}, Sessions: map[string]bool{"192.0.2.1": true, "192.0.2.2": false},
 			Malformed: map[string]uint64{"192.0.2.2": 3}, HeldDown: map[string]time.Duration{"192.0.2.2": 90 * time.Second},
-			ConnRefused: map[string]uint64{"not_neighbor": 7}}
+			ConnRefused: map[string]uint64{"not_neighbor": 7}, RouteLimited: map[string]uint64{"192.0.2.1": 2}}
 	}}, 3)
 	out := scrape(t, c)
 	has(t, out, `scrubd_rule_dropped_packets_total{path="hw",rule="r0"} 10`)
@@ -99,6 +99,8 @@ func TestBoundedRuleSeries(t *testing.T) {
 	has(t, out, `scrubd_flowspec_hold_down_seconds{peer="192.0.2.1"} 0`)
 	has(t, out, `scrubd_flowspec_refused_connections_total{reason="not_neighbor"} 7`)
 	has(t, out, `scrubd_flowspec_refused_connections_total{reason="held_down"} 0`)
+	has(t, out, `scrubd_flowspec_route_limit_resets_total{peer="192.0.2.1"} 2`)
+	has(t, out, `scrubd_flowspec_route_limit_resets_total{peer="192.0.2.2"} 0`)
 	has(t, out, `scrubd_sw_cycles_per_packet 297`)
 	has(t, out, `scrubd_sw_measured_cycles_per_packet 141`)
 	has(t, out, `scrubd_hw_resyncs_total 2`)

@@ -233,6 +233,24 @@ var mutations = []mutation{
 		pkgs: []string{"./agent/flowspec/"}, run: "TestStartPicksPortAgain",
 	},
 	{
+		name: "flowspec: the speaker gives the guard no route limit",
+		edits: []edit{{"agent/flowspec/speaker.go",
+			"MaxRoutes: s.cfg.MaxRoutes, Log: s.log}", "Log: s.log}", 1}},
+		pkgs: []string{"./agent/flowspec/"}, run: "TestRouteLimit$",
+	},
+	{
+		name: "flowspec: the guard's route count keeps withdrawn routes",
+		edits: []edit{{"agent/flowspec/bgpguard/guard.go",
+			"delete(set, string(k))", "delete(set, string(k)+\"x\")", 1}},
+		pkgs: []string{"./agent/flowspec/bgpguard/"}, run: "TestRouteLimitHoldDown",
+	},
+	{
+		name: "flowspec: the guard does not hold down a neighbour it reset for the route limit",
+		edits: []edit{{"agent/flowspec/bgpguard/guard.go",
+			"hold := g.strike(n, 0)", "hold := g.strike(n, 1)", 1}},
+		pkgs: []string{"./agent/flowspec/bgpguard/"}, run: "TestRouteLimitHoldDown",
+	},
+	{
 		name: "flowspec: the speaker reports GoBGP's loopback aliases instead of the neighbours' addresses",
 		edits: []edit{{"agent/flowspec/speaker.go",
 			"\t\treturn a\n", "\t\t_ = a\n\t\treturn alias\n", 1}},

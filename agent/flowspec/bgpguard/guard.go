@@ -54,6 +54,21 @@
 // answers its connects with a NOTIFICATION, Cease, Connection Rejected (RFC
 // 4486 section 3), so no session with it comes up and its rules stay as
 // on_session_down left them.
+//
+// The guard also bounds the routes a session may hold (Config.MaxRoutes):
+// GoBGP keeps every route a peer announces, refused or not, so a peer that
+// announced millions would take the agent's memory. The guard counts each
+// session's routes per address family from the UPDATEs it has decoded
+// anyway (MP_REACH_NLRI adds a route, MP_UNREACH_NLRI removes it; a route
+// is its NLRI's bytes, as without ADD-PATH); the UPDATE that would take a
+// family past the bound never reaches GoBGP. The session is reset with a
+// NOTIFICATION, Cease, Maximum Number of Prefixes Reached (RFC 4486
+// section 4), to both sides, and the neighbour is held down as above, from
+// the first such reset: on its next session it would announce them all
+// again. (GoBGP's own prefix limit is not used: after every UPDATE it counts
+// the peer's routes by walking all of them, pkg/server/peer.go doPrefixLimit
+// and internal/pkg/table AdjRib.Count, so a peer's n routes cost time
+// quadratic in n.)
 package bgpguard
 
 import (
@@ -106,7 +121,10 @@ type Config struct {
 	// message GoBGP's decoder panics on twice (see the package doc). Zero:
 	// DefaultMalformedHold; below zero: no hold-downs.
 	MalformedHold time.Duration
-	Log           *slog.Logger
+	// MaxRoutes bounds the routes one session holds in one address family
+	// (0: no bound).
+	MaxRoutes int
+	Log       *slog.Logger
 }
 
 // DefaultMalformedHold is the first hold-down when Config.MalformedHold is
@@ -180,17 +198,72 @@ func (e *DecodePanic) Error() string {
 // (fsm.go sets fsm.marshallingOptions from the ADD-PATH capability, with the
 // modes both sides enabled); scrubd enables ADD-PATH for no family, so every
 // negotiated mode is none and decoding is the same as with none.
-func Check(h *bgp.BGPHeader, body []byte) (err error) {
+func Check(h *bgp.BGPHeader, body []byte) error {
+	_, err := decode(h, body)
+	return err
+}
+
+// decode is Check that also returns the message GoBGP will read (nil when
+// it returns an error for it).
+func decode(h *bgp.BGPHeader, body []byte) (m *bgp.BGPMessage, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &DecodePanic{Type: h.Type, Value: fmt.Sprint(r)}
+			m, err = nil, &DecodePanic{Type: h.Type, Value: fmt.Sprint(r)}
 		}
 	}()
 	m, perr := bgp.ParseBGPBody(h, body)
-	if perr == nil {
-		_ = bgp.ValidateBGPMessage(m)
+	if perr != nil {
+		return nil, nil
 	}
-	return nil
+	if bgp.ValidateBGPMessage(m) != nil {
+		return nil, nil
+	}
+	return m, nil
+}
+
+// updateOf returns m's UPDATE (false: m is none, or nil).
+func updateOf(m *bgp.BGPMessage) (*bgp.BGPUpdate, bool) {
+	if m == nil {
+		return nil, false
+	}
+	u, ok := m.Body.(*bgp.BGPUpdate)
+	return u, ok
+}
+
+// routeSet is one session's routes, by address family: each a route's NLRI
+// bytes.
+type routeSet map[bgp.RouteFamily]map[string]struct{}
+
+// update applies an UPDATE to s and returns the first family that it takes
+// past max routes, if any.
+func (s routeSet) update(u *bgp.BGPUpdate, max int) (bgp.RouteFamily, bool) {
+	for _, a := range u.PathAttributes {
+		switch a := a.(type) {
+		case *bgp.PathAttributeMpUnreachNLRI:
+			set := s[bgp.AfiSafiToRouteFamily(a.AFI, a.SAFI)]
+			for _, p := range a.Value {
+				if k, err := p.Serialize(); err == nil {
+					delete(set, string(k))
+				}
+			}
+		case *bgp.PathAttributeMpReachNLRI:
+			rf := bgp.AfiSafiToRouteFamily(a.AFI, a.SAFI)
+			set := s[rf]
+			if set == nil {
+				set = map[string]struct{}{}
+				s[rf] = set
+			}
+			for _, p := range a.Value {
+				if k, err := p.Serialize(); err == nil {
+					set[string(k)] = struct{}{}
+				}
+			}
+			if len(set) > max {
+				return rf, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // Guard relays sessions between peers and GoBGP; New binds its listeners,
@@ -205,9 +278,10 @@ type Guard struct {
 	conns     map[net.Conn]struct{} // every open connection, closed on shutdown
 	closing   bool
 	malformed map[netip.Addr]uint64
-	refused   map[string]uint64    // connections refused, by reason
-	logged    map[string]time.Time // by reason: the last refusal logged
-	unlogged  map[string]uint64    // by reason: refusals since, not logged
+	limited   map[netip.Addr]uint64 // sessions reset for Config.MaxRoutes
+	refused   map[string]uint64     // connections refused, by reason
+	logged    map[string]time.Time  // by reason: the last refusal logged
+	unlogged  map[string]uint64     // by reason: refusals since, not logged
 }
 
 type neighbor struct {
@@ -236,7 +310,7 @@ func New(cfg Config) (*Guard, error) {
 	if cfg.MalformedHold == 0 {
 		cfg.MalformedHold = DefaultMalformedHold
 	}
-	g := &Guard{cfg: cfg, log: cfg.Log, byAddr: map[netip.Addr]*neighbor{}, conns: map[net.Conn]struct{}{}, malformed: map[netip.Addr]uint64{},
+	g := &Guard{cfg: cfg, log: cfg.Log, byAddr: map[netip.Addr]*neighbor{}, conns: map[net.Conn]struct{}{}, malformed: map[netip.Addr]uint64{}, limited: map[netip.Addr]uint64{},
 		refused: map[string]uint64{}, logged: map[string]time.Time{}, unlogged: map[string]uint64{}}
 	aliases := map[netip.Addr]bool{}
 	for _, n := range cfg.Neighbors {
@@ -319,6 +393,18 @@ func (g *Guard) Malformed() map[netip.Addr]uint64 {
 	defer g.mu.Unlock()
 	out := make(map[netip.Addr]uint64, len(g.malformed))
 	for k, v := range g.malformed {
+		out[k] = v
+	}
+	return out
+}
+
+// RouteLimited returns, per neighbour, how many of its sessions the guard
+// reset for announcing more routes than Config.MaxRoutes in a family.
+func (g *Guard) RouteLimited() map[netip.Addr]uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[netip.Addr]uint64, len(g.limited))
+	for k, v := range g.limited {
 		out[k] = v
 	}
 	return out
@@ -572,9 +658,12 @@ func (g *Guard) held(n *neighbor) time.Time {
 	return time.Time{}
 }
 
-// strike records a malformed message from n and returns the hold-down it
-// earns (zero for none: the first in strikeMemory, or damping off).
-func (g *Guard) strike(n *neighbor) time.Duration {
+// strike records a misdeed of n's (a malformed message, or a session reset
+// for the prefix limit) and returns the hold-down it earns: none for the
+// first free of them in a row (within strikeMemory of each other), then
+// Config.MalformedHold, doubling with each, up to maxHoldFactor times that;
+// none at all with damping off.
+func (g *Guard) strike(n *neighbor, free int) time.Duration {
 	base := g.cfg.MalformedHold
 	if base < 0 {
 		return 0
@@ -587,11 +676,11 @@ func (g *Guard) strike(n *neighbor) time.Duration {
 	}
 	n.strikes++
 	n.struck = now
-	if n.strikes < 2 {
+	if n.strikes <= free {
 		return 0
 	}
 	hold := base
-	for i := 2; i < n.strikes && hold < base*maxHoldFactor; i++ {
+	for i := free + 1; i < n.strikes && hold < base*maxHoldFactor; i++ {
 		hold *= 2
 	}
 	hold = min(hold, base*maxHoldFactor)
@@ -690,6 +779,7 @@ func (g *Guard) relay(n *neighbor, peer, up net.Conn) {
 // cannot read.
 func (g *Guard) fromPeer(n *neighbor, peer, up net.Conn, peerW *sync.Mutex) {
 	buf := make([]byte, 1<<16)
+	routes := routeSet{}
 	for {
 		msg, h, framed, err := readMessage(peer, buf)
 		if err != nil {
@@ -701,9 +791,16 @@ func (g *Guard) fromPeer(n *neighbor, peer, up net.Conn, peerW *sync.Mutex) {
 			up.Write(msg)
 			return
 		}
-		if err := Check(&h, msg[bgp.BGP_HEADER_LENGTH:]); err != nil {
+		m, err := decode(&h, msg[bgp.BGP_HEADER_LENGTH:])
+		if err != nil {
 			g.reject(n, peer, up, peerW, msg, err)
 			return
+		}
+		if u, ok := updateOf(m); ok && g.cfg.MaxRoutes > 0 {
+			if rf, over := routes.update(u, g.cfg.MaxRoutes); over {
+				g.overLimit(n, rf, peer, up, peerW)
+				return
+			}
 		}
 		if _, err := up.Write(msg); err != nil {
 			return
@@ -723,12 +820,32 @@ func (g *Guard) reject(n *neighbor, peer, up net.Conn, peerW *sync.Mutex, msg []
 	}
 	g.log.Error("flowspec guard: a peer sent a BGP message that GoBGP's decoder panics on; it was kept from GoBGP and the session is reset with a NOTIFICATION (UPDATE Message Error, Optional Attribute Error)",
 		"peer", n.Addr.String(), "type", msg[18], "length", len(msg), "err", err.Error(), "message_hex", hex.EncodeToString(shown))
-	if hold := g.strike(n); hold > 0 {
+	if hold := g.strike(n, 1); hold > 0 {
 		g.log.Warn("flowspec guard: neighbour held down: it sent malformed messages again, and no session with it comes up until the hold-down ends",
 			"peer", n.Addr.String(), "hold", hold.String(), "until", time.Now().Add(hold).Format(time.RFC3339))
 	}
-	note, serr := bgp.NewBGPNotificationMessage(notifyCode, notifySubcode, nil).Serialize()
-	if serr != nil {
+	notifyBoth(peer, up, peerW, notifyCode, notifySubcode)
+}
+
+// overLimit answers an UPDATE that takes family rf of n's session past
+// Config.MaxRoutes: it never reaches GoBGP; both sides get a NOTIFICATION
+// (Cease, Maximum Number of Prefixes Reached), then the relay closes, and n
+// is held down.
+func (g *Guard) overLimit(n *neighbor, rf bgp.RouteFamily, peer, up net.Conn, peerW *sync.Mutex) {
+	g.mu.Lock()
+	g.limited[n.Addr]++
+	g.mu.Unlock()
+	hold := g.strike(n, 0)
+	g.log.Warn("flowspec guard: a neighbour announced more routes than flowspec.max_routes allows in one address family; the session is reset with a NOTIFICATION (Cease, Maximum Number of Prefixes Reached) and the neighbour held down",
+		"peer", n.Addr.String(), "family", rf.String(), "max_routes", g.cfg.MaxRoutes, "hold", hold.String(), "until", time.Now().Add(hold).Format(time.RFC3339))
+	notifyBoth(peer, up, peerW, bgp.BGP_ERROR_CEASE, bgp.BGP_ERROR_SUB_MAXIMUM_NUMBER_OF_PREFIXES_REACHED)
+}
+
+// notifyBoth sends a NOTIFICATION to the peer and to GoBGP (as if the peer
+// had sent it).
+func notifyBoth(peer, up net.Conn, peerW *sync.Mutex, code, subcode uint8) {
+	note, err := bgp.NewBGPNotificationMessage(code, subcode, nil).Serialize()
+	if err != nil {
 		return
 	}
 	peerW.Lock()

@@ -662,3 +662,83 @@ func TestRefusalReasonsServed(t *testing.T) {
 		t.Fatalf("metrics.FlowSpecConnRefusals = %v, want %v", metrics.FlowSpecConnRefusals, want)
 	}
 }
+
+// flowRoutes is an UPDATE that announces (or, withdraw, withdraws) one
+// FlowSpec route per destination prefix, IPv4 or IPv6.
+func flowRoutes(t *testing.T, withdraw bool, dsts ...string) []byte {
+	t.Helper()
+	var v4, v6 []bgp.AddrPrefixInterface
+	for _, d := range dsts {
+		p := netip.MustParsePrefix(d)
+		if p.Addr().Is4() {
+			v4 = append(v4, bgp.NewFlowSpecIPv4Unicast([]bgp.FlowSpecComponentInterface{bgp.NewFlowSpecDestinationPrefix(bgp.NewIPAddrPrefix(uint8(p.Bits()), p.Addr().String()))}))
+		} else {
+			v6 = append(v6, bgp.NewFlowSpecIPv6Unicast([]bgp.FlowSpecComponentInterface{bgp.NewFlowSpecDestinationPrefix6(bgp.NewIPv6AddrPrefix(uint8(p.Bits()), p.Addr().String()), 0)}))
+		}
+	}
+	attrs := []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), bgp.NewPathAttributeAsPath(nil)}
+	for _, l := range [][]bgp.AddrPrefixInterface{v4, v6} {
+		switch {
+		case len(l) == 0:
+		case withdraw:
+			attrs = append(attrs, bgp.NewPathAttributeMpUnreachNLRI(l))
+		case l[0].AFI() == bgp.AFI_IP:
+			attrs = append(attrs, bgp.NewPathAttributeMpReachNLRI("0.0.0.0", l))
+		default:
+			attrs = append(attrs, bgp.NewPathAttributeMpReachNLRI("::", l))
+		}
+	}
+	b, err := bgp.NewBGPUpdateMessage(nil, attrs, nil).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The guard counts a session's routes per family, announced less
+// withdrawn: the UPDATE that takes a family past MaxRoutes never reaches
+// GoBGP, both sides read a Cease (Maximum Number of Prefixes Reached), and
+// the neighbour is held down from the first.
+func TestRouteLimitHoldDown(t *testing.T) {
+	const hold = 400 * time.Millisecond
+	l := startLabWith(t, func(c *Config) { c.MalformedHold, c.MaxRoutes = hold, 2 })
+	peer, up := l.join(t)
+	for _, u := range [][]byte{
+		flowRoutes(t, false, "203.0.113.0/26", "203.0.113.64/26"), // v4: 2
+		flowRoutes(t, false, "2001:db8::/48"),                     // v6: 1, its own count
+		flowRoutes(t, true, "203.0.113.0/26"),                     // v4: 1
+		flowRoutes(t, false, "203.0.113.128/26"),                  // v4: 2
+		flowRoutes(t, false, "203.0.113.64/26"),                   // again: still 2
+	} {
+		peer.Write(u)
+		if got := readN(t, up, len(u)); !bytes.Equal(got, u) {
+			t.Fatalf("GoBGP read %x, want %x", got, u)
+		}
+	}
+	peer.Write(flowRoutes(t, false, "203.0.113.192/26")) // v4: 3
+	cease, _ := bgp.NewBGPNotificationMessage(bgp.BGP_ERROR_CEASE, bgp.BGP_ERROR_SUB_MAXIMUM_NUMBER_OF_PREFIXES_REACHED, nil).Serialize()
+	if got := readN(t, peer, len(cease)); !bytes.Equal(got, cease) {
+		t.Fatalf("the peer read %x, want the Cease %x", got, cease)
+	}
+	if got := readN(t, up, len(cease)); !bytes.Equal(got, cease) {
+		t.Fatalf("GoBGP read %x, want the Cease %x (and never the third route)", got, cease)
+	}
+	up.Close()
+	expectEOF(t, peer, "peer")
+	peer.Close()
+	l.relaysEnded(t)
+	if n := l.g.RouteLimited()[netip.MustParseAddr(peerAddr)]; n != 1 {
+		t.Fatalf("RouteLimited() counts %d, want 1", n)
+	}
+	if d := l.heldFor(); d <= hold/2 || d > hold {
+		t.Fatalf("after the reset: held down for %v more, want up to %v", d, hold)
+	}
+	// A new session counts from zero.
+	time.Sleep(l.heldFor() + 50*time.Millisecond)
+	peer, up = l.join(t)
+	u := flowRoutes(t, false, "203.0.113.0/26", "203.0.113.64/26")
+	peer.Write(u)
+	if got := readN(t, up, len(u)); !bytes.Equal(got, u) {
+		t.Fatalf("on a new session GoBGP read %x, want %x", got, u)
+	}
+}
