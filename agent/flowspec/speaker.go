@@ -41,7 +41,9 @@
 // GoBGP v3's session goroutine decodes without a recover: a message its
 // decoder panics on would stop the agent. Such a message resets the session
 // with a NOTIFICATION instead and is counted (Stats.Malformed); a peer that
-// repeats it is held down for a while (Stats.HeldDown). GoBGP
+// repeats it is held down for a while (Stats.HeldDown), as is one whose
+// session passes Config.MaxRoutes routes in a family (Stats.RouteLimited):
+// GoBGP keeps every route it is sent. GoBGP
 // listens on 127.0.0.1 alone and knows each neighbour by a loopback alias;
 // the speaker maps aliases back to the configured addresses in everything it
 // reports.
@@ -162,8 +164,9 @@ type Stats struct {
 	// Malformed counts, per peer, the messages kept from GoBGP because its
 	// decoder panics on them (each reset the session).
 	Malformed map[string]uint64
-	// HeldDown is, per peer held down for repeating such messages, when
-	// its hold-down ends (no session with it until then).
+	// HeldDown is, per peer held down (for repeating such messages, or
+	// for Config.MaxRoutes), when its hold-down ends (no session with it
+	// until then).
 	HeldDown map[string]time.Time
 	// RouteLimited counts, per peer, the sessions reset for announcing
 	// more than Config.MaxRoutes routes in one family.

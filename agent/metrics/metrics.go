@@ -70,8 +70,8 @@ type FlowSpec struct {
 	// RouteLimited counts per neighbour the sessions reset for announcing
 	// more routes than flowspec.max_routes in one family.
 	RouteLimited map[string]uint64
-	// HeldDown is, per neighbour held down for such messages, how long
-	// the hold-down has left.
+	// HeldDown is, per neighbour held down (for repeating such messages,
+	// or for the route limit), how long the hold-down has left.
 	HeldDown map[string]time.Duration
 	// ConnRefused counts the BGP connections refused, by reason (each of
 	// FlowSpecConnRefusals is served, 0 until it counts).

@@ -118,8 +118,9 @@ type Config struct {
 	// so it retries after its fixed idle hold.) Zero: no pacing.
 	ConnectRetry time.Duration
 	// MalformedHold is the first hold-down of a neighbour that sent a
-	// message GoBGP's decoder panics on twice (see the package doc). Zero:
-	// DefaultMalformedHold; below zero: no hold-downs.
+	// message GoBGP's decoder panics on twice, or passed MaxRoutes once
+	// (see the package doc). Zero: DefaultMalformedHold; below zero: no
+	// hold-downs.
 	MalformedHold time.Duration
 	// MaxRoutes bounds the routes one session holds in one address family
 	// (0: no bound).
@@ -444,8 +445,8 @@ func (g *Guard) refusal(reason string, level slog.Level, msg string, args ...any
 	g.log.Log(context.Background(), level, msg, args...)
 }
 
-// HeldDown returns the neighbours held down now for their malformed
-// messages, each with when its hold-down ends.
+// HeldDown returns the neighbours held down now (for malformed messages,
+// or for Config.MaxRoutes), each with when its hold-down ends.
 func (g *Guard) HeldDown() map[netip.Addr]time.Time {
 	out := map[netip.Addr]time.Time{}
 	now := time.Now()
