@@ -247,7 +247,7 @@ var mutations = []mutation{
 	{
 		name: "flowspec: the guard does not hold down a neighbour it reset for the route limit",
 		edits: []edit{{"agent/flowspec/bgpguard/guard.go",
-			"hold := g.strike(n, 0)", "hold := g.strike(n, 1)", 1}},
+			"if hold := g.strike(n, 0); hold > 0 {", "if hold := g.strike(n, 1); hold > 0 {", 1}},
 		pkgs: []string{"./agent/flowspec/bgpguard/"}, run: "TestRouteLimitHoldDown",
 	},
 	{

@@ -836,9 +836,11 @@ func (g *Guard) overLimit(n *neighbor, rf bgp.RouteFamily, peer, up net.Conn, pe
 	g.mu.Lock()
 	g.limited[n.Addr]++
 	g.mu.Unlock()
-	hold := g.strike(n, 0)
-	g.log.Warn("flowspec guard: a neighbour announced more routes than flowspec.max_routes allows in one address family; the session is reset with a NOTIFICATION (Cease, Maximum Number of Prefixes Reached) and the neighbour held down",
-		"peer", n.Addr.String(), "family", rf.String(), "max_routes", g.cfg.MaxRoutes, "hold", hold.String(), "until", time.Now().Add(hold).Format(time.RFC3339))
+	args := []any{"peer", n.Addr.String(), "family", rf.String(), "max_routes", g.cfg.MaxRoutes}
+	if hold := g.strike(n, 0); hold > 0 {
+		args = append(args, "held_down_for", hold.String(), "until", time.Now().Add(hold).Format(time.RFC3339))
+	}
+	g.log.Warn("flowspec guard: a neighbour announced more routes than flowspec.max_routes allows in one address family; the session is reset with a NOTIFICATION (Cease, Maximum Number of Prefixes Reached)", args...)
 	notifyBoth(peer, up, peerW, bgp.BGP_ERROR_CEASE, bgp.BGP_ERROR_SUB_MAXIMUM_NUMBER_OF_PREFIXES_REACHED)
 }
 
