@@ -191,7 +191,7 @@ func TestAgentEndToEnd(t *testing.T) {
 			Neighbors: []config.Neighbor{{Address: "127.0.0.2", ASN: 65000, Passive: true}}, OnSessionDown: "hold", HoldTime: time.Hour, Priority: 500,
 			AllowedDestinations: []string{"203.0.113.0/24"}}
 		d := config.Defaults().FlowSpec // what the literal leaves out keeps its default
-		c.FlowSpec.ConnectRetry, c.FlowSpec.GracefulRestart = d.ConnectRetry, d.GracefulRestart
+		c.FlowSpec.ConnectRetry, c.FlowSpec.GracefulRestart, c.FlowSpec.MaxRoutes = d.ConnectRetry, d.GracefulRestart, d.MaxRoutes
 	})
 	rules := cfg.Rules.Files[0]
 	n, err := sim.New(sim.Options{HWEntries: 50})
