@@ -67,6 +67,22 @@ func (p *rawPeer) next(skipKA bool) *bgp.BGPMessage {
 	}
 }
 
+// expectReset reads a NOTIFICATION of code and subcode, then the end of the
+// session.
+func (p *rawPeer) expectReset(code, subcode uint8, after string) {
+	p.t.Helper()
+	m := p.next(true)
+	if m == nil || m.Header.Type != bgp.BGP_MSG_NOTIFICATION {
+		p.t.Fatalf("%s the peer read %v, want a NOTIFICATION", after, m)
+	}
+	if n := m.Body.(*bgp.BGPNotification); n.ErrorCode != code || n.ErrorSubcode != subcode {
+		p.t.Fatalf("%s: NOTIFICATION %d/%d, want %d/%d", after, n.ErrorCode, n.ErrorSubcode, code, subcode)
+	}
+	if m := p.next(false); m != nil {
+		p.t.Fatalf("after the NOTIFICATION the peer read %v, want the end of the session", m)
+	}
+}
+
 // dialRaw opens a session from local with the speaker on port and waits
 // until the speaker has it established.
 func dialRaw(t *testing.T, sp *Speaker, local string, port int) *rawPeer {
@@ -90,9 +106,12 @@ func dialRaw(t *testing.T, sp *Speaker, local string, port int) *rawPeer {
 	return p
 }
 
-func dropUpdate(dst string) *bgp.BGPMessage {
+func dropUpdate(dst string) *bgp.BGPMessage { return dropUpdateLen(dst, 24) }
+
+// dropUpdateLen is an UPDATE with one traffic-rate 0 route to dst/bits.
+func dropUpdateLen(dst string, bits uint8) *bgp.BGPMessage {
 	return bgp.NewBGPUpdateMessage(nil, []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), bgp.NewPathAttributeAsPath(nil),
-		bgp.NewPathAttributeMpReachNLRI("0.0.0.0", []bgp.AddrPrefixInterface{v4(dst, 24)}),
+		bgp.NewPathAttributeMpReachNLRI("0.0.0.0", []bgp.AddrPrefixInterface{v4(dst, bits)}),
 		bgp.NewPathAttributeExtendedCommunities([]bgp.ExtendedCommunityInterface{bgp.NewTrafficRateExtended(0, 0)})}, nil)
 }
 
@@ -117,16 +136,7 @@ func TestMalformedUpdateResetsSession(t *testing.T) {
 	waitFor(t, "the rule", func() bool { return len(bgpRules(st)) == 1 })
 
 	p.send(guardtest.CrashUpdate())
-	m := p.next(true)
-	if m == nil || m.Header.Type != bgp.BGP_MSG_NOTIFICATION {
-		t.Fatalf("after the malformed UPDATE the peer read %v, want a NOTIFICATION", m)
-	}
-	if n := m.Body.(*bgp.BGPNotification); n.ErrorCode != bgp.BGP_ERROR_UPDATE_MESSAGE_ERROR || n.ErrorSubcode != bgp.BGP_ERROR_SUB_OPTIONAL_ATTRIBUTE_ERROR {
-		t.Fatalf("NOTIFICATION %d/%d, want 3/9 (UPDATE Message Error, Optional Attribute Error)", n.ErrorCode, n.ErrorSubcode)
-	}
-	if m := p.next(false); m != nil {
-		t.Fatalf("after the NOTIFICATION the peer read %v, want the end of the session", m)
-	}
+	p.expectReset(bgp.BGP_ERROR_UPDATE_MESSAGE_ERROR, bgp.BGP_ERROR_SUB_OPTIONAL_ATTRIBUTE_ERROR, "after the malformed UPDATE")
 	waitFor(t, "the session down", func() bool { return !sp.Stats().Sessions["127.0.0.2"] })
 	s := sp.Stats()
 	if s.Malformed["127.0.0.2"] != 1 || len(s.Malformed) != 1 {
@@ -204,26 +214,12 @@ func TestRouteLimit(t *testing.T) {
 		OnSessionDown: "hold", HoldTime: time.Minute, Allowed: testAllowed}, st, time.Now)
 	defer stop()
 	p := dialRaw(t, sp, "127.0.0.2", port)
-	drop32 := func(dst string) *bgp.BGPMessage {
-		return bgp.NewBGPUpdateMessage(nil, []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), bgp.NewPathAttributeAsPath(nil),
-			bgp.NewPathAttributeMpReachNLRI("0.0.0.0", []bgp.AddrPrefixInterface{v4(dst, 32)}),
-			bgp.NewPathAttributeExtendedCommunities([]bgp.ExtendedCommunityInterface{bgp.NewTrafficRateExtended(0, 0)})}, nil)
-	}
 	for i := range 3 {
-		p.sendMsg(drop32(fmt.Sprintf("203.0.113.%d", i+1)))
+		p.sendMsg(dropUpdateLen(fmt.Sprintf("203.0.113.%d", i+1), 32))
 	}
 	waitFor(t, "three rules", func() bool { return len(bgpRules(st)) == 3 })
-	p.sendMsg(drop32("203.0.113.4"))
-	m := p.next(true)
-	if m == nil || m.Header.Type != bgp.BGP_MSG_NOTIFICATION {
-		t.Fatalf("after the fourth route the peer read %v, want a NOTIFICATION", m)
-	}
-	if n := m.Body.(*bgp.BGPNotification); n.ErrorCode != bgp.BGP_ERROR_CEASE || n.ErrorSubcode != bgp.BGP_ERROR_SUB_MAXIMUM_NUMBER_OF_PREFIXES_REACHED {
-		t.Fatalf("NOTIFICATION %d/%d, want 6/1 (Cease, Maximum Number of Prefixes Reached)", n.ErrorCode, n.ErrorSubcode)
-	}
-	if m := p.next(false); m != nil {
-		t.Fatalf("after the NOTIFICATION the peer read %v, want the end of the session", m)
-	}
+	p.sendMsg(dropUpdateLen("203.0.113.4", 32))
+	p.expectReset(bgp.BGP_ERROR_CEASE, bgp.BGP_ERROR_SUB_MAXIMUM_NUMBER_OF_PREFIXES_REACHED, "after the fourth route")
 	waitFor(t, "the session down", func() bool { return !sp.Stats().Sessions["127.0.0.2"] })
 	s := sp.Stats()
 	if s.RouteLimited["127.0.0.2"] != 1 || s.HeldDown["127.0.0.2"].IsZero() {

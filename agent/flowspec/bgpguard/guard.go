@@ -78,6 +78,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -392,11 +393,7 @@ func (g *Guard) Addrs() []net.Addr {
 func (g *Guard) Malformed() map[netip.Addr]uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := make(map[netip.Addr]uint64, len(g.malformed))
-	for k, v := range g.malformed {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(g.malformed)
 }
 
 // RouteLimited returns, per neighbour, how many of its sessions the guard
@@ -404,11 +401,7 @@ func (g *Guard) Malformed() map[netip.Addr]uint64 {
 func (g *Guard) RouteLimited() map[netip.Addr]uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := make(map[netip.Addr]uint64, len(g.limited))
-	for k, v := range g.limited {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(g.limited)
 }
 
 // Refused returns how many connections the guard refused, by reason
@@ -416,11 +409,7 @@ func (g *Guard) RouteLimited() map[netip.Addr]uint64 {
 func (g *Guard) Refused() map[string]uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := make(map[string]uint64, len(g.refused))
-	for k, v := range g.refused {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(g.refused)
 }
 
 // refusal counts a refused connection and logs it at level, unless one of
