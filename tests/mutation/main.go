@@ -211,7 +211,7 @@ var mutations = []mutation{
 	{
 		name: "flowspec: the guard passes on a message GoBGP's decoder panics on",
 		edits: []edit{{"agent/flowspec/bgpguard/guard.go",
-			"Check(&h, msg[bgp.BGP_HEADER_LENGTH:]); err != nil {", "Check(&h, msg[bgp.BGP_HEADER_LENGTH:]); err != nil && false {", 1}},
+			"m, err := decode(&h, msg[bgp.BGP_HEADER_LENGTH:])\n\t\tif err != nil {", "m, err := decode(&h, msg[bgp.BGP_HEADER_LENGTH:])\n\t\tif err != nil && false {", 1}},
 		pkgs: []string{"./agent/flowspec/bgpguard/", "./agent/flowspec/"}, run: "TestRelay|TestMalformedUpdateResetsSession",
 	},
 	{
