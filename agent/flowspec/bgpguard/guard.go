@@ -233,7 +233,9 @@ func updateOf(m *bgp.BGPMessage) (*bgp.BGPUpdate, bool) {
 }
 
 // routeSet is one session's routes, by address family: each a route's NLRI
-// bytes.
+// bytes. An UPDATE GoBGP's decoder returns an error for is not counted; if
+// GoBGP treats it as a withdrawal (RFC 7606), routes it withdraws stay
+// counted here, so the count errs high, never low.
 type routeSet map[bgp.RouteFamily]map[string]struct{}
 
 // update applies an UPDATE to s and returns the first family that it takes
