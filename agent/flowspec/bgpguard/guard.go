@@ -48,8 +48,8 @@
 // damps it, as RFC 4271 section 8.1.1 allows a speaker to damp a peer's
 // oscillations: the first malformed message only resets the session, and
 // each further one within strikeMemory of the one before holds the
-// neighbour down, for Config.MalformedHold after the second and twice as
-// long after each one after that, up to maxHoldFactor times as long. While
+// neighbour down, for Config.HoldDown after the second and twice as long
+// after each one after that, up to 1<<maxHoldDoublings times as long. While
 // a neighbour is held down the guard connects to it on no one's behalf and
 // answers its connects with a NOTIFICATION, Cease, Connection Rejected (RFC
 // 4486 section 3), so no session with it comes up and its rules stay as
@@ -118,28 +118,26 @@ type Config struct {
 	// connect loop would not pace them: its connect to the guard succeeds,
 	// so it retries after its fixed idle hold.) Zero: no pacing.
 	ConnectRetry time.Duration
-	// MalformedHold is the first hold-down of a neighbour that sent a
-	// message GoBGP's decoder panics on twice, or passed MaxRoutes once
-	// (see the package doc). Zero: DefaultMalformedHold; below zero: no
-	// hold-downs.
-	MalformedHold time.Duration
+	// HoldDown is the first hold-down of a neighbour that sent a message
+	// GoBGP's decoder panics on twice, or passed MaxRoutes once (see the
+	// package doc). Zero: DefaultHoldDown; below zero: no hold-downs.
+	HoldDown time.Duration
 	// MaxRoutes bounds the routes one session holds in one address family
 	// (0: no bound).
 	MaxRoutes int
 	Log       *slog.Logger
 }
 
-// DefaultMalformedHold is the first hold-down when Config.MalformedHold is
-// zero.
-const DefaultMalformedHold = 30 * time.Second
+// DefaultHoldDown is the first hold-down when Config.HoldDown is zero.
+const DefaultHoldDown = 30 * time.Second
 
-// maxHoldFactor caps a hold-down at this many times the first (16 minutes
-// with the default), and strikeMemory (in first hold-downs: 64 minutes with
-// the default) is how long a neighbour's malformed messages are held against
-// it: one that comes later counts as its first.
+// maxHoldDoublings caps a hold-down at 1<<maxHoldDoublings times the first
+// (16 minutes with the default), and strikeMemory (in first hold-downs: 64
+// minutes with the default) is how long a neighbour's misdeeds are held
+// against it: one that comes later counts as its first.
 const (
-	maxHoldFactor = 32
-	strikeMemory  = 128
+	maxHoldDoublings = 5
+	strikeMemory     = 128
 )
 
 // notifyCode and notifySubcode are the NOTIFICATION the guard sends for a
@@ -305,14 +303,16 @@ type neighbor struct {
 // New checks cfg and binds the listeners, so that a port in use is an error
 // before anything starts.
 func New(cfg Config) (*Guard, error) {
-	if cfg.Upstream.IsValid() && !cfg.Upstream.Addr().IsLoopback() {
-		return nil, fmt.Errorf("bgpguard: upstream %v: must be a loopback address and port", cfg.Upstream)
+	if cfg.Upstream.IsValid() {
+		if err := checkUpstream(cfg.Upstream); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.MalformedHold == 0 {
-		cfg.MalformedHold = DefaultMalformedHold
+	if cfg.HoldDown == 0 {
+		cfg.HoldDown = DefaultHoldDown
 	}
 	g := &Guard{cfg: cfg, log: cfg.Log, byAddr: map[netip.Addr]*neighbor{}, conns: map[net.Conn]struct{}{}, malformed: map[netip.Addr]uint64{}, limited: map[netip.Addr]uint64{},
 		refused: map[string]uint64{}, logged: map[string]time.Time{}, unlogged: map[string]uint64{}}
@@ -349,6 +349,15 @@ func New(cfg Config) (*Guard, error) {
 		n.dial = ln
 	}
 	return g, nil
+}
+
+// checkUpstream refuses an upstream that is not a loopback address and
+// port.
+func checkUpstream(ap netip.AddrPort) error {
+	if !ap.IsValid() || !ap.Addr().IsLoopback() {
+		return fmt.Errorf("bgpguard: upstream %v: must be a loopback address and port", ap)
+	}
+	return nil
 }
 
 // SetUpstream sets GoBGP's loopback listener, once it listens; call it
@@ -440,13 +449,10 @@ func (g *Guard) refusal(reason string, level slog.Level, msg string, args ...any
 // or for Config.MaxRoutes), each with when its hold-down ends.
 func (g *Guard) HeldDown() map[netip.Addr]time.Time {
 	out := map[netip.Addr]time.Time{}
-	now := time.Now()
 	for a, n := range g.byAddr {
-		n.mu.Lock()
-		if now.Before(n.heldUntil) {
-			out[a] = n.heldUntil
+		if end := g.held(n); !end.IsZero() {
+			out[a] = end
 		}
-		n.mu.Unlock()
 	}
 	return out
 }
@@ -455,9 +461,9 @@ func (g *Guard) HeldDown() map[netip.Addr]time.Time {
 // listeners and every connection and returns once every goroutine it
 // started has ended.
 func (g *Guard) Run(ctx context.Context) error {
-	if up := g.cfg.Upstream; !up.IsValid() || !up.Addr().IsLoopback() {
+	if err := checkUpstream(g.cfg.Upstream); err != nil {
 		g.Close()
-		return fmt.Errorf("bgpguard: upstream %v: must be a loopback address and port", up)
+		return err
 	}
 	var wg sync.WaitGroup
 	for _, ln := range g.lns {
@@ -577,12 +583,8 @@ func (g *Guard) refuse(c net.Conn) {
 		return
 	}
 	defer g.untrack(c)
-	note, err := bgp.NewBGPNotificationMessage(bgp.BGP_ERROR_CEASE, bgp.BGP_ERROR_SUB_CONNECTION_REJECTED, nil).Serialize()
-	if err != nil {
-		return
-	}
 	c.SetDeadline(time.Now().Add(drainWait))
-	if _, err := c.Write(note); err != nil {
+	if _, err := c.Write(notifyMessage(bgp.BGP_ERROR_CEASE, bgp.BGP_ERROR_SUB_CONNECTION_REJECTED)); err != nil {
 		return
 	}
 	halfClose(c)
@@ -653,10 +655,10 @@ func (g *Guard) held(n *neighbor) time.Time {
 // strike records a misdeed of n's (a malformed message, or a session reset
 // for the prefix limit) and returns the hold-down it earns: none for the
 // first free of them in a row (within strikeMemory of each other), then
-// Config.MalformedHold, doubling with each, up to maxHoldFactor times that;
-// none at all with damping off.
+// Config.HoldDown, doubling with each, up to maxHoldDoublings times; none
+// at all with damping off.
 func (g *Guard) strike(n *neighbor, free int) time.Duration {
-	base := g.cfg.MalformedHold
+	base := g.cfg.HoldDown
 	if base < 0 {
 		return 0
 	}
@@ -671,11 +673,7 @@ func (g *Guard) strike(n *neighbor, free int) time.Duration {
 	if n.strikes <= free {
 		return 0
 	}
-	hold := base
-	for i := free + 1; i < n.strikes && hold < base*maxHoldFactor; i++ {
-		hold *= 2
-	}
-	hold = min(hold, base*maxHoldFactor)
+	hold := base << min(n.strikes-free-1, maxHoldDoublings)
 	n.heldUntil = now.Add(hold)
 	return hold
 }
@@ -835,13 +833,17 @@ func (g *Guard) overLimit(n *neighbor, rf bgp.RouteFamily, peer, up net.Conn, pe
 	notifyBoth(peer, up, peerW, bgp.BGP_ERROR_CEASE, bgp.BGP_ERROR_SUB_MAXIMUM_NUMBER_OF_PREFIXES_REACHED)
 }
 
+// notifyMessage is a NOTIFICATION message with no data. (Serializing one
+// cannot fail: it has no fields that can be out of range.)
+func notifyMessage(code, subcode uint8) []byte {
+	b, _ := bgp.NewBGPNotificationMessage(code, subcode, nil).Serialize()
+	return b
+}
+
 // notifyBoth sends a NOTIFICATION to the peer and to GoBGP (as if the peer
 // had sent it).
 func notifyBoth(peer, up net.Conn, peerW *sync.Mutex, code, subcode uint8) {
-	note, err := bgp.NewBGPNotificationMessage(code, subcode, nil).Serialize()
-	if err != nil {
-		return
-	}
+	note := notifyMessage(code, subcode)
 	peerW.Lock()
 	peer.SetWriteDeadline(time.Now().Add(drainWait))
 	peer.Write(note)

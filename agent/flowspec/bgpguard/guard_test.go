@@ -539,7 +539,7 @@ func (l *lab) heldFor() time.Duration {
 // session.
 func TestMalformedHoldDown(t *testing.T) {
 	const hold = 400 * time.Millisecond
-	l := startLabWith(t, func(c *Config) { c.MalformedHold = hold })
+	l := startLabWith(t, func(c *Config) { c.HoldDown = hold })
 	l.malformedSession(t)
 	if d := l.heldFor(); d != 0 {
 		t.Fatalf("held down for %v after the first malformed message; want no hold-down", d)
@@ -595,7 +595,7 @@ func TestMalformedHoldDown(t *testing.T) {
 
 // While an active neighbour is held down, GoBGP's connects to it are closed
 // and the guard does not connect to it; after, it does. With hold-downs off
-// (MalformedHold below zero) nothing is held down.
+// (HoldDown below zero) nothing is held down.
 func TestMalformedHoldDownActive(t *testing.T) {
 	pl, port := peerListener(t)
 	for _, off := range []bool{false, true} {
@@ -603,7 +603,7 @@ func TestMalformedHoldDownActive(t *testing.T) {
 		if off {
 			hold = -1
 		}
-		l := startLabWith(t, func(c *Config) { c.MalformedHold = hold }, Neighbor{Addr: netip.MustParseAddr(peerAddr), Port: port, Alias: alias})
+		l := startLabWith(t, func(c *Config) { c.HoldDown = hold }, Neighbor{Addr: netip.MustParseAddr(peerAddr), Port: port, Alias: alias})
 		to, _ := l.g.DialAddr(netip.MustParseAddr(peerAddr))
 		// session connects as GoBGP does and returns the guard's connection
 		// to the peer, or nil when the guard closed GoBGP's connect.
@@ -701,7 +701,7 @@ func flowRoutes(t *testing.T, withdraw bool, dsts ...string) []byte {
 // the neighbour is held down from the first.
 func TestRouteLimitHoldDown(t *testing.T) {
 	const hold = 400 * time.Millisecond
-	l := startLabWith(t, func(c *Config) { c.MalformedHold, c.MaxRoutes = hold, 2 })
+	l := startLabWith(t, func(c *Config) { c.HoldDown, c.MaxRoutes = hold, 2 })
 	peer, up := l.join(t)
 	for _, u := range [][]byte{
 		flowRoutes(t, false, "203.0.113.0/26", "203.0.113.64/26"), // v4: 2
