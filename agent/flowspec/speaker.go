@@ -135,7 +135,8 @@ type Config struct {
 	// this before each connection attempt (0: 5 s).
 	ConnectRetry time.Duration
 	// MaxRoutes bounds the routes one neighbour holds in one family,
-	// refused ones included (0: DefaultMaxRoutes). GoBGP keeps every
+	// refused ones included (0: no bound; the agent's config defaults to
+	// config.DefaultMaxRoutes). GoBGP keeps every
 	// route a session announces; the guard resets a session whose routes
 	// would pass the bound with a Cease, Maximum Number of Prefixes
 	// Reached (RFC 4486), and holds the neighbour down.
@@ -145,9 +146,6 @@ type Config struct {
 
 // DefaultConnectRetry is the connect-retry when none is configured.
 const DefaultConnectRetry = 5 * time.Second
-
-// DefaultMaxRoutes is Config.MaxRoutes when none is configured.
-const DefaultMaxRoutes = 200000
 
 // Stats are the speaker's counters.
 type Stats struct {
@@ -239,9 +237,6 @@ func New(cfg Config, st *store.Store, log *slog.Logger, now func() time.Time) *S
 	if cfg.ConnectRetry <= 0 {
 		cfg.ConnectRetry = DefaultConnectRetry
 	}
-	if cfg.MaxRoutes <= 0 {
-		cfg.MaxRoutes = DefaultMaxRoutes
-	}
 	s := &Speaker{cfg: cfg, st: st, log: log, now: now, refused: map[string]uint64{}, up: map[string]bool{}, routes: map[string]*route{},
 		llgr: map[string]map[bgp.RouteFamily]time.Duration{}, qSig: make(chan struct{}, 1),
 		byAlias: map[string]string{}, aliasOf: map[string]string{}, pickPort: pickLoopbackPort}
@@ -287,6 +282,15 @@ func (s *Speaker) realAddr(alias string) string {
 	return alias
 }
 
+// byString keys m by the addresses' text, as Stats reports peers.
+func byString[V any](m map[netip.Addr]V) map[string]V {
+	out := make(map[string]V, len(m))
+	for a, v := range m {
+		out[a.String()] = v
+	}
+	return out
+}
+
 // Stats returns a copy of the counters.
 func (s *Speaker) Stats() Stats {
 	s.mu.Lock()
@@ -295,16 +299,8 @@ func (s *Speaker) Stats() Stats {
 		Malformed: map[string]uint64{}, HeldDown: map[string]time.Time{}, ConnRefused: map[string]uint64{},
 		RouteLimited: map[string]uint64{}}
 	if s.guard != nil {
-		for a, n := range s.guard.Malformed() {
-			out.Malformed[a.String()] = n
-		}
-		for a, until := range s.guard.HeldDown() {
-			out.HeldDown[a.String()] = until
-		}
+		out.Malformed, out.HeldDown, out.RouteLimited = byString(s.guard.Malformed()), byString(s.guard.HeldDown()), byString(s.guard.RouteLimited())
 		out.ConnRefused = s.guard.Refused()
-		for a, n := range s.guard.RouteLimited() {
-			out.RouteLimited[a.String()] = n
-		}
 	}
 	for k, v := range s.refused {
 		out.Refused[k] = v
