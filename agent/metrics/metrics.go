@@ -156,7 +156,7 @@ func New(src Sources, maxRuleSeries int) *Collector {
 		fsMalformed:      d("flowspec_malformed_messages_total", "BGP messages from a FlowSpec neighbour that GoBGP's decoder panics on: kept from it, each resetting the session.", "peer"),
 		fsConnRefused:    d("flowspec_refused_connections_total", "BGP connections the agent's guard closed unserved, by reason: not_neighbor (from an address that is no configured neighbour), connection_limit (the neighbour had two already), held_down.", "reason"),
 		fsRouteLimited:   d("flowspec_route_limit_resets_total", "Sessions with a FlowSpec neighbour reset because it announced more routes than flowspec.max_routes in one address family.", "peer"),
-		fsHeld:           d("flowspec_hold_down_seconds", "How long a FlowSpec neighbour stays held down for repeated malformed messages (no session with it until then); 0 when it is not.", "peer"),
+		fsHeld:           d("flowspec_hold_down_seconds", "How long a FlowSpec neighbour stays held down, for repeated malformed messages or for flowspec.max_routes (no session with it until then); 0 when it is not.", "peer"),
 		stateCorrupt:     d("state_file_corrupt_total", "Times the state file could not be read as state and was moved aside (the agent started from its sources)."),
 		stateWrites:      d("state_writes_total", "Writes of a source's state: journal (its changes appended to its journal) or whole (its snapshot written anew, the journal folded in).", "kind"),
 		stateFailures:    d("state_save_failures_total", "State saves that failed (the state directory full or unwritable): the rules stay in force, but a restart would lose the changes since the last good save; the agent retries every 2 s and on every API change."),
