@@ -306,6 +306,43 @@ func TestRangePrefixes(t *testing.T) {
 	}
 }
 
+// TestPortRangesOutOfBounds: a rule built in Go (no parser refused it)
+// with a port range past 65535 matches the ports it names and no others,
+// as the linear reference says: neither cut into exact 16-bit ports nor
+// held as an entry's 16-bit span, either of which would wrap round to
+// ports 0, 1, ...
+func TestPortRangesOutOfBounds(t *testing.T) {
+	udp := []uint8{rule.ProtoUDP}
+	set := &rule.Set{Rules: []rule.Rule{
+		// Three values: exact ports, were it cut.
+		{ID: "exact", Priority: 1, Action: rule.Drop, Match: rule.Match{Proto: udp, DstPort: rule.Ranges{{Lo: 65535, Hi: 65537}}}},
+		// Past maxPortPrefixes prefixes: an entry's span, were it held so.
+		{ID: "span", Priority: 2, Action: rule.Drop, Match: rule.Match{Proto: udp, SrcPort: rule.Ranges{{Lo: 65001, Hi: 70000}}}},
+	}}
+	var fs []rule.Fields
+	for _, p := range []uint16{0, 1, 2, 3, 100, 4463, 4464, 65000, 65001, 65534, 65535} {
+		for _, q := range []uint16{7, p} {
+			fs = append(fs, rule.Fields{Family: rule.IPv4, Proto: rule.ProtoUDP, L4: true, Frag: rule.NotFragment,
+				SrcPort: p, DstPort: q,
+				Src: rule.AddrFrom(netip.MustParseAddr("192.0.2.1")), Dst: rule.AddrFrom(netip.MustParseAddr("198.51.100.1"))})
+		}
+	}
+	if matched := checkAgainstReference(t, "out of bounds", set, fs); matched == 0 {
+		t.Fatal("no packet matched: the check proves nothing")
+	}
+	tab, err := Compile(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		if f.SrcPort < 65001 && f.DstPort != 65535 {
+			if r := tab.Decide(&f); r >= 0 {
+				t.Errorf("ports %d -> %d: rule %q matched", f.SrcPort, f.DstPort, set.Rules[r].ID)
+			}
+		}
+	}
+}
+
 func burstFields(t *testing.T, set *rule.Set, seed uint64, n int) ([]rule.Fields, []uint32) {
 	t.Helper()
 	frames := traffic.NewGenerator(traffic.Config{Seed: seed, Rules: set, RuleFraction: 0.8, Sizes: traffic.Sizes{Min: 64, Max: 1518}}).Frames(n)

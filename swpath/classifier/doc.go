@@ -10,7 +10,9 @@
 // ranges that expand into few prefixes are expanded (one entry each), the rest
 // is checked after the hash hit together with every other condition (the
 // either-way port, ICMP type and code, TCP flags, fragment state, length,
-// DSCP, and the presence of the L4 header).
+// DSCP, and the presence of the L4 header). One unexpanded range a port side
+// is kept in the entry itself; lists of ranges and the other conditions that
+// need more than a word keep a residual beside it.
 //
 // Entries are placed into hash tables, one mask per table, TupleMerge style:
 // an entry goes into an existing table whose mask is no more specific than its

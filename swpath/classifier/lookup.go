@@ -62,6 +62,9 @@ func (t *Table) holds(e *entry, f *rule.Fields, misc uint64) bool {
 	if e.flags&chkDSCP != 0 && t.res[e.res].dscp&(1<<(f.DSCP&63)) == 0 {
 		return false
 	}
+	if e.flags&chkPortSpan != 0 && (f.SrcPort-e.spLo > e.spSpan || f.DstPort-e.dpLo > e.dpSpan) {
+		return false
+	}
 	if e.flags&chkRes != 0 && !t.res[e.res].holds(f) {
 		return false
 	}

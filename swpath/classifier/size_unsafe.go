@@ -40,3 +40,10 @@ func (p *prefilter) hashBytes() int { return len(p.slots) * int(unsafe.Sizeof(pf
 
 // treeBytes is the size of a tree of nodes node words and recs leaf records.
 func treeBytes(nodes, recs int) int { return 8*nodes + recs*int(unsafe.Sizeof(trec{})) }
+
+// An entry is one cache line (see entry): these fail to compile when it
+// grows or shrinks.
+var (
+	_ [unsafe.Sizeof(entry{}) - 64]struct{}
+	_ [64 - unsafe.Sizeof(entry{})]struct{}
+)

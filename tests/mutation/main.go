@@ -124,6 +124,30 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/dv/"}, run: "TestCorruptTitle",
 	},
 	{
+		name: "classifier: an entry's own port range loses its top port",
+		edits: []edit{{"swpath/classifier/lookup.go",
+			"f.SrcPort-e.spLo > e.spSpan ||", "f.SrcPort-e.spLo >= e.spSpan ||", 1}},
+		pkgs: []string{"./swpath/classifier/"},
+	},
+	{
+		name: "classifier: an entry's own destination port range not checked",
+		edits: []edit{{"swpath/classifier/lookup.go",
+			" || f.DstPort-e.dpLo > e.dpSpan)", ")", 1}},
+		pkgs: []string{"./swpath/classifier/"},
+	},
+	{
+		name: "classifier: a port range above 65535 kept in the entry",
+		edits: []edit{{"swpath/classifier/compile.go",
+			"len(rs) == 1 && inPorts(rs[0])", "len(rs) == 1", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestPortRangesOutOfBounds",
+	},
+	{
+		name: "classifier: a port range above 65535 cut into wrapped exact ports",
+		edits: []edit{{"swpath/classifier/compile.go",
+			"\t\tif !inPorts(r) {\n\t\t\treturn nil, false\n\t\t}\n", "", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestPortRangesOutOfBounds",
+	},
+	{
 		name: "classifier ties resolved by the later rule",
 		edits: []edit{{"swpath/classifier/compile.go",
 			"rank: uint64(r.Priority)<<32 | uint64(key),", "rank: uint64(r.Priority)<<32 | uint64(^uint32(key)),", 1}},
