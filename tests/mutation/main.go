@@ -148,6 +148,12 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestPortRangesOutOfBounds",
 	},
 	{
+		name: "classifier: a patched set past the fold bound never folds in the background",
+		edits: []edit{{"swpath/classifier/patch.go",
+			"\t\tc.foldLater(t)\n", "\t\t_ = t\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestPatchStream",
+	},
+	{
 		name: "classifier ties resolved by the later rule",
 		edits: []edit{{"swpath/classifier/compile.go",
 			"rank: uint64(r.Priority)<<32 | uint64(key),", "rank: uint64(r.Priority)<<32 | uint64(^uint32(key)),", 1}},

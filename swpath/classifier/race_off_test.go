@@ -1,6 +1,0 @@
-//go:build !race
-
-package classifier
-
-// raceDetector: the tests run under the race detector.
-const raceDetector = false
