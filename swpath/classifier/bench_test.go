@@ -28,7 +28,7 @@ var (
 // classBench returns a cached ClassBench-style workload: n rules, and
 // packets derived from them, low cardinality (1000 flows) or high (every
 // packet new).
-func classBench(b *testing.B, n int, high bool) *workload {
+func classBench(b testing.TB, n int, high bool) *workload {
 	name := fmt.Sprintf("%d/%v", n, high)
 	workMu.Lock()
 	defer workMu.Unlock()

@@ -117,7 +117,11 @@
 // packets at a time there too, each leaf scanned as a window: a fixed
 // eight records from the leaf's first (four for a leaf of at most four),
 // each record's pass a conditional move rather than a branch, masked to
-// the leaf's count (tree_window.go). Bigger trees are walked in
+// the leaf's count (tree_window.go). Where pairs walk two trees (not the
+// lane walk), every leaf is at least two loads from its root, chains of
+// one-child nodes making up the difference, so the pairs take the first
+// two levels of all four walks without a branch (treePad). Bigger trees
+// are walked in
 // groups of 128 packets, tree by tree and level by level (every packet's
 // load of one level before any of the next, so their cache misses
 // overlap), reads the first

@@ -254,6 +254,12 @@ type trees struct {
 	// top6: the top 32 bits of IPv6 source and destination prefixes
 	// that the scan checks cover (tree_v6.go).
 	top6 [2]uint32
+	// v6: some entry's check has the bits v6SrcTop or v6DstTop.
+	v6 bool
+	// padded: the set has two trees that bursts walk in pairs
+	// (treeLookup2of2, vecEntry2of2: not the lane walk), whose walks take
+	// their first treePad levels without a branch (padDepth).
+	padded bool
 }
 
 // treeWalkMax: trees (node words and leaf records) of at most this many
@@ -313,6 +319,7 @@ func (t *Table) buildTrees(all []bentry) *trees {
 		if isV6Prefixed(b) {
 			if m, ok := v6Bits(b, tr.top6); ok {
 				e.misc, e.miscMask = e.misc|m, e.miscMask|m
+				tr.v6 = tr.v6 || m != 0
 			} else {
 				e.flags |= chkKeyAddr // the scan check holds bits 32-63 only
 			}
@@ -423,6 +430,12 @@ func (t *Table) buildTrees(all []bentry) *trees {
 	}
 	if !tr.compact && !tr.vec && len(tr.t) == 2 {
 		tr.addWindows() // for treeLookup2of2
+	}
+	if treePadWalks && !tr.compact && len(tr.t) == 2 && !(lanesWalk && tr.vec2) {
+		tr.padded = true
+		for i := range tr.t {
+			tr.t[i].padDepth(treePad)
+		}
 	}
 	for i := range tr.t {
 		if !tr.t[i].inBounds(tr.window) {
@@ -679,7 +692,7 @@ func (t *Table) treeLookup(f *rule.Fields) (int32, int) {
 	if f.Family == 0 {
 		return -1, 0
 	}
-	k := treeKey{f.Src.Hi, f.Dst.Hi, t.tr.miscWord(f)}
+	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | t.tr.topBits(f)}
 	sd := scanSD(f)
 	best := treeNoRank
 	// The trees' walks a level at a time, so that their loads overlap.
@@ -826,7 +839,7 @@ func (t *Table) crecScan(f *rule.Fields, cur *[maxTrees]uint64, sd, misc uint64)
 // so every matching rule is found.
 func (t *Table) treeMatching(dst []int32, f *rule.Fields) []int32 {
 	start := len(dst)
-	k := treeKey{f.Src.Hi, f.Dst.Hi, t.tr.miscWord(f)}
+	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | t.tr.topBits(f)}
 	sd, misc := scanSD(f), k[2]
 	add := func(r int32) {
 		for _, x := range dst[start:] {
@@ -983,7 +996,7 @@ func (t *Table) treeGroup(fs []rule.Fields, out []int32, s *treeScratch) int {
 	notIP := 0
 	for i := range fs {
 		f := &fs[i]
-		k := treeKey{f.Src.Hi, f.Dst.Hi, t.tr.miscWord(f)}
+		k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | t.tr.topBits(f)}
 		keys[i] = k
 		if lanes {
 			ks[0][i], ks[1][i], ks[2][i] = k[0], k[1], k[2]

@@ -86,7 +86,7 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 	ip := 0
 	for i := range fs {
 		f := &fs[i]
-		ks[0][i], ks[1][i], ks[2][i] = f.Src.Hi, f.Dst.Hi, tr.miscWord(f)
+		ks[0][i], ks[1][i], ks[2][i] = f.Src.Hi, f.Dst.Hi, miscWord(f)|tr.topBits(f)
 		fl := laneFlags(f)
 		if f.Family == 0 {
 			fl = 0

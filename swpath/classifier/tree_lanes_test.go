@@ -40,7 +40,7 @@ func TestWalkLanes(t *testing.T) {
 		for ln := 1; ln <= treeGroup; ln++ {
 			grp := fs[ln%3*treeGroup:][:ln]
 			for i := range grp {
-				k := treeKey{grp[i].Src.Hi, grp[i].Dst.Hi, tr.miscWord(&grp[i])}
+				k := treeKey{grp[i].Src.Hi, grp[i].Dst.Hi, miscWord(&grp[i]) | tr.topBits(&grp[i])}
 				keys[0][i], keys[1][i], keys[2][i] = k[0], k[1], k[2]
 			}
 			for ti := range tr.t {

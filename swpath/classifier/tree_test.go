@@ -271,7 +271,7 @@ func TestTreeBurstHeldRecords(t *testing.T) {
 	listed := 0
 	for i := range fs[:treeGroup] {
 		f := &fs[i]
-		k := treeKey{f.Src.Hi, f.Dst.Hi, tab.tr.miscWord(f)}
+		k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | tab.tr.topBits(f)}
 		sd := scanSD(f)
 		for ti := range tab.tr.t {
 			d := &tab.tr.t[ti]

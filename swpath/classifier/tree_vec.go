@@ -235,7 +235,7 @@ func (t *Table) vecEntry(f *rule.Fields) (uint32, int) {
 		return treeNoRank, 0
 	}
 	tr := t.tr
-	k := treeKey{f.Src.Hi, f.Dst.Hi, tr.miscWord(f)}
+	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | tr.topBits(f)}
 	sd := scanSD(f)
 	trs := tr.t
 	// treeLookup's walk, written out again: as a function of its own (too

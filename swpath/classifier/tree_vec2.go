@@ -76,8 +76,8 @@ func walk2(trs []dtree, k, l *treeKey, kok, lok bool) (n0, n1, n2, n3, m0, m1, m
 // (sets of two take vecEntry2of2): walk2, then leafScan4 for each.
 func (t *Table) vecEntry2(f, g *rule.Fields) (uint32, uint32) {
 	tr := t.tr
-	k := treeKey{f.Src.Hi, f.Dst.Hi, tr.miscWord(f)}
-	l := treeKey{g.Src.Hi, g.Dst.Hi, tr.miscWord(g)}
+	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | tr.topBits(f)}
+	l := treeKey{g.Src.Hi, g.Dst.Hi, miscWord(g) | tr.topBits(g)}
 	n0, n1, n2, n3, m0, m1, m2, m3 := walk2(tr.t, &k, &l, f.Family != 0, g.Family != 0)
 	vb := &tr.vblk
 	a0, a1, a2, a3 := &vb[0][uint32(n0)/vecBlock], &vb[1][uint32(n1)/vecBlock], &vb[2][uint32(n2)/vecBlock], &vb[3][uint32(n3)/vecBlock]
@@ -102,8 +102,8 @@ func (t *Table) vecEntry2(f, g *rule.Fields) (uint32, uint32) {
 // CPU time).
 func (t *Table) vecEntry2of2(f, g *rule.Fields) (uint32, uint32) {
 	tr := t.tr
-	k := treeKey{f.Src.Hi, f.Dst.Hi, tr.miscWord(f)}
-	l := treeKey{g.Src.Hi, g.Dst.Hi, tr.miscWord(g)}
+	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | tr.topBits(f)}
+	l := treeKey{g.Src.Hi, g.Dst.Hi, miscWord(g) | tr.topBits(g)}
 	trs := tr.t
 	n0, n1 := treeLeaf, treeLeaf
 	switch len(trs) {
@@ -114,6 +114,14 @@ func (t *Table) vecEntry2of2(f, g *rule.Fields) (uint32, uint32) {
 		n0 = trs[0].root
 	}
 	m0, m1 := n0, n1
+	if tr.padded {
+		for range treePad {
+			n0 = trs[0].nodes[uint32(n0)+uint32(k[n0>>56&3]>>(n0>>48&63))&uint32(n0>>32&0xffff)]
+			m0 = trs[0].nodes[uint32(m0)+uint32(l[m0>>56&3]>>(m0>>48&63))&uint32(m0>>32&0xffff)]
+			n1 = trs[1].nodes[uint32(n1)+uint32(k[n1>>56&3]>>(n1>>48&63))&uint32(n1>>32&0xffff)]
+			m1 = trs[1].nodes[uint32(m1)+uint32(l[m1>>56&3]>>(m1>>48&63))&uint32(m1>>32&0xffff)]
+		}
+	}
 	if f.Family == 0 {
 		n0, n1 = treeLeaf, treeLeaf
 	}
@@ -159,11 +167,19 @@ func (t *Table) vecEntry2of2(f, g *rule.Fields) (uint32, uint32) {
 // where one is longer than a window.
 func (t *Table) treeLookup2of2(f, g *rule.Fields) (int32, int32) {
 	tr := t.tr
-	k := treeKey{f.Src.Hi, f.Dst.Hi, tr.miscWord(f)}
-	l := treeKey{g.Src.Hi, g.Dst.Hi, tr.miscWord(g)}
+	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | tr.topBits(f)}
+	l := treeKey{g.Src.Hi, g.Dst.Hi, miscWord(g) | tr.topBits(g)}
 	trs := tr.t[:2]
 	n0, n1 := trs[0].root, trs[1].root
 	m0, m1 := n0, n1
+	if tr.padded {
+		for range treePad {
+			n0 = trs[0].nodes[uint32(n0)+uint32(k[n0>>56&3]>>(n0>>48&63))&uint32(n0>>32&0xffff)]
+			m0 = trs[0].nodes[uint32(m0)+uint32(l[m0>>56&3]>>(m0>>48&63))&uint32(m0>>32&0xffff)]
+			n1 = trs[1].nodes[uint32(n1)+uint32(k[n1>>56&3]>>(n1>>48&63))&uint32(n1>>32&0xffff)]
+			m1 = trs[1].nodes[uint32(m1)+uint32(l[m1>>56&3]>>(m1>>48&63))&uint32(m1>>32&0xffff)]
+		}
+	}
 	if f.Family == 0 {
 		n0, n1 = treeLeaf, treeLeaf
 	}

@@ -134,3 +134,71 @@ func (t *Table) winPick(m uint32, recs []trec, f *rule.Fields, misc uint64, best
 func (d *dtree) leafWindow(n uint64) []trec {
 	return d.rec[uint32(n):]
 }
+
+// treePad is how many levels of each of a two-tree set's trees the pair
+// walks (treeLookup2of2, vecEntry2of2) take without a branch. A walk's
+// loop over levels ends at a depth that varies from packet to packet and
+// tree to tree: at 1k ClassBench-style rules a fresh 5-tuple's walk of
+// the first tree ends after one load for 24 % of packets, two for 70 %,
+// three or four for the rest, and of the second after one for 84 %, two
+// for 13 %, so the loops of a pair's four walks took mispredicted exits
+// and skips about once a pair. With every leaf at least two loads from
+// its root (padDepth), the first two levels take no branch, and the loop
+// after them runs for about one pair in five.
+//
+// Fresh 5-tuple bursts at 1k rules took 0.95-0.98 of the time under the
+// purego tag (windows; six runs), 0.95 with the AVX2 blocks and no lanes
+// (the pair walk arm64 takes too), 0.96 at 500 rules and 0.97 at 2000
+// (padded and unpadded tables alternated in one process, thread CPU time,
+// medians of 150 blocks), for 0.33 MiB of trees instead of 0.29 at 1k.
+// Padding to three levels took 1.06-1.07 of the time, the first tree to
+// two and the second to one 1.01-1.02. The lane walk (AVX-512) walks a
+// group level by level until its last packet is at a leaf, which padding
+// does not spare: with it, 1.014 at 1k, so sets the lanes walk are not
+// padded.
+const treePad = 2
+
+// treePadWalks: sets of two trees pad their trees to treePad. A variable,
+// so that tests can walk unpadded trees too.
+var treePadWalks = true
+
+// padDepth makes every leaf of d that a walk reaches after fewer than
+// depth loads from the root (the root itself too) reachable after exactly
+// depth: the slot that held the leaf holds a chain of pass-through nodes
+// (key word 0, no shift, one child), the last of which names a slot that
+// holds the leaf. Siblings share words (treeBuilder.node), never nodes of
+// different depths, so every slot has one depth; a shared child is padded
+// once. The walks stay correct unpadded: every walk loops on to a leaf.
+func (d *dtree) padDepth(depth int) {
+	chain := func(leaf uint64, n int) uint64 {
+		w := leaf
+		for range n {
+			d.nodes = append(d.nodes, w)
+			w = uint64(len(d.nodes) - 1)
+		}
+		return w
+	}
+	if d.root&treeLeaf != 0 {
+		d.root = chain(d.root, depth)
+		return
+	}
+	seen := map[uint32]bool{}
+	var visit func(n uint64, at int)
+	visit = func(n uint64, at int) {
+		base := uint32(n)
+		if seen[base] {
+			return
+		}
+		seen[base] = true
+		for j := base; j <= base+uint32(n>>32&0xffff); j++ {
+			switch c := d.nodes[j]; {
+			case c&treeLeaf == 0:
+				visit(c, at+1)
+			case at+1 < depth:
+				w := chain(c, depth-(at+1)) // before the index: chain may move d.nodes
+				d.nodes[j] = w
+			}
+		}
+	}
+	visit(d.root, 0)
+}

@@ -20,34 +20,7 @@ import (
 func TestTreeWindows(t *testing.T) {
 	defer func(v bool) { vecScan = v }(vecScan)
 	vecScan = false
-	long := &rule.Set{}
-	for i := range 24 {
-		lo := uint32(60 + 20*i)
-		long.Rules = append(long.Rules,
-			rule.Rule{ID: fmt.Sprint("src", i), Priority: uint32(i % 5), Action: rule.Drop,
-				Match: rule.Match{Src: netip.MustParsePrefix("10.1.0.0/16"), Length: rule.Ranges{{Lo: lo, Hi: lo + 150}}}},
-			rule.Rule{ID: fmt.Sprint("dst", i), Priority: uint32(i % 3), Action: rule.Drop,
-				Match: rule.Match{Dst: netip.MustParsePrefix("192.0.2.0/24"), Length: rule.Ranges{{Lo: lo + 7, Hi: lo + 90}}}})
-	}
-	for i := range 6 {
-		long.Rules = append(long.Rules, rule.Rule{ID: fmt.Sprint("short", i), Priority: 2, Action: rule.Drop,
-			Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 51, byte(i), 0}), 24), Proto: []uint8{rule.ProtoUDP}}})
-	}
-	r := rand.New(rand.NewPCG(7, 11))
-	lfs := make([]rule.Fields, 4096)
-	for i := range lfs {
-		src := netip.AddrFrom4([4]byte{10, byte(r.IntN(3)), byte(r.IntN(256)), byte(r.IntN(256))})
-		dst := netip.AddrFrom4([4]byte{[]byte{192, 198}[r.IntN(2)], []byte{0, 51}[r.IntN(2)], byte(r.IntN(8)), byte(r.IntN(256))})
-		if r.IntN(2) == 0 {
-			dst = netip.AddrFrom4([4]byte{192, 0, 2, byte(r.IntN(256))})
-		}
-		lfs[i] = rule.Fields{Family: rule.IPv4, Proto: []uint8{rule.ProtoTCP, rule.ProtoUDP}[r.IntN(2)], L4: true, Frag: rule.NotFragment,
-			SrcPort: uint16(r.IntN(65536)), DstPort: uint16(r.IntN(65536)), Length: uint32(40 + r.IntN(700)),
-			Src: rule.AddrFrom(src), Dst: rule.AddrFrom(dst)}
-		if r.IntN(50) == 0 {
-			lfs[i].Family = 0 // not IP
-		}
-	}
+	long, lfs := windowLongSet()
 	cb := classBench(nil, 1000, true)
 	for _, c := range []struct {
 		name string
@@ -155,4 +128,150 @@ func TestWinMask(t *testing.T) {
 			t.Fatalf("no window of count %d whose last record passes", c+1)
 		}
 	}
+}
+
+// TestPaddedWalks: the pair walks of a two-tree set (treeLookup2of2,
+// vecEntry2of2) take treePad levels of each tree without a branch, which
+// is right only if padDepth leaves every leaf at least treePad loads from
+// its root and every packet at the leaf it reached before. For the 1k
+// ClassBench-style set, a set whose two trees are a leaf each (their
+// roots), and the windows' set of long leaves, with windows and, where a
+// vector stub runs here, with blocks and the pair walk (no lanes): every
+// word the walks can reach, level by level, is a leaf only from treePad
+// on; each packet's leaf in each tree is the one an unpadded build of the
+// same set reaches; and DecideBurst decides as the rule set does, on
+// traces in which one packet in 37 or so is not IP (those walk too, and
+// must still decide nothing).
+func TestPaddedWalks(t *testing.T) {
+	defer func(v bool) { vecScan = v }(vecScan)
+	defer func(v bool) { lanesWalk = v }(lanesWalk)
+	defer func(v bool) { treePadWalks = v }(treePadWalks)
+	lanesWalk = false
+	vecs := []bool{false}
+	if vecScan {
+		vecs = append(vecs, true)
+	}
+	cb := classBench(nil, 1000, true)
+	two := &rule.Set{Rules: []rule.Rule{
+		{ID: "src", Action: rule.Drop, Match: rule.Match{Src: netip.MustParsePrefix("10.1.0.0/16")}},
+		{ID: "dst", Action: rule.Drop, Match: rule.Match{Dst: netip.MustParsePrefix("192.0.2.0/24"), Proto: []uint8{rule.ProtoUDP}}},
+	}}
+	long, lfs := windowLongSet()
+	r := rand.New(rand.NewPCG(5, 9))
+	cfs := append([]rule.Fields(nil), cb.fs[:8192]...)
+	tfs := make([]rule.Fields, 4096)
+	for i := range cfs {
+		if i%37 == 0 {
+			cfs[i].Family = 0
+		}
+	}
+	for i := range tfs {
+		tfs[i] = rule.Fields{Family: rule.IPv4, Proto: []uint8{rule.ProtoTCP, rule.ProtoUDP}[r.IntN(2)], L4: true, Frag: rule.NotFragment,
+			SrcPort: uint16(r.IntN(65536)), DstPort: uint16(r.IntN(65536)), Length: 100,
+			Src: rule.AddrFrom(netip.AddrFrom4([4]byte{10, byte(r.IntN(3)), byte(r.IntN(256)), 1})),
+			Dst: rule.AddrFrom(netip.AddrFrom4([4]byte{192, 0, byte(1 + r.IntN(3)), 7}))}
+		if i%37 == 0 {
+			tfs[i].Family = 0
+		}
+	}
+	for _, vec := range vecs {
+		vecScan = vec
+		for _, c := range []struct {
+			name string
+			set  *rule.Set
+			fs   []rule.Fields
+		}{{"classbench1k", cb.set, cfs}, {"roots", two, tfs}, {"long", long, lfs}} {
+			t.Run(fmt.Sprintf("%s/blocks=%v", c.name, vec), func(t *testing.T) {
+				treePadWalks = true
+				tab, err := compile(c.set, treesForce)
+				if err != nil {
+					t.Fatal(err)
+				}
+				treePadWalks = false
+				off, err := compile(c.set, treesForce)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tr := tab.tr
+				if tr == nil || len(tr.t) != 2 || tr.compact || !tr.padded || off.tr.padded || tr.vec != vec {
+					t.Fatalf("trees %v: want two padded trees (blocks %v)", tr != nil, vec)
+				}
+				for i := range tr.t {
+					d := &tr.t[i]
+					level := map[uint64]bool{d.root: true}
+					for depth := 0; len(level) > 0; depth++ {
+						next := map[uint64]bool{}
+						for w := range level {
+							if w&treeLeaf != 0 {
+								if depth < treePad {
+									t.Fatalf("tree %d: leaf %#x at depth %d", i, w, depth)
+								}
+								continue
+							}
+							for j := uint32(w); j <= uint32(w)+uint32(w>>32&0xffff); j++ {
+								next[d.nodes[j]] = true
+							}
+						}
+						level = next
+					}
+				}
+				out := make([]int32, len(c.fs))
+				tab.DecideBurst(c.fs, out)
+				decided := 0
+				for i := range c.fs {
+					f := &c.fs[i]
+					k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | tr.topBits(f)}
+					for ti := range tr.t {
+						if got, want := tr.t[ti].walk(&k), off.tr.t[ti].walk(&k); got != want {
+							t.Fatalf("packet %d, tree %d: leaf %#x, unpadded %#x", i, ti, got, want)
+						}
+					}
+					if want := c.set.Decide(f); int(out[i]) != want {
+						t.Fatalf("packet %d %+v: decided %d, reference %d", i, f, out[i], want)
+					} else if want >= 0 {
+						decided++
+					}
+				}
+				if decided < len(c.fs)/8 {
+					t.Fatalf("%d of %d packets decided: the set tests little", decided, len(c.fs))
+				}
+				t.Logf("%d of %d packets decided; nodes %d and %d, unpadded %d and %d", decided, len(c.fs),
+					len(tr.t[0].nodes), len(tr.t[1].nodes), len(off.tr.t[0].nodes), len(off.tr.t[1].nodes))
+			})
+		}
+	}
+}
+
+// windowLongSet is a set of two trees whose leaves are longer than a
+// window, and a trace for it in which one packet in about 50 is not IP.
+func windowLongSet() (*rule.Set, []rule.Fields) {
+	long := &rule.Set{}
+	for i := range 24 {
+		lo := uint32(60 + 20*i)
+		long.Rules = append(long.Rules,
+			rule.Rule{ID: fmt.Sprint("src", i), Priority: uint32(i % 5), Action: rule.Drop,
+				Match: rule.Match{Src: netip.MustParsePrefix("10.1.0.0/16"), Length: rule.Ranges{{Lo: lo, Hi: lo + 150}}}},
+			rule.Rule{ID: fmt.Sprint("dst", i), Priority: uint32(i % 3), Action: rule.Drop,
+				Match: rule.Match{Dst: netip.MustParsePrefix("192.0.2.0/24"), Length: rule.Ranges{{Lo: lo + 7, Hi: lo + 90}}}})
+	}
+	for i := range 6 {
+		long.Rules = append(long.Rules, rule.Rule{ID: fmt.Sprint("short", i), Priority: 2, Action: rule.Drop,
+			Match: rule.Match{Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 51, byte(i), 0}), 24), Proto: []uint8{rule.ProtoUDP}}})
+	}
+	r := rand.New(rand.NewPCG(7, 11))
+	lfs := make([]rule.Fields, 4096)
+	for i := range lfs {
+		src := netip.AddrFrom4([4]byte{10, byte(r.IntN(3)), byte(r.IntN(256)), byte(r.IntN(256))})
+		dst := netip.AddrFrom4([4]byte{[]byte{192, 198}[r.IntN(2)], []byte{0, 51}[r.IntN(2)], byte(r.IntN(8)), byte(r.IntN(256))})
+		if r.IntN(2) == 0 {
+			dst = netip.AddrFrom4([4]byte{192, 0, 2, byte(r.IntN(256))})
+		}
+		lfs[i] = rule.Fields{Family: rule.IPv4, Proto: []uint8{rule.ProtoTCP, rule.ProtoUDP}[r.IntN(2)], L4: true, Frag: rule.NotFragment,
+			SrcPort: uint16(r.IntN(65536)), DstPort: uint16(r.IntN(65536)), Length: uint32(40 + r.IntN(700)),
+			Src: rule.AddrFrom(src), Dst: rule.AddrFrom(dst)}
+		if r.IntN(50) == 0 {
+			lfs[i].Family = 0 // not IP
+		}
+	}
+	return long, lfs
 }

@@ -317,6 +317,31 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestTreeWindows|TestTreesVecForced",
 	},
 	{
+		name: "classifier: a set whose IPv6 entries test the shared top bits is not marked",
+		edits: []edit{{"swpath/classifier/tree.go",
+			"\t\t\t\ttr.v6 = tr.v6 || m != 0\n", "", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestTreesIPv6",
+	},
+	{
+		name: "classifier: padding leaves a leaf one load from its root",
+		edits: []edit{{"swpath/classifier/tree_window.go",
+			"\t\t\tcase at+1 < depth:\n", "\t\t\tcase at+1 < depth-1:\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestPaddedWalks|TestTreesVecForced",
+	},
+	{
+		name: "classifier: a tree whose root is a leaf is not padded",
+		edits: []edit{{"swpath/classifier/tree_window.go",
+			"\t\td.root = chain(d.root, depth)\n", "", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestPaddedWalks",
+	},
+	{
+		name: "classifier: the pairs' padded levels walk the second packet's tree 1 with the first's key",
+		edits: []edit{{"swpath/classifier/tree_vec2.go",
+			"\t\t\tm1 = trs[1].nodes[uint32(m1)+uint32(l[m1>>56&3]>>(m1>>48&63))&uint32(m1>>32&0xffff)]\n\t\t}\n\t}\n\tif f.Family == 0 {",
+			"\t\t\tm1 = trs[1].nodes[uint32(m1)+uint32(k[m1>>56&3]>>(m1>>48&63))&uint32(m1>>32&0xffff)]\n\t\t}\n\t}\n\tif f.Family == 0 {", 2}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestPaddedWalks|TestTreesVecForced|TestLanesForced",
+	},
+	{
 		name: "classifier: the build's bounds check does not count a window's records",
 		edits: []edit{{"swpath/classifier/tree.go",
 			"\t\t\t\tread = recWindow\n", "\t\t\t\t_ = recWindow\n", 1}},
