@@ -200,4 +200,19 @@ func TestGuard(t *testing.T) {
 	if _, err := s.Put("api", r(t, `{id: all, action: drop, match: {dst: 0.0.0.0/0, proto: udp}}`)); err != nil {
 		t.Fatal(err)
 	}
+	// But never a rule that an engine would read otherwise (made in code:
+	// the parsers refuse it), whatever the guard allows.
+	wide := r(t, `{id: ports, action: drop, match: {dst: 203.0.113.0/24, proto: udp}}`)
+	wide.Match.DstPort = rule.Ranges{{Lo: 100, Hi: 70000}}
+	for _, put := range []func() error{
+		func() error { _, err := s.Put("api", wide); return err },
+		func() error { _, err := s.Replace("file:a", []rule.Rule{wide}); return err },
+	} {
+		if err := put(); !errors.Is(err, ErrGuard) || !strings.Contains(err.Error(), `match.dst_port "100-70000"`) {
+			t.Fatalf("rule with a port range past 65535: %v", err)
+		}
+	}
+	if _, ok := s.Get("ports"); ok || s.Len() != 2 {
+		t.Fatalf("refused rule changed the store (%d rules)", s.Len())
+	}
 }

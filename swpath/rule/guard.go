@@ -37,9 +37,14 @@ type Guard struct {
 var DefaultGuard = Guard{MinPrefixV4: 8, MinPrefixV6: 32}
 
 // Check returns nil if r passes, else an *Error naming the rule, the field
-// and why.
+// and why. Whatever the guard's settings, a rule that fails
+// Match.CheckBounds fails Check: every rule the store takes passes it.
 func (g Guard) Check(r *Rule) error {
 	m := &r.Match
+	if e := m.bounds(); e != nil {
+		e.RuleID = r.ID
+		return e
+	}
 	fail := func(field, value, format string, a ...any) error {
 		return &Error{RuleID: r.ID, Field: field, Value: value, Reason: fmt.Sprintf(format, a...)}
 	}

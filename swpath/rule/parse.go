@@ -498,17 +498,17 @@ func (p *parser) match(n *yaml.Node) Match {
 			slices.Sort(m.Proto)
 			m.Proto = p.internProto(slices.Compact(m.Proto))
 		case "src_port":
-			m.SrcPort = p.ranges(v, f, 65535)
+			m.SrcPort = p.ranges(v, f, MaxPort)
 		case "dst_port":
-			m.DstPort = p.ranges(v, f, 65535)
+			m.DstPort = p.ranges(v, f, MaxPort)
 		case "port":
-			m.Port = p.ranges(v, f, 65535)
+			m.Port = p.ranges(v, f, MaxPort)
 		case "icmp_type":
-			m.ICMPType = p.ranges(v, f, 255)
+			m.ICMPType = p.ranges(v, f, MaxICMP)
 		case "icmp_code":
-			m.ICMPCode = p.ranges(v, f, 255)
+			m.ICMPCode = p.ranges(v, f, MaxICMP)
 		case "length":
-			m.Length = p.ranges(v, f, 65535+40)
+			m.Length = p.ranges(v, f, MaxLength)
 		case "dscp":
 			for _, r := range p.ranges(v, f, 63) {
 				for d := r.Lo; d <= r.Hi; d++ {

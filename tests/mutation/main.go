@@ -317,6 +317,16 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestTreeWindows|TestTreesVecForced",
 	},
 	{
+		name:  "rule: the bounds let a range past its field's largest value through",
+		edits: []edit{{"swpath/rule/bounds.go", "\t\t\tcase r.Hi > l.max:\n", "\t\t\tcase false:\n", 1}},
+		pkgs:  []string{"./swpath/rule/"}, run: "TestCheckBounds",
+	},
+	{
+		name:  "rule: a guard takes a rule that fails the bounds",
+		edits: []edit{{"swpath/rule/guard.go", "\tif e := m.bounds(); e != nil {\n", "\tif e := (*Error)(nil); e != nil {\n", 1}},
+		pkgs:  []string{"./swpath/rule/", "./agent/store/"}, run: "TestCheckBounds|TestGuard",
+	},
+	{
 		name: "classifier: a set whose IPv6 entries test the shared top bits is not marked",
 		edits: []edit{{"swpath/classifier/tree.go",
 			"\t\t\t\ttr.v6 = tr.v6 || m != 0\n", "", 1}},
