@@ -19,11 +19,11 @@ const (
 // as written, else an *Error naming the first field and value that is not:
 // a range past its field's largest value or with its start above its end,
 // a prefix with host bits set, or a source and destination of different
-// families. The parsers refuse all of these with the same
-// words; CheckBounds is for rules made elsewhere (the FlowSpec
-// translation, code), which would otherwise reach engines that read them
-// differently: a 16-bit port range of 100-70000 cut to 100-4464 by one
-// engine and kept whole by another.
+// families. The parsers refuse all of these with the same words;
+// CheckBounds is for rules made elsewhere (the FlowSpec translation,
+// code), which would otherwise reach engines that read them differently:
+// a port range of 100-70000 cut to 100-4464 by one engine's 16-bit keys
+// and kept whole by another.
 func (m *Match) CheckBounds() error {
 	if e := m.bounds(); e != nil {
 		return e
