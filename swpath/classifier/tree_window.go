@@ -146,8 +146,9 @@ func (d *dtree) leafWindow(n uint64) []trec {
 // its root (padDepth), the first two levels take no branch, and the loop
 // after them runs for about one pair in five.
 //
-// Fresh 5-tuple bursts at 1k rules took 0.95-0.98 of the time under the
-// purego tag (windows; six runs), 0.95 with the AVX2 blocks and no lanes
+// Fresh 5-tuple bursts at 1k rules took 0.95-0.96 of the time under the
+// purego tag (windows; 0.97-0.98 in a first form that kept a depth per
+// tree in the loop), 0.95 with the AVX2 blocks and no lanes
 // (the pair walk arm64 takes too), 0.96 at 500 rules and 0.97 at 2000
 // (padded and unpadded tables alternated in one process, thread CPU time,
 // medians of 150 blocks), for 0.33 MiB of trees instead of 0.29 at 1k.
