@@ -276,7 +276,7 @@ type residual struct {
 
 // portsOnly reports whether what r checks is at most one source port
 // range and one destination port range, each within 0-65535: what an
-// entry holds itself (chkPortSpan). A range the parsers would refuse
+// entry holds itself (chkPortSpan). A range outside it (see inPorts)
 // stays in the residual, which compares it whole.
 func (r *residual) portsOnly() bool {
 	return r.proto == nil && r.port == nil && r.itype == nil && r.icode == nil && r.length == nil &&
@@ -287,8 +287,10 @@ func spannable(rs rule.Ranges) bool {
 	return len(rs) == 0 || len(rs) == 1 && inPorts(rs[0])
 }
 
-// inPorts reports whether r is a range of 16-bit port values.
-func inPorts(r rule.Range) bool { return r.Lo <= r.Hi && r.Hi <= 0xffff }
+// inPorts reports whether r is a range of 16-bit port values. Every rule
+// the store holds has only such ranges (rule.Match.CheckBounds); a rule
+// built in Go and compiled directly may not.
+func inPorts(r rule.Range) bool { return r.Lo <= r.Hi && r.Hi <= rule.MaxPort }
 
 // portSpan returns the low end and span of rs (at most one range), every
 // port for none.
@@ -456,9 +458,8 @@ type portPrefix struct {
 // rangePrefixes returns prefixes that exactly cover rs: exact ports when rs
 // holds at most maxExactPorts values, else the fewest prefixes per range,
 // or ok == false when that takes more than limit prefixes. A range that
-// is not within 0-65535 (the parsers refuse one; a rule built in Go may
-// hold it) is never cut, ok == false: cut into 16-bit values it would
-// wrap round, and the residual compares it whole.
+// is not within 0-65535 (see inPorts) is never cut, ok == false: cut into
+// 16-bit values it would wrap round, and the residual compares it whole.
 func rangePrefixes(rs rule.Ranges, limit int) (out []portPrefix, ok bool) {
 	total := 0
 	for _, r := range rs {

@@ -42,11 +42,8 @@ func (m *Match) bounds() *Error {
 		{"match.length", m.Length, MaxLength},
 	} {
 		for _, r := range l.rs {
-			switch {
-			case r.Lo > r.Hi:
-				return &Error{Field: l.field, Value: fmt.Sprintf("%d-%d", r.Lo, r.Hi), Reason: "range start is above its end"}
-			case r.Hi > l.max:
-				return &Error{Field: l.field, Value: r.String(), Reason: fmt.Sprintf("out of range 0-%d", l.max)}
+			if why := r.outside(l.max); why != "" {
+				return &Error{Field: l.field, Value: r.String(), Reason: why}
 			}
 		}
 	}
@@ -64,4 +61,16 @@ func (m *Match) bounds() *Error {
 		return &Error{Field: "match.dst", Value: m.Dst.String(), Reason: fmt.Sprintf("family differs from match.src %s (one family per rule)", m.Src)}
 	}
 	return nil
+}
+
+// outside returns why r is not a range of values 0-max (a range past max,
+// or one whose start is above its end), or "" when it is one.
+func (r Range) outside(max uint32) string {
+	switch {
+	case r.Lo > max || r.Hi > max:
+		return fmt.Sprintf("out of range 0-%d", max)
+	case r.Lo > r.Hi:
+		return "range start is above its end"
+	}
+	return ""
 }

@@ -384,13 +384,11 @@ func ParseRange(s string, max uint32) (Range, error) {
 			return Range{}, fmt.Errorf("must be N or N-M with N, M in 0-%d", max)
 		}
 	}
-	if a > uint64(max) || b > uint64(max) {
-		return Range{}, fmt.Errorf("out of range 0-%d", max)
+	r := Range{uint32(a), uint32(b)} // both parsed as 32-bit values
+	if why := r.outside(max); why != "" {
+		return Range{}, errors.New(why)
 	}
-	if a > b {
-		return Range{}, fmt.Errorf("range start is above its end")
-	}
-	return Range{uint32(a), uint32(b)}, nil
+	return r, nil
 }
 
 func (p *parser) prefix(v *yaml.Node, field string) netip.Prefix {

@@ -318,7 +318,7 @@ var mutations = []mutation{
 	},
 	{
 		name:  "rule: the bounds let a range past its field's largest value through",
-		edits: []edit{{"swpath/rule/bounds.go", "\t\t\tcase r.Hi > l.max:\n", "\t\t\tcase false:\n", 1}},
+		edits: []edit{{"swpath/rule/bounds.go", "\tcase r.Lo > max || r.Hi > max:\n", "\tcase false:\n", 1}},
 		pkgs:  []string{"./swpath/rule/"}, run: "TestCheckBounds",
 	},
 	{
