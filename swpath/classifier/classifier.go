@@ -269,6 +269,30 @@ func (c *Classifier) NewWorker() *Worker {
 	return w
 }
 
+// CachePolicy says which bursts a Worker's flow cache decides.
+type CachePolicy uint8
+
+const (
+	// CacheAdaptive, the default: the cache turns itself off while it
+	// hits too little or, for bursts (ClassifyBurst, ClassifyFrames),
+	// while it costs more cycles a packet than a lookup without it.
+	CacheAdaptive CachePolicy = iota
+	// CacheAlways: every packet through the cache, whatever it hits or
+	// costs (tests that check its decisions; traffic known to repeat).
+	CacheAlways
+	// CacheNever: no packet through the cache.
+	CacheNever
+)
+
+// SetCachePolicy sets the worker's flow cache policy. The cache is only
+// ever used for sets of three hash tables or more, whatever the policy.
+// Call it from the worker's goroutine, between bursts.
+func (w *Worker) SetCachePolicy(p CachePolicy) {
+	w.cache.always = p == CacheAlways
+	w.cache.off = p == CacheNever
+	w.cache.bypass, w.cache.backoff = 0, 0
+}
+
 // acquire returns the current table and publishes its generation in
 // w.active until release. It stores the generation, then checks that the
 // table is still current, and tries again if not: a Swap that reclaims
@@ -424,7 +448,7 @@ func (w *Worker) Classify(f *rule.Fields, length uint32) Result {
 		if hit {
 			hits = 1
 		}
-		w.cache.end(hits, 1)
+		w.cache.end(hits, 1, 0)
 	} else {
 		r, n = t.lookup(f)
 	}
@@ -458,8 +482,10 @@ func (w *Worker) ClassifyBurst(fs []rule.Fields, lens []uint32, out []Result) {
 	ids := w.ids[:len(fs)]
 	probes, hits := 0, 0
 	useCache := w.cache.begin(t, len(fs))
+	c0 := w.cache.start()
 	if !useCache {
 		probes = t.decideBurst(fs, ids, w.jobs, w.tree)
+		w.cache.endOff(len(fs), w.cache.since(c0))
 	} else {
 		if cap(w.missFs) < len(fs) {
 			w.missFs = make([]rule.Fields, len(fs))
@@ -488,7 +514,7 @@ func (w *Worker) ClassifyBurst(fs []rule.Fields, lens []uint32, out []Result) {
 				w.cache.insert(w.missSet[j], &w.missKeys[j], res[j])
 			}
 		}
-		w.cache.end(hits, len(fs))
+		w.cache.end(hits, len(fs), w.cache.since(c0))
 	}
 	if len(t.verdict) <= smallSet {
 		w.countSmall(t, ids, lens, out)
@@ -513,6 +539,7 @@ func (w *Worker) ClassifyFrames(frames [][]byte, out []Result) {
 	f := &w.fields[0]
 	probes, hits := 0, 0
 	useCache := w.cache.begin(t, len(frames))
+	c0 := w.cache.start()
 	ctr := *w.ctr.Load()
 	for i, b := range frames {
 		packet.Parse(b, f)
@@ -536,7 +563,9 @@ func (w *Worker) ClassifyFrames(frames [][]byte, out []Result) {
 		w.note(t, ctr, r, uint32(len(b)))
 	}
 	if useCache {
-		w.cache.end(hits, len(frames))
+		w.cache.end(hits, len(frames), w.cache.since(c0))
+	} else {
+		w.cache.endOff(len(frames), w.cache.since(c0))
 	}
 	w.packets.add(uint64(len(frames)))
 	w.probes.add(uint64(probes))

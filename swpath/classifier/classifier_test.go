@@ -639,7 +639,7 @@ func TestWorkerCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := c.NewWorker()
+		w := hitRateOnly(c.NewWorker())
 		frames := traffic.NewGenerator(traffic.Config{Seed: seed, Rules: set, RuleFraction: 0.8, Odd: true, Flows: 40, Sizes: traffic.Sizes{Min: 64, Max: 1518}}).Frames(4096)
 		fs := parseAll(frames)
 		lens := make([]uint32, len(fs))
@@ -743,7 +743,7 @@ func TestWorkerStatistics(t *testing.T) {
 		// cache misses only the first pass, or with ClassifyBurst the
 		// first burst (misses are inserted after a burst's lookup); no
 		// window falls below the hit rate that bypasses the cache.
-		wc := c.NewWorker()
+		wc := hitRateOnly(c.NewWorker())
 		var rfs []rule.Fields
 		var rlens []uint32
 		var rframes [][]byte

@@ -8,8 +8,9 @@ import "github.com/scrubd/scrubd/swpath/rule"
 // at, gets the cached decision without a tuple lookup. The cache belongs to
 // one worker and one Table: a Swap empties it before the next burst, so a
 // cached decision is always the current set's. When the traffic has too many
-// flows for the cache to hit (a high-cardinality flood), the worker bypasses
-// it for a while, so misses do not cost twice.
+// flows for the cache to hit (a high-cardinality flood), or the cache costs
+// more than the lookups it spares, the worker bypasses it for a while, so
+// misses do not cost twice.
 
 const (
 	cacheBits = 12
@@ -35,6 +36,42 @@ const (
 	cacheMinHitFrac = 8
 	cacheBypass     = 8192
 	cacheBypassMax  = 1 << 16
+
+	// A hit rate says what the cache spares, not what it costs: where the
+	// lookup is cheap a cache that hits one packet in three still costs
+	// more in probes and inserts than it spares. On the frames of `scrubd
+	// bench --flows 65536` at 1k and 10k ClassBench-style rules (a flood
+	// whose fully specified rules make some 5-tuples repeat: 48,160
+	// distinct 5-tuples in 65,536 frames at 10k) the window after each
+	// bypass hit 36 %, so the cache stayed on for 8 % of the packets and
+	// the worker spent 2-12 % more than with its cache off.
+	//
+	// So the bursts of ClassifyBurst and ClassifyFrames, which time their
+	// lookups (the cache's clock, cycles), are judged on cost too: every
+	// cacheCostWindow packets through the cache, their cycles per packet
+	// are compared with those of bypassed bursts (offCost: the mean of the last one and the one
+	// before, recursively). costStrikes such windows in a row that cost
+	// more, while the hit rate does not rise by more than 1/16 from one
+	// window to the next (a cache still filling), bypass the cache as a
+	// window that missed does. One costly window alone does not: the
+	// cache's lines go cold whenever something else had the core (two
+	// workers alternated on one core every 32 windows, on 1000 flows
+	// where the cache takes 0.44 of the lookup's time at 10k rules: the
+	// first window after each switch cost 2-5 times the others), and
+	// turning a cache that saves half the time off for 8192 packets is
+	// the dearer mistake (and the window after a bypass is cold too). A
+	// window that passes the cost rule starts the backoff over; one that
+	// only hit enough keeps it. The first
+	// cacheCostWindow packets through the cache and then every
+	// cacheRefresh without a bypassed burst, the next cacheCostWindow
+	// packets are bypassed to measure offCost. A sample more than
+	// costOutlier times the figure it is compared with is dropped: a
+	// burst the scheduler preempted counts another thread's time.
+	cacheCostWindow = 512
+	cacheRefresh    = 1 << 16
+	costScale       = 256 // costs are cycles per packet times costScale
+	costOutlier     = 4
+	costStrikes     = 2
 )
 
 // used says which packet fields any rule of a Table looks at.
@@ -116,15 +153,65 @@ type flowCache struct {
 	backoff int             // the next bypass (0: cacheBypass)
 	winHits int             // hits and packets of the current window
 	winN    int
-	off     bool // never use the cache (benchmarks compare with it)
+	off     bool // never use the cache (CacheNever; benchmarks compare with it)
+	always  bool // never bypass it (CacheAlways)
 	cold    bool // emptied since the last burst that used it
 	hits    uint64
 	lookups uint64
+
+	// timed: begin asks the caller to time this burst (end's and
+	// endOff's cycles): the cache is in use or bypassed, not off or
+	// CacheAlways. Classify does not time its single packets.
+	timed bool
+	// offCost: bypassed bursts' cycles per packet (times costScale),
+	// averaged; 0 until one is measured, and then the cost rule is off.
+	offCost uint64
+	// onCyc, onHits and onN: cycles, hits and packets through the cache
+	// since the cost window began; lastHit: the hit rate (times
+	// costScale) of the cost window before.
+	onCyc   uint64
+	onHits  int
+	onN     int
+	lastHit int
+	strikes int // cost windows in a row that cost more than offCost
+	// sinceOff: packets through the cache since the last bypassed burst.
+	sinceOff int
+	// clock replaces cycles in tests.
+	clock func() uint64
+}
+
+// now reads the cache's clock: cycles, or the test's clock.
+func (c *flowCache) now() uint64 {
+	if c.clock != nil {
+		return c.clock()
+	}
+	return cycles()
+}
+
+// start returns the clock at the start of a burst that begin asked to
+// time, else 0.
+func (c *flowCache) start() uint64 {
+	if !c.timed {
+		return 0
+	}
+	return c.now()
+}
+
+// since returns the cycles since c0 (from start) of a timed burst, else 0:
+// what end and endOff take.
+func (c *flowCache) since(c0 uint64) uint64 {
+	if !c.timed {
+		return 0
+	}
+	return c.now() - c0
 }
 
 // begin readies the cache for a burst of n packets against t and reports
-// whether to use it.
+// whether to use it. When it sets c.timed, the caller times the burst's
+// lookup (not its counting): start before it, and since(start) after it
+// gives the cycles for end, or for endOff when the cache was bypassed.
 func (c *flowCache) begin(t *Table, n int) bool {
+	c.timed = false
 	if t.ntables < minCacheTables || c.off {
 		return false
 	}
@@ -135,37 +222,100 @@ func (c *flowCache) begin(t *Table, n int) bool {
 		clear(c.e)
 		c.tab = t
 		c.cold = true
+		c.offCost, c.onCyc, c.onHits, c.onN = 0, 0, 0, 0
 	}
-	if c.bypass > 0 {
+	c.timed = !c.always
+	if c.bypass > 0 && !c.always {
 		c.bypass -= n
 		return false
 	}
 	return true
 }
 
-// end records a burst's hit rate.
-func (c *flowCache) end(hits, n int) {
+// endOff records what a bypassed burst of n packets cost (cyc 0: not
+// timed, or not bypassed but off).
+func (c *flowCache) endOff(n int, cyc uint64) {
+	if cyc == 0 || n <= 0 {
+		return
+	}
+	c.sinceOff = 0
+	s := cyc * costScale / uint64(n)
+	switch {
+	case c.offCost == 0:
+		c.offCost = s
+	case s > costOutlier*c.offCost:
+		// Preempted, most likely: not the lookup's cost.
+	default:
+		c.offCost = (c.offCost + s) / 2
+	}
+}
+
+// end records a burst's hit rate and, when the caller timed it, its cost
+// in cycles (0 from callers that do not time: Classify).
+func (c *flowCache) end(hits, n int, cyc uint64) {
 	c.hits += uint64(hits)
 	c.lookups += uint64(n)
+	if c.always {
+		return
+	}
 	if c.cold {
 		// An empty cache misses every packet of its first burst (misses
 		// are inserted after the burst's lookup): that says nothing about
 		// the traffic.
 		c.cold = false
 		c.winHits, c.winN = 0, 0
+		c.onCyc, c.onHits, c.onN = 0, 0, 0
 		return
 	}
 	c.winHits += hits
 	c.winN += n
+	c.sinceOff += n
+	timed := cyc != 0
+	if timed {
+		c.onCyc += cyc
+		c.onHits += hits
+		c.onN += n
+	}
 	if c.winN < cacheWindow {
 		return
 	}
 	low := c.winHits*cacheMinHitFrac < c.winN
 	c.winHits, c.winN = 0, 0
+	judged := false // the window passed the cost rule, not only the hit rate
+	if !low && c.offCost != 0 && c.onN >= cacheCostWindow {
+		on := c.onCyc * costScale / uint64(c.onN)
+		hit := c.onHits * costScale / c.onN
+		rising := hit > c.lastHit+costScale/16
+		c.onCyc, c.onHits, c.onN, c.lastHit = 0, 0, 0, hit
+		if on <= costOutlier*c.offCost {
+			// A cache that is still filling (its hit rate up by more
+			// than 1/16 since the window before) gets another window,
+			// and so does one costly window alone: the cache's lines
+			// go cold whenever something else had the core, and the
+			// window after that costs what a flood does.
+			if on > c.offCost && !rising {
+				c.strikes++
+				low = c.strikes >= costStrikes
+			} else {
+				c.strikes = 0
+				judged = on <= c.offCost
+			}
+		}
+	}
 	if !low {
-		c.backoff = 0
+		if judged || c.offCost == 0 {
+			// Without costs the hit rate alone judges; with them, a
+			// window that only hit enough (short of a cost window, or
+			// costly once) keeps the backoff.
+			c.backoff = 0
+		}
+		if timed && (c.sinceOff >= cacheRefresh || c.offCost == 0 && c.sinceOff >= cacheCostWindow) {
+			// The next bursts measure offCost (again).
+			c.bypass = cacheCostWindow
+		}
 		return
 	}
+	c.onCyc, c.onHits, c.onN, c.strikes = 0, 0, 0, 0
 	c.bypass = max(c.backoff, cacheBypass)
 	c.backoff = min(2*c.bypass, cacheBypassMax)
 }

@@ -554,6 +554,7 @@ func TestPatchFlowCache(t *testing.T) {
 	lens := make([]uint32, len(fs))
 	w := c.NewWorker()
 	defer w.Close()
+	w.SetCachePolicy(CacheAlways) // through the cache, whatever it costs here
 	out := make([]Result, 64)
 	run := func(s *rule.Set, name string) {
 		t.Helper()

@@ -48,6 +48,36 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/", "./tests/varyfield/"}, run: "TestCacheKeyFollowsFieldTable|TestVaryOneField|TestWorkerCache",
 	},
 	{
+		name: "flow cache: the cost rule never bypasses",
+		edits: []edit{{"swpath/classifier/flowcache.go",
+			"low = c.strikes >= costStrikes", "low = false", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCache",
+	},
+	{
+		name: "flow cache: one costly window bypasses",
+		edits: []edit{{"swpath/classifier/flowcache.go",
+			"costStrikes     = 2", "costStrikes     = 1", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCache",
+	},
+	{
+		name: "flow cache: a filling cache judged as a full one",
+		edits: []edit{{"swpath/classifier/flowcache.go",
+			"rising := hit > c.lastHit+costScale/16", "rising := hit < 0", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCache",
+	},
+	{
+		name: "flow cache: the lookup's cost never measured again",
+		edits: []edit{{"swpath/classifier/flowcache.go",
+			"c.sinceOff >= cacheRefresh ||", "false ||", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCache",
+	},
+	{
+		name: "flow cache: a preempted bypassed burst averaged in",
+		edits: []edit{{"swpath/classifier/flowcache.go",
+			"case s > costOutlier*c.offCost:", "case false:", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCache",
+	},
+	{
 		name: "simulated table's key drops a TOS bit",
 		edits: []edit{{"offload/sim/simkey_gen.go",
 			"uint64(k.TOS&s.TOSMask) |", "uint64(k.TOS&s.TOSMask&^4) |", 1}},
