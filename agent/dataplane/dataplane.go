@@ -145,7 +145,10 @@ type WorkerStats struct {
 	// Unforwarded counts passed packets an inline engine could not send
 	// on (dv: the send queue was full; xdp: no peer in the devmap, so the
 	// frame went to the local stack instead).
-	Unforwarded   uint64
+	Unforwarded uint64
+	// CacheHits counts received packets the classifier's flow cache
+	// decided (dv; xdp has no flow cache and leaves it 0).
+	CacheHits     uint64
 	Cycles        uint64 // cycles spent processing
 	PoolFree      int    // buffers free in the worker's pool
 	PoolSize      int
@@ -203,6 +206,7 @@ func (s *SWStats) Totals() WorkerStats {
 		t.Passed += w.Passed
 		t.OutOfBuffer += w.OutOfBuffer
 		t.Unforwarded += w.Unforwarded
+		t.CacheHits += w.CacheHits
 		t.Cycles += w.Cycles
 		t.PoolFree += w.PoolFree
 		t.PoolSize += w.PoolSize

@@ -24,7 +24,7 @@ func view(n int) *placement.View {
 		HWFailures: map[dataplane.Kind]uint64{dataplane.KindTableFull: 2},
 		Moves:      map[[2]placement.Path]uint64{{placement.SW, placement.HW}: 5},
 		NIC:        map[string]uint64{"rx_discards_phy": 9, "rx_out_of_buffer": 3},
-		SW:         dataplane.SWStats{Workers: []dataplane.WorkerStats{{Worker: 0, RxPackets: 10, Cycles: 2970, PoolSize: 4096, PoolFree: 4000}}},
+		SW:         dataplane.SWStats{Workers: []dataplane.WorkerStats{{Worker: 0, RxPackets: 10, CacheHits: 6, Cycles: 2970, PoolSize: 4096, PoolFree: 4000}}},
 		HWPPS:      1e6, SWPPS: 2e6, HWAvgFrame: 64, SWAvgFrame: 1500}
 	var rvs []placement.RuleView
 	for i := 0; i < n; i++ {
@@ -104,6 +104,7 @@ func TestBoundedRuleSeries(t *testing.T) {
 	has(t, out, `scrubd_sw_cycles_per_packet 297`)
 	has(t, out, `scrubd_sw_measured_cycles_per_packet 141`)
 	has(t, out, `scrubd_hw_resyncs_total 2`)
+	has(t, out, `scrubd_sw_worker_flow_cache_hits_total{worker="0"} 6`)
 	if n := strings.Count(out, "scrubd_rule_dropped_packets_total{"); n != 8 {
 		t.Errorf("%d per-rule packet series, want 4 labels x 2 paths", n)
 	}

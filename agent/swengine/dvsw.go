@@ -81,7 +81,7 @@ func (d *dvSW) Stats() dataplane.SWStats {
 	}
 	for i, c := range all {
 		w := dataplane.WorkerStats{Worker: i, RxPackets: c.Rx, RxBytes: c.RxBytes, Dropped: c.Dropped, Passed: c.Passed,
-			OutOfBuffer: c.OutOfBuffer, Unforwarded: c.TxFull, Cycles: d.cycles(c.Cycles), PoolAllocFail: c.NoBuf, PoolNode: -1}
+			OutOfBuffer: c.OutOfBuffer, Unforwarded: c.TxFull, CacheHits: c.CacheHits, Cycles: d.cycles(c.Cycles), PoolAllocFail: c.NoBuf, PoolNode: -1}
 		out.Workers = append(out.Workers, w)
 	}
 	// The pool's nodes, reported on the first worker of the list (the sums

@@ -142,7 +142,7 @@ func (s *Emulated) read() dataplane.SWStats {
 	for i, c := range ws {
 		w := dataplane.WorkerStats{Worker: i, RxPackets: s.up(c.Rx), RxBytes: s.up(c.RxBytes),
 			Dropped: s.up(c.Dropped), Passed: s.up(c.Passed), OutOfBuffer: s.up(c.OutOfBuffer + s.modelLost(i)),
-			Unforwarded: s.up(c.TxFull), Cycles: s.up(EmulatedCycles(c.Cycles, s.hz)), PoolNode: node, PoolAllocFail: c.NoBuf}
+			Unforwarded: s.up(c.TxFull), CacheHits: s.up(c.CacheHits), Cycles: s.up(EmulatedCycles(c.Cycles, s.hz)), PoolNode: node, PoolAllocFail: c.NoBuf}
 		// One pool node shared by every queue: its size and free buffers
 		// are split evenly, so the sums over workers are the pool's.
 		w.PoolSize = size / len(ws)

@@ -269,6 +269,10 @@ func (c *Classifier) NewWorker() *Worker {
 	return w
 }
 
+// CacheHits returns the packets the worker's flow cache decided, open or
+// closed; safe from any goroutine.
+func (w *Worker) CacheHits() uint64 { return w.cacheHits.load() }
+
 // CachePolicy says which bursts a Worker's flow cache decides.
 type CachePolicy uint8
 

@@ -112,6 +112,7 @@ func Total(cs []Counters) Counters {
 		t.Sessions += c.Sessions
 		t.NoBuf += c.NoBuf
 		t.OutOfBuffer += c.OutOfBuffer
+		t.CacheHits += c.CacheHits
 		t.Bursts += c.Bursts
 		t.Idle += c.Idle
 		t.Cycles += c.Cycles

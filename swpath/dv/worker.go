@@ -67,8 +67,12 @@ type Counters struct {
 	// OutOfBuffer is the device's count of packets dropped for want of a
 	// posted WQE (read from WorkerConfig.OutOfBuffer at snapshot time).
 	OutOfBuffer uint64
-	Bursts      uint64 // polls that received at least one packet
-	Idle        uint64 // polls that received nothing
+	// CacheHits are the received packets the classifier worker's flow
+	// cache decided (read from it at snapshot time): near Rx on traffic of
+	// few flows, near 0 on a flood, where the cache turns itself off.
+	CacheHits uint64
+	Bursts    uint64 // polls that received at least one packet
+	Idle      uint64 // polls that received nothing
 	// Cycles spent in non-empty bursts (swpath/barrier.Cycles units), and
 	// their split: receive + refill, parse + classify, drop + forward.
 	Cycles, CyclesRx, CyclesClassify, CyclesOut uint64
@@ -290,6 +294,7 @@ func (w *Worker) Snapshot() Counters {
 	if w.cfg.OutOfBuffer != nil {
 		c.OutOfBuffer = w.cfg.OutOfBuffer()
 	}
+	c.CacheHits = w.cls.CacheHits()
 	return c
 }
 

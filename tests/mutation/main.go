@@ -78,6 +78,12 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCache",
 	},
 	{
+		name: "dv: the worker's counters leave out the flow cache's hits",
+		edits: []edit{{"swpath/dv/worker.go",
+			"\tc.CacheHits = w.cls.CacheHits()\n", "\n", 1}},
+		pkgs: []string{"./swpath/dv/"}, run: "TestCacheHitsCounted",
+	},
+	{
 		name: "simulated table's key drops a TOS bit",
 		edits: []edit{{"offload/sim/simkey_gen.go",
 			"uint64(k.TOS&s.TOSMask) |", "uint64(k.TOS&s.TOSMask&^4) |", 1}},

@@ -66,6 +66,9 @@ type Config struct {
 	// Pool overrides the pool configuration; BuffersPerNode defaults to
 	// what the rings need, hugepages and binding default to off.
 	Pool *pool.Config
+	// CachePolicy is every worker's flow cache policy (default
+	// classifier.CacheAdaptive).
+	CachePolicy classifier.CachePolicy
 }
 
 // LKey is the memory key the simulated NIC registers the arena under.
@@ -198,6 +201,7 @@ func New(cfg Config) (s *Sim, err error) {
 			}
 		}
 		cw := s.Class.NewWorker()
+		cw.SetCachePolicy(cfg.CachePolicy)
 		s.clsW = append(s.clsW, cw)
 		w, err := dv.NewWorker(dv.WorkerConfig{
 			Name: name, CPU: cpu, RX: rx, TX: tx, Arena: arena, Cache: cache,
