@@ -269,8 +269,8 @@ func (c *Classifier) NewWorker() *Worker {
 	return w
 }
 
-// CacheHits returns the packets the worker's flow cache decided, open or
-// closed; safe from any goroutine.
+// CacheHits returns the packets the worker's flow cache has decided; safe
+// from any goroutine.
 func (w *Worker) CacheHits() uint64 { return w.cacheHits.load() }
 
 // CachePolicy says which bursts a Worker's flow cache decides.

@@ -47,24 +47,25 @@ const (
 	// the worker spent 2-12 % more than with its cache off.
 	//
 	// So the bursts of ClassifyBurst and ClassifyFrames, which time their
-	// lookups (the cache's clock, cycles), are judged on cost too: every
+	// lookups (the cache's clock, cycles), are judged on cost too. Every
 	// cacheCostWindow packets through the cache, their cycles per packet
-	// are compared with those of bypassed bursts (offCost: the mean of the last one and the one
-	// before, recursively). costStrikes such windows in a row that cost
-	// more, while the hit rate does not rise by more than 1/16 from one
-	// window to the next (a cache still filling), bypass the cache as a
-	// window that missed does. One costly window alone does not: the
-	// cache's lines go cold whenever something else had the core (two
-	// workers alternated on one core every 32 windows, on 1000 flows
-	// where the cache takes 0.44 of the lookup's time at 10k rules: the
-	// first window after each switch cost 2-5 times the others), and
-	// turning a cache that saves half the time off for 8192 packets is
-	// the dearer mistake (and the window after a bypass is cold too). A
-	// window that passes the cost rule starts the backoff over; one that
-	// only hit enough keeps it. The first
-	// cacheCostWindow packets through the cache and then every
-	// cacheRefresh without a bypassed burst, the next cacheCostWindow
-	// packets are bypassed to measure offCost. A sample more than
+	// are compared with those of bypassed bursts (offCost: each new
+	// sample averaged half and half with the figure before).
+	// costStrikes such windows in a row that cost more, while the hit
+	// rate does not rise by more than 1/16 from one window to the next (a
+	// cache still filling), bypass the cache as a window that missed
+	// does. One costly window alone does not: the cache's lines go cold
+	// whenever something else had the core (two workers alternated on one
+	// core every 32 windows, on 1000 flows where the cache takes 0.44 of
+	// the lookup's time at 10k rules: the first window after each switch
+	// cost 2-5 times the others), and so does the window after a bypass;
+	// turning off for 8192 packets a cache that saves half the time is
+	// the dearer mistake. A window that passes the cost rule starts the
+	// backoff over; one that only hit enough keeps it.
+	//
+	// offCost is measured on cacheCostWindow bypassed packets: after the
+	// first cacheCostWindow through the cache, and again after every
+	// cacheRefresh through it with none bypassed. A sample more than
 	// costOutlier times the figure it is compared with is dropped: a
 	// burst the scheduler preempted counts another thread's time.
 	cacheCostWindow = 512
@@ -222,7 +223,7 @@ func (c *flowCache) begin(t *Table, n int) bool {
 		clear(c.e)
 		c.tab = t
 		c.cold = true
-		c.offCost, c.onCyc, c.onHits, c.onN = 0, 0, 0, 0
+		c.offCost, c.onCyc, c.onHits, c.onN, c.lastHit, c.strikes = 0, 0, 0, 0, 0, 0
 	}
 	c.timed = !c.always
 	if c.bypass > 0 && !c.always {

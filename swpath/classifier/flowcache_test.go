@@ -156,11 +156,11 @@ func simulateCache(c *flowCache, tab *Table, packets int, m cacheModel, k *int, 
 // within 1.5 % of the cache on. Few flows after a flood, the cache filling
 // slowly (hits from 13 % up 4 points a burst to 97 %; it costs more than
 // the lookup below 51 %): the cache back and on for 90 % or more (the
-// bypass the flood left is 6.25 %). A lookup that turns cheap (200 to 30) while the cache is on:
-// off again within 3 refreshes. None of this changes when one burst in 97
-// costs a thousandfold (preempted), through the cache or not, or when one
-// burst in 29 through the cache costs three times as much (its lines gone
-// cold while something else had the core).
+// bypass the flood left is 6.25 %). A lookup that turns cheap (200 to 30)
+// while the cache is on: off again within 3 refreshes. None of this
+// changes when one burst in 97 costs a thousandfold (preempted), through
+// the cache or not, or when one burst in 29 through the cache costs three
+// times as much (its lines gone cold while something else had the core).
 func TestCacheCost(t *testing.T) {
 	set := traffic.ClassBenchRules(3, 1000)
 	c, err := New(set)
