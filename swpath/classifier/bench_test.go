@@ -274,7 +274,7 @@ func BenchmarkClassBench(b *testing.B) {
 					case "burst-nocache": // the worker with its flow cache off: what the cache costs or saves
 						w := c.NewWorker()
 						defer w.Close()
-						w.cache.off = true
+						w.SetCachePolicy(CacheNever)
 						runBursts(b, w, wl.fs, wl.lens)
 					case "table":
 						runTable(b, c.Table(), wl.fs)
@@ -381,7 +381,7 @@ func BenchmarkWorkerFlood(b *testing.B) {
 			cached, plain := c.NewWorker(), c.NewWorker()
 			defer cached.Close()
 			defer plain.Close()
-			plain.cache.off = true
+			plain.SetCachePolicy(CacheNever)
 			ids := make([]int32, burstSize)
 			res := make([]Result, burstSize)
 			cpu, pkts := interleave3(b, len(fs), func(v, o int) {
@@ -466,7 +466,7 @@ func BenchmarkSmallBursts(b *testing.B) {
 			b.Run(fmt.Sprintf("rules=%dk/burst=%d", n/1000, size), func(b *testing.B) {
 				w := c.NewWorker()
 				defer w.Close()
-				w.cache.off = true
+				w.SetCachePolicy(CacheNever)
 				ids := make([]int32, size)
 				res := make([]Result, size)
 				sink := 0

@@ -292,8 +292,7 @@ const (
 // ever used for sets of three hash tables or more, whatever the policy.
 // Call it from the worker's goroutine, between bursts.
 func (w *Worker) SetCachePolicy(p CachePolicy) {
-	w.cache.always = p == CacheAlways
-	w.cache.off = p == CacheNever
+	w.cache.policy = p
 	w.cache.bypass, w.cache.backoff = 0, 0
 }
 

@@ -732,7 +732,7 @@ func TestWorkerStatistics(t *testing.T) {
 			}
 		}
 		w := c.NewWorker()
-		w.cache.off = true
+		w.SetCachePolicy(CacheNever)
 		run(w, fs, lens, frames)
 		s := c.Snapshot()
 		if s.Packets != uint64(len(fs)) || s.TablesProbed != wantProbes || s.CacheHits != 0 {

@@ -154,9 +154,8 @@ type flowCache struct {
 	backoff int             // the next bypass (0: cacheBypass)
 	winHits int             // hits and packets of the current window
 	winN    int
-	off     bool // never use the cache (CacheNever; benchmarks compare with it)
-	always  bool // never bypass it (CacheAlways)
-	cold    bool // emptied since the last burst that used it
+	policy  CachePolicy // Worker.SetCachePolicy; benchmarks compare CacheNever
+	cold    bool        // emptied since the last burst that used it
 	hits    uint64
 	lookups uint64
 
@@ -213,7 +212,7 @@ func (c *flowCache) since(c0 uint64) uint64 {
 // gives the cycles for end, or for endOff when the cache was bypassed.
 func (c *flowCache) begin(t *Table, n int) bool {
 	c.timed = false
-	if t.ntables < minCacheTables || c.off {
+	if t.ntables < minCacheTables || c.policy == CacheNever {
 		return false
 	}
 	if c.e == nil {
@@ -225,8 +224,8 @@ func (c *flowCache) begin(t *Table, n int) bool {
 		c.cold = true
 		c.offCost, c.onCyc, c.onHits, c.onN, c.lastHit, c.strikes = 0, 0, 0, 0, 0, 0
 	}
-	c.timed = !c.always
-	if c.bypass > 0 && !c.always {
+	c.timed = c.policy == CacheAdaptive
+	if c.bypass > 0 && c.timed {
 		c.bypass -= n
 		return false
 	}
@@ -256,7 +255,7 @@ func (c *flowCache) endOff(n int, cyc uint64) {
 func (c *flowCache) end(hits, n int, cyc uint64) {
 	c.hits += uint64(hits)
 	c.lookups += uint64(n)
-	if c.always {
+	if c.policy == CacheAlways {
 		return
 	}
 	if c.cold {

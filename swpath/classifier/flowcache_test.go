@@ -23,13 +23,7 @@ import (
 func TestCacheBackoff(t *testing.T) {
 	const burst = 256
 	set := traffic.ClassBenchRules(3, 1000)
-	c, err := New(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Table().ntables < minCacheTables {
-		t.Fatalf("%d hash tables: the set does not use the cache", c.Table().ntables)
-	}
+	c := cachingSet(t, set)
 	w := hitRateOnly(c.NewWorker())
 	defer w.Close()
 	// Every packet of the flood new (not a trace run again, whose
@@ -83,6 +77,20 @@ func TestCacheBackoff(t *testing.T) {
 	if w.cache.bypass != cacheBypass {
 		t.Errorf("a flood after flows: bypass %d, want %d", w.cache.bypass, cacheBypass)
 	}
+}
+
+// cachingSet compiles set for a test of the flow cache, which it fails
+// unless the set has the hash tables a worker uses the cache for.
+func cachingSet(t *testing.T, set *rule.Set) *Classifier {
+	t.Helper()
+	c, err := New(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Table().ntables; n < minCacheTables {
+		t.Fatalf("%d hash tables: the set does not use the flow cache", n)
+	}
+	return c
 }
 
 // hitRateOnly gives w's cache a clock that never moves, so that the hit
@@ -162,15 +170,7 @@ func simulateCache(c *flowCache, tab *Table, packets int, m cacheModel, k *int, 
 // the cache or not, or when one burst in 29 through the cache costs three
 // times as much (its lines gone cold while something else had the core).
 func TestCacheCost(t *testing.T) {
-	set := traffic.ClassBenchRules(3, 1000)
-	c, err := New(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tab := c.Table()
-	if tab.ntables < minCacheTables {
-		t.Fatalf("%d hash tables: the set does not use the cache", tab.ntables)
-	}
+	tab := cachingSet(t, traffic.ClassBenchRules(3, 1000)).Table()
 	const packets = 1 << 20
 	flood := func(lookup float64) cacheModel {
 		return cacheModel{lookup: lookup, probe: 15, insert: 15, hit: func(int) float64 { return 0.36 }}

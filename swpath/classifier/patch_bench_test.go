@@ -352,7 +352,7 @@ func BenchmarkPatchedLookup(b *testing.B) {
 					default:
 						w := c.NewWorker()
 						defer w.Close()
-						w.cache.off = true
+						w.SetCachePolicy(CacheNever)
 						runBursts(b, w, wl.fs, wl.lens)
 					}
 					c.Settle()

@@ -542,13 +542,7 @@ func shortOr(n, short int) int {
 // new set's decisions at once (and hit the cache again after).
 func TestPatchFlowCache(t *testing.T) {
 	set := traffic.RandomRules(111, 300)
-	c, err := New(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Table().ntables < minCacheTables {
-		t.Fatalf("%d hash tables: the flow cache would be off", c.Table().ntables)
-	}
+	c := cachingSet(t, set)
 	frames := traffic.NewGenerator(traffic.Config{Seed: 112, Rules: set, RuleFraction: 0.9, Flows: 20}).Frames(640)
 	fs := parseAll(frames)
 	lens := make([]uint32, len(fs))

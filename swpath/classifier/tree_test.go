@@ -494,7 +494,7 @@ func TestTreeBurstSizes(t *testing.T) {
 	sizes := []int{1, 2, 3, 5, 64, 127, 128, 129, 200, 256, 1}
 	w := c.NewWorker()
 	defer w.Close()
-	w.cache.off = true
+	w.SetCachePolicy(CacheNever)
 	sc := new(treeScratch)
 	out := make([]int32, 256)
 	res := make([]Result, 256)
