@@ -703,14 +703,8 @@ func TestWorkerStatistics(t *testing.T) {
 		lens[i] = uint32(len(frames[i]))
 	}
 	for _, api := range []string{"Classify", "ClassifyBurst", "ClassifyFrames"} {
-		c, err := New(set)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := cachingSet(t, set)
 		tab := c.Table()
-		if tab.ntables < minCacheTables {
-			t.Fatalf("%d tables: the set does not use the flow cache", tab.ntables)
-		}
 		wantProbes := uint64(0)
 		for i := range fs {
 			wantProbes += uint64(tab.Probes(&fs[i]))
