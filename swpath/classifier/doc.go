@@ -126,8 +126,9 @@
 // load of one level before any of the next, so their cache misses
 // overlap), reads the first
 // record of every leaf, then scans the leaves (in trees of more than 16
-// MiB, about 100k ClassBench-style rules, each tree's walk is followed by
-// a prefetch of the records of the leaves it reached: PREFETCHT0 and
+// MiB, about 100k ClassBench-style rules, the scan of a tree's leaves
+// instead prefetches the records of the leaves of the packets eight
+// ahead and reads each leaf's first record as it comes: PREFETCHT0 and
 // PRFM stubs, none under the purego tag); the group walk's working
 // memory (about 13 KiB) is the worker's, as clearing it on the stack cost
 // a burst of one packet twice its Decide, and DecideBurst, which has no

@@ -26,6 +26,7 @@ loop:
 	LEAQ	-1(DX)(AX*1), R8 // the last record (the first of an empty leaf)
 	TESTL	AX, AX
 	CMOVQEQ	DX, R8
+	PF(0)
 	PF(2)
 	PF(4)
 	PF(6)

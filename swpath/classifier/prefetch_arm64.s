@@ -25,6 +25,7 @@ loop:
 	SUB	$1, R6 // the last record (the first of an empty leaf)
 	CMP	$0, R5
 	CSEL	EQ, R4, R6, R6
+	PF(0)
 	PF(2)
 	PF(4)
 	PF(6)

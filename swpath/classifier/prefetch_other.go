@@ -5,3 +5,7 @@ package classifier
 // prefetchLeaves has no stub here: Go has no prefetch, and the scans
 // load the records themselves.
 func prefetchLeaves(rec *crec, leaves *uint64, n int) {}
+
+// prefetchStub: no prefetch, so the group walk's scans keep their pass
+// over the leaves' first records (treeGroup) at every size.
+const prefetchStub = false

@@ -235,8 +235,9 @@ type trees struct {
 	// test them with leafScan4 or leafScan2 (tree_vec.go); vblk holds each tree's
 	// blocks, a never-passing block for trees the set does not have.
 	vec bool
-	// prefetch: the group walk (treeGroup) prefetches the records of
-	// every leaf it reached before scanning them (treePrefetchMin).
+	// prefetch: the group walk's scans (treeGroup) prefetch the records
+	// of the leaves they scan next (treePrefetchMin, leafPrefetch), where
+	// the build has the stub (prefetchStub).
 	prefetch bool
 	// vec2: the set has at most two trees (vec only), and lookups test
 	// their blocks with leafScan2.
@@ -286,16 +287,45 @@ const treeWalkMax = 1 << 20
 var treeLanesMax = 6 << 20
 
 // treePrefetchMin: the group walk of trees bigger than this (node words
-// and leaf records, as treeWalkMax counts them) prefetches every leaf's
-// records after each tree's walk (prefetchLeaves), so that the scans'
-// loads past a leaf's first line find them in the cache rather than wait
-// one by one behind the scans' mispredicted branches. Fresh 5-tuple
-// groups at 100k ClassBench-style rules (27 MiB) took 0.67-0.88 of the
-// time; at 30k (7.2 MiB) 0.83-1.03, at 20k (4.9 MiB) 1.04 and at 10k
-// (2.3 MiB, which mostly stays in the caches) 1.03-1.07; prefetching only
-// records 2-6, 0.80-0.83 at 100k (prefetch on and off alternated on one
-// table in one process, thread CPU time, other jobs running for some).
+// and leaf records, as treeWalkMax counts them) prefetches the records of
+// the leaves it scans (prefetchLeaves), so that the scans' loads find
+// them in the cache rather than wait one by one behind the scans'
+// mispredicted branches. A pass over every leaf of a group after each
+// tree's walk took 0.67-0.88 of the time of no prefetch on fresh 5-tuple
+// groups at 100k ClassBench-style rules (27 MiB); at 30k (7.2 MiB)
+// 0.83-1.03, at 20k (4.9 MiB) 1.04 and at 10k (2.3 MiB, which mostly
+// stays in the caches) 1.03-1.07; prefetching only records 2-6, 0.80-0.83
+// at 100k (prefetch on and off alternated on one table in one process,
+// thread CPU time, other jobs running for some). The scans now prefetch
+// as they go instead (leafPrefetch).
 const treePrefetchMin = 16 << 20
+
+// leafPrefetch: where the group walk prefetches (trees.prefetch), the
+// scan of a tree's leaves prefetches the records of the leaves of the
+// packets this many ahead of the one it scans, eight packets' leaves a
+// call, instead of a pass over all of a group's leaves after the tree's
+// walk. That pass asked for up to eight lines a leaf for 128 leaves at
+// once, far more misses than a core keeps in flight, so its prefetches
+// waited on each other with nothing else to do (12 % of the lookup's CPU
+// profile at 100k rules), and the lines of the first leaves could leave
+// the first-level cache before their scans; the scans themselves then
+// first read every leaf's first record in a pass of their own (the
+// leaves' first keys, firstEnt), which the prefetch ahead makes
+// unnecessary. Fresh 5-tuple bursts at 100k ClassBench-style rules took
+// 0.90-0.92 of the time of the pass (medians of 30 rounds, the two
+// alternated in one process, thread CPU time, the pass there also
+// prefetching record 0; the same with the lane walk and without it, as
+// arm64 walks); test binaries of the trees before and after, alternated
+// six times: 0.73-0.86 (median 0.83) with the lane walk, 0.72-0.94
+// (0.80) without. Distances of 4 to 16 read the same; keeping the
+// first-key pass beside the prefetch ahead, 0.87-0.94. Against no
+// prefetch at all (and the first-key pass), on the group walk at every
+// size (the lane scans' blocks off): 1.04-1.05 of the time at 10k rules
+// (2.3 MiB), 0.98 at 30k (7.2 MiB), 0.88-0.89 at 100k (medians of 40
+// rounds, alternated, with the lane walk and without), so the threshold
+// stays. Without the stub (prefetchStub) the scans keep the first-key
+// pass.
+const leafPrefetch = 8
 
 // tbEnt is an entry while trees are built.
 type tbEnt struct {
@@ -383,7 +413,7 @@ func (t *Table) buildTrees(all []bentry) *trees {
 	// Blocks and the lane scans for sets of at most two trees only (vec2):
 	// bigger sets of more trees keep the group walk, as without lanes.
 	tr.compact = !tr.walk && !(lanesWalk && vecScan && size <= treeLanesMax && len(tr.t) <= 2)
-	tr.prefetch = size > treePrefetchMin
+	tr.prefetch = prefetchStub && size > treePrefetchMin
 	for i := range tr.t {
 		d := &tr.t[i]
 		if !tr.compact {
@@ -1029,16 +1059,14 @@ func (t *Table) treeGroup(fs []rule.Fields, out []int32, s *treeScratch) int {
 		} else {
 			trs[ti].walkGroup(fs, &cur[ti], keys)
 		}
-		if pf {
-			prefetchLeaves(&trs[ti].crec[0], &cur[ti][0], len(fs))
-		}
 	}
-	// Read the first record of every leaf before any scan: these loads
-	// do not depend on each other, and the scans' branches then wait on
-	// the cache, not on memory. A leaf whose first entry cannot beat the
+	// Without the prefetch, read the first record of every leaf before
+	// any scan: these loads do not depend on each other, and the scans'
+	// branches then wait on the cache, not on memory. With it, the scans
+	// read it (leafPrefetch). A leaf whose first entry cannot beat the
 	// packet's best so far is not scanned.
 	firstEnt := &s.firstEnt
-	for ti := range trs {
+	for ti := 0; !pf && ti < len(trs); ti++ {
 		rec := trs[ti].crec
 		c, fe := &cur[ti], &firstEnt[ti]
 		for i := range fs {
@@ -1060,9 +1088,21 @@ func (t *Table) treeGroup(fs []rule.Fields, out []int32, s *treeScratch) int {
 		d := &trs[ti]
 		rec := d.crec
 		c := &cur[ti]
+		if pf {
+			prefetchLeaves(&rec[0], &c[0], min(len(fs), leafPrefetch))
+		}
 		for i := range fs {
 			n := c[i]
-			if firstEnt[ti][i] >= best[i] {
+			var fe uint32
+			if pf {
+				if i%8 == 0 && i+leafPrefetch < len(fs) {
+					prefetchLeaves(&rec[0], &c[i+leafPrefetch], min(8, len(fs)-i-leafPrefetch))
+				}
+				fe = rec[uint32(n)].key
+			} else {
+				fe = firstEnt[ti][i]
+			}
+			if fe >= best[i] {
 				continue // or an empty leaf: its record 0 is another leaf's
 			}
 			first := uint32(n)

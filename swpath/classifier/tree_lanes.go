@@ -52,10 +52,9 @@ func (d *dtree) walkLanesGo(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, 
 // tried: the second block of each leaf too (20 prefetches a packet),
 // 0.99-1.00 of the first blocks alone; a distance of 16, the same as 8;
 // the prefetch at 1k rules (0.82 MiB, which stays in the cache),
-// 1.02-1.06 in aclbench (BENCHMARKS.md). The group walk's prefetch
-// (prefetchLeaves) is another: a pass over every leaf of a group after
-// its walk, over compact records, where these blocks are prefetched a
-// few packets ahead of the scan that reads them.
+// 1.02-1.06 in aclbench (BENCHMARKS.md). The group walk's scans of
+// compact records prefetch ahead of themselves the same way
+// (leafPrefetch, prefetchLeaves).
 const lanePrefetch = 8
 
 // laneScratch is vecLanes' working memory (and keys that of treeGroup's

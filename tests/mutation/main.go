@@ -226,6 +226,12 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestHolesFoldReplays",
 	},
 	{
+		name: "classifier: the group walk's scans, where they prefetch, skip a leaf by the key of its second record",
+		edits: []edit{{"swpath/classifier/tree.go",
+			"\t\t\t\tfe = rec[uint32(n)].key\n", "\t\t\t\tfe = rec[uint32(n)+1].key\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestPrefetchLeaves",
+	},
+	{
 		name: "classifier: the lane scans' prefetch adds the packet index to the rest's count, not to the distance (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tADDQ\tDX, BX \\\n", "\tADDQ\tDX, R12 \\\n", 1}},
