@@ -314,18 +314,17 @@ const treePrefetchMin = 16 << 20
 // walk. That pass asked for up to eight lines a leaf for 128 leaves at
 // once, far more misses than a core keeps in flight, so its prefetches
 // waited on each other with nothing else to do (12 % of the lookup's CPU
-// profile at 100k rules), and the lines of the first leaves could leave
-// the first-level cache before their scans; the scans themselves then
-// first read every leaf's first record in a pass of their own (the
+// profile at 100k rules); the scans themselves then first read every
+// leaf's first record in a pass of their own (the
 // leaves' first keys, firstEnt), which the prefetch ahead makes
 // unnecessary. Fresh 5-tuple bursts at 100k ClassBench-style rules took
-// 0.90-0.92 of the time of the pass (medians of 30 rounds, the two
+// 0.83-0.92 of the time of the pass (medians of 30 rounds, the two
 // alternated in one process, thread CPU time, the pass there also
 // prefetching record 0; the same with the lane walk and without it, as
 // arm64 walks); test binaries of the trees before and after, alternated
 // six times: 0.73-0.86 (median 0.83) with the lane walk, 0.72-0.94
 // (0.80) without. Distances of 4 to 16 read the same; keeping the
-// first-key pass beside the prefetch ahead, 0.87-0.94. Against no
+// first-key pass beside the prefetch ahead, 0.86-0.94. Against no
 // prefetch at all (and the first-key pass), on the group walk at every
 // size (the lane scans' blocks off): 1.04-1.05 of the time at 10k rules
 // (2.3 MiB), 0.98 at 30k (7.2 MiB), 0.88-0.89 at 100k (medians of 40
