@@ -172,9 +172,11 @@
 // atomic loads; under the race detector and on 32-bit processors the adds
 // are atomic. A burst first lists the packets some rule decided, without
 // a branch (on a flood about half pass, and a branch on it was
-// mispredicted for about every other packet), then adds them. The
-// worker's statistics (packets, tables probed, cache hits) are added the
-// same way.
+// mispredicted for about every other packet), then adds them; a worker
+// of 4096 counter slots or more (64 KiB of counters) first prefetches the
+// counters the burst's decisions add to (PREFETCHT0 and PRFM stubs, none
+// under the purego tag). The worker's statistics (packets, tables
+// probed, cache hits) are added the same way.
 // Counters are keyed by rule ID: a rule kept across a Swap keeps its counts;
 // a rule whose ID leaves the set loses them (read them with Snapshot before
 // the Swap), and an ID added again later starts from zero. The counter slot

@@ -39,3 +39,25 @@ loop:
 	JNE	loop
 done:
 	RET
+
+// func prefetchCounters(ctr *counter, slot *uint32, ids *int32, n int)
+TEXT ·prefetchCounters(SB), NOSPLIT|NOFRAME, $0-32
+	MOVQ	ctr+0(FP), SI
+	MOVQ	slot+8(FP), DI
+	MOVQ	ids+16(FP), DX
+	MOVQ	n+24(FP), CX
+	TESTQ	CX, CX
+	JEQ	cdone
+	XORL	BX, BX
+cloop:
+	MOVLQSX	(DX), AX // the rule
+	TESTL	AX, AX
+	CMOVLLT	BX, AX // rule 0 for none
+	MOVL	(DI)(AX*4), AX // its counter slot
+	SHLQ	$4, AX // 16-byte counters
+	PREFETCHT0	(SI)(AX*1)
+	ADDQ	$4, DX
+	DECQ	CX
+	JNE	cloop
+cdone:
+	RET

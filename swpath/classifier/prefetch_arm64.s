@@ -37,3 +37,22 @@ loop:
 	BNE	loop
 done:
 	RET
+
+// func prefetchCounters(ctr *counter, slot *uint32, ids *int32, n int)
+TEXT ·prefetchCounters(SB), NOSPLIT|NOFRAME, $0-32
+	MOVD	ctr+0(FP), R0
+	MOVD	slot+8(FP), R1
+	MOVD	ids+16(FP), R2
+	MOVD	n+24(FP), R3
+	CBZ	R3, cdone
+cloop:
+	MOVW.P	4(R2), R4 // the rule (sign-extended)
+	CMP	$0, R4
+	CSEL	LT, ZR, R4, R4 // rule 0 for none
+	MOVWU	(R1)(R4<<2), R5 // its counter slot
+	ADD	R5<<4, R0, R5 // 16-byte counters
+	PRFM	(R5), PSTL1KEEP
+	SUBS	$1, R3
+	BNE	cloop
+cdone:
+	RET

@@ -6,6 +6,9 @@ package classifier
 // load the records themselves.
 func prefetchLeaves(rec *crec, leaves *uint64, n int) {}
 
+// prefetchCounters has no stub here either.
+func prefetchCounters(ctr *counter, slot *uint32, ids *int32, n int) {}
+
 // prefetchStub: no prefetch, so the group walk's scans keep their pass
 // over the leaves' first records (treeGroup) at every size.
 const prefetchStub = false

@@ -13,5 +13,14 @@ package classifier
 //go:noescape
 func prefetchLeaves(rec *crec, leaves *uint64, n int)
 
-// prefetchStub: prefetchLeaves asks the cache for something.
+// prefetchCounters asks the cache for the counters a burst's decisions
+// add to: ctr[slot[ids[i]]] for i < n, ctr[slot[0]] for an id below 0
+// (no rule): PREFETCHT0 on amd64, PRFM PSTL1KEEP (for a store) on arm64.
+// A hint, as prefetchLeaves.
+//
+//go:noescape
+func prefetchCounters(ctr *counter, slot *uint32, ids *int32, n int)
+
+// prefetchStub: prefetchLeaves and prefetchCounters ask the cache for
+// something.
 const prefetchStub = true

@@ -226,6 +226,12 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestHolesFoldReplays",
 	},
 	{
+		name: "classifier: a burst of a big set counts each packet a byte too long",
+		edits: []edit{{"swpath/classifier/classifier.go",
+			"\t\tctr[slot[ids[i]]].add(1, uint64(lens[i]))\n", "\t\tctr[slot[ids[i]]].add(1, uint64(lens[i])+1)\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestPrefetchCounters",
+	},
+	{
 		name: "classifier: the group walk's scans, where they prefetch, skip a leaf by the key of its second record",
 		edits: []edit{{"swpath/classifier/tree.go",
 			"\t\t\t\tfe = rec[uint32(n)].key\n", "\t\t\t\tfe = rec[uint32(n)+1].key\n", 1}},
