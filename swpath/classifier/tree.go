@@ -311,13 +311,12 @@ const treePrefetchMin = 16 << 20
 // scan of a tree's leaves prefetches the records of the leaves of the
 // packets this many ahead of the one it scans, eight packets' leaves a
 // call, instead of a pass over all of a group's leaves after the tree's
-// walk. That pass asked for up to eight lines a leaf for 128 leaves at
+// walk. That pass asked for up to seven lines a leaf for 128 leaves at
 // once, far more misses than a core keeps in flight, so its prefetches
 // waited on each other with nothing else to do (12 % of the lookup's CPU
 // profile at 100k rules); the scans themselves then first read every
-// leaf's first record in a pass of their own (the
-// leaves' first keys, firstEnt), which the prefetch ahead makes
-// unnecessary. Fresh 5-tuple bursts at 100k ClassBench-style rules took
+// leaf's first record in a pass of their own (the leaves' first keys,
+// firstEnt), which the prefetch ahead makes unnecessary. Fresh 5-tuple bursts at 100k ClassBench-style rules took
 // 0.83-0.92 of the time of the pass (medians of 30 rounds, the two
 // alternated in one process, thread CPU time, the pass there also
 // prefetching record 0; the same with the lane walk and without it, as
