@@ -309,7 +309,7 @@ const treePrefetchMin = 16 << 20
 
 // leafPrefetch: where the group walk prefetches (trees.prefetch), the
 // scan of a tree's leaves prefetches the records of the leaves of the
-// packets this many ahead of the one it scans, eight packets' leaves a
+// packets this many ahead of the one it scans, as many packets' leaves a
 // call, instead of a pass over all of a group's leaves after the tree's
 // walk. That pass asked for up to seven lines a leaf for 128 leaves at
 // once, far more misses than a core keeps in flight, so its prefetches
@@ -1100,8 +1100,8 @@ func (t *Table) treeGroup(fs []rule.Fields, out []int32, s *treeScratch) int {
 			n := c[i]
 			var fe uint32
 			if pf {
-				if i%8 == 0 && i+leafPrefetch < len(fs) {
-					prefetchLeaves(&rec[0], &c[i+leafPrefetch], min(8, len(fs)-i-leafPrefetch))
+				if i%leafPrefetch == 0 && i+leafPrefetch < len(fs) {
+					prefetchLeaves(&rec[0], &c[i+leafPrefetch], min(leafPrefetch, len(fs)-i-leafPrefetch))
 				}
 				fe = rec[uint32(n)].key
 			} else {
