@@ -293,6 +293,31 @@ const treeWalkMax = 1 << 20
 // the group walk.
 var treeLanesMax = 6 << 20
 
+// treeOneBlockMax: where bursts take the lane walk (lanesWalk), a set of
+// more than treeBigEntries entries is first cut down to leaves of
+// treeBinth records (with treeSpaceBig), whose scans test one block a
+// leaf (scanLanes2) instead of two (scanLanes4), and keeps those trees
+// when their leaf records come to at most this many bytes (as treeBytes
+// counts them, before the blocks) in at most two trees; else it is cut
+// down again to leaves of treeBinthBig, the first build stopped early by
+// its record budget. The one-block leaves replicate more: at 10k ClassBench-style
+// rules the lookup's memory grows from 5.54 to 8.89 MiB (records 58k to
+// 103k in blocks), at 5k from 2.75 to 4.05, at 15k from 8.4 to 13.7.
+// Fresh 5-tuple bursts (DecideBurst, test binaries before and after
+// alternated, thread CPU time, medians of 20 rounds) took 0.87-0.91 of
+// the time at 5k rules, 0.84-0.89 at 10k and 0.81-0.85 at 15k, and
+// Decide, a packet at a time over deeper trees, 1.03-1.05, 1.02-1.09 and
+// 1.02-1.04; the Direct Verbs engine at 10k rules (scrubd bench, 64-byte
+// frames, 65,536 flows, binaries alternated six times) 0.89-0.98 of the
+// cpu-ns a packet, median 0.957. At 20k (4.9 MiB before the blocks, 20.1
+// MiB after) bursts took 0.88-1.05 and Decide 1.05-1.23, hence the bound.
+// Leaves of 7 or 6 records at 10k took 0.98 and 1.04 of the time of 16,
+// and of 8 with treeSpace 0.96 (where 8 with treeSpaceBig took 0.92, in
+// one process). The first build's cost where it fails: 20k rules took 54
+// ms to build instead of 34, 30k 79 instead of 48, 100k 238 instead of 208.
+// A variable, so that tests can give big sets leaves of two blocks.
+var treeOneBlockMax = 4 << 20
+
 // treePrefetchMin: the group walk of trees bigger than this (node words
 // and leaf records, as treeWalkMax counts them) prefetches the records of
 // the leaves it scans (prefetchLeaves), so that the scans' loads find
@@ -392,27 +417,28 @@ func (t *Table) buildTrees(all []bentry) *trees {
 		}
 		parts[k] = append(parts[k], int32(i))
 	}
-	b := &treeBuilder{es: es, tr: tr, budget: treeMaxRecords*len(all) + treeRecordSlack, binth: treeBinth, space: treeSpace}
+	budget := treeMaxRecords*len(all) + treeRecordSlack
+	binth, space := treeBinth, treeSpace
+	size, ok := 0, false
 	if len(all) > treeBigEntries {
-		b.binth, b.space = treeBinthBig, treeSpaceBig
-	}
-	for _, p := range parts {
-		if len(p) == 0 {
-			continue
+		binth, space = treeBinthBig, treeSpaceBig
+		if lanesWalk && vecScan {
+			// Leaves of one block first (treeOneBlockMax), the build
+			// stopped by its record budget where the set is too big
+			// for them.
+			oneBudget := min(budget, treeOneBlockMax/treeBytes(0, 1))
+			size, ok = tr.build(es, &parts, treeBinth, treeSpaceBig, oneBudget)
+			if ok && len(tr.t) <= 2 {
+				binth = treeBinth
+			} else {
+				ok = false
+			}
 		}
-		d := dtree{}
-		b.d = &d
-		var cut [nfields]uint8
-		d.root = b.node(p, cut, 0)
-		if b.failed {
+	}
+	if !ok {
+		if size, ok = tr.build(es, &parts, binth, space, budget); !ok {
 			return nil
 		}
-		tr.t = append(tr.t, d)
-	}
-	size := 0
-	for i := range tr.t {
-		d := &tr.t[i]
-		size += treeBytes(len(d.nodes), len(d.ent))
 	}
 	tr.walk = size <= treeWalkMax
 	// Blocks and the lane scans for sets of at most two trees only (vec2):
@@ -448,7 +474,7 @@ func (t *Table) buildTrees(all []bentry) *trees {
 	}
 	if !tr.compact && vecScan && len(tr.t) > 0 && len(tr.t) <= len(tr.vblk) && len(tr.ents) <= laneEnt {
 		tr.vec, tr.vec2 = true, len(tr.t) <= 2
-		tr.vecLong = tr.vec2 && b.binth > vecBlock
+		tr.vecLong = tr.vec2 && binth > vecBlock
 		tr.vrule = make([]int32, len(tr.ents)+1)
 		for i := range tr.ents {
 			tr.vrule[i] = tr.ents[i].rule
@@ -510,6 +536,30 @@ func (d *dtree) inBounds(window bool) bool {
 		}
 	}
 	return true
+}
+
+// build builds tr's trees, one for each group of parts that has entries,
+// with leaves of at most binth entries, cuts within space and at most
+// budget leaf records, and returns their size as treeWalkMax counts it;
+// ok is false when a leaf would be too long or the budget is spent.
+func (tr *trees) build(es []tbEnt, parts *[maxTrees][]int32, binth, space, budget int) (size int, ok bool) {
+	tr.t = tr.t[:0]
+	b := &treeBuilder{es: es, tr: tr, budget: budget, binth: binth, space: space}
+	for _, p := range parts {
+		if len(p) == 0 {
+			continue
+		}
+		d := dtree{}
+		b.d = &d
+		var cut [nfields]uint8
+		d.root = b.node(p, cut, 0)
+		if b.failed {
+			return 0, false
+		}
+		tr.t = append(tr.t, d)
+		size += treeBytes(len(d.nodes), len(d.ent))
+	}
+	return size, true
 }
 
 type treeBuilder struct {

@@ -251,7 +251,9 @@ func TestScanLanes2(t *testing.T) {
 // (walkLanesGo, scanLanes2Go, scanLanes4Go). An amd64 CPU without AVX-512
 // cannot run the stubs, and its default run is the first case. Then,
 // with the lane walk, every set of more than treeWalkMax bytes takes
-// the group walk (treeLanesMax 0), as sets too big for blocks do.
+// the group walk (treeLanesMax 0), as sets too big for blocks do; and
+// every set of more than treeBigEntries entries takes leaves of two
+// blocks (treeOneBlockMax 0), as sets too big for one-block leaves do.
 func TestLanesForced(t *testing.T) {
 	if lanesStub && !lanesWalk {
 		t.Log("amd64 without AVX-512: the default run takes the walks without lanes, and the stubs cannot run here")
@@ -259,11 +261,15 @@ func TestLanesForced(t *testing.T) {
 	}
 	defer func(v bool) { lanesWalk = v }(lanesWalk)
 	defer func(v int) { treeLanesMax = v }(treeLanesMax)
+	defer func(v int) { treeOneBlockMax = v }(treeOneBlockMax)
 	lanesWalk = !lanesWalk
 	t.Run("other", treeSuite)
 	lanesWalk = true
+	lanesMax := treeLanesMax
 	treeLanesMax = 0
 	t.Run("group", treeSuite)
+	treeLanesMax, treeOneBlockMax = lanesMax, 0
+	t.Run("twoblock", treeSuite)
 }
 
 // TestTreeInBounds: the trees the stubs walk without bounds checks are
@@ -332,11 +338,12 @@ func TestTreeInBounds(t *testing.T) {
 	}
 }
 
-// TestLanesLayout: which layout a set gets. With the lane walk, 1k and
-// 10k ClassBench-style sets (two trees) are laid out in blocks, the 10k
-// one with leaves of two blocks (vecLong); a 10k set of four trees
-// (treeJoin off) and a 100k set keep the group walk's compact records.
-// Without it only the 1k set has blocks (where a scan stub is built).
+// TestLanesLayout: which layout a set gets. With the lane walk, 1k, 10k
+// and 20k ClassBench-style sets (two trees) are laid out in blocks, the
+// 20k one with leaves of two blocks (vecLong: its trees of leaves of one
+// block pass treeOneBlockMax); a 10k set of four trees (treeJoin off) and
+// a 100k set keep the group walk's compact records. Without it only the
+// 1k set has blocks (where a scan stub is built).
 func TestLanesLayout(t *testing.T) {
 	defer func(v bool) { treeJoin = v }(treeJoin)
 	for _, c := range []struct {
@@ -348,7 +355,8 @@ func TestLanesLayout(t *testing.T) {
 		noLanesVec bool // blocks without the lane walk
 	}{
 		{1000, true, true, false, 2, true},
-		{10000, true, true, true, 2, false},
+		{10000, true, true, false, 2, false},
+		{20000, true, true, true, 2, false},
 		{10000, false, false, false, 4, false},
 		{100000, true, false, false, 2, false},
 	} {

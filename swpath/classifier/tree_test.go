@@ -297,8 +297,21 @@ func TestTreeBurstHeldRecords(t *testing.T) {
 // groups of half-long prefixes join the long ones (treeJoin: two trees,
 // as a smaller ClassBench-style set makes, where without the join that
 // one makes four), and it decides as the reference does on both burst
-// paths.
+// paths. Where the lane walk runs, the same set is cut down to leaves of
+// treeBinth instead (treeOneBlockMax), with the same bound on copies.
 func TestTreesBigLeaves(t *testing.T) {
+	defer func(v bool) { lanesWalk = v }(lanesWalk)
+	builds := []bool{false}
+	if lanesWalk && vecScan {
+		builds = append(builds, true)
+	}
+	for _, lanes := range builds {
+		lanesWalk = lanes
+		t.Run(fmt.Sprintf("lanes=%v", lanes), testTreesBigLeaves)
+	}
+}
+
+func testTreesBigLeaves(t *testing.T) {
 	set := traffic.ClassBenchRules(6000, 6000)
 	tab, err := compile(set, treesForce)
 	if err != nil {
@@ -345,7 +358,10 @@ func TestTreesBigLeaves(t *testing.T) {
 			}
 		}
 	}
-	if long == 0 {
+	switch {
+	case lanesWalk && (long != 0 || tab.tr.vecLong):
+		t.Fatalf("with the lane walk: %d leaves of %d-%d records, two-block scans %v; want none, one-block", long, treeBinth+1, treeBinthBig, tab.tr.vecLong)
+	case !lanesWalk && long == 0:
 		t.Fatalf("no leaf of %d-%d records", treeBinth+1, treeBinthBig)
 	}
 	// Every cut keeps within treeSpaceBig: a node of n entries cutting k

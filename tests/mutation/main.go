@@ -223,7 +223,7 @@ var mutations = []mutation{
 		name: "classifier: a burst's long-leaf checks take the second tree's two blocks swapped",
 		edits: []edit{{"swpath/classifier/tree_lanes.go",
 			"\t\t\tbs[2], bs[3] = leafBlocks(vb[1], n1)\n", "\t\t\tbs[3], bs[2] = leafBlocks(vb[1], n1)\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestHolesFoldReplays",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestHolesFoldReplays|TestLanesForced",
 	},
 	{
 		name: "classifier: a burst of a big set counts each packet a byte too long",
@@ -248,6 +248,12 @@ var mutations = []mutation{
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tTESTL\tBX, BX \\\n\tJEQ\trest \\\n", "\tTESTL\tBX, BX \\\n\tJEQ\tnext \\\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestDifferentialRandom",
+	},
+	{
+		name: "classifier: a big set's trees of one-block leaves are kept past treeOneBlockMax (lane walk)",
+		edits: []edit{{"swpath/classifier/tree.go",
+			"oneBudget := min(budget, treeOneBlockMax/treeBytes(0, 1))", "oneBudget := max(budget, treeOneBlockMax/treeBytes(0, 1))", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout",
 	},
 	{
 		name: "classifier: sets of more than two trees get blocks with the lane walk",
