@@ -138,8 +138,9 @@
 // (walkLanes8): sets of two trees with blocks then scan the first blocks
 // of every packet's leaves in one call a group, which decides every
 // packet it can (scanLanes2), and sets of two trees up to 6 MiB of trees
-// (about 20k ClassBench-style rules) get blocks too, leaves of up to 16
-// records scanned two blocks a leaf (scanLanes4); in sets whose trees
+// (about 20k ClassBench-style rules) get blocks too: leaves of one block
+// where their records stay under 4 MiB (about 15k rules), else leaves of
+// up to 16 records scanned two blocks a leaf (scanLanes4); in sets whose trees
 // pass 1 MiB, the scan of a packet first prefetches the first blocks of
 // the packet eight after it (lanePrefetch). Bigger sets keep the
 // group walk, with the lane walk. Only packets that are not IP, that have

@@ -289,33 +289,35 @@ const treeWalkMax = 1 << 20
 // 50k 0.88-1.05 and at 100k 1.58 (alternated in one process, thread CPU
 // time), for 2.29 -> 5.58 MiB at 10k and 4.85 -> 12.00 at 20k: the scans
 // read every record of two blocks a leaf, which the cache holds for the
-// smaller sets only. A variable, so that tests can give sets of any size
-// the group walk.
+// smaller sets only (sets of leaves of one block, treeOneBlockMax, came
+// later). A variable, so that tests can give sets of any size the group
+// walk.
 var treeLanesMax = 6 << 20
 
 // treeOneBlockMax: where bursts take the lane walk (lanesWalk), a set of
 // more than treeBigEntries entries is first cut down to leaves of
-// treeBinth records (with treeSpaceBig), whose scans test one block a
-// leaf (scanLanes2) instead of two (scanLanes4), and keeps those trees
-// when their leaf records come to at most this many bytes (as treeBytes
-// counts them, before the blocks) in at most two trees; else it is cut
-// down again to leaves of treeBinthBig, the first build stopped early by
-// its record budget. The one-block leaves replicate more: at 10k ClassBench-style
+// treeBinth records (with treeSpaceBig), whose scans test one block a leaf
+// (scanLanes2) instead of two (scanLanes4), and keeps those trees when
+// their leaf records come to at most this many bytes (as treeBytes counts
+// them, before the blocks) in at most two trees; else it is cut down again
+// to leaves of treeBinthBig, the first build stopped early by its record
+// budget. The one-block leaves replicate more: at 10k ClassBench-style
 // rules the lookup's memory grows from 5.54 to 8.89 MiB (records 58k to
-// 103k in blocks), at 5k from 2.75 to 4.05, at 15k from 8.4 to 13.7.
-// Fresh 5-tuple bursts (DecideBurst, test binaries before and after
-// alternated, thread CPU time, medians of 20 rounds) took 0.87-0.91 of
-// the time at 5k rules, 0.84-0.89 at 10k and 0.81-0.85 at 15k, and
-// Decide, a packet at a time over deeper trees, 1.03-1.05, 1.02-1.09 and
-// 1.02-1.04; the Direct Verbs engine at 10k rules (scrubd bench, 64-byte
-// frames, 65,536 flows, binaries alternated six times) 0.89-0.98 of the
-// cpu-ns a packet, median 0.957. At 20k (4.9 MiB before the blocks, 20.1
-// MiB after) bursts took 0.88-1.05 and Decide 1.05-1.23, hence the bound.
-// Leaves of 7 or 6 records at 10k took 0.98 and 1.04 of the time of 16,
-// and of 8 with treeSpace 0.96 (where 8 with treeSpaceBig took 0.92, in
-// one process). The first build's cost where it fails: 20k rules took 54
-// ms to build instead of 34, 30k 79 instead of 48, 100k 238 instead of 208.
-// A variable, so that tests can give big sets leaves of two blocks.
+// 103k in blocks), at 5k from 2.75 to 4.05, at 15k from 8.4 to 13.7. Fresh
+// 5-tuple bursts (DecideBurst, test binaries before and after alternated,
+// thread CPU time, medians of 20 rounds) took 0.87-0.91 of the time at 5k
+// rules, 0.84-0.89 at 10k and 0.81-0.85 at 15k, and Decide, a packet at a
+// time over deeper trees, 1.03-1.05, 1.02-1.09 and 1.02-1.04; the Direct
+// Verbs engine at 10k rules (scrubd bench, 64-byte frames, 65,536 flows,
+// binaries alternated six times, two runs) 0.89-0.98 and 0.83-0.95 of the
+// cpu-ns a packet, medians 0.96 and 0.92. At 20k (4.9 MiB before the
+// blocks, 20.1 MiB after) bursts took 0.88-1.05 and Decide 1.05-1.23,
+// hence the bound. In one process, leaves of 8 at 10k took 0.92-0.95 of
+// the time of 16, of 7 or 6 records 0.98 and 1.04, of 8 with a bound of 3
+// 0.96 and with treeSpace 1.03. The first build's cost where it fails: 20k
+// rules took 54 ms to build instead of 34, 30k 79 instead of 48, 100k 238
+// instead of 208. A variable, so that tests can give big sets leaves of
+// two blocks.
 var treeOneBlockMax = 4 << 20
 
 // treePrefetchMin: the group walk of trees bigger than this (node words

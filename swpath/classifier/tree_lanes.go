@@ -13,10 +13,12 @@ import "github.com/scrubd/scrubd/swpath/rule"
 // each leaf in one call (scanLanes2), without leafScan2's call and setup
 // a packet, and the stub decides every packet it can. Sets of two trees
 // and up to treeLanesMax bytes (20k ClassBench-style rules) get blocks
-// too, with leaves of up to 16 records: their scans test two blocks a
-// leaf (scanLanes4) where the group walk scanned compact records in Go,
-// each record's check a branch. Bigger sets keep the group walk
-// (treeGroup), with the lane walk and its Go scans.
+// too, where the group walk scanned compact records in Go, each record's
+// check a branch: leaves of one block where their records stay under
+// treeOneBlockMax (about 15k rules), scanned as the 1k set's are, else
+// leaves of up to 16 records, whose scans test two blocks a leaf
+// (scanLanes4). Bigger sets keep the group walk (treeGroup), with the
+// lane walk and its Go scans.
 //
 // Where the CPU has no AVX-512, and on arm64 (whose Advanced SIMD has no
 // gather), lanesWalk is false and bursts keep the walks without lanes.
