@@ -52,7 +52,8 @@ const (
 	// 10k from 3.70 to 3.10 MiB, and fresh-5-tuple bursts were 2-5 %
 	// faster at 10k and 1-3 % at 100k (in one process, against 8,
 	// alternated); the per-packet walk of 1k rules was 12-15 % slower with
-	// 16, so small sets keep 8.
+	// 16, so small sets keep 8. With the lane walk, sets up to
+	// treeOneBlockMax keep 8 too.
 	treeBinthBig   = 16
 	treeBigEntries = 8192
 	// treeMaxDepth bounds a walk; a node that deep is a leaf whatever its size.
