@@ -178,6 +178,13 @@ type SWStats struct {
 	// rules in force (0: no estimate). The placer takes it where it would
 	// take measured cycles.
 	EstCyclesPerPacket float64
+	// LookupBytes is the memory of the software lookup's structures for
+	// Set (the classifier's hash tables or decision trees and their
+	// entries), and LookupBuild how long building that lookup took (a
+	// whole set's compile, or the patch of the rules that changed); both 0
+	// for an engine without the classifier (xdp).
+	LookupBytes int64
+	LookupBuild time.Duration
 }
 
 // Rule returns the counts of the rule with the given id, by a walk of the

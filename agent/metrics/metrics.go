@@ -94,6 +94,7 @@ type Collector struct {
 	rulePlacement, ruleMoves, ruleRate                  *prometheus.Desc
 	pathRate, pathFrame                                 *prometheus.Desc
 	swCPP, swCap, swLoad, swHeadroom, swMeasured        *prometheus.Desc
+	swLookupBytes, swLookupBuild                        *prometheus.Desc
 	hwResyncs                                           *prometheus.Desc
 	wRx, wRxBytes, wDrop, wPass, wOOB, wUnfwd, wCycles  *prometheus.Desc
 	wCacheHits                                          *prometheus.Desc
@@ -131,6 +132,8 @@ func New(src Sources, maxRuleSeries int) *Collector {
 		swCap:            d("sw_capacity_packets_per_second", "Software capacity: the smaller of the CPU's (workers x clock / cycles per packet) and the receive rings' (queues x drain rate / the workers' imbalance; what the workers received while out-of-buffer grew)."),
 		swLoad:           d("sw_load_packets_per_second", "Packets per second offered to the software path over the last round: what the workers received plus what the rings had no buffer for (out-of-buffer)."),
 		swHeadroom:       d("sw_headroom_ratio", "1 - load/capacity of the software path (negative when overloaded)."),
+		swLookupBytes:    d("sw_lookup_bytes", "Memory of the software lookup's structures for the rules in force (the classifier's hash tables or decision trees; 0 for xdp)."),
+		swLookupBuild:    d("sw_lookup_build_seconds", "How long building the software lookup in force took: a whole rule set's compile, or the patch of the rules that changed (0 for xdp)."),
 		wRx:              d("sw_worker_received_packets_total", "Packets a software worker received.", "worker"),
 		wRxBytes:         d("sw_worker_received_bytes_total", "Bytes a software worker received.", "worker"),
 		wDrop:            d("sw_worker_dropped_packets_total", "Packets a software worker dropped.", "worker"),
@@ -172,7 +175,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ruleDroppedPkts, c.ruleDroppedBytes, c.ruleAcceptedPkts, c.rulePlacement,
 		c.ruleMoves, c.ruleRate, c.pathRate, c.pathFrame, c.swCPP, c.swCap, c.swLoad, c.swHeadroom, c.wRx, c.wRxBytes,
 		c.wDrop, c.wPass, c.wOOB, c.wUnfwd, c.wCycles, c.wCacheHits, c.poolFree, c.poolSize, c.poolFail, c.hwUsed, c.hwFree, c.hwMax,
-		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.fsMalformed, c.fsHeld, c.fsConnRefused, c.fsRouteLimited, c.swMeasured, c.hwResyncs, c.stateCorrupt, c.stateWrites, c.stateFailures, c.ruleFileRefusals, c.protectedLost} {
+		c.maskUsed, c.maskFree, c.hwUp, c.hwFail, c.nic, c.moves, c.rules, c.info, c.fsRefused, c.fsUp, c.fsMalformed, c.fsHeld, c.fsConnRefused, c.fsRouteLimited, c.swMeasured, c.hwResyncs, c.stateCorrupt, c.stateWrites, c.stateFailures, c.ruleFileRefusals, c.protectedLost, c.swLookupBytes, c.swLookupBuild} {
 		ch <- d
 	}
 }
@@ -322,6 +325,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		head = 1 - v.SWLoadPPS/v.SWCapacityPPS
 	}
 	ch <- prometheus.MustNewConstMetric(c.swHeadroom, prometheus.GaugeValue, head)
+	ch <- prometheus.MustNewConstMetric(c.swLookupBytes, prometheus.GaugeValue, float64(v.SW.LookupBytes))
+	ch <- prometheus.MustNewConstMetric(c.swLookupBuild, prometheus.GaugeValue, v.SW.LookupBuild.Seconds())
 	for _, w := range v.SW.Workers {
 		ws := strconv.Itoa(w.Worker)
 		ns := strconv.Itoa(w.PoolNode)

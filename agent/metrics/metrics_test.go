@@ -24,8 +24,9 @@ func view(n int) *placement.View {
 		HWFailures: map[dataplane.Kind]uint64{dataplane.KindTableFull: 2},
 		Moves:      map[[2]placement.Path]uint64{{placement.SW, placement.HW}: 5},
 		NIC:        map[string]uint64{"rx_discards_phy": 9, "rx_out_of_buffer": 3},
-		SW:         dataplane.SWStats{Workers: []dataplane.WorkerStats{{Worker: 0, RxPackets: 10, CacheHits: 6, Cycles: 2970, PoolSize: 4096, PoolFree: 4000}}},
-		HWPPS:      1e6, SWPPS: 2e6, HWAvgFrame: 64, SWAvgFrame: 1500}
+		SW: dataplane.SWStats{Workers: []dataplane.WorkerStats{{Worker: 0, RxPackets: 10, CacheHits: 6, Cycles: 2970, PoolSize: 4096, PoolFree: 4000}},
+			LookupBytes: 9322496, LookupBuild: 27 * time.Millisecond},
+		HWPPS: 1e6, SWPPS: 2e6, HWAvgFrame: 64, SWAvgFrame: 1500}
 	var rvs []placement.RuleView
 	for i := 0; i < n; i++ {
 		path := placement.HW
@@ -84,6 +85,8 @@ func TestBoundedRuleSeries(t *testing.T) {
 	has(t, out, `scrubd_hw_entries_free 60`)
 	has(t, out, `scrubd_hw_masks_free 12`)
 	has(t, out, `scrubd_sw_headroom_ratio 0.5`)
+	has(t, out, `scrubd_sw_lookup_bytes 9.322496e+06`)
+	has(t, out, `scrubd_sw_lookup_build_seconds 0.027`)
 	has(t, out, `scrubd_hw_install_failures_total{reason="table_full"} 2`)
 	has(t, out, `scrubd_nic_dropped_packets_total{stat="rx_discards_phy"} 9`)
 	has(t, out, `scrubd_path_dropped_frame_size_bytes{path="hw"} 64`)

@@ -70,6 +70,7 @@ func (d *dvSW) Stats() dataplane.SWStats {
 		return raw
 	})
 	out := dataplane.SWStats{At: time.Now(), Set: set, Counts: cs}
+	lookupStats(&out, d.cls)
 	ps := d.pool.Snapshot()
 	free := map[int][2]int{} // node: size, free
 	for _, n := range ps.Nodes {
@@ -105,4 +106,11 @@ func (d *dvSW) freeze() {
 	d.mu.Lock()
 	d.closed = true
 	d.mu.Unlock()
+}
+
+// lookupStats sets out's lookup figures from the classifier's table in
+// force.
+func lookupStats(out *dataplane.SWStats, cls *classifier.Classifier) {
+	st := cls.Table().Stats()
+	out.LookupBytes, out.LookupBuild = int64(st.Bytes), st.Build
 }

@@ -17,8 +17,8 @@ import (
 // The Direct Verbs engine as the agent's software path, run here over the
 // NIC emulator: per-rule counts from the shared classifier, per-worker
 // counts from the engine, cycles converted from counter ticks to the
-// worker clock, the pool's buffers, an atomic rule swap, and counters kept
-// after close.
+// worker clock, the pool's buffers, the lookup's memory, an atomic rule
+// swap, and counters kept after close.
 func TestDVSW(t *testing.T) {
 	set, err := rule.Parse("t", []byte("rules:\n  - {id: drop-udp, action: drop, match: {dst: 203.0.113.0/24, proto: udp}}\n"), time.Now())
 	if err != nil {
@@ -66,6 +66,9 @@ func TestDVSW(t *testing.T) {
 	}
 	if tot.PoolSize == 0 || tot.PoolFree <= 0 || tot.PoolFree > tot.PoolSize {
 		t.Fatalf("pool %d free of %d", tot.PoolFree, tot.PoolSize)
+	}
+	if ts := cls.Table().Stats(); st.LookupBytes != int64(ts.Bytes) || st.LookupBuild != ts.Build || st.LookupBytes <= 0 {
+		t.Fatalf("lookup %d bytes built in %v; the classifier's table %d bytes built in %v", st.LookupBytes, st.LookupBuild, ts.Bytes, ts.Build)
 	}
 	if w, hz := sw.Capacity(); w != 2 || hz != 2e9 {
 		t.Fatalf("capacity %d %v", w, hz)

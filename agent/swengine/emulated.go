@@ -130,6 +130,7 @@ func (s *Emulated) read() dataplane.SWStats {
 		cs[i] = dataplane.Counter{Packets: s.up(c.Packets), Bytes: s.up(c.Bytes)}
 	}
 	out := dataplane.SWStats{At: time.Now(), Set: set, Counts: cs}
+	lookupStats(&out, s.dv.Class)
 	ps := s.dv.Pool.Snapshot()
 	var size, outstanding int
 	node := 0

@@ -217,3 +217,23 @@ func TestEmulatedCountsWithHoles(t *testing.T) {
 		t.Fatalf("Rule(r7) %+v (found %v), want 10 packets", c, ok)
 	}
 }
+
+// The engine reports its lookup's memory and build time: those of the
+// classifier's table in force, which grow with the rules it holds.
+func TestEmulatedReportsLookup(t *testing.T) {
+	var bytes [2]int64
+	for i, n := range []int{1000, 10000} {
+		e, s := emulatedOver(t, n)
+		st := e.Stats()
+		want := s.Class.Table().Stats()
+		s.Close()
+		if st.LookupBytes != int64(want.Bytes) || st.LookupBuild != want.Build || st.LookupBytes <= 0 || st.LookupBuild <= 0 {
+			t.Fatalf("%d rules: lookup %d bytes, built in %v; the classifier's table: %d bytes, %v", n, st.LookupBytes, st.LookupBuild, want.Bytes, want.Build)
+		}
+		bytes[i] = st.LookupBytes
+	}
+	if bytes[1] < 5*bytes[0] {
+		t.Fatalf("lookup %d bytes at 1k rules, %d at 10k: want it to grow with the rules", bytes[0], bytes[1])
+	}
+	t.Logf("lookup bytes: %d at 1k /32 rules, %d at 10k", bytes[0], bytes[1])
+}
