@@ -422,20 +422,21 @@ func (t *Table) buildTrees(all []bentry) *trees {
 	}
 	budget := treeMaxRecords*len(all) + treeRecordSlack
 	binth, space := treeBinth, treeSpace
-	size, ok := 0, false
 	if len(all) > treeBigEntries {
 		binth, space = treeBinthBig, treeSpaceBig
-		if lanesWalk && vecScan {
-			// Leaves of one block first (treeOneBlockMax), the build
-			// stopped by its record budget where the set is too big
-			// for them.
-			oneBudget := min(budget, treeOneBlockMax/treeBytes(0, 1))
-			size, ok = tr.build(es, &parts, treeBinth, treeSpaceBig, oneBudget)
-			if ok && len(tr.t) <= 2 {
-				binth = treeBinth
-			} else {
-				ok = false
-			}
+	}
+	ntrees := 0 // a tree for each group with entries
+	for _, p := range parts {
+		ntrees += min(len(p), 1)
+	}
+	size, ok := 0, false
+	if len(all) > treeBigEntries && lanesWalk && vecScan && ntrees <= 2 {
+		// Leaves of one block first (treeOneBlockMax), where the lane
+		// scans would take the set (two trees at most), the build stopped
+		// by its record budget where the set is too big for them.
+		oneBudget := min(budget, treeOneBlockMax/treeBytes(0, 1))
+		if size, ok = tr.build(es, &parts, treeBinth, space, oneBudget); ok {
+			binth = treeBinth
 		}
 	}
 	if !ok {
