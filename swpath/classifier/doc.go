@@ -142,7 +142,15 @@
 // where their records stay under 4 MiB (about 15k rules), else leaves of
 // up to 16 records scanned two blocks a leaf (scanLanes4); in sets whose trees
 // pass 1 MiB, the scan of a packet first prefetches the first blocks of
-// the packet eight after it (lanePrefetch). Bigger sets keep the
+// the packet eight after it (lanePrefetch). Sets of two trees too big for
+// leaves of one block (20k-100k rules and more) get compact blocks
+// (tree_cblock.go): leaves of one block again, each record's check in
+// 20 bytes instead of 76 (its values, a marker bit past each address
+// prefix, and one word of port prefix lengths and whole-field choices,
+// from which the scan rebuilds the masks in registers: scanLanesC2 for a
+// group, cleafScan2 for Decide), leaves sharing blocks (each a run of a
+// block's lanes, which the scans mask), where every entry's check fits
+// and their records come to at most 64 MiB. The other big sets keep the
 // group walk, with the lane walk. Only packets that are not IP, that have
 // a passing record needing holds, or a leaf longer than the blocks
 // scanned are finished in Go; arm64 has no gather, and keeps the walks

@@ -104,6 +104,9 @@ func (t *Table) lookup(f *rule.Fields) (int32, int) {
 		if t.tr.vec {
 			return t.treeLookupVec(f)
 		}
+		if t.tr.cvec {
+			return t.cvecLookup(f)
+		}
 		return t.treeLookup(f)
 	}
 	if t.pt != nil {

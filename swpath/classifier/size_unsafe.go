@@ -25,7 +25,7 @@ func (t *Table) memBytes() int {
 		n += len(tr.ents)*int(unsafe.Sizeof(entry{})) + 4*len(tr.vrule)
 		for i := range tr.t {
 			d := &tr.t[i]
-			n += treeBytes(len(d.nodes), len(d.rec)) + len(d.crec)*int(unsafe.Sizeof(crec{})) + len(d.blk)*int(unsafe.Sizeof(sblock{}))
+			n += treeBytes(len(d.nodes), len(d.rec)) + len(d.crec)*int(unsafe.Sizeof(crec{})) + len(d.blk)*int(unsafe.Sizeof(sblock{})) + len(d.cblk)*int(unsafe.Sizeof(cblock{}))
 		}
 	}
 	for i := range t.res {
@@ -40,6 +40,9 @@ func (p *prefilter) hashBytes() int { return len(p.slots) * int(unsafe.Sizeof(pf
 
 // treeBytes is the size of a tree of nodes node words and recs leaf records.
 func treeBytes(nodes, recs int) int { return 8*nodes + recs*int(unsafe.Sizeof(trec{})) }
+
+// cRecordBytes is a compact block's bytes a record.
+const cRecordBytes = int(unsafe.Sizeof(cblock{})) / vecBlock
 
 // An entry is one cache line (see entry): these fail to compile when it
 // grows or shrinks.

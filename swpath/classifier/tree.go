@@ -142,6 +142,7 @@ type dtree struct {
 	rec   []trec   // leaf records (trees not compact)
 	crec  []crec   // leaf records (trees.compact)
 	blk   []sblock // rec's checks in blocks (trees.vec only)
+	cblk  []cblock // the leaf records as compact blocks (trees.cvec)
 	ent   []uint32 // leaf records' entries while the tree is built
 }
 
@@ -255,6 +256,11 @@ type trees struct {
 	// and leafScan4 over the four blocks of two trees in vecEntry).
 	vecLong bool
 	vblk    [4][]sblock
+	// cvec: the leaves are compact blocks (tree_cblock.go), of one
+	// block each, and the trees keep no other records; cblk holds each
+	// tree's, a never-passing block for a tree the set does not have.
+	cvec bool
+	cblk [2][]cblock
 	// window: bursts scan the leaves as windows (tree_window.go): sets
 	// of two trees of trec records without blocks (treeLookup2of2).
 	window bool
@@ -300,9 +306,11 @@ var treeLanesMax = 6 << 20
 // treeBinth records (with treeSpaceBig), whose scans test one block a leaf
 // (scanLanes2) instead of two (scanLanes4), and keeps those trees when
 // their leaf records come to at most this many bytes (as treeBytes counts
-// them, before the blocks) in at most two trees; else it is cut down again
-// to leaves of treeBinthBig, the first build stopped early by its record
-// budget. The one-block leaves replicate more: at 10k ClassBench-style
+// them, before the blocks) in at most two trees; else, where every
+// entry's check fits a compact lane (cencode), it is cut to leaves of one
+// compact block (tree_cblock.go) within cblockMax, and else down again to
+// leaves of treeBinthBig, the first builds stopped early by their record
+// budgets. The one-block leaves replicate more: at 10k ClassBench-style
 // rules the lookup's memory grows from 5.54 to 8.89 MiB (records 58k to
 // 103k in blocks), at 5k from 2.75 to 4.05, at 15k from 8.4 to 13.7. Fresh
 // 5-tuple bursts (DecideBurst, test binaries before and after alternated,
@@ -430,13 +438,23 @@ func (t *Table) buildTrees(all []bentry) *trees {
 		ntrees += min(len(p), 1)
 	}
 	size, ok := 0, false
-	if len(all) > treeBigEntries && lanesWalk && vecScan && ntrees <= 2 {
+	// cblocks: the set gets compact blocks (tree_cblock.go).
+	lanes := len(all) > oneBlockEntries && lanesWalk && ntrees <= 2
+	cblocks := false
+	if lanes {
 		// Leaves of one block first (treeOneBlockMax), where the lane
 		// scans would take the set (two trees at most), the build stopped
 		// by its record budget where the set is too big for them.
 		oneBudget := min(budget, treeOneBlockMax/treeBytes(0, 1))
-		if size, ok = tr.build(es, &parts, treeBinth, space, oneBudget); ok {
+		if vecScan {
+			size, ok = tr.build(es, &parts, treeBinth, space, oneBudget)
+		}
+		if ok {
 			binth = treeBinth
+		} else if treeCBlocks && tr.cencodes() {
+			if size, ok = tr.build(es, &parts, treeBinth, space, min(budget, cblockMax/cRecordBytes)); ok {
+				binth, cblocks = treeBinth, true
+			}
 		}
 	}
 	if !ok {
@@ -447,7 +465,7 @@ func (t *Table) buildTrees(all []bentry) *trees {
 	tr.walk = size <= treeWalkMax
 	// Blocks and the lane scans for sets of at most two trees only (vec2):
 	// bigger sets of more trees keep the group walk, as without lanes.
-	tr.compact = !tr.walk && !(lanesWalk && vecScan && size <= treeLanesMax && len(tr.t) <= 2)
+	tr.compact = !tr.walk && !(lanesWalk && (vecScan && size <= treeLanesMax || cblocks) && len(tr.t) <= 2)
 	tr.prefetch = prefetchStub && size > treePrefetchMin
 	for i := range tr.t {
 		d := &tr.t[i]
@@ -476,14 +494,12 @@ func (t *Table) buildTrees(all []bentry) *trees {
 			d.nodes = []uint64{treeLeaf}
 		}
 	}
-	if !tr.compact && vecScan && len(tr.t) > 0 && len(tr.t) <= len(tr.vblk) && len(tr.ents) <= laneEnt {
+	if cblocks && !tr.compact {
+		tr.addCBlocks()
+	} else if !tr.compact && vecScan && len(tr.t) > 0 && len(tr.t) <= len(tr.vblk) && len(tr.ents) <= laneEnt {
 		tr.vec, tr.vec2 = true, len(tr.t) <= 2
 		tr.vecLong = tr.vec2 && binth > vecBlock
-		tr.vrule = make([]int32, len(tr.ents)+1)
-		for i := range tr.ents {
-			tr.vrule[i] = tr.ents[i].rule
-		}
-		tr.vrule[len(tr.ents)] = -1
+		tr.makeVrule()
 		for i := range tr.vblk {
 			if i < len(tr.t) {
 				tr.t[i].addBlocks()
@@ -493,10 +509,10 @@ func (t *Table) buildTrees(all []bentry) *trees {
 			}
 		}
 	}
-	if !tr.compact && !tr.vec && len(tr.t) == 2 {
+	if !tr.compact && !tr.vec && !tr.cvec && len(tr.t) == 2 {
 		tr.addWindows() // for treeLookup2of2
 	}
-	if treePadWalks && !tr.compact && len(tr.t) == 2 && !(lanesWalk && tr.vec2) {
+	if treePadWalks && !tr.compact && !tr.cvec && len(tr.t) == 2 && !(lanesWalk && tr.vec2) {
 		tr.padded = true
 		for i := range tr.t {
 			tr.t[i].padDepth(treePad)
@@ -516,7 +532,7 @@ func (t *Table) buildTrees(all []bentry) *trees {
 // Go's bounds checks, and a window past the records would panic in
 // winMask, so the tree is checked once when it is built.
 func (d *dtree) inBounds(window bool) bool {
-	nrec := uint64(max(len(d.rec), len(d.crec)))
+	nrec := uint64(max(len(d.rec), len(d.crec), vecBlock*len(d.cblk)))
 	ok := func(n uint64) bool {
 		first := n & 0xffffffff
 		if n&treeLeaf != 0 {
@@ -942,6 +958,10 @@ func (t *Table) treeMatching(dst []int32, f *rule.Fields) []int32 {
 		d := &t.tr.t[i]
 		n := d.walk(&k)
 		first, end := uint32(n), uint32(n)+uint32(n>>32)&0xffffff
+		if t.tr.cvec {
+			t.cleafMatching(d, n, f, misc, add)
+			continue
+		}
 		if t.tr.compact {
 			for _, r := range d.crec[first:end] {
 				if sd&r.sdMask() == r.sd && misc&r.miscMask == r.misc &&
@@ -1002,14 +1022,14 @@ type treeScratch struct {
 func (t *Table) treeBurst(fs []rule.Fields, out []int32, s *treeScratch) int {
 	out = out[:len(fs)]
 	probes := 0
-	if tr := t.tr; tr.vec {
+	if tr := t.tr; tr.vec || tr.cvec {
 		// With AVX-512, a group at a time (vecLanes): fresh 5-tuple bursts
 		// of 64 packets at 1k ClassBench-style rules took 0.74-0.77 of the
 		// time of the pairs below with a worker's scratch and 0.75-0.78
 		// without (DecideBurst, which clears a laneScratch on its stack;
 		// alternated in one process, thread CPU time). Without a scratch a
 		// burst of fewer than treeStackMin packets keeps the pairs.
-		if lanesWalk && tr.vec2 && (s != nil || len(fs) >= treeStackMin) {
+		if lanesWalk && (tr.vec2 || tr.cvec) && (s != nil || len(fs) >= treeStackMin) {
 			var ls *laneScratch
 			if s != nil {
 				ls = &s.lanes
@@ -1020,6 +1040,14 @@ func (t *Table) treeBurst(fs []rule.Fields, out []int32, s *treeScratch) int {
 				n := min(len(fs), treeGroup)
 				probes += t.vecLanes(fs[:n], out[:n], ls)
 				fs, out = fs[n:], out[n:]
+			}
+			return probes
+		}
+		if tr.cvec {
+			for i := range fs {
+				r, n := t.cvecLookup(&fs[i])
+				out[i] = r
+				probes += n
 			}
 			return probes
 		}
@@ -1284,7 +1312,7 @@ func useTrees(ntables int) bool {
 func (tr *trees) stats() (n, nodes, records int) {
 	for i := range tr.t {
 		nodes += len(tr.t[i].nodes)
-		records += len(tr.t[i].rec) + len(tr.t[i].crec)
+		records += len(tr.t[i].rec) + len(tr.t[i].crec) + vecBlock*len(tr.t[i].cblk)
 	}
 	return len(tr.t), nodes, records
 }

@@ -17,8 +17,10 @@ import "github.com/scrubd/scrubd/swpath/rule"
 // check a branch: leaves of one block where their records stay under
 // treeOneBlockMax (about 15k rules), scanned as the 1k set's are, else
 // leaves of up to 16 records, whose scans test two blocks a leaf
-// (scanLanes4). Bigger sets keep the group walk (treeGroup), with the
-// lane walk and its Go scans.
+// (scanLanes4). Sets of two trees too big for leaves of one block get
+// compact blocks (tree_cblock.go), leaves of one block again, scanned by
+// scanLanesC2. The others keep the group walk (treeGroup), with the lane
+// walk and its Go scans.
 //
 // Where the CPU has no AVX-512, and on arm64 (whose Advanced SIMD has no
 // gather), lanesWalk is false and bursts keep the walks without lanes.
@@ -60,13 +62,14 @@ func (d *dtree) walkLanesGo(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, 
 const lanePrefetch = 8
 
 // laneScratch is vecLanes' working memory (and keys that of treeGroup's
-// walks): about 7.6 KiB, which a DecideBurst clears on its stack. The
+// walks): about 8.1 KiB, which a DecideBurst clears on its stack. The
 // scan stubs address its fields by their offsets (go_asm.h).
 type laneScratch struct {
 	keys  [3][treeGroup]uint64 // the packets' treeKey words, word by word
 	cur   [2][treeGroup]uint64 // each tree's leaf
 	sds   [treeGroup]uint64    // scanSD
 	flags [treeGroup]uint32    // laneFlags, 0 for a packet that is not IP
+	hi    [treeGroup]uint32    // hiLane (compact blocks only)
 	res   [treeGroup]uint64    // the scans' best | check<<32
 	rest  [treeGroup]uint8     // the packets the scans left to Go
 }
@@ -95,6 +98,11 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 		s.sds[i], s.flags[i] = scanSD(f), fl
 		ip += int(min(f.Family, 1))
 	}
+	if tr.cvec {
+		for i := range fs {
+			s.hi[i] = hiLane(ks[2][i])
+		}
+	}
 	for ti := range trs {
 		trs[ti].walkLanes(ks, &cur[ti], len(fs))
 	}
@@ -107,6 +115,21 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 	pf := lanePrefetch
 	if tr.walk {
 		pf = 0 // trees that stay in the cache (see lanePrefetch)
+	}
+	if tr.cvec {
+		nrest := scanLanesC2(s, tr.cblk[0], tr.cblk[1], tr.vrule, out, len(fs), pf)
+		for _, i := range s.rest[:nrest] {
+			f := &fs[i]
+			if f.Family == 0 {
+				out[i] = -1
+				continue
+			}
+			n0, n1 := cur[0][i], cur[1][i]
+			bs := [2]*cblock{&tr.cblk[0][uint32(n0)/vecBlock], &tr.cblk[1][uint32(n1)/vecBlock]}
+			b, c := uint32(s.res[i]), uint32(s.res[i]>>32)
+			out[i] = tr.vecRule(t.cvecRest(f, ks[2][i], b, c, [2]uint64{n0, n1}, bs))
+		}
+		return ip * len(trs)
 	}
 	var nrest int
 	if tr.vecLong {

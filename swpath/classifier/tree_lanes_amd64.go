@@ -9,8 +9,9 @@ const lanesStub = true
 
 // lanesWalk: bursts walk the trees eight packets to an instruction with
 // the AVX-512 stubs (walkLanes8 needs AVX-512F; scanLanes2 its masked
-// compares on ymm registers, AVX-512VL).
-var lanesWalk = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL
+// compares on ymm registers, AVX-512VL; scanLanesC2 BMI2's BZHI and SHLX
+// for a leaf's lanes, which every CPU with AVX-512 has).
+var lanesWalk = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasBMI2
 
 // walkLanes is walkLanesGo, with the stub.
 func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n int) {
@@ -43,3 +44,15 @@ func scanLanes2(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, pfd int)
 //
 //go:noescape
 func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, pfd int) (rest int)
+
+// scanLanesC2 is scanLanesC2Go with the stub: scanLanes2 over compact
+// blocks, which it prefetches as scanLanes2 does (three lines a block)
+// and whose indices it trusts as scanLanes2 trusts its blocks'.
+//
+//go:noescape
+func scanLanesC2(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n, pfd int) (rest int)
+
+// cleafScan2 is cleafScan2Go with the stub (CSCAN over both blocks).
+//
+//go:noescape
+func cleafScan2(key *[4]uint32, flags uint32, b0, b1 *cblock, lanes uint32) (best, check uint32)

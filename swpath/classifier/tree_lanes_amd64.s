@@ -316,3 +316,214 @@ done4:
 	MOVQ	R12, rest+120(FP)
 	VZEROUPPER
 	RET
+
+// CSCAN is SCAN for the compact block at p (cblock: source words at 0,
+// destination words at 32, ports at 64, c words at 96, entries at 128):
+// it rebuilds each lane's masks from its words first. An address mask
+// is -(2m) for the word's lowest set bit m (its marker), or all ones
+// where c says the word is whole (cSrcFull, cDstFull: bits 26 and 27,
+// moved to bit 31 and spread); the c word's own mask is bits 12-15
+// moved to 8-11 and, where bit 31 is set, 0xff; the ports' mask is
+// 0xffff0000 and 0xffff shifted left by c's bits 16-20 and 21-25. The
+// packet's lanes are in Y0 (source), Y1 (destination), Y2 (hiLane) and
+// Y3 (ports); the constants in Y18-Y23 (CONSTS). Only the lanes in mask
+// m (the leaf's, LEAFLANES) can pass.
+#define CSCAN(p, m, k) \
+	VMOVDQU32	96(p), Y4 \
+	VMOVDQU32	(p), Y5 \
+	VPSUBD	Y5, Y23, Y6 \
+	VPANDD	Y5, Y6, Y6 \
+	VPADDD	Y6, Y6, Y6 \
+	VPSUBD	Y6, Y23, Y6 \
+	VPSLLD	$5, Y4, Y7 \
+	VPSRAD	$31, Y7, Y7 \
+	VPORD	Y7, Y6, Y6 \
+	VPXORD	Y0, Y5, Y5 \
+	VPTESTNMD	Y6, Y5, m, K1 \
+	VMOVDQU32	32(p), Y5 \
+	VPSUBD	Y5, Y23, Y6 \
+	VPANDD	Y5, Y6, Y6 \
+	VPADDD	Y6, Y6, Y6 \
+	VPSUBD	Y6, Y23, Y6 \
+	VPSLLD	$4, Y4, Y7 \
+	VPSRAD	$31, Y7, Y7 \
+	VPORD	Y7, Y6, Y6 \
+	VPXORD	Y1, Y5, Y5 \
+	VPTESTNMD	Y6, Y5, K1, K1 \
+	VPSRLD	$4, Y4, Y6 \
+	VPANDD	Y18, Y6, Y6 \
+	VPSRAD	$31, Y4, Y7 \
+	VPANDD	Y19, Y7, Y7 \
+	VPORD	Y7, Y6, Y6 \
+	VPXORD	Y2, Y4, Y5 \
+	VPTESTNMD	Y6, Y5, K1, K1 \
+	VPSRLD	$16, Y4, Y6 \
+	VPANDD	Y22, Y6, Y6 \
+	VPSLLVD	Y6, Y20, Y6 \
+	VPSRLD	$21, Y4, Y7 \
+	VPANDD	Y22, Y7, Y7 \
+	VPSLLVD	Y7, Y21, Y7 \
+	VPANDD	Y21, Y7, Y7 \
+	VPORD	Y7, Y6, Y6 \
+	VPXORD	64(p), Y3, Y5 \
+	VPTESTNMD	Y6, Y5, K1, K1 \
+	VMOVDQU32	128(p), Y5 \
+	VPTESTMD	Y8, Y5, K1, k \
+	KANDNW	K1, k, K3 \
+	VPANDD	Y9, Y5, Y5 \
+	VPMINUD	Y5, Y11, K3, Y11
+
+// LEAFLANES sets mask k to the lanes of its first block that the leaf
+// word in w holds (leafLanes): (1 << min(count, 8)) - 1, shifted left by
+// the first record's lane. Uses t and u.
+#define LEAFLANES(w, t, u, k) \
+	MOVQ	w, t \
+	SHRQ	$32, t \
+	ANDL	$0xffffff, t \
+	MOVL	$8, u \
+	CMPL	t, u \
+	CMOVLHI	u, t \
+	MOVL	$0xff, u \
+	BZHIL	t, u, u \
+	MOVL	w, t \
+	ANDL	$7, t \
+	SHLXL	t, u, u \
+	KMOVW	u, k
+
+// CBLOCK sets a to the compact block of the leaf word in a (its record
+// index over eight, in the blocks from base on).
+#define CBLOCK(a, base) \
+	SHRL	$3, a \
+	IMUL3Q	$160, a, a \
+	ADDQ	base, a
+
+// CAHEAD is AHEAD for compact blocks: PREFETCHT0 of bytes 0, 64 and 128
+// of each block, its three cache lines where the block starts on a
+// 32-byte boundary (160-byte blocks in a page-aligned array).
+#define CAHEAD(skip) \
+	MOVQ	pfd+112(FP), BX \
+	TESTQ	BX, BX \
+	JEQ	skip \
+	ADDQ	DX, BX \
+	CMPQ	BX, CX \
+	JAE	skip \
+	MOVQ	laneScratch_cur(R8)(BX*8), AX \
+	CBLOCK(AX, SI) \
+	PREFETCHT0	(AX) \
+	PREFETCHT0	64(AX) \
+	PREFETCHT0	128(AX) \
+	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(BX*8), AX \
+	CBLOCK(AX, DI) \
+	PREFETCHT0	(AX) \
+	PREFETCHT0	64(AX) \
+	PREFETCHT0	128(AX)
+
+// CLANES is LANES for compact blocks: packet DX's hiLane (s.hi) in Y2.
+#define CLANES \
+	VPBROADCASTD	(laneScratch_sds+4)(R8)(DX*8), Y0 \
+	VPBROADCASTD	laneScratch_sds(R8)(DX*8), Y1 \
+	VPBROADCASTD	laneScratch_hi(R8)(DX*4), Y2 \
+	VPBROADCASTD	(laneScratch_keys+2*const_treeGroup*8)(R8)(DX*8), Y3 \
+	VPBROADCASTD	laneScratch_flags(R8)(DX*4), Y8 \
+	VPTERNLOGD	$0xff, Y11, Y11, Y11
+
+// CONSTS loads CSCAN's constants: 0xf00 to Y18, 0xff to Y19, 0xffff0000
+// to Y20, 0xffff to Y21, 31 to Y22 and zero to Y23. Uses AX.
+#define CONSTS \
+	MOVL	$0xf00, AX \
+	VPBROADCASTD	AX, Y18 \
+	MOVL	$0xff, AX \
+	VPBROADCASTD	AX, Y19 \
+	MOVL	$0xffff0000, AX \
+	VPBROADCASTD	AX, Y20 \
+	MOVL	$0xffff, AX \
+	VPBROADCASTD	AX, Y21 \
+	MOVL	$31, AX \
+	VPBROADCASTD	AX, Y22 \
+	VPXORD	Y23, Y23, Y23
+
+// func scanLanesC2(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n, pfd int) (rest int)
+//
+// scanLanes2 over compact blocks (scanLanesC2Go): packet i's lanes are
+// s.sds[i], s.hi[i] and the low half of s.keys[2][i], its blocks the
+// first of its leaves in b0 and b1, and it decides or lists packets as
+// scanLanes2 does. With pfd not 0 it first prefetches packet i+pfd's
+// blocks (CAHEAD). It orders no memory.
+TEXT ·scanLanesC2(SB), NOSPLIT, $0-128
+	PROLOGUE
+	CONSTS
+	TESTQ	CX, CX
+	JEQ	doneC
+
+loopC:
+	CAHEAD(aheadC)
+
+aheadC:
+	CLANES
+	MOVQ	laneScratch_cur(R8)(DX*8), AX
+	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(DX*8), BX
+	LEAFLANES(AX, R13, R14, K2)
+	LEAFLANES(BX, R13, R14, K6)
+	MOVQ	AX, R13
+	ORQ	BX, R13
+	SHRQ	$62, R13
+	ANDL	$1, R13
+	CBLOCK(AX, SI)
+	CBLOCK(BX, DI)
+	CSCAN(AX, K2, K4)
+	CSCAN(BX, K6, K5)
+	KMOVW	K4, AX
+	KMOVW	K5, BX
+	SHLL	$8, BX
+	ORL	BX, AX
+	MINIMUM(R14)
+	DECIDE(restC, nextC)
+
+restC:
+	MOVB	DX, laneScratch_rest(R8)(R12*1)
+	INCQ	R12
+
+nextC:
+	INCQ	DX
+	CMPQ	DX, CX
+	JNE	loopC
+
+doneC:
+	MOVQ	R12, rest+120(FP)
+	VZEROUPPER
+	RET
+
+// func cleafScan2(key *[4]uint32, flags uint32, b0, b1 *cblock, lanes uint32) (best, check uint32)
+//
+// One packet's scan of two compact blocks (cleafScan2Go): CSCAN over b0
+// and b1 with the packet's lanes from key, each block's leaf lanes a
+// byte of lanes. It orders no memory.
+TEXT ·cleafScan2(SB), NOSPLIT|NOFRAME, $0-48
+	MOVQ	key+0(FP), AX
+	VPBROADCASTD	(AX), Y0
+	VPBROADCASTD	4(AX), Y1
+	VPBROADCASTD	8(AX), Y2
+	VPBROADCASTD	12(AX), Y3
+	MOVL	flags+8(FP), AX
+	VPBROADCASTD	AX, Y8
+	MOVL	$0x3fffffff, AX
+	VPBROADCASTD	AX, Y9
+	VPTERNLOGD	$0xff, Y11, Y11, Y11
+	CONSTS
+	MOVL	lanes+32(FP), AX
+	KMOVW	AX, K2
+	SHRL	$8, AX
+	KMOVW	AX, K6
+	MOVQ	b0+16(FP), SI
+	MOVQ	b1+24(FP), DI
+	CSCAN(SI, K2, K4)
+	CSCAN(DI, K6, K5)
+	KMOVW	K4, AX
+	KMOVW	K5, BX
+	SHLL	$8, BX
+	ORL	BX, AX
+	MINIMUM(R10)
+	VZEROUPPER
+	MOVL	R10, best+40(FP)
+	MOVL	AX, check+44(FP)
+	RET

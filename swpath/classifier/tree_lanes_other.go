@@ -24,3 +24,13 @@ func scanLanes2(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, _ int) (
 func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, _ int) (rest int) {
 	return scanLanes4Go(s, b0, b1, vrule, out, n)
 }
+
+// scanLanesC2 is scanLanesC2Go where no stub is built, pfd ignored.
+func scanLanesC2(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n, _ int) (rest int) {
+	return scanLanesC2Go(s, b0, b1, vrule, out, n)
+}
+
+// cleafScan2 is cleafScan2Go where no stub is built.
+func cleafScan2(key *[4]uint32, flags uint32, b0, b1 *cblock, lanes uint32) (best, check uint32) {
+	return cleafScan2Go(key, flags, b0, b1, lanes)
+}

@@ -262,14 +262,24 @@ func TestLanesForced(t *testing.T) {
 	defer func(v bool) { lanesWalk = v }(lanesWalk)
 	defer func(v int) { treeLanesMax = v }(treeLanesMax)
 	defer func(v int) { treeOneBlockMax = v }(treeOneBlockMax)
+	defer func(v int) { oneBlockEntries = v }(oneBlockEntries)
+	defer func(v bool) { treeCBlocks = v }(treeCBlocks)
 	lanesWalk = !lanesWalk
 	t.Run("other", treeSuite)
 	lanesWalk = true
-	lanesMax := treeLanesMax
+	lanesMax, oneMax := treeLanesMax, treeOneBlockMax
 	treeLanesMax = 0
 	t.Run("group", treeSuite)
-	treeLanesMax, treeOneBlockMax = lanesMax, 0
+	treeLanesMax, treeOneBlockMax, treeCBlocks = lanesMax, 0, false
 	t.Run("twoblock", treeSuite)
+	// Compact blocks for sets of any size (not only those too big for
+	// leaves of one sblock): the suite's sets are of up to 3000 rules.
+	treeOneBlockMax, treeCBlocks, oneBlockEntries = 0, true, 0
+	if tab, err := Compile(traffic.ClassBenchRules(3000, 3000)); err != nil || tab.tr == nil || !tab.tr.cvec {
+		t.Fatalf("3000 rules with compact blocks forced: %v, trees %v", err, tab != nil && tab.tr != nil)
+	}
+	t.Run("cblocks", treeSuite)
+	treeOneBlockMax = oneMax
 }
 
 // TestTreeInBounds: the trees the stubs walk without bounds checks are
@@ -280,7 +290,7 @@ func TestTreeInBounds(t *testing.T) {
 	for _, c := range []struct {
 		n   int
 		vec bool // vecScan; without it the 1k set takes windows
-	}{{1000, vecScan}, {10000, vecScan}, {1000, false}} {
+	}{{1000, vecScan}, {10000, vecScan}, {1000, false}, {20000, vecScan}} {
 		vecScan = c.vec
 		n := c.n
 		tab, err := Compile(traffic.ClassBenchRules(uint64(n), n))
@@ -306,7 +316,10 @@ func TestTreeInBounds(t *testing.T) {
 		if leaf < 0 || node < 0 {
 			t.Fatalf("%d rules: no leaf with records (%d) or no node (%d) below the root", n, leaf, node)
 		}
-		nrec := uint64(max(len(d.rec), len(d.crec)))
+		nrec := uint64(max(len(d.rec), len(d.crec), vecBlock*len(d.cblk)))
+		if n == 20000 && d.cblk == nil && lanesWalk {
+			t.Fatalf("%d rules: no compact blocks", n)
+		}
 		for _, c := range []struct {
 			at   int
 			word uint64
@@ -356,7 +369,7 @@ func TestLanesLayout(t *testing.T) {
 	}{
 		{1000, true, true, false, 2, true},
 		{10000, true, true, false, 2, false},
-		{20000, true, true, true, 2, false},
+		{20000, true, false, false, 2, false},
 		{10000, false, false, false, 4, false},
 		{100000, true, false, false, 2, false},
 	} {
@@ -373,11 +386,14 @@ func TestLanesLayout(t *testing.T) {
 		if lanesWalk {
 			wantVec, wantLong = c.lanes, c.long
 		}
+		// With the lane walk, the sets of two trees too big for leaves of
+		// one block get compact blocks.
+		wantCVec := lanesWalk && vecScan && !c.lanes && c.trees == 2 && c.n > 1000
 		// Only the 1k set's trees are small enough for the walk of one
 		// packet at a time; the others are compact without blocks.
-		wantCompact := c.n > 1000 && !(lanesWalk && c.lanes)
-		if tr.vec != wantVec || tr.compact != wantCompact || tr.vecLong != wantLong {
-			t.Fatalf("%d rules, join %v, lanes %v: blocks %v, compact %v, two-block leaves %v; want %v, %v, %v", c.n, c.join, lanesWalk, tr.vec, tr.compact, tr.vecLong, wantVec, wantCompact, wantLong)
+		wantCompact := c.n > 1000 && !(lanesWalk && c.lanes) && !wantCVec
+		if tr.vec != wantVec || tr.compact != wantCompact || tr.vecLong != wantLong || tr.cvec != wantCVec {
+			t.Fatalf("%d rules, join %v, lanes %v: blocks %v, compact %v, two-block leaves %v, compact blocks %v; want %v, %v, %v, %v", c.n, c.join, lanesWalk, tr.vec, tr.compact, tr.vecLong, tr.cvec, wantVec, wantCompact, wantLong, wantCVec)
 		}
 	}
 }

@@ -541,6 +541,15 @@ func TestTreeBurstSizes(t *testing.T) {
 // records returns d's leaf records as trec, the compact ones (crec)
 // expanded.
 func (d *dtree) records() []trec {
+	if d.cblk != nil {
+		out := make([]trec, 0, vecBlock*len(d.cblk))
+		for i := range d.cblk {
+			for j := range vecBlock {
+				out = append(out, cblockRecord(&d.cblk[i], j))
+			}
+		}
+		return out
+	}
 	if d.crec == nil {
 		return d.rec
 	}

@@ -81,14 +81,21 @@ func (b *sblock) setLane(j int, r *trec) {
 	b.v[1][j], b.m[1][j] = uint32(r.sd), uint32(r.sdm)
 	b.v[2][j], b.m[2][j] = uint32(r.misc>>32), uint32(mm>>32)
 	b.v[3][j], b.m[3][j] = uint32(r.misc), uint32(mm)
-	b.e[j] = r.ent
+	b.e[j] = laneEntry(r)
+}
+
+// laneEntry returns the lane entry word of r: its entry, with laneFull
+// when it needs holds and lanePorts when it needs the packet to have
+// ports.
+func laneEntry(r *trec) uint32 {
 	switch {
 	case r.ent == treeNoRank:
 	case r.miscMask&chkFullBit != 0:
-		b.e[j] |= laneFull
+		return r.ent | laneFull
 	case r.miscMask&chkPortsBit != 0:
-		b.e[j] |= lanePorts
+		return r.ent | lanePorts
 	}
+	return r.ent
 }
 
 // neverRec is a record that no packet passes (a block's unused lane).
@@ -218,6 +225,15 @@ func (tr *trees) leafScan(sd, misc uint64, flags uint32, b0, b1, b2, b3 *sblock)
 func (t *Table) treeLookupVec(f *rule.Fields) (int32, int) {
 	best, n := t.vecEntry(f)
 	return t.tr.vecRule(best), n
+}
+
+// makeVrule fills vrule from ents.
+func (tr *trees) makeVrule() {
+	tr.vrule = make([]int32, len(tr.ents)+1)
+	for i := range tr.ents {
+		tr.vrule[i] = tr.ents[i].rule
+	}
+	tr.vrule[len(tr.ents)] = -1
 }
 
 // vecRule returns the rule of entry best (vecEntry's), -1 for

@@ -210,8 +210,8 @@ var mutations = []mutation{
 	{
 		name: "classifier: the lane scan lets a lane with a flag decide (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"\tKANDNW\tK1, k, K3 \\\n", "\tKMOVW\tK1, K3 \\\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestDifferentialClassBench",
+			"\tKANDNW\tK1, k, K3 \\\n", "\tKMOVW\tK1, K3 \\\n", 2}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2|TestDifferentialClassBench",
 	},
 	{
 		name: "classifier: the long-leaf lane scan skips a leaf's second block (amd64)",
@@ -240,8 +240,8 @@ var mutations = []mutation{
 	{
 		name: "classifier: the lane scans' prefetch adds the packet index to the rest's count, not to the distance (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"\tADDQ\tDX, BX \\\n", "\tADDQ\tDX, R12 \\\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2",
+			"\tADDQ\tDX, BX \\\n", "\tADDQ\tDX, R12 \\\n", 2}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2",
 	},
 	{
 		name: "classifier: the lane scan decides a packet that is not IP (amd64)",
@@ -256,9 +256,69 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout",
 	},
 	{
+		name: "classifier: the compact lane scan takes the source word whole by the destination's bit (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tVPSLLD\t$5, Y4, Y7 \\\n", "\tVPSLLD\t$4, Y4, Y7 \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig",
+	},
+	{
+		name: "classifier: the compact lane scan reads the destination port's shift a bit off (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tVPSRLD\t$21, Y4, Y7 \\\n", "\tVPSRLD\t$22, Y4, Y7 \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig",
+	},
+	{
+		name: "classifier: compact lanes lose the never-passing bit's mask",
+		edits: []edit{{"swpath/classifier/tree_cblock.go",
+			"hm := c>>4&0xf00 |", "hm := c>>4&0x700 |", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes",
+	},
+	{
+		name: "classifier: compact lanes keep the IPv6 top bits' masks a bit too low",
+		edits: []edit{{"swpath/classifier/tree_cblock.go",
+			"(hm>>16&3)<<(cV6Top+cHiMasks-8)", "(hm>>16&3)<<(cV6Top+cHiMasks-9)", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes",
+	},
+	{
+		name: "classifier: a compact-block scan's lanes that need holds decide without them",
+		edits: []edit{{"swpath/classifier/tree_cblock.go",
+			"e&laneFull == 0 || !t.holds(&t.tr.ents[e&laneEnt], f, misc)", "e&laneFull == 0", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlocksBig|TestLanesForced",
+	},
+	{
+		name: "classifier: Decide over compact blocks ignores the lanes to check",
+		edits: []edit{{"swpath/classifier/tree_cblock.go",
+			"\tif (n0|n1)&treeLong != 0 || check != 0 {\n\t\tbest = t.cvecRest(", "\tif (n0|n1)&treeLong != 0 {\n\t\tbest = t.cvecRest(", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlocksBig",
+	},
+	{
+		name: "classifier: a compact lane that needs ports holds for a packet without them",
+		edits: []edit{{"swpath/classifier/tree_cblock.go",
+			"\t\treturn f.HasPorts()\n", "\t\treturn true\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlocksBig|TestLanesForced",
+	},
+	{
+		name: "classifier: sets too big for leaves of one block never get compact blocks",
+		edits: []edit{{"swpath/classifier/tree.go",
+			"} else if treeCBlocks && tr.cencodes() {", "} else if false && treeCBlocks && tr.cencodes() {", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout|TestCBlocksBig",
+	},
+	{
+		name: "classifier: the compact lane scan takes a leaf's lanes from the wrong lane (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tANDL\t$7, t \\\n", "\tANDL\t$3, t \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig",
+	},
+	{
+		name: "classifier: compact blocks are not shared by the leaves",
+		edits: []edit{{"swpath/classifier/tree_cblock.go",
+			"\t\t\tif left := k - int(cnt); left > 0 {\n\t\t\t\topen[left] = append(open[left], b)\n", "\t\t\tif left := k - int(cnt); left > 99 {\n\t\t\t\topen[left] = append(open[left], b)\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlocksBig",
+	},
+	{
 		name: "classifier: sets of more than two trees get blocks with the lane walk",
 		edits: []edit{{"swpath/classifier/tree.go",
-			" && size <= treeLanesMax && len(tr.t) <= 2)", " && size <= treeLanesMax)", 1}},
+			" || cblocks) && len(tr.t) <= 2)", " || cblocks))", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout",
 	},
 	{

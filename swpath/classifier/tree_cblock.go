@@ -1,0 +1,497 @@
+package classifier
+
+import (
+	"math/bits"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
+// Compact blocks. A block (sblock) keeps each record's check as four
+// values and four masks, 36 bytes a record with its entry, and the set
+// keeps the records (trec, 40 bytes) beside the blocks: 76 bytes a
+// record in all, and every leaf starts a block of its own. That held the
+// lane scans to sets of up to about 15k ClassBench-style rules
+// (treeOneBlockMax): at 100k rules, leaves of one block took 133 MB, and
+// the bursts no less time than the group walk's Go scans of compact
+// records (crec). Yet every mask there is a prefix or a whole field, so
+// a record's check fits in 20 bytes (cblock): the source and destination
+// values, each with a marker bit just past its prefix (cblockAddr), the
+// ports' value, one word (c) with the family, protocol and IPv6 top-bit
+// values, which of them are compared and the ports' prefix lengths, and
+// the entry with its flags. The scans rebuild the masks in registers
+// (CSCAN in tree_lanes_amd64.s, cblockMask in Go). And leaves share
+// blocks: a leaf of up to eight records takes a run of lanes of one
+// block (layPacked), and the scans test only its lanes (leafLanes). In
+// blocks of their own, the 100k set's leaves (4.2 records on average)
+// filled 53 % of the lanes; packed, 99.4 %.
+//
+// Where bursts take the lane walk, sets of two trees too big for leaves
+// of one sblock within treeOneBlockMax, whose entries' checks all fit
+// (cencode), are cut to leaves of one block again and get compact blocks
+// and no other records (trees.cvec): a burst's group scans them with
+// scanLanesC2, Decide with cleafScan2, and the rare paths (a passing
+// record that needs holds, a leaf longer than a block, AppendMatching)
+// in Go. At 100k ClassBench-style rules the lookup holds 31.9 MB (the
+// group walk's compact records 28.0), and fresh 5-tuple bursts took
+// 0.66-0.68 of the time of the group walk (52.3-53.1 against 77.3-80.9
+// ns a packet, each alone in a process, three each, alternated, pinned);
+// at 20k 0.95 of the time of two-block sblock leaves (32.1 against 33.6)
+// in 5.3 MB instead of 12.5. At 10k and 5k, where sblocks of one block
+// fit, compact blocks took 1.11 and 1.15 of their time (the masks'
+// rebuilding, about a dozen instructions a block, where the blocks stay
+// in the cache), for a quarter of the memory, and the Direct Verbs
+// engine at 10k no less time (scrubd bench, 66.8-73.4 against 63.1-67.3
+// cpu-ns a packet, alternated four times), so those sets keep sblocks.
+
+// cblock holds the checks of eight records of a leaf in 32-bit lanes:
+// s, d the source and destination words (cblockAddr), p the ports' value,
+// c the rest of the check (the cLane bits), e the entry and its flags
+// (laneFull, lanePorts) as in sblock. Lanes that no leaf takes, and
+// block 0 of every tree, never pass (cNever).
+type cblock struct {
+	s, d, p, c, e [vecBlock]uint32
+}
+
+// The bits of a compact lane's c word. Bits 0-11 are compared with the
+// packet's hiLane under the mask made of bits 12-15 (bits 8-11) and
+// cProtoMask (bits 0-7).
+const (
+	cFamily6   = 1 << 8  // the family is IPv6 (the value; bit 1 of 4 and 6)
+	cV6Top     = 9       // bits 9-10: v6SrcTop and v6DstTop (the values)
+	cNever     = 1 << 11 // a value no packet's hiLane has
+	cHiMasks   = 12      // bits 12-15: the masks of bits 8-11
+	cSportSh   = 16      // bits 16-20: 16 less the source port's prefix length
+	cDportSh   = 21      // bits 21-25: 16 less the destination port's
+	cSrcFull   = 1 << 26 // the source word is a whole 32-bit value
+	cDstFull   = 1 << 27 // the destination word is
+	cProtoMask = 1 << 31 // the protocol is compared
+)
+
+// neverCLane is the c word of a lane that never passes.
+const neverCLane = cNever | cNever<<4
+
+// hiLane returns the lane a packet's c words are compared with: its
+// protocol, bit 1 of its family (set for IPv6, clear for IPv4) and its
+// IPv6 top bits (trees.topBits), from its tree misc word.
+func hiLane(misc uint64) uint32 {
+	return uint32(misc>>32)&0xff | uint32(misc>>41&1)<<8 | uint32(misc>>48&3)<<cV6Top
+}
+
+// cblockAddr returns the lane form of a 32-bit address word with value v
+// under mask m: v with a marker bit just past its prefix, or v itself
+// and full for a prefix of 32 bits. ok is false when m is not a prefix or
+// v has bits outside it.
+func cblockAddr(v, m uint32) (lane uint32, full, ok bool) {
+	n := bits.LeadingZeros32(^m)
+	if m != ^uint32(0)<<(32-n) || v&^m != 0 {
+		return 0, false, false
+	}
+	if n == 32 {
+		return v, true, true
+	}
+	return v | 1<<(31-n), false, true
+}
+
+// portLen returns the prefix length of a 16-bit port mask, ok false when
+// m is not a prefix.
+func portLen(m uint32) (int, bool) {
+	n := bits.LeadingZeros16(^uint16(m))
+	return n, uint16(m) == uint16(0xffff<<(16-n))
+}
+
+// cencode returns the compact lane of record r; ok is false when r's
+// check has a mask that the lane cannot hold.
+func cencode(r *trec) (s, d, p, c uint32, ok bool) {
+	s, sFull, ok1 := cblockAddr(uint32(r.sd>>32), uint32(r.sdm>>32))
+	d, dFull, ok2 := cblockAddr(uint32(r.sd), uint32(r.sdm))
+	mm := r.miscMask &^ (chkPortsBit | chkFullBit)
+	hv, hm := uint32(r.misc>>32), uint32(mm>>32)
+	lo, p := uint32(mm), uint32(r.misc)
+	sl, ok3 := portLen(lo >> 16)
+	dl, ok4 := portLen(lo)
+	if !ok1 || !ok2 || !ok3 || !ok4 || hm&^0x3ffff != 0 || hv&^hm != 0 || p&^lo != 0 {
+		return 0, 0, 0, 0, false
+	}
+	c = hv&0xff | (hv>>16&3)<<cV6Top | (hm>>16&3)<<(cV6Top+cHiMasks-8) |
+		uint32(16-sl)<<cSportSh | uint32(16-dl)<<cDportSh
+	switch hm & 0xff {
+	case 0:
+	case 0xff:
+		c |= cProtoMask
+	default:
+		return 0, 0, 0, 0, false
+	}
+	switch hm >> 8 & 0xff {
+	case 0:
+	case 0xff:
+		fam := rule.Family(hv >> 8 & 0xff)
+		if fam != rule.IPv4 && fam != rule.IPv6 {
+			return 0, 0, 0, 0, false
+		}
+		c |= (hv>>9&1)<<8 | cFamily6<<4
+	default:
+		return 0, 0, 0, 0, false
+	}
+	if sFull {
+		c |= cSrcFull
+	}
+	if dFull {
+		c |= cDstFull
+	}
+	return s, d, p, c, true
+}
+
+// setLane stores the compact check of r in lane j of b; ok is false (and
+// b unchanged) when r's check does not fit (cencode).
+func (b *cblock) setLane(j int, r *trec) bool {
+	if r.ent == treeNoRank {
+		b.s[j], b.d[j], b.p[j], b.c[j], b.e[j] = 0, 0, 0, neverCLane, treeNoRank
+		return true
+	}
+	s, d, p, c, ok := cencode(r)
+	if !ok {
+		return false
+	}
+	b.s[j], b.d[j], b.p[j], b.c[j], b.e[j] = s, d, p, c, laneEntry(r)
+	return true
+}
+
+// cblockMask returns the lanes of b that a packet passes, bit j for lane
+// j: key is its source and destination words (scanSD's halves), its
+// hiLane and its ports (the low half of its misc word). It is the lane
+// scan's work for one block in Go, the masks rebuilt as the stub does:
+// an address mask from its marker bit m as -(2m) (all ones where the
+// word is whole), a port's from its shift.
+func cblockMask(key *[4]uint32, b *cblock) uint32 {
+	var pass uint32
+	for j := range vecBlock {
+		c := b.c[j]
+		sm := -((b.s[j] & -b.s[j]) << 1) | uint32(int32(c<<5)>>31)
+		dm := -((b.d[j] & -b.d[j]) << 1) | uint32(int32(c<<4)>>31)
+		hm := c>>4&0xf00 | uint32(int32(c)>>31)&0xff
+		pm := uint32(0xffff0000)<<(c>>cSportSh&31) | uint32(0xffff)<<(c>>cDportSh&31)&0xffff
+		if (key[0]^b.s[j])&sm|(key[1]^b.d[j])&dm|(key[2]^c)&hm|(key[3]^b.p[j])&pm == 0 {
+			pass |= 1 << j
+		}
+	}
+	return pass
+}
+
+// layPacked lays out the leaves of d for compact blocks. Records 0-7
+// are the empty leaves' block. A leaf of at most vecBlock records takes
+// consecutive lanes of one block, which it shares with other such
+// leaves: the block with the fewest free lanes that still hold it (best
+// fit), or a new one; the scans test only its lanes (leafLanes). A longer
+// leaf (cut short by treeMaxDepth) starts a block of its own, takes whole
+// blocks, and is marked treeLong. In blocks of their own, leaves of one
+// block filled 53 % of the lanes at 100k ClassBench-style rules (820k
+// records in 1.55M lanes, 4.2 records a leaf on average).
+func (d *dtree) layPacked() {
+	moved := map[uint64]uint64{}
+	rec := make([]trec, vecBlock, len(d.rec)+vecBlock)
+	for i := range rec {
+		rec[i] = neverRec
+	}
+	// open[k]: the first records of the blocks whose last k lanes are free.
+	var open [vecBlock][]uint32
+	newBlock := func() uint32 {
+		b := uint32(len(rec))
+		for range vecBlock {
+			rec = append(rec, neverRec)
+		}
+		return b
+	}
+	place := func(n uint64) uint64 {
+		if n&treeLeaf == 0 || n>>32&0xffffff == 0 {
+			if n&treeLeaf != 0 {
+				return treeLeaf // an empty leaf: block 0
+			}
+			return n
+		}
+		if m, ok := moved[n]; ok {
+			return m
+		}
+		first, cnt := uint32(n), uint32(n>>32)&0xffffff
+		var at uint32
+		m := treeLeaf | uint64(cnt)<<32
+		if cnt > vecBlock {
+			at = newBlock()
+			for range (cnt - 1) / vecBlock {
+				newBlock()
+			}
+			m |= treeLong
+		} else {
+			k := int(cnt)
+			for k < vecBlock && len(open[k]) == 0 {
+				k++
+			}
+			var b uint32
+			if k < vecBlock {
+				b = open[k][len(open[k])-1]
+				open[k] = open[k][:len(open[k])-1]
+			} else {
+				b = newBlock()
+			}
+			at = b + uint32(vecBlock-k)
+			if left := k - int(cnt); left > 0 {
+				open[left] = append(open[left], b)
+			}
+		}
+		copy(rec[at:at+cnt], d.rec[first:first+cnt])
+		m |= uint64(at)
+		moved[n] = m
+		return m
+	}
+	d.root = place(d.root)
+	for i, n := range d.nodes {
+		d.nodes[i] = place(n)
+	}
+	d.rec = rec
+}
+
+// leafLanes returns the lanes of its first block that leaf word n holds
+// in trees of compact blocks (layPacked), bit j for lane j: all eight
+// for a leaf longer than a block. The scans test only these: a passing
+// lane of another leaf of the tree would be no error (its entry matches
+// the packet, so the packet's own leaf holds it too), but its checks
+// would be work done twice, and Go's scans of a leaf stop at the first
+// record that holds, in the leaf's order.
+func leafLanes(n uint64) uint32 {
+	cnt := min(n>>32&0xffffff, vecBlock)
+	return uint32((1<<cnt-1)<<(n&(vecBlock-1))) & 0xff
+}
+
+// cblocksOf returns the compact blocks of recs (laid out by layBlocks: a
+// multiple of vecBlock records), ok false when a record's check does not
+// fit.
+func cblocksOf(recs []trec) ([]cblock, bool) {
+	blk := make([]cblock, len(recs)/vecBlock)
+	for i := range recs {
+		if !blk[i/vecBlock].setLane(i%vecBlock, &recs[i]) {
+			return nil, false
+		}
+	}
+	return blk, true
+}
+
+// cblockKey returns the compact lanes of packet f with tree misc word
+// misc (cblockMask's key).
+func cblockKey(f *rule.Fields, misc uint64) [4]uint32 {
+	sd := scanSD(f)
+	return [4]uint32{uint32(sd >> 32), uint32(sd), hiLane(misc), uint32(misc)}
+}
+
+// cleafBest returns the best of best and the entries of leaf n's records
+// in d (compact blocks) that hold for f, in Go: the records in entry
+// order, so a leaf's scan stops at its first record that holds, or at
+// one that cannot beat best. It tests only the leaf's lanes.
+func (t *Table) cleafBest(d *dtree, n uint64, key *[4]uint32, f *rule.Fields, misc uint64, best uint32) uint32 {
+	first, end := uint32(n), uint32(n)+uint32(n>>32)&0xffffff
+	for at := first; at < end; at = at&^(vecBlock-1) + vecBlock {
+		blk := &d.cblk[at/vecBlock]
+		for m := cblockMask(key, blk) & spanLanes(at, end); m != 0; m &= m - 1 {
+			e := blk.e[bits.TrailingZeros32(m)]
+			if e&laneEnt >= best {
+				return best
+			}
+			if !t.laneRest(e, f, misc) {
+				continue
+			}
+			return e & laneEnt
+		}
+	}
+	return best
+}
+
+// spanLanes returns the lanes of the block of record at that records at
+// to end (past at) take, bit j for lane j.
+func spanLanes(at, end uint32) uint32 {
+	lo := at % vecBlock
+	hi := min(vecBlock, lo+end-at)
+	return (1<<hi - 1) &^ (1<<lo - 1)
+}
+
+// laneRest is recRest for a lane's entry word e: holds where it needs
+// them (laneFull), ports where it needs them (lanePorts).
+func (t *Table) laneRest(e uint32, f *rule.Fields, misc uint64) bool {
+	switch {
+	case e&laneFull != 0:
+		return t.holds(&t.tr.ents[e&laneEnt], f, misc)
+	case e&lanePorts != 0:
+		return f.HasPorts()
+	}
+	return true
+}
+
+// cvecLookup is lookup for trees of compact blocks (at most two): the
+// walks of treeLookup, then one call (cleafScan2) for the first block of
+// both leaves.
+func (t *Table) cvecLookup(f *rule.Fields) (int32, int) {
+	if f.Family == 0 {
+		return -1, 0
+	}
+	tr := t.tr
+	misc := miscWord(f) | tr.topBits(f)
+	k := treeKey{f.Src.Hi, f.Dst.Hi, misc}
+	trs := tr.t
+	n0, n1 := trs[0].root, treeLeaf
+	if len(trs) > 1 {
+		n1 = trs[1].root
+	}
+	for n0&n1&treeLeaf == 0 {
+		if n0&treeLeaf == 0 {
+			n0 = trs[0].nodes[uint32(n0)+uint32(k[n0>>56&3]>>(n0>>48&63))&uint32(n0>>32&0xffff)]
+		}
+		if n1&treeLeaf == 0 {
+			n1 = trs[1].nodes[uint32(n1)+uint32(k[n1>>56&3]>>(n1>>48&63))&uint32(n1>>32&0xffff)]
+		}
+	}
+	key := cblockKey(f, misc)
+	b0, b1 := &tr.cblk[0][uint32(n0)/vecBlock], &tr.cblk[1][uint32(n1)/vecBlock]
+	best, check := cleafScan2(&key, laneFlags(f), b0, b1, leafLanes(n0)|leafLanes(n1)<<vecBlock)
+	if (n0|n1)&treeLong != 0 || check != 0 {
+		best = t.cvecRest(f, misc, best, check, [2]uint64{n0, n1}, [2]*cblock{b0, b1})
+	}
+	return tr.vecRule(best), len(trs)
+}
+
+// cleafScan2Go returns the best entry among the lanes of b0 and b1 that
+// are the leaves' (lanes: bit 8k+j for lane j of block k, leafLanes)
+// and key passes (cblockMask), whose flags meet none of flags
+// (laneFlags), and in check the passing lanes whose flags do:
+// leafScan2Go over compact blocks.
+func cleafScan2Go(key *[4]uint32, flags uint32, b0, b1 *cblock, lanes uint32) (best, check uint32) {
+	best = treeNoRank
+	for k, b := range [2]*cblock{b0, b1} {
+		for m := cblockMask(key, b) & (lanes >> (vecBlock * k) & 0xff); m != 0; m &= m - 1 {
+			j := bits.TrailingZeros32(m)
+			if b.e[j]&flags != 0 {
+				check |= 1 << (vecBlock*k + j)
+			} else {
+				best = min(best, b.e[j]&laneEnt)
+			}
+		}
+	}
+	return best, check
+}
+
+// cvecRest finishes a scan over compact blocks that left packet f to Go
+// (vecRest's work): a leaf of cur longer than a block (treeLong, a leaf
+// cut short by treeMaxDepth) takes cleafBest over whole leaves; else the
+// passing lanes with a flag, named by check (bit 8k+j for lane j of
+// block bs[k], the first of leaf cur[k]), are checked against best.
+func (t *Table) cvecRest(f *rule.Fields, misc uint64, best, check uint32, cur [2]uint64, bs [2]*cblock) uint32 {
+	trs := t.tr.t
+	if (cur[0]|cur[1])&treeLong != 0 {
+		key := cblockKey(f, misc)
+		best = treeNoRank
+		for i := range trs {
+			best = t.cleafBest(&trs[i], cur[i], &key, f, misc, best)
+		}
+		return best
+	}
+	for check != 0 {
+		l := bits.TrailingZeros32(check)
+		check &= check - 1
+		e := bs[l/vecBlock].e[l%vecBlock]
+		if e&laneEnt >= best || e&laneFull == 0 || !t.holds(&t.tr.ents[e&laneEnt], f, misc) {
+			continue
+		}
+		best = e & laneEnt
+	}
+	return best
+}
+
+// cleafMatching appends to dst (through add) the rule of every record of
+// leaf n in d (compact blocks) that holds for f: treeMatching's scan.
+func (t *Table) cleafMatching(d *dtree, n uint64, f *rule.Fields, misc uint64, add func(int32)) {
+	key := cblockKey(f, misc)
+	first, end := uint32(n), uint32(n)+uint32(n>>32)&0xffffff
+	for at := first; at < end; at = at&^(vecBlock-1) + vecBlock {
+		blk := &d.cblk[at/vecBlock]
+		for m := cblockMask(&key, blk) & spanLanes(at, end); m != 0; m &= m - 1 {
+			if e := blk.e[bits.TrailingZeros32(m)]; t.laneRest(e, f, misc) {
+				add(t.tr.vecRule(e & laneEnt))
+			}
+		}
+	}
+}
+
+// scanLanesC2Go is scanLanes2Go over compact blocks, the stub's
+// reference: packet i's lanes are s.sds[i], s.hi[i] (hiLane) and the low
+// half of s.keys[2][i], and its blocks the first of its leaves
+// s.cur[0][i] in b0 and s.cur[1][i] in b1, of which it tests the
+// leaves' lanes (leafLanes, cleafScan2Go).
+func scanLanesC2Go(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n int) (rest int) {
+	for i := range n {
+		c0, c1 := s.cur[0][i], s.cur[1][i]
+		key := [4]uint32{uint32(s.sds[i] >> 32), uint32(s.sds[i]), s.hi[i], uint32(s.keys[2][i])}
+		best, check := cleafScan2Go(&key, s.flags[i], &b0[uint32(c0)/vecBlock], &b1[uint32(c1)/vecBlock], leafLanes(c0)|leafLanes(c1)<<vecBlock)
+		rest = s.decide(i, best, check, (c0|c1)&treeLong != 0, vrule, out, rest)
+	}
+	return rest
+}
+
+// treeCBlocks: sets that get leaves of one block where bursts take the
+// lane walk (see treeOneBlockMax) get compact blocks, within cblockMax.
+// A variable, so that tests can give such sets blocks (sblock).
+var treeCBlocks = true
+
+// oneBlockEntries: where bursts take the lane walk, sets of more entries
+// than this are first cut to leaves of one block (treeOneBlockMax,
+// cblockMax). A variable, so that tests can give small sets compact
+// blocks.
+var oneBlockEntries = treeBigEntries
+
+// cblockMax is treeOneBlockMax for compact blocks: the most bytes of
+// compact records (cRecordBytes a record, as the leaves hold them) for
+// which a set is cut to leaves of one block. The 100k set's take 16.4
+// MB; a set past the bound keeps the group walk.
+var cblockMax = 64 << 20
+
+// neverCBlock is the compact blocks of a tree the set does not have.
+var neverCBlock = func() (b [1]cblock) {
+	for j := range vecBlock {
+		b[0].setLane(j, &neverRec)
+	}
+	return b
+}()
+
+// cencodes reports whether the check of every entry of tr fits a
+// compact lane (cencode) and its index a lane's entry bits.
+func (tr *trees) cencodes() bool {
+	if len(tr.ents) > laneEnt {
+		return false
+	}
+	for i := range tr.ents {
+		e := &tr.ents[i]
+		if r := recOf(e.check(), uint32(i), e.rule); !cencodeOK(&r) {
+			return false
+		}
+	}
+	return true
+}
+
+// cencodeOK reports whether r's check fits a compact lane.
+func cencodeOK(r *trec) bool {
+	_, _, _, _, ok := cencode(r)
+	return ok
+}
+
+// addCBlocks lays out tr's trees in compact blocks (tr.cvec) and drops
+// their other records: cencodes must hold.
+func (tr *trees) addCBlocks() {
+	tr.cvec = true
+	tr.makeVrule()
+	for i := range tr.cblk {
+		tr.cblk[i] = neverCBlock[:]
+		if i >= len(tr.t) {
+			continue
+		}
+		d := &tr.t[i]
+		d.layPacked()
+		d.cblk, _ = cblocksOf(d.rec)
+		d.rec = nil
+		tr.cblk[i] = d.cblk
+	}
+}

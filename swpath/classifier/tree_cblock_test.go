@@ -1,0 +1,422 @@
+package classifier
+
+import (
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+	"github.com/scrubd/scrubd/swpath/traffic"
+)
+
+// cblockRecord decodes lane j of b into the record it was made from,
+// by the layout's definition (tree_cblock.go), not by the scan's
+// arithmetic: the address prefix length from the marker's position, the
+// port prefix lengths from the shifts, the family from its bit. rule is
+// -1: a block has no rules.
+func cblockRecord(b *cblock, j int) trec {
+	c, e := b.c[j], b.e[j]
+	if c == neverCLane {
+		return trec{sd: neverRec.sd, sdm: neverRec.sdm, misc: neverRec.misc, miscMask: neverRec.miscMask, ent: treeNoRank, rule: -1}
+	}
+	addr := func(w uint32, full bool) (v, m uint32) {
+		if full {
+			return w, ^uint32(0)
+		}
+		n := 31 - bits.TrailingZeros32(w) // the prefix length
+		m = ^uint32(0) << (32 - n)
+		if n == 0 {
+			m = 0
+		}
+		return w & m, m
+	}
+	sv, sm := addr(b.s[j], c&cSrcFull != 0)
+	dv, dm := addr(b.d[j], c&cDstFull != 0)
+	port := func(sh uint32) uint32 { return 0xffff << sh & 0xffff }
+	var hv, hm uint32
+	if c&cProtoMask != 0 {
+		hv, hm = c&0xff, 0xff
+	}
+	if c&(cFamily6<<4) != 0 {
+		fam := uint32(rule.IPv4)
+		if c&cFamily6 != 0 {
+			fam = uint32(rule.IPv6)
+		}
+		hv, hm = hv|fam<<8, hm|0xff00
+	}
+	hv |= (c >> cV6Top & 3) << 16
+	hm |= (c >> (cV6Top + cHiMasks - 8) & 3) << 16
+	lo := port(c>>cSportSh&31)<<16 | port(c>>cDportSh&31)
+	mm := uint64(hm)<<32 | uint64(lo)
+	switch {
+	case e&laneFull != 0:
+		mm |= chkFullBit
+	case e&lanePorts != 0:
+		mm |= chkPortsBit
+	}
+	return trec{sd: uint64(sv)<<32 | uint64(dv), sdm: uint64(sm)<<32 | uint64(dm),
+		misc: uint64(hv)<<32 | uint64(b.p[j]), miscMask: mm, ent: e & laneEnt, rule: -1}
+}
+
+// randCRecord returns a record whose check has the masks a compact lane
+// holds: address and port prefixes, the protocol and family whole or
+// not at all, any of the IPv6 top bits.
+func randCRecord(r *rand.Rand, ent uint32) trec {
+	pre := func(n, w int) uint64 {
+		if n == 0 {
+			return 0
+		}
+		return (uint64(1)<<n - 1) << (w - n)
+	}
+	sl, dl := r.IntN(33), r.IntN(33)
+	sdm := pre(sl, 32)<<32 | pre(dl, 32)
+	hm := uint64(0)
+	if r.IntN(2) == 0 {
+		hm |= 0xff
+	}
+	if r.IntN(3) != 0 {
+		hm |= 0xff00
+	}
+	hm |= uint64(r.IntN(4)) << 16
+	fam := uint64(rule.IPv4)
+	if r.IntN(2) == 0 {
+		fam = uint64(rule.IPv6)
+	}
+	hv := (uint64(r.IntN(256)) | fam<<8 | uint64(r.IntN(4))<<16) & hm
+	lo := pre(r.IntN(17), 16)<<16 | pre(r.IntN(17), 16)
+	mm := hm<<32 | lo
+	rec := trec{sd: r.Uint64() & sdm, sdm: sdm, misc: (hv<<32 | r.Uint64()&0xffffffff) & mm, miscMask: mm, ent: ent, rule: int32(ent)}
+	switch r.IntN(4) {
+	case 0:
+		rec.miscMask |= chkFullBit
+	case 1:
+		rec.miscMask |= chkPortsBit
+	}
+	return rec
+}
+
+// randCPacket returns the address and tree misc words of a packet: one
+// that passes rec's check, or misses it by one bit, or a random one. Its
+// family is IPv4 or IPv6, as every packet that reaches a scan.
+func randCPacket(r *rand.Rand, rec *trec) (sd, misc uint64) {
+	mm := rec.miscMask &^ (chkPortsBit | chkFullBit)
+	sd = rec.sd | r.Uint64()&^rec.sdm
+	misc = rec.misc | r.Uint64()&^mm
+	if r.IntN(3) == 0 {
+		if bit := r.IntN(128); bit < 64 {
+			sd ^= 1 << bit
+		} else {
+			misc ^= 1 << (bit - 64)
+		}
+	}
+	if r.IntN(8) == 0 {
+		sd, misc = r.Uint64(), r.Uint64()
+	}
+	// Only the fields a packet has: its family 4 or 6, nothing above the
+	// IPv6 top bits.
+	fam := uint64(rule.IPv4)
+	if misc>>41&1 != 0 {
+		fam = uint64(rule.IPv6)
+	}
+	misc = misc&(3<<48|0xff<<32|0xffffffff) | fam<<40
+	if r.IntN(8) == 0 {
+		misc &^= 0xffffffff // ports 0
+	}
+	return sd, misc
+}
+
+// TestCBlockLanes: a compact lane holds the check of every record whose
+// masks it can hold, decodes back to it, and passes exactly the packets
+// that the record's own check passes (sd&sdm == sd, misc&miscMask ==
+// misc, the form every other scan compares), in cblockMask and in the
+// scans' Go references.
+func TestCBlockLanes(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	rounds := 20000
+	if testing.Short() {
+		rounds = 3000
+	}
+	passed := 0
+	for it := range rounds {
+		var b cblock
+		recs := make([]trec, vecBlock)
+		for j := range vecBlock {
+			recs[j] = randCRecord(r, uint32(it*8+j))
+			if j == 7 && it%4 == 0 {
+				recs[j] = neverRec
+			}
+			if !b.setLane(j, &recs[j]) {
+				t.Fatalf("record %+v: no compact lane", recs[j])
+			}
+			got := cblockRecord(&b, j)
+			want := recs[j]
+			want.rule = -1
+			if recs[j].ent == treeNoRank {
+				want = cblockRecord(&neverCBlock[0], 0)
+			}
+			if got != want {
+				t.Fatalf("record %+v: decoded %+v", want, got)
+			}
+		}
+		for range 4 {
+			sd, misc := randCPacket(r, &recs[r.IntN(vecBlock)])
+			key := [4]uint32{uint32(sd >> 32), uint32(sd), hiLane(misc), uint32(misc)}
+			var want uint32
+			for j := range recs {
+				mm := recs[j].miscMask &^ (chkPortsBit | chkFullBit)
+				if recs[j].ent != treeNoRank && sd&recs[j].sdm == recs[j].sd && misc&mm == recs[j].misc {
+					want |= 1 << j
+				}
+			}
+			if got := cblockMask(&key, &b); got != want {
+				t.Fatalf("packet %#x %#x: lanes %08b, records' checks %08b (records %+v)", sd, misc, got, want, recs)
+			}
+			passed += bits.OnesCount32(want)
+			// The packet's flags: laneFull always, lanePorts for a
+			// packet without ports.
+			flags := uint32(laneFull) | uint32(r.IntN(2))*lanePorts
+			// The leaf's lanes: a run of them in the block (layPacked).
+			lo := r.IntN(vecBlock)
+			hi := lo + 1 + r.IntN(vecBlock-lo)
+			lanes := uint32(1<<hi-1) &^ (1<<lo - 1)
+			best, check := cleafScan2(&key, flags, &b, &neverCBlock[0], lanes|0xff00)
+			wb, wc := treeNoRank, uint32(0)
+			for j := range recs {
+				if (want&lanes)>>j&1 == 0 {
+					continue
+				}
+				if laneEntry(&recs[j])&flags != 0 {
+					wc |= 1 << j
+				} else {
+					wb = min(wb, recs[j].ent)
+				}
+			}
+			if best != wb || check != wc {
+				t.Fatalf("packet %#x %#x: cleafScan2 %#x %#x, want %#x %#x", sd, misc, best, check, wb, wc)
+			}
+		}
+	}
+	if passed < rounds {
+		t.Fatalf("%d passing lanes in %d rounds: the packets test little", passed, rounds)
+	}
+	// A never-passing lane has all-zero values and masks but its never
+	// bit: packets of all zeros and all ones pass nothing.
+	for _, key := range [][4]uint32{{}, {^uint32(0), ^uint32(0), 0x7ff, ^uint32(0)}} {
+		if m := cblockMask(&key, &neverCBlock[0]); m != 0 {
+			t.Fatalf("packet %#x: never-passing lanes %08b pass", key, m)
+		}
+	}
+}
+
+// TestCBlockRejects: a check with a mask that is not a prefix or a whole
+// field has no compact lane, so a set with one keeps other records.
+func TestCBlockRejects(t *testing.T) {
+	ok := trec{sd: 10 << 56, sdm: 0xff << 56, misc: 6 << 32, miscMask: 0xff << 32}
+	if _, _, _, _, fits := cencode(&ok); !fits {
+		t.Fatalf("%+v: no lane", ok)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*trec)
+	}{
+		{"source mask not a prefix", func(r *trec) { r.sdm = 0xff00ff00 << 32 }},
+		{"destination mask not a prefix", func(r *trec) { r.sdm |= 0x0f0 }},
+		{"source value outside its mask", func(r *trec) { r.sd |= 1 << 40 }},
+		{"protocol mask of four bits", func(r *trec) { r.miscMask = 0x0f << 32; r.misc = 6 << 32 }},
+		{"family mask of four bits", func(r *trec) { r.miscMask |= 0x0f00 << 32 }},
+		{"family 5", func(r *trec) { r.miscMask |= 0xff00 << 32; r.misc |= 5 << 40 }},
+		{"a mask bit above the IPv6 top bits", func(r *trec) { r.miscMask |= 1 << 50 }},
+		{"source port mask not a prefix", func(r *trec) { r.miscMask |= 0x00ff << 16 }},
+		{"destination port value outside its mask", func(r *trec) { r.miscMask |= 0xff00; r.misc |= 1 }},
+	} {
+		r := ok
+		c.edit(&r)
+		if _, _, _, _, fits := cencode(&r); fits {
+			t.Errorf("%s (%+v): a lane", c.name, r)
+		}
+	}
+}
+
+// TestScanLanesC2: the stubs (scanLanesC2 over a group, cleafScan2 a
+// packet at a time) against their Go references, on blocks of random
+// records and packets made to pass some of them.
+func TestScanLanesC2(t *testing.T) {
+	if !lanesWalk {
+		t.Log("no AVX-512 here: scanLanesC2 and cleafScan2 are their Go references")
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	rounds := 300
+	if testing.Short() {
+		rounds = 50
+	}
+	vrule := make([]int32, 1001)
+	for i := range vrule {
+		vrule[i] = int32(r.IntN(1 << 20))
+	}
+	vrule[1000] = -1
+	var s, g laneScratch
+	out, gout := make([]int32, treeGroup), make([]int32, treeGroup)
+	decided, total := 0, 0
+	for it := range rounds {
+		var blk [2][]cblock
+		var recs [2][16][vecBlock]trec
+		for ti := range blk {
+			blk[ti] = make([]cblock, 16)
+			blk[ti][0] = neverCBlock[0]
+			for b := 1; b < 16; b++ {
+				for j := range vecBlock {
+					recs[ti][b][j] = randCRecord(r, uint32(r.IntN(1100)))
+					blk[ti][b].setLane(j, &recs[ti][b][j])
+				}
+			}
+		}
+		for i := range treeGroup {
+			for ti := range 2 {
+				// A leaf of layPacked: a run of lanes of one block, or
+				// (one in 16) a long leaf from a block's first lane.
+				lo := r.IntN(vecBlock)
+				cnt := r.IntN(vecBlock - lo + 1)
+				w := treeLeaf | uint64(cnt)<<32 | uint64(r.IntN(16)*vecBlock+lo)
+				if r.IntN(16) == 0 {
+					w = treeLeaf | treeLong | uint64(vecBlock+1+r.IntN(20))<<32 | uint64(r.IntN(16)*vecBlock)
+				}
+				s.cur[ti][i] = w
+			}
+			// A packet made from a record of one of its blocks.
+			ti := r.IntN(2)
+			rec := &recs[ti][uint32(s.cur[ti][i])/vecBlock][r.IntN(vecBlock)]
+			if uint32(s.cur[ti][i])/vecBlock == 0 {
+				rec = &recs[ti][1+r.IntN(15)][0]
+			}
+			sd, misc := randCPacket(r, rec)
+			s.sds[i], s.keys[2][i], s.hi[i] = sd, misc, hiLane(misc)
+			s.flags[i] = laneFlags(&rule.Fields{L4: true, Family: rule.Family(misc >> 40 & 0xff), Proto: uint8(misc >> 32)})
+			if r.IntN(20) == 0 {
+				s.flags[i] = 0 // not IP
+			}
+		}
+		n := 1 + r.IntN(treeGroup)
+		if it%5 == 0 {
+			n = treeGroup
+		}
+		s.res, s.rest = [treeGroup]uint64{}, [treeGroup]uint8{}
+		for i := range out {
+			out[i], gout[i] = -7, -7
+		}
+		g = s
+		nr := scanLanesC2(&s, blk[0], blk[1], vrule, out, n, it%3*4)
+		gr := scanLanesC2Go(&g, blk[0], blk[1], vrule, gout, n)
+		if nr != gr || s.rest != g.rest || s.res != g.res || !slices.Equal(out, gout) {
+			t.Fatalf("round %d, %d packets: %d left, res %x, out %v; Go %d left, res %x, out %v", it, n, nr, s.res[:n], out[:n], gr, g.res[:n], gout[:n])
+		}
+		for i := range n {
+			key := [4]uint32{uint32(s.sds[i] >> 32), uint32(s.sds[i]), s.hi[i], uint32(s.keys[2][i])}
+			b0, b1 := &blk[0][uint32(s.cur[0][i])/vecBlock], &blk[1][uint32(s.cur[1][i])/vecBlock]
+			lanes := leafLanes(s.cur[0][i]) | leafLanes(s.cur[1][i])<<vecBlock
+			b, c := cleafScan2(&key, s.flags[i], b0, b1, lanes)
+			gb, gc := cleafScan2Go(&key, s.flags[i], b0, b1, lanes)
+			if b != gb || c != gc || uint64(b)|uint64(c)<<32 != s.res[i] {
+				t.Fatalf("round %d: packet %d: cleafScan2 %#x %#x, Go %#x %#x, group %#x", it, i, b, c, gb, gc, s.res[i])
+			}
+			if out[i] != -7 {
+				decided++
+			}
+			total++
+		}
+	}
+	if decided < total/4 || decided > total*15/16 {
+		t.Fatalf("%d of %d packets decided by the scan: the blocks test little", decided, total)
+	}
+}
+
+// cblockSet returns a ClassBench-style set of n rules, as IPv6 where v6
+// (each a.b.c.d/m as 2001:db8:a.b:c.d::/(32+m), as aclbench writes them).
+func cblockSet(n int, v6 bool) *rule.Set {
+	set := traffic.ClassBenchRules(uint64(n), n)
+	if !v6 {
+		return set
+	}
+	set6 := &rule.Set{Rules: append([]rule.Rule(nil), set.Rules...)}
+	conv := func(p netip.Prefix) netip.Prefix {
+		if !p.IsValid() {
+			return p
+		}
+		a := p.Addr().As4()
+		return netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, a[0], a[1], a[2], a[3]}), 32+p.Bits())
+	}
+	for i := range set6.Rules {
+		m := &set6.Rules[i].Match
+		m.Src, m.Dst = conv(m.Src), conv(m.Dst)
+	}
+	return set6
+}
+
+// TestCBlocksBig: with the lane walk, sets too big for leaves of one
+// block (sblock) within treeOneBlockMax take compact blocks, and decide
+// as the linear reference does, IPv4 and IPv6, every path: bursts (the
+// group's stub and its Go rest), Decide, AppendMatching.
+func TestCBlocksBig(t *testing.T) {
+	if !lanesWalk || !vecScan {
+		if lanesStub && os.Getenv("CI") == "true" {
+			t.Fatal("CI=true: this amd64 CPU has no AVX-512, so the compact blocks go untested")
+		}
+		t.Skip("no lane walk here (AVX-512 on amd64): no set takes compact blocks")
+	}
+	sizes := []int{20000, 50000}
+	if testing.Short() {
+		sizes = []int{20000}
+	}
+	for _, n := range sizes {
+		for _, v6 := range []bool{false, true} {
+			name := fmt.Sprintf("%d rules, IPv6 %v", n, v6)
+			set := cblockSet(n, v6)
+			tab, err := Compile(set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tab.tr == nil || !tab.tr.cvec || tab.tr.vec || tab.tr.compact {
+				t.Fatalf("%s: compact blocks %v (blocks %v, compact records %v)", name, tab.tr != nil && tab.tr.cvec, tab.tr != nil && tab.tr.vec, tab.tr != nil && tab.tr.compact)
+			}
+			recs, lanes := 0, 0
+			for i := range tab.tr.t {
+				d := &tab.tr.t[i]
+				if d.rec != nil || d.blk != nil || d.crec != nil {
+					t.Fatalf("%s: tree %d keeps other records (%d, %d blocks, %d compact)", name, i, len(d.rec), len(d.blk), len(d.crec))
+				}
+				// The leaves share blocks (layPacked): their records fill
+				// nearly every lane, and none takes another's.
+				seen := map[uint64]bool{}
+				taken := make([]bool, vecBlock*len(d.cblk))
+				for _, w := range append([]uint64{d.root}, d.nodes...) {
+					if w&treeLeaf == 0 || w>>32&0xffffff == 0 || seen[w] {
+						continue
+					}
+					seen[w] = true
+					first, cnt := uint32(w), uint32(w>>32)&0xffffff
+					if cnt <= vecBlock && first/vecBlock != (first+cnt-1)/vecBlock {
+						t.Fatalf("%s: leaf %#x spans two blocks", name, w)
+					}
+					for at := first; at < first+cnt; at++ {
+						if taken[at] {
+							t.Fatalf("%s: leaf %#x takes a lane another leaf has", name, w)
+						}
+						taken[at] = true
+					}
+					recs += int(cnt)
+				}
+				lanes += len(taken) - vecBlock // block 0 is the empty leaves'
+			}
+			if recs < lanes*95/100 {
+				t.Fatalf("%s: the leaves' %d records fill %d lanes: the blocks are not shared", name, recs, lanes)
+			}
+			g := traffic.NewGenerator(traffic.Config{Seed: uint64(n), Rules: set, RuleFraction: 0.9, Odd: true})
+			if m := checkAgainstReference(t, name, set, parseAll(g.Frames(3000))); m < 1000 {
+				t.Fatalf("%s: %d of 3000 packets matched", name, m)
+			}
+		}
+	}
+}
