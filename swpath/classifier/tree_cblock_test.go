@@ -420,3 +420,32 @@ func TestCBlocksBig(t *testing.T) {
 		}
 	}
 }
+
+// TestCBlocksPatched: a table patched over a base of compact blocks (its
+// masked rules found again through AppendMatching, its overlay, its
+// folds) decides as a table compiled from the new set does, and as the
+// set's linear reference, step by step. Compact blocks are forced on a
+// set of 2000 rules, as TestLanesForced forces them, so that the steps
+// reach removed rules and folds (at 20k rules a step removes about two
+// rules in 20k, and a set folds after 141 changes).
+func TestCBlocksPatched(t *testing.T) {
+	if !lanesWalk || !vecScan {
+		if lanesStub && os.Getenv("CI") == "true" {
+			t.Fatal("CI=true: this amd64 CPU has no AVX-512, so the compact blocks go untested")
+		}
+		t.Skip("no lane walk here (AVX-512 on amd64): no set takes compact blocks")
+	}
+	defer func(m int) { foldMin = m }(foldMin)
+	defer func(v int) { treeOneBlockMax = v }(treeOneBlockMax)
+	defer func(v int) { oneBlockEntries = v }(oneBlockEntries)
+	foldMin = 8 // folds within the test's steps
+	treeOneBlockMax, oneBlockEntries = 0, 0
+	set := traffic.ClassBenchRules(56, 2000)
+	if tab, err := Compile(set); err != nil || tab.tr == nil || !tab.tr.cvec {
+		t.Fatalf("2000 rules, compact blocks forced: %v, compact blocks %v", err, err == nil && tab.tr != nil && tab.tr.cvec)
+	}
+	fallbacks, overlaid, patched := testPatchSequence(t, 9, treesAuto, set, 25)
+	if fallbacks == 0 || overlaid == 0 || patched == 0 {
+		t.Fatalf("%d packets past a masked base rule, %d tables with an overlay, %d patched: the steps test little", fallbacks, overlaid, patched)
+	}
+}

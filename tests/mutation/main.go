@@ -310,6 +310,12 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig",
 	},
 	{
+		name: "classifier: AppendMatching over compact blocks lists records whose holds fail",
+		edits: []edit{{"swpath/classifier/tree_cblock.go",
+			"; t.laneRest(e, f, misc) {\n\t\t\t\tadd(", "; true || t.laneRest(e, f, misc) {\n\t\t\t\tadd(", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlocksPatched",
+	},
+	{
 		name: "classifier: compact blocks are not shared by the leaves",
 		edits: []edit{{"swpath/classifier/tree_cblock.go",
 			"\t\t\tif left := k - int(cnt); left > 0 {\n\t\t\t\topen[left] = append(open[left], b)\n", "\t\t\tif left := k - int(cnt); left > 99 {\n\t\t\t\topen[left] = append(open[left], b)\n", 1}},
