@@ -189,11 +189,7 @@ func cblockMask(key *[4]uint32, b *cblock) uint32 {
 // block filled 53 % of the lanes at 100k ClassBench-style rules (820k
 // records in 1.55M lanes, 4.2 records a leaf on average).
 func (d *dtree) layPacked() {
-	moved := map[uint64]uint64{}
-	rec := make([]trec, vecBlock, len(d.rec)+vecBlock)
-	for i := range rec {
-		rec[i] = neverRec
-	}
+	rec := blockRecords(len(d.rec) + vecBlock)
 	// open[k]: the first records of the blocks whose last k lanes are free.
 	var open [vecBlock][]uint32
 	newBlock := func() uint32 {
@@ -203,17 +199,7 @@ func (d *dtree) layPacked() {
 		}
 		return b
 	}
-	place := func(n uint64) uint64 {
-		if n&treeLeaf == 0 || n>>32&0xffffff == 0 {
-			if n&treeLeaf != 0 {
-				return treeLeaf // an empty leaf: block 0
-			}
-			return n
-		}
-		if m, ok := moved[n]; ok {
-			return m
-		}
-		first, cnt := uint32(n), uint32(n>>32)&0xffffff
+	d.relay(func(first, cnt uint32) uint64 {
 		var at uint32
 		m := treeLeaf | uint64(cnt)<<32
 		if cnt > vecBlock {
@@ -240,14 +226,8 @@ func (d *dtree) layPacked() {
 			}
 		}
 		copy(rec[at:at+cnt], d.rec[first:first+cnt])
-		m |= uint64(at)
-		moved[n] = m
-		return m
-	}
-	d.root = place(d.root)
-	for i, n := range d.nodes {
-		d.nodes[i] = place(n)
-	}
+		return m | uint64(at)
+	})
 	d.rec = rec
 }
 
@@ -392,16 +372,7 @@ func (t *Table) cvecRest(f *rule.Fields, misc uint64, best, check uint32, cur [2
 		}
 		return best
 	}
-	for check != 0 {
-		l := bits.TrailingZeros32(check)
-		check &= check - 1
-		e := bs[l/vecBlock].e[l%vecBlock]
-		if e&laneEnt >= best || e&laneFull == 0 || !t.holds(&t.tr.ents[e&laneEnt], f, misc) {
-			continue
-		}
-		best = e & laneEnt
-	}
-	return best
+	return t.vecChecked(f, misc, best, check, [4]*[vecBlock]uint32{&bs[0].e, &bs[1].e, &neverCBlock[0].e, &neverCBlock[0].e})
 }
 
 // cleafMatching appends to dst (through add) the rule of every record of

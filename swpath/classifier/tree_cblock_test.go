@@ -253,11 +253,7 @@ func TestScanLanesC2(t *testing.T) {
 	if testing.Short() {
 		rounds = 50
 	}
-	vrule := make([]int32, 1001)
-	for i := range vrule {
-		vrule[i] = int32(r.IntN(1 << 20))
-	}
-	vrule[1000] = -1
+	vrule := randVrule(r)
 	var s, g laneScratch
 	out, gout := make([]int32, treeGroup), make([]int32, treeGroup)
 	decided, total := 0, 0
@@ -333,9 +329,9 @@ func TestScanLanesC2(t *testing.T) {
 	}
 }
 
-// cblockSet returns a ClassBench-style set of n rules, as IPv6 where v6
+// classBenchSet returns a ClassBench-style set of n rules, as IPv6 where v6
 // (each a.b.c.d/m as 2001:db8:a.b:c.d::/(32+m), as aclbench writes them).
-func cblockSet(n int, v6 bool) *rule.Set {
+func classBenchSet(n int, v6 bool) *rule.Set {
 	set := traffic.ClassBenchRules(uint64(n), n)
 	if !v6 {
 		return set
@@ -373,7 +369,7 @@ func TestCBlocksBig(t *testing.T) {
 	for _, n := range sizes {
 		for _, v6 := range []bool{false, true} {
 			name := fmt.Sprintf("%d rules, IPv6 %v", n, v6)
-			set := cblockSet(n, v6)
+			set := classBenchSet(n, v6)
 			tab, err := Compile(set)
 			if err != nil {
 				t.Fatal(err)

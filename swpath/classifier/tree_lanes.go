@@ -116,25 +116,13 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 	if tr.walk {
 		pf = 0 // trees that stay in the cache (see lanePrefetch)
 	}
-	if tr.cvec {
-		nrest := scanLanesC2(s, tr.cblk[0], tr.cblk[1], tr.vrule, out, len(fs), pf)
-		for _, i := range s.rest[:nrest] {
-			f := &fs[i]
-			if f.Family == 0 {
-				out[i] = -1
-				continue
-			}
-			n0, n1 := cur[0][i], cur[1][i]
-			bs := [2]*cblock{&tr.cblk[0][uint32(n0)/vecBlock], &tr.cblk[1][uint32(n1)/vecBlock]}
-			b, c := uint32(s.res[i]), uint32(s.res[i]>>32)
-			out[i] = tr.vecRule(t.cvecRest(f, ks[2][i], b, c, [2]uint64{n0, n1}, bs))
-		}
-		return ip * len(trs)
-	}
 	var nrest int
-	if tr.vecLong {
+	switch {
+	case tr.cvec:
+		nrest = scanLanesC2(s, tr.cblk[0], tr.cblk[1], tr.vrule, out, len(fs), pf)
+	case tr.vecLong:
 		nrest = scanLanes4(s, vb[0], vb[1], tr.vrule, out, len(fs), pf)
-	} else {
+	default:
 		nrest = scanLanes2(s, vb[0], vb[1], tr.vrule, out, len(fs), pf)
 	}
 	never := &neverBlock[0]
@@ -145,13 +133,18 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 			continue
 		}
 		n0, n1 := cur[0][i], cur[1][i]
+		b, c := uint32(s.res[i]), uint32(s.res[i]>>32)
+		if tr.cvec {
+			bs := [2]*cblock{&tr.cblk[0][uint32(n0)/vecBlock], &tr.cblk[1][uint32(n1)/vecBlock]}
+			out[i] = tr.vecRule(t.cvecRest(f, ks[2][i], b, c, [2]uint64{n0, n1}, bs))
+			continue
+		}
 		bs, long := [4]*sblock{&vb[0][uint32(n0)/vecBlock], &vb[1][uint32(n1)/vecBlock], never, never}, treeLong
 		if tr.vecLong {
 			bs[0], bs[1] = leafBlocks(vb[0], n0)
 			bs[2], bs[3] = leafBlocks(vb[1], n1)
 			long = treeLonger
 		}
-		b, c := uint32(s.res[i]), uint32(s.res[i]>>32)
 		out[i] = tr.vecRule(t.vecRest(f, s.sds[i], ks[2][i], b, c, [4]uint64{n0, n1, treeLeaf, treeLeaf}, bs, long))
 	}
 	return ip * len(trs)

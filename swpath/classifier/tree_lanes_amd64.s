@@ -330,26 +330,8 @@ done4:
 // m (the leaf's, LEAFLANES) can pass.
 #define CSCAN(p, m, k) \
 	VMOVDQU32	96(p), Y4 \
-	VMOVDQU32	(p), Y5 \
-	VPSUBD	Y5, Y23, Y6 \
-	VPANDD	Y5, Y6, Y6 \
-	VPADDD	Y6, Y6, Y6 \
-	VPSUBD	Y6, Y23, Y6 \
-	VPSLLD	$5, Y4, Y7 \
-	VPSRAD	$31, Y7, Y7 \
-	VPORD	Y7, Y6, Y6 \
-	VPXORD	Y0, Y5, Y5 \
-	VPTESTNMD	Y6, Y5, m, K1 \
-	VMOVDQU32	32(p), Y5 \
-	VPSUBD	Y5, Y23, Y6 \
-	VPANDD	Y5, Y6, Y6 \
-	VPADDD	Y6, Y6, Y6 \
-	VPSUBD	Y6, Y23, Y6 \
-	VPSLLD	$4, Y4, Y7 \
-	VPSRAD	$31, Y7, Y7 \
-	VPORD	Y7, Y6, Y6 \
-	VPXORD	Y1, Y5, Y5 \
-	VPTESTNMD	Y6, Y5, K1, K1 \
+	ADDRESS(p, 0, $5, Y0, m) \
+	ADDRESS(p, 32, $4, Y1, K1) \
 	VPSRLD	$4, Y4, Y6 \
 	VPANDD	Y18, Y6, Y6 \
 	VPSRAD	$31, Y4, Y7 \
@@ -372,6 +354,22 @@ done4:
 	KANDNW	K1, k, K3 \
 	VPANDD	Y9, Y5, Y5 \
 	VPMINUD	Y5, Y11, K3, Y11
+
+// ADDRESS sets K1 to the lanes of mask m whose address words (at off(p))
+// the packet's word in key passes: the mask is -(2m) for the word's
+// lowest set bit m, or all ones where bit 31 of the c word in Y4 shifted
+// left by sh (cSrcFull or cDstFull) is set.
+#define ADDRESS(p, off, sh, key, m) \
+	VMOVDQU32	off(p), Y5 \
+	VPSUBD	Y5, Y23, Y6 \
+	VPANDD	Y5, Y6, Y6 \
+	VPADDD	Y6, Y6, Y6 \
+	VPSUBD	Y6, Y23, Y6 \
+	VPSLLD	sh, Y4, Y7 \
+	VPSRAD	$31, Y7, Y7 \
+	VPORD	Y7, Y6, Y6 \
+	VPXORD	key, Y5, Y5 \
+	VPTESTNMD	Y6, Y5, m, K1
 
 // LEAFLANES sets mask k to the lanes of its first block that the leaf
 // word in w holds (leafLanes): (1 << min(count, 8)) - 1, shifted left by

@@ -103,6 +103,17 @@ func TestWalkLanes(t *testing.T) {
 // without ports, and packets that are not IP (flags 0). The stubs run
 // with prefetch distances of 0, 4 and 8 (round by round), which must
 // change no result.
+// randVrule returns a vrule of 1000 random rules and -1 last, for the
+// lane scans' tests.
+func randVrule(r *rand.Rand) []int32 {
+	vrule := make([]int32, 1001)
+	for i := range vrule {
+		vrule[i] = int32(r.IntN(1 << 20))
+	}
+	vrule[1000] = -1
+	return vrule
+}
+
 func TestScanLanes2(t *testing.T) {
 	if !lanesWalk {
 		t.Log("no AVX-512 here: the scans are scanLanes2Go and scanLanes4Go, checked against leafScan2 and leafScan4")
@@ -112,11 +123,7 @@ func TestScanLanes2(t *testing.T) {
 	if testing.Short() {
 		rounds = 60
 	}
-	vrule := make([]int32, 1001)
-	for i := range vrule {
-		vrule[i] = int32(r.IntN(1 << 20))
-	}
-	vrule[1000] = -1
+	vrule := randVrule(r)
 	var s, g laneScratch
 	out, gout := make([]int32, treeGroup), make([]int32, treeGroup)
 	var decided, passed, checked, total [2]int

@@ -115,19 +115,7 @@ func TestTreeNodeWords(t *testing.T) {
 // do not count towards an address being small (with them counted, every
 // IPv6 prefix looked small and the 10k set took 3.6 times the records).
 func TestTreesIPv6LikeIPv4(t *testing.T) {
-	set4 := traffic.ClassBenchRules(10000, 10000)
-	set6 := &rule.Set{Rules: append([]rule.Rule(nil), set4.Rules...)}
-	conv := func(p netip.Prefix) netip.Prefix {
-		if !p.IsValid() {
-			return p
-		}
-		a := p.Addr().As4()
-		return netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, a[0], a[1], a[2], a[3]}), 32+p.Bits())
-	}
-	for i := range set6.Rules {
-		m := &set6.Rules[i].Match
-		m.Src, m.Dst = conv(m.Src), conv(m.Dst)
-	}
+	set4, set6 := classBenchSet(10000, false), classBenchSet(10000, true)
 	var recs, full, nodes [2]int
 	for i, set := range []*rule.Set{set4, set6} {
 		tab, err := Compile(set)

@@ -106,22 +106,8 @@ var neverRec = trec{sd: 1 << 32, ent: treeNoRank, rule: -1}
 // are followed by never-passing records up to the next multiple, and
 // d.blk holds the checks of d.rec in blocks.
 func (d *dtree) addBlocks() {
-	moved := map[uint64]uint64{}
-	rec := make([]trec, vecBlock, len(d.rec)*2+vecBlock)
-	for i := range rec {
-		rec[i] = neverRec
-	}
-	place := func(n uint64) uint64 {
-		if n&treeLeaf == 0 || n>>32&0xffffff == 0 {
-			if n&treeLeaf != 0 {
-				return treeLeaf // an empty leaf: block 0
-			}
-			return n
-		}
-		if m, ok := moved[n]; ok {
-			return m
-		}
-		first, cnt := uint32(n), uint32(n>>32)&0xffffff
+	rec := blockRecords(len(d.rec)*2 + vecBlock)
+	d.relay(func(first, cnt uint32) uint64 {
 		m := treeLeaf | uint64(cnt)<<32 | uint64(len(rec))
 		if cnt > vecBlock {
 			m |= treeLong
@@ -133,17 +119,49 @@ func (d *dtree) addBlocks() {
 		for len(rec)%vecBlock != 0 {
 			rec = append(rec, neverRec)
 		}
-		moved[n] = m
 		return m
-	}
-	d.root = place(d.root)
-	for i, n := range d.nodes {
-		d.nodes[i] = place(n)
-	}
+	})
 	d.rec = rec
 	d.blk = make([]sblock, len(rec)/vecBlock)
 	for i := range rec {
 		d.blk[i/vecBlock].setLane(i%vecBlock, &rec[i])
+	}
+}
+
+// blockRecords returns the records of a layout in blocks before its
+// leaves: block 0, the empty leaves', of never-passing records, with
+// room for n.
+func blockRecords(n int) []trec {
+	rec := make([]trec, vecBlock, n)
+	for i := range rec {
+		rec[i] = neverRec
+	}
+	return rec
+}
+
+// relay gives every leaf of d with records the leaf word that place
+// returns for its records (first, cnt), once a leaf however many node
+// words name it, and every empty leaf block 0's: the new layouts of
+// addBlocks and layPacked, whose records place copies.
+func (d *dtree) relay(place func(first, cnt uint32) uint64) {
+	moved := map[uint64]uint64{}
+	word := func(n uint64) uint64 {
+		switch {
+		case n&treeLeaf == 0:
+			return n
+		case n>>32&0xffffff == 0:
+			return treeLeaf // an empty leaf: block 0
+		}
+		m, ok := moved[n]
+		if !ok {
+			m = place(uint32(n), uint32(n>>32)&0xffffff)
+			moved[n] = m
+		}
+		return m
+	}
+	d.root = word(d.root)
+	for i, n := range d.nodes {
+		d.nodes[i] = word(n)
 	}
 }
 
@@ -315,18 +333,18 @@ func (t *Table) vecRest(f *rule.Fields, sd, misc uint64, best, check uint32, cur
 	if (cur[0]|cur[1]|cur[2]|cur[3])&long != 0 {
 		return t.vecResolve(f, sd, misc, cur)
 	}
-	return t.vecChecked(f, misc, best, check, bs)
+	return t.vecChecked(f, misc, best, check, [4]*[vecBlock]uint32{&bs[0].e, &bs[1].e, &bs[2].e, &bs[3].e})
 }
 
 // vecChecked returns the lower of best and the entries of the lanes named
-// by check (leafScan4's: bit 8i+j for lane j of block i of bs) that hold
-// for f. Such a lane needs holds (laneFull), or ports that f lacks
-// (lanePorts): that one never decides.
-func (t *Table) vecChecked(f *rule.Fields, misc uint64, best, check uint32, bs [4]*sblock) uint32 {
+// by check (leafScan4's: bit 8i+j for lane j of block i, whose entry
+// words are es[i]) that hold for f. Such a lane needs holds (laneFull),
+// or ports that f lacks (lanePorts): that one never decides.
+func (t *Table) vecChecked(f *rule.Fields, misc uint64, best, check uint32, es [4]*[vecBlock]uint32) uint32 {
 	for check != 0 {
 		l := bits.TrailingZeros32(check)
 		check &= check - 1
-		e := bs[l/vecBlock].e[l%vecBlock]
+		e := es[l/vecBlock][l%vecBlock]
 		if e&laneEnt >= best || e&laneFull == 0 || !t.holds(&t.tr.ents[e&laneEnt], f, misc) {
 			continue
 		}

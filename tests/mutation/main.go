@@ -258,7 +258,7 @@ var mutations = []mutation{
 	{
 		name: "classifier: the compact lane scan takes the source word whole by the destination's bit (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"\tVPSLLD\t$5, Y4, Y7 \\\n", "\tVPSLLD\t$4, Y4, Y7 \\\n", 1}},
+			"ADDRESS(p, 0, $5, Y0, m)", "ADDRESS(p, 0, $4, Y0, m)", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig",
 	},
 	{
@@ -280,8 +280,8 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes",
 	},
 	{
-		name: "classifier: a compact-block scan's lanes that need holds decide without them",
-		edits: []edit{{"swpath/classifier/tree_cblock.go",
+		name: "classifier: a block scan's lanes that need holds decide without them (sblocks and compact blocks)",
+		edits: []edit{{"swpath/classifier/tree_vec.go",
 			"e&laneFull == 0 || !t.holds(&t.tr.ents[e&laneEnt], f, misc)", "e&laneFull == 0", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlocksBig|TestLanesForced",
 	},
