@@ -34,16 +34,18 @@ import (
 // in Go. At 100k ClassBench-style rules the lookup holds 31.9 MB (the
 // group walk's compact records 28.0), and fresh 5-tuple bursts took
 // 0.66-0.68 of the time of the group walk (52.3-53.1 against 77.3-80.9
-// ns a packet, each alone in a process, three each, alternated, pinned);
-// at 20k 0.95 of the time of two-block sblock leaves (32.1 against 33.6)
-// in 5.3 MB instead of 12.5. Decide, a packet at a time down the deeper
-// trees of leaves of eight, took about 1.2 times as long at 100k, and
-// the build 0.40 s instead of 0.24. At 10k and 5k, where sblocks of one block
-// fit, compact blocks took 1.11 and 1.15 of their time (the masks'
-// rebuilding, about a dozen instructions a block, where the blocks stay
-// in the cache), for a quarter of the memory, and the Direct Verbs
-// engine at 10k no less time (scrubd bench, 66.8-73.4 against 63.1-67.3
-// cpu-ns a packet, alternated four times), so those sets keep sblocks.
+// ns a packet, each alone in a process, three each, alternated, pinned;
+// in aclbench, the binaries alternated four times, DecideBurst 68.2-71.8
+// against 83.1-90.0); at 20k 0.95 of the time of two-block sblock
+// leaves (32.1 against 33.6) in 5.3 MB instead of 12.5. Decide, a packet
+// at a time down the deeper trees of leaves of eight, took about 1.2
+// times as long at 100k, and the build 0.40 s instead of 0.24. At 10k
+// and 5k, where sblocks of one block fit, compact blocks took 1.11 and
+// 1.15 of their time (the masks' rebuilding, about a dozen instructions
+// a block, where the blocks stay in the cache), for a quarter of the
+// memory, and the Direct Verbs engine at 10k no less time (scrubd bench,
+// 66.8-73.4 against 63.1-67.3 cpu-ns a packet, alternated four times),
+// so those sets keep sblocks.
 
 // cblock holds the checks of eight records of a leaf in 32-bit lanes:
 // s, d the source and destination words (cblockAddr), p the ports' value,
