@@ -438,7 +438,8 @@ func (t *Table) buildTrees(all []bentry) *trees {
 		ntrees += min(len(p), 1)
 	}
 	size, ok := 0, false
-	// cblocks: the set gets compact blocks (tree_cblock.go).
+	// lanes: the lane scans would take the set. cblocks: it gets compact
+	// blocks (tree_cblock.go).
 	lanes := len(all) > oneBlockEntries && lanesWalk && ntrees <= 2
 	cblocks := false
 	if lanes {
