@@ -104,9 +104,6 @@ func (t *Table) lookup(f *rule.Fields) (int32, int) {
 		if t.tr.vec {
 			return t.treeLookupVec(f)
 		}
-		if t.tr.cvec {
-			return t.cvecLookup(f)
-		}
 		return t.treeLookup(f)
 	}
 	if t.pt != nil {

@@ -863,6 +863,9 @@ func (t *Table) treeLookup(f *rule.Fields) (int32, int) {
 	if t.tr.compact {
 		return t.crecScan(f, &cur, sd, misc), len(trs)
 	}
+	if t.tr.cvec {
+		return t.cvecScan(f, &cur, misc), len(trs)
+	}
 	for i := range trs {
 		n := cur[i]
 		first := uint32(n)
@@ -1046,7 +1049,7 @@ func (t *Table) treeBurst(fs []rule.Fields, out []int32, s *treeScratch) int {
 		}
 		if tr.cvec {
 			for i := range fs {
-				r, n := t.cvecLookup(&fs[i])
+				r, n := t.treeLookup(&fs[i])
 				out[i] = r
 				probes += n
 			}

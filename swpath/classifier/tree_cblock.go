@@ -295,48 +295,25 @@ func spanLanes(at, end uint32) uint32 {
 	return (1<<hi - 1) &^ (1<<lo - 1)
 }
 
-// laneRest is recRest for a lane's entry word e: holds where it needs
-// them (laneFull), ports where it needs them (lanePorts).
+// laneRest is recRest for a lane's entry word e, whose flags (laneFull,
+// lanePorts) are chkFullBit and chkPortsBit 32 bits down.
 func (t *Table) laneRest(e uint32, f *rule.Fields, misc uint64) bool {
-	switch {
-	case e&laneFull != 0:
-		return t.holds(&t.tr.ents[e&laneEnt], f, misc)
-	case e&lanePorts != 0:
-		return f.HasPorts()
-	}
-	return true
+	return t.recRest(uint64(e&^laneEnt)<<32, e&laneEnt, f, misc)
 }
 
-// cvecLookup is lookup for trees of compact blocks (at most two): the
-// walks of treeLookup, then one call (cleafScan2) for the first block of
-// both leaves.
-func (t *Table) cvecLookup(f *rule.Fields) (int32, int) {
-	if f.Family == 0 {
-		return -1, 0
-	}
+// cvecScan is treeLookup's scan for trees of compact blocks (at most
+// two), over the leaves cur (treeLeaf for a tree the set does not have):
+// one call (cleafScan2) for the first block of both leaves.
+func (t *Table) cvecScan(f *rule.Fields, cur *[maxTrees]uint64, misc uint64) int32 {
 	tr := t.tr
-	misc := miscWord(f) | tr.topBits(f)
-	k := treeKey{f.Src.Hi, f.Dst.Hi, misc}
-	trs := tr.t
-	n0, n1 := trs[0].root, treeLeaf
-	if len(trs) > 1 {
-		n1 = trs[1].root
-	}
-	for n0&n1&treeLeaf == 0 {
-		if n0&treeLeaf == 0 {
-			n0 = trs[0].nodes[uint32(n0)+uint32(k[n0>>56&3]>>(n0>>48&63))&uint32(n0>>32&0xffff)]
-		}
-		if n1&treeLeaf == 0 {
-			n1 = trs[1].nodes[uint32(n1)+uint32(k[n1>>56&3]>>(n1>>48&63))&uint32(n1>>32&0xffff)]
-		}
-	}
+	n0, n1 := cur[0], cur[1]
 	key := cblockKey(f, misc)
 	b0, b1 := &tr.cblk[0][uint32(n0)/vecBlock], &tr.cblk[1][uint32(n1)/vecBlock]
 	best, check := cleafScan2(&key, laneFlags(f), b0, b1, leafLanes(n0)|leafLanes(n1)<<vecBlock)
 	if (n0|n1)&treeLong != 0 || check != 0 {
 		best = t.cvecRest(f, misc, best, check, [2]uint64{n0, n1}, [2]*cblock{b0, b1})
 	}
-	return tr.vecRule(best), len(trs)
+	return tr.vecRule(best)
 }
 
 // cleafScan2Go returns the best entry among the lanes of b0 and b1 that

@@ -292,9 +292,9 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlocksBig",
 	},
 	{
-		name: "classifier: a compact lane that needs ports holds for a packet without them",
-		edits: []edit{{"swpath/classifier/tree_cblock.go",
-			"\t\treturn f.HasPorts()\n", "\t\treturn true\n", 1}},
+		name: "classifier: a record or compact lane that needs ports holds for a packet without them",
+		edits: []edit{{"swpath/classifier/tree.go",
+			"\treturn f.HasPorts()\n}", "\treturn true\n}", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlocksBig|TestLanesForced",
 	},
 	{
