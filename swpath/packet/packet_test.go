@@ -201,10 +201,11 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// TestFastPathMatchesGeneral compares Parse (fast path for plain IPv4
-// UDP/TCP) with the general parser on frames around the fast path's edges:
-// every truncation, DF/MF/offset combinations, IHL values, protocols,
-// tags, and random bytes in the fields it reads.
+// TestFastPathMatchesGeneral compares Parse (fast path for untagged IPv4
+// without options at offset 0, any protocol) with the general parser on
+// frames around the fast path's edges: every truncation, DF/MF/offset
+// combinations, IHL values, every protocol number, tags, and random bytes
+// in the fields it reads.
 func TestFastPathMatchesGeneral(t *testing.T) {
 	var frames [][]byte
 	for _, proto := range []uint8{rule.ProtoUDP, rule.ProtoTCP, rule.ProtoICMP, rule.ProtoSCTP, 0, 255} {
@@ -220,6 +221,13 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+	for proto := range 256 {
+		for _, df := range []bool{false, true} {
+			fr := traffic.Frame{Family: rule.IPv4, Src: s4, Dst: d4, Proto: uint8(proto), SrcPort: 0xfedc, DstPort: 0xba98,
+				ICMPType: 0xa5, ICMPCode: 0x5a, TCPFlags: 0xff, DF: df, Size: 64}
+			frames = append(frames, traffic.AppendFrame(nil, &fr))
 		}
 	}
 	g := traffic.NewGenerator(traffic.Config{Seed: 7, Rules: traffic.SourceWorkload(), RuleFraction: 0.5, IPv6Fraction: 0.2})
@@ -239,7 +247,7 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 		for n := 0; n <= len(b); n++ {
 			check(b[:n])
 		}
-		if len(b) >= 42 && b[12] == 8 && b[13] == 0 && b[14] == 0x45 && (b[23] == rule.ProtoUDP || b[23] == rule.ProtoTCP) {
+		if len(b) >= 54 && b[12] == 8 && b[13] == 0 && b[14] == 0x45 && b[20]&0x1f == 0 && b[21] == 0 {
 			fastHits++
 		}
 		// Random values in the bytes the fast path reads.
@@ -255,7 +263,7 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 			check(m)
 		}
 	}
-	if fastHits < 100 {
+	if fastHits < 600 {
 		t.Fatalf("only %d frames reach the fast path", fastHits)
 	}
 }

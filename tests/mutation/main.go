@@ -557,6 +557,30 @@ var mutations = []mutation{
 			"n, err = eachLine(sp, h.Rules, each)", "n, err = eachLine(resp.Body, h.Rules, each)", 1}},
 		pkgs: []string{"./agent/api/"}, run: "TestListSlowReader",
 	},
+	{
+		name: "parser: the fast path reads ports of every protocol",
+		edits: []edit{{"swpath/packet/packet.go",
+			"ports := l4 & -uint32(k&l4Ports)", "ports := l4", 1}},
+		pkgs: []string{"./swpath/packet/"}, run: "TestFastPathMatchesGeneral",
+	},
+	{
+		name: "parser: the fast path reads TCP flags of every protocol",
+		edits: []edit{{"swpath/packet/packet.go",
+			"b[ethHeaderLen+ipv4MinHdrLen+13] & -(k >> l4FlagsShift & 1)", "b[ethHeaderLen+ipv4MinHdrLen+13]", 1}},
+		pkgs: []string{"./swpath/packet/"}, run: "TestFastPathMatchesGeneral",
+	},
+	{
+		name: "parser: the fast path reads ICMP type and code of every protocol",
+		edits: []edit{{"swpath/packet/packet.go",
+			"icmp := l4 >> 16 & -uint32(k>>l4ICMPShift&1)", "icmp := l4 >> 16", 1}},
+		pkgs: []string{"./swpath/packet/"}, run: "TestFastPathMatchesGeneral",
+	},
+	{
+		name: "parser: the fast path takes SCTP for a protocol without ports",
+		edits: []edit{{"swpath/packet/packet.go",
+			"rule.ProtoSCTP: l4Ports,", "", 1}},
+		pkgs: []string{"./swpath/packet/"}, run: "TestFastPathMatchesGeneral",
+	},
 }
 
 func main() {
