@@ -289,7 +289,7 @@ func TestScanLanesC2(t *testing.T) {
 				rec = &recs[ti][1+r.IntN(15)][0]
 			}
 			sd, misc := randCPacket(r, rec)
-			s.sds[i], s.keys[2][i], s.hi[i] = sd, misc, hiLane(misc)
+			s.sds[i], s.keys[2][i] = sd, misc
 			s.flags[i] = laneFlags(&rule.Fields{L4: true, Family: rule.Family(misc >> 40 & 0xff), Proto: uint8(misc >> 32)})
 			if r.IntN(20) == 0 {
 				s.flags[i] = 0 // not IP
@@ -310,7 +310,7 @@ func TestScanLanesC2(t *testing.T) {
 			t.Fatalf("round %d, %d packets: %d left, res %x, out %v; Go %d left, res %x, out %v", it, n, nr, s.res[:n], out[:n], gr, g.res[:n], gout[:n])
 		}
 		for i := range n {
-			key := [4]uint32{uint32(s.sds[i] >> 32), uint32(s.sds[i]), s.hi[i], uint32(s.keys[2][i])}
+			key := [4]uint32{uint32(s.sds[i] >> 32), uint32(s.sds[i]), hiLane(s.keys[2][i]), uint32(s.keys[2][i])}
 			b0, b1 := &blk[0][uint32(s.cur[0][i])/vecBlock], &blk[1][uint32(s.cur[1][i])/vecBlock]
 			lanes := leafLanes(s.cur[0][i]) | leafLanes(s.cur[1][i])<<vecBlock
 			b, c := cleafScan2(&key, s.flags[i], b0, b1, lanes)

@@ -62,14 +62,13 @@ func (d *dtree) walkLanesGo(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, 
 const lanePrefetch = 8
 
 // laneScratch is vecLanes' working memory (and keys that of treeGroup's
-// walks): about 8.1 KiB, which a DecideBurst clears on its stack. The
+// walks): about 7.6 KiB, which a DecideBurst clears on its stack. The
 // scan stubs address its fields by their offsets (go_asm.h).
 type laneScratch struct {
 	keys  [3][treeGroup]uint64 // the packets' treeKey words, word by word
 	cur   [2][treeGroup]uint64 // each tree's leaf
 	sds   [treeGroup]uint64    // scanSD
 	flags [treeGroup]uint32    // laneFlags, 0 for a packet that is not IP
-	hi    [treeGroup]uint32    // hiLane (compact blocks only)
 	res   [treeGroup]uint64    // the scans' best | check<<32
 	rest  [treeGroup]uint8     // the packets the scans left to Go
 }
@@ -97,11 +96,6 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 		}
 		s.sds[i], s.flags[i] = scanSD(f), fl
 		ip += int(min(f.Family, 1))
-	}
-	if tr.cvec {
-		for i := range fs {
-			s.hi[i] = hiLane(ks[2][i])
-		}
 	}
 	for ti := range trs {
 		trs[ti].walkLanes(ks, &cur[ti], len(fs))

@@ -10,7 +10,8 @@ const lanesStub = true
 // lanesWalk: bursts walk the trees eight packets to an instruction with
 // the AVX-512 stubs (walkLanes8 needs AVX-512F; scanLanes2 its masked
 // compares on ymm registers, AVX-512VL; scanLanesC2 BMI2's BZHI and SHLX
-// for a leaf's lanes, which every CPU with AVX-512 has).
+// for a leaf's lanes and PEXT for a packet's hiLane, which every CPU with
+// AVX-512 has).
 var lanesWalk = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasBMI2
 
 // walkLanes is walkLanesGo, with the stub.

@@ -416,11 +416,17 @@ done4:
 	PREFETCHT0	64(AX) \
 	PREFETCHT0	128(AX)
 
-// CLANES is LANES for compact blocks: packet DX's hiLane (s.hi) in Y2.
+// CLANES is LANES for compact blocks: packet DX's hiLane in Y2, the bits
+// of its misc word that hiLane takes (the protocol, bits 32-39; bit 41 of
+// the family; the IPv6 top bits 48 and 49) gathered in their order by
+// BMI2's PEXT. Uses AX and BX.
 #define CLANES \
 	VPBROADCASTD	(laneScratch_sds+4)(R8)(DX*8), Y0 \
 	VPBROADCASTD	laneScratch_sds(R8)(DX*8), Y1 \
-	VPBROADCASTD	laneScratch_hi(R8)(DX*4), Y2 \
+	MOVQ	(laneScratch_keys+2*const_treeGroup*8)(R8)(DX*8), AX \
+	MOVQ	$0x302ff00000000, BX \
+	PEXTQ	BX, AX, AX \
+	VPBROADCASTD	AX, Y2 \
 	VPBROADCASTD	(laneScratch_keys+2*const_treeGroup*8)(R8)(DX*8), Y3 \
 	VPBROADCASTD	laneScratch_flags(R8)(DX*4), Y8 \
 	VPTERNLOGD	$0xff, Y11, Y11, Y11
@@ -443,9 +449,9 @@ done4:
 // func scanLanesC2(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n, pfd int) (rest int)
 //
 // scanLanes2 over compact blocks (scanLanesC2Go): packet i's lanes are
-// s.sds[i], s.hi[i] and the low half of s.keys[2][i], its blocks the
-// first of its leaves in b0 and b1, and it decides or lists packets as
-// scanLanes2 does. With pfd not 0 it first prefetches packet i+pfd's
+// s.sds[i], hiLane(s.keys[2][i]) and the low half of s.keys[2][i], its
+// blocks the first of its leaves in b0 and b1, and it decides or lists
+// packets as scanLanes2 does. With pfd not 0 it first prefetches packet i+pfd's
 // blocks (CAHEAD). It orders no memory.
 TEXT ·scanLanesC2(SB), NOSPLIT, $0-128
 	PROLOGUE

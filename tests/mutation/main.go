@@ -262,6 +262,12 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig",
 	},
 	{
+		name: "classifier: the compact lane scan's hiLane drops the family bit (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"MOVQ\t$0x302ff00000000, BX", "MOVQ\t$0x300ff00000000, BX", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+	},
+	{
 		name: "classifier: the compact lane scan reads the destination port's shift a bit off (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVPSRLD\t$21, Y4, Y7 \\\n", "\tVPSRLD\t$22, Y4, Y7 \\\n", 1}},
