@@ -374,11 +374,15 @@ func (t *Table) cleafMatching(d *dtree, n uint64, f *rule.Fields, misc uint64, a
 // low half of s.keys[2][i], and its blocks the first of its leaves
 // s.cur[0][i] in b0 and s.cur[1][i] in b1, of which it tests the
 // leaves' lanes (leafLanes, cleafScan2Go).
-func scanLanesC2Go(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n int) (rest int) {
+func scanLanesC2Go(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n int, narrow bool) (rest int) {
 	for i := range n {
 		c0, c1 := s.cur[0][i], s.cur[1][i]
 		key := [4]uint32{uint32(s.sds[i] >> 32), uint32(s.sds[i]), hiLane(s.keys[2][i]), uint32(s.keys[2][i])}
-		best, check := cleafScan2Go(&key, s.flags[i], &b0[uint32(c0)/vecBlock], &b1[uint32(c1)/vecBlock], leafLanes(c0)|leafLanes(c1)<<vecBlock)
+		bl0, bl1 := &b0[uint32(c0)/vecBlock], &b1[uint32(c1)/vecBlock]
+		best, check := cleafScan2Go(&key, s.flags[i], bl0, bl1, leafLanes(c0)|leafLanes(c1)<<vecBlock)
+		if narrow {
+			check = useful(check, best, &bl0.e, &bl1.e)
+		}
 		rest = s.decide(i, best, check, (c0|c1)&treeLong != 0, vrule, out, rest)
 	}
 	return rest

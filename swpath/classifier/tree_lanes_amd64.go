@@ -38,7 +38,7 @@ func walkLanes8(nodes *uint64, root uint64, keys *[3][treeGroup]uint64, cur *[tr
 // treeGroup and len(out), and vrule to end with -1 (vecRule's).
 //
 //go:noescape
-func scanLanes2(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, pfd int) (rest int)
+func scanLanes2(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, pfd int, narrow bool) (rest int)
 
 // scanLanes4 is scanLanes4Go with the stub, prefetching as scanLanes2
 // does (the first block of each leaf) and trusting what it trusts.
@@ -51,7 +51,7 @@ func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, pfd int)
 // and whose indices it trusts as scanLanes2 trusts its blocks'.
 //
 //go:noescape
-func scanLanesC2(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n, pfd int) (rest int)
+func scanLanesC2(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n, pfd int, narrow bool) (rest int)
 
 // cleafScan2 is cleafScan2Go with the stub (CSCAN over both blocks).
 //

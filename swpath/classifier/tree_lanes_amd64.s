@@ -80,10 +80,10 @@
 	VPBROADCASTD	laneScratch_flags(R8)(DX*4), Y8 \
 	VPTERNLOGD	$0xff, Y11, Y11, Y11
 
-// PROLOGUE loads scanLanes2's and scanLanes4's arguments: the scratch to
-// R8, the blocks to SI and DI, out to R9, vrule to R10 and its last index
-// to R11, n to CX; laneEnt to Y9; R12 (the rest's count) and DX (the
-// packet) to 0.
+// PROLOGUE loads the lane scans' arguments: the scratch to R8, the
+// blocks to SI and DI, out to R9, vrule to R10 and its last index to R11,
+// n to CX; laneEnt to Y9 and laneFull to Y13; R12 (the rest's count) and
+// DX (the packet) to 0.
 #define PROLOGUE \
 	MOVQ	s+0(FP), R8 \
 	MOVQ	b0_base+8(FP), SI \
@@ -95,6 +95,8 @@
 	MOVQ	n+104(FP), CX \
 	MOVL	$0x3fffffff, AX \
 	VPBROADCASTD	AX, Y9 \
+	MOVL	$0x80000000, AX \
+	VPBROADCASTD	AX, Y13 \
 	XORL	R12, R12 \
 	XORL	DX, DX
 
@@ -118,6 +120,27 @@
 	MOVL	(R10)(R14*4), BX \
 	MOVL	BX, (R9)(DX*4) \
 	JMP	next
+
+// USEFUL narrows the check mask k of the block at p, whose entry words
+// are at off(p), to the lanes that can lower the packet's best (in Y12):
+// those whose records need holds (laneFull, in Y13) with an entry below
+// it. Any other lane in k needs ports the packet lacks, which fails it,
+// or cannot beat the best; vecChecked would pass over it.
+#define USEFUL(p, off, k) \
+	VMOVDQU32	off(p), Y5 \
+	VPTESTMD	Y13, Y5, k, k \
+	VPANDD	Y9, Y5, Y5 \
+	VPCMPUD	$1, Y12, Y5, k, k
+
+// NARROW applies USEFUL to the check masks K4 and K5 of the blocks at a
+// and b, the packet's best in R14, when the argument narrow is true;
+// else it jumps to skip.
+#define NARROW(a, b, off, skip) \
+	CMPB	narrow+120(FP), $0 \
+	JEQ	skip \
+	VPBROADCASTD	R14, Y12 \
+	USEFUL(a, off, K4) \
+	USEFUL(b, off, K5)
 
 // func walkLanes8(nodes *uint64, root uint64, keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n int)
 //
@@ -209,13 +232,14 @@ done:
 // call or the constants' setup between them: packet i's blocks are the
 // first of its leaves s.cur[0][i] in b0 and s.cur[1][i] in b1 (leaf words:
 // the block index is the record index over eight). res[i] = best |
-// check<<32; out[i] is vrule[best] for a packet whose flags are not zero
-// (IP), whose leaves are of one block (no treeLong) and whose check is
-// zero; the others are listed in s.rest. Eight 32-bit lanes (AVX-512VL's
+// check<<32, the check narrowed to the lanes that can lower best where
+// narrow is true (NARROW, useful); out[i] is vrule[best] for a packet whose flags are
+// not zero (IP), whose leaves are of one block (no treeLong) and whose
+// check is zero; the others are listed in s.rest. Eight 32-bit lanes (AVX-512VL's
 // masked compares on ymm registers) a block: the masks fold the four
 // lanes' checks, two instructions a lane word. With pfd not 0 it first
 // prefetches packet i+pfd's first blocks (AHEAD). It orders no memory.
-TEXT ·scanLanes2(SB), NOSPLIT, $0-128
+TEXT ·scanLanes2(SB), NOSPLIT, $0-136
 	PROLOGUE
 	TESTQ	CX, CX
 	JEQ	done2
@@ -235,11 +259,14 @@ ahead2:
 	BLOCK(BX, DI)
 	SCAN(AX, K4)
 	SCAN(BX, K5)
+	MINIMUM(R14)
+	NARROW(AX, BX, 256, narrow2)
+
+narrow2:
 	KMOVW	K4, AX
 	KMOVW	K5, BX
 	SHLL	$8, BX
 	ORL	BX, AX
-	MINIMUM(R14)
 	DECIDE(rest2, next2)
 
 rest2:
@@ -252,14 +279,14 @@ next2:
 	JNE	loop2
 
 done2:
-	MOVQ	R12, rest+120(FP)
+	MOVQ	R12, rest+128(FP)
 	VZEROUPPER
 	RET
 
 // func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, pfd int) (rest int)
 //
-// scanLanes2 over the first two blocks of each leaf: check bit 8k+j for
-// lane j of block k, the blocks in the order first and second of
+// scanLanes2 over the first two blocks of each leaf, with leafScan4's
+// check (not narrowed by USEFUL): check bit 8k+j for lane j of block k, the blocks in the order first and second of
 // s.cur[0][i]'s leaf, then of s.cur[1][i]'s; a leaf of eight records or
 // fewer has block 0 for its second, and the packets listed in s.rest are
 // those not IP, with a passing lane to check, or with a leaf of more than
@@ -453,7 +480,7 @@ done4:
 // blocks the first of its leaves in b0 and b1, and it decides or lists
 // packets as scanLanes2 does. With pfd not 0 it first prefetches packet i+pfd's
 // blocks (CAHEAD). It orders no memory.
-TEXT ·scanLanesC2(SB), NOSPLIT, $0-128
+TEXT ·scanLanesC2(SB), NOSPLIT, $0-136
 	PROLOGUE
 	CONSTS
 	TESTQ	CX, CX
@@ -476,11 +503,14 @@ aheadC:
 	CBLOCK(BX, DI)
 	CSCAN(AX, K2, K4)
 	CSCAN(BX, K6, K5)
+	MINIMUM(R14)
+	NARROW(AX, BX, 128, narrowC)
+
+narrowC:
 	KMOVW	K4, AX
 	KMOVW	K5, BX
 	SHLL	$8, BX
 	ORL	BX, AX
-	MINIMUM(R14)
 	DECIDE(restC, nextC)
 
 restC:
@@ -493,7 +523,7 @@ nextC:
 	JNE	loopC
 
 doneC:
-	MOVQ	R12, rest+120(FP)
+	MOVQ	R12, rest+128(FP)
 	VZEROUPPER
 	RET
 

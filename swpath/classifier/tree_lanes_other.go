@@ -16,8 +16,8 @@ func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n 
 
 // scanLanes2 is scanLanes2Go where no stub is built. It prefetches
 // nothing (Go has no prefetch): pfd is the stub's, as in scanLanes4.
-func scanLanes2(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, _ int) (rest int) {
-	return scanLanes2Go(s, b0, b1, vrule, out, n)
+func scanLanes2(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, _ int, narrow bool) (rest int) {
+	return scanLanes2Go(s, b0, b1, vrule, out, n, narrow)
 }
 
 // scanLanes4 is scanLanes4Go where no stub is built, pfd ignored.
@@ -26,8 +26,8 @@ func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, _ int) (
 }
 
 // scanLanesC2 is scanLanesC2Go where no stub is built, pfd ignored.
-func scanLanesC2(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n, _ int) (rest int) {
-	return scanLanesC2Go(s, b0, b1, vrule, out, n)
+func scanLanesC2(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n, _ int, narrow bool) (rest int) {
+	return scanLanesC2Go(s, b0, b1, vrule, out, n, narrow)
 }
 
 // cleafScan2 is cleafScan2Go where no stub is built.

@@ -172,13 +172,23 @@ func TestScanLanes2(t *testing.T) {
 				}
 			}
 		}
+		// scanLanes2 narrows its checks (useful) in every other round.
+		narrow := it%2 == 0
 		for k, scan := range []struct {
 			stub   func(*laneScratch, []sblock, []sblock, []int32, []int32, int, int) int
 			ref    func(*laneScratch, []sblock, []sblock, []int32, []int32, int) int
 			maxRec int // records a leaf
 			long   uint64
 		}{
-			{scanLanes2, scanLanes2Go, vecBlock, treeLong},
+			{
+				func(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, pfd int) int {
+					return scanLanes2(s, b0, b1, vrule, out, n, pfd, narrow)
+				},
+				func(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n int) int {
+					return scanLanes2Go(s, b0, b1, vrule, out, n, narrow)
+				},
+				vecBlock, treeLong,
+			},
 			{scanLanes4, scanLanes4Go, 2 * vecBlock, treeLonger},
 		} {
 			for i := range treeGroup {
@@ -211,7 +221,11 @@ func TestScanLanes2(t *testing.T) {
 			for i := range n {
 				var b, c uint32
 				if k == 0 {
-					b, c = leafScan2(s.sds[i], s.keys[2][i], s.flags[i], &blk[0][uint32(s.cur[0][i])/vecBlock], &blk[1][uint32(s.cur[1][i])/vecBlock])
+					b0, b1 := &blk[0][uint32(s.cur[0][i])/vecBlock], &blk[1][uint32(s.cur[1][i])/vecBlock]
+					b, c = leafScan2(s.sds[i], s.keys[2][i], s.flags[i], b0, b1)
+					if narrow {
+						c = useful(c, b, &b0.e, &b1.e)
+					}
 				} else {
 					a0, c0 := leafBlocks(blk[0], s.cur[0][i])
 					a1, c1 := leafBlocks(blk[1], s.cur[1][i])

@@ -262,6 +262,24 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig",
 	},
 	{
+		name: "classifier: the lane scans narrow a packet's check to the lanes that cannot beat its best (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"VPCMPUD\t$1, Y12, Y5, k, k", "VPCMPUD\t$5, Y12, Y5, k, k", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2|TestDifferentialRandom",
+	},
+	{
+		name: "classifier: the lane scans keep a packet's lanes that need ports it lacks to check (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tVPTESTMD\tY13, Y5, k, k \\\n", "", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2",
+	},
+	{
+		name: "classifier: useful keeps the lanes whose entries are above best",
+		edits: []edit{{"swpath/classifier/tree_lanes.go",
+			"e&laneFull != 0 && e&laneEnt < best", "e&laneFull != 0 && e&laneEnt != best", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2",
+	},
+	{
 		name: "classifier: the compact lane scan's hiLane drops the family bit (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"MOVQ\t$0x302ff00000000, BX", "MOVQ\t$0x300ff00000000, BX", 1}},
