@@ -145,15 +145,17 @@
 // the packet eight after it (lanePrefetch). Sets of two trees too big for
 // leaves of one block (20k-100k rules and more) get compact blocks
 // (tree_cblock.go): leaves of one block again, each record's check in
-// 20 bytes instead of 76 (its values, a marker bit past each address
-// prefix, and one word of port prefix lengths and whole-field choices,
-// from which the scan rebuilds the masks in registers: scanLanesC2 for a
-// group, cleafScan2 for Decide), leaves sharing blocks (each a run of a
-// block's lanes, which the scans mask), where every entry's check fits
-// and their records come to at most 64 MiB. The other big sets keep the
-// group walk, with the lane walk. Only packets that are not IP, that have
-// a passing record needing holds, or a leaf longer than the blocks
-// scanned are finished in Go; arm64 has no gather, and keeps the walks
+// 24 bytes instead of 76 (its values, a marker bit past each address
+// prefix, the ports as ranges, which hold an entry's one port range a
+// side too, and one word of whole-field choices, from which the scan
+// rebuilds the masks in registers: scanLanesC2 for a group, cleafScan2
+// for Decide), leaves sharing blocks (each a run of a block's lanes,
+// which the scans mask), where every entry's check fits and their records
+// come to at most 64 MiB. The other big sets keep the group walk, with
+// the lane walk. Only packets that are not IP, that have a passing record
+// needing holds that could beat the best of the scan (in sets past 1
+// MiB of trees; in smaller ones, any such record), or a leaf longer than
+// the blocks scanned are finished in Go; arm64 has no gather, and keeps the walks
 // above. With the hash tables: for
 // small sets (prefilter hash at most 64 KiB, as about 1k ClassBench-style
 // rules) DecideBurst is the single-packet walk in

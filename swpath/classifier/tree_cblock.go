@@ -14,12 +14,13 @@ import (
 // (treeOneBlockMax): at 100k rules, leaves of one block took 133 MB, and
 // the bursts no less time than the group walk's Go scans of compact
 // records (crec). Yet every mask there is a prefix or a whole field, so
-// a record's check fits in 20 bytes (cblock): the source and destination
+// a record's check fits in 24 bytes (cblock): the source and destination
 // values, each with a marker bit just past its prefix (cblockAddr), the
-// ports' value, one word (c) with the family, protocol and IPv6 top-bit
-// values, which of them are compared and the ports' prefix lengths, and
-// the entry with its flags. The scans rebuild the masks in registers
-// (CSCAN in tree_lanes_amd64.s, cblockMask in Go). And leaves share
+// ports as ranges (a port prefix's, or the entry's own range, clane),
+// one word (c) with the family, protocol and IPv6 top-bit values and
+// which of them are compared, and the entry with its flags. The scans
+// rebuild the masks in registers (CSCAN in tree_lanes_amd64.s,
+// cblockMask in Go). And leaves share
 // blocks: a leaf of up to eight records takes a run of lanes of one
 // block (layPacked), and the scans test only its lanes (leafLanes). In
 // blocks of their own, the 100k set's leaves (4.2 records on average)
@@ -31,8 +32,9 @@ import (
 // and no other records (trees.cvec): a burst's group scans them with
 // scanLanesC2, Decide with cleafScan2, and the rare paths (a passing
 // record that needs holds, a leaf longer than a block, AppendMatching)
-// in Go. At 100k ClassBench-style rules the lookup holds 31.9 MB (the
-// group walk's compact records 28.0), and fresh 5-tuple bursts took
+// in Go. At 100k ClassBench-style rules the lookup held 31.9 MB (the
+// group walk's compact records 28.0; 34.7 since the lanes hold port
+// ranges, clane), and fresh 5-tuple bursts took
 // 0.66-0.68 of the time of the group walk (52.3-53.1 against 77.3-80.9
 // ns a packet, each alone in a process, three each, alternated, pinned;
 // in aclbench, the binaries alternated four times, DecideBurst 68.2-71.8
@@ -48,12 +50,16 @@ import (
 // so those sets keep sblocks.
 
 // cblock holds the checks of eight records of a leaf in 32-bit lanes:
-// s, d the source and destination words (cblockAddr), p the ports' value,
-// c the rest of the check (the cLane bits), e the entry and its flags
-// (laneFull, lanePorts) as in sblock. Lanes that no leaf takes, and
-// block 0 of every tree, never pass (cNever).
+// s, d the source and destination words (cblockAddr), p and q the ports'
+// ranges (the source port's in the top 16 bits, the destination's in the
+// bottom: p the low end, q its span, so that a port x passes where x-p
+// <= q in 16-bit arithmetic), c the rest of the check (the cLane bits),
+// e the entry and its flags (laneFull, lanePorts) as in sblock. Lanes
+// that no leaf takes, and block 0 of every tree, never pass (cNever).
+// 192 bytes: three cache lines where the array starts on one, as Go's
+// allocations of more than 32 KiB do.
 type cblock struct {
-	s, d, p, c, e [vecBlock]uint32
+	s, d, p, c, e, q [vecBlock]uint32
 }
 
 // The bits of a compact lane's c word. Bits 0-11 are compared with the
@@ -64,8 +70,6 @@ const (
 	cV6Top     = 9       // bits 9-10: v6SrcTop and v6DstTop (the values)
 	cNever     = 1 << 11 // a value no packet's hiLane has
 	cHiMasks   = 12      // bits 12-15: the masks of bits 8-11
-	cSportSh   = 16      // bits 16-20: 16 less the source port's prefix length
-	cDportSh   = 21      // bits 21-25: 16 less the destination port's
 	cSrcFull   = 1 << 26 // the source word is a whole 32-bit value
 	cDstFull   = 1 << 27 // the destination word is
 	cProtoMask = 1 << 31 // the protocol is compared
@@ -103,9 +107,19 @@ func portLen(m uint32) (int, bool) {
 	return n, uint16(m) == uint16(0xffff<<(16-n))
 }
 
-// cencode returns the compact lane of record r; ok is false when r's
-// check has a mask that the lane cannot hold.
-func cencode(r *trec) (s, d, p, c uint32, ok bool) {
+// clane is one record's compact lane: a cblock's words at one index.
+type clane struct{ s, d, p, q, c, e uint32 }
+
+// neverCLaneWords is the lane of a record that never passes (treeNoRank).
+var neverCLaneWords = clane{c: neverCLane, e: treeNoRank}
+
+// cencode returns the compact lane of record r, its ports the ranges of
+// their prefixes; ok is false when r's check has a mask that the lane
+// cannot hold.
+func cencode(r *trec) (l clane, ok bool) {
+	if r.ent == treeNoRank {
+		return neverCLaneWords, true
+	}
 	s, sFull, ok1 := cblockAddr(uint32(r.sd>>32), uint32(r.sdm>>32))
 	d, dFull, ok2 := cblockAddr(uint32(r.sd), uint32(r.sdm))
 	mm := r.miscMask &^ (chkPortsBit | chkFullBit)
@@ -114,27 +128,26 @@ func cencode(r *trec) (s, d, p, c uint32, ok bool) {
 	sl, ok3 := portLen(lo >> 16)
 	dl, ok4 := portLen(lo)
 	if !ok1 || !ok2 || !ok3 || !ok4 || hm&^0x3ffff != 0 || hv&^hm != 0 || p&^lo != 0 {
-		return 0, 0, 0, 0, false
+		return clane{}, false
 	}
-	c = hv&0xff | (hv>>16&3)<<cV6Top | (hm>>16&3)<<(cV6Top+cHiMasks-8) |
-		uint32(16-sl)<<cSportSh | uint32(16-dl)<<cDportSh
+	c := hv&0xff | (hv>>16&3)<<cV6Top | (hm>>16&3)<<(cV6Top+cHiMasks-8)
 	switch hm & 0xff {
 	case 0:
 	case 0xff:
 		c |= cProtoMask
 	default:
-		return 0, 0, 0, 0, false
+		return clane{}, false
 	}
 	switch hm >> 8 & 0xff {
 	case 0:
 	case 0xff:
 		fam := rule.Family(hv >> 8 & 0xff)
 		if fam != rule.IPv4 && fam != rule.IPv6 {
-			return 0, 0, 0, 0, false
+			return clane{}, false
 		}
 		c |= (hv>>9&1)<<8 | cFamily6<<4
 	default:
-		return 0, 0, 0, 0, false
+		return clane{}, false
 	}
 	if sFull {
 		c |= cSrcFull
@@ -142,22 +155,73 @@ func cencode(r *trec) (s, d, p, c uint32, ok bool) {
 	if dFull {
 		c |= cDstFull
 	}
-	return s, d, p, c, true
+	q := uint32(0xffff)>>sl<<16 | uint32(0xffff)>>dl
+	return clane{s: s, d: d, p: p, q: q, c: c, e: laneEntry(r)}, true
 }
 
-// setLane stores the compact check of r in lane j of b; ok is false (and
-// b unchanged) when r's check does not fit (cencode).
-func (b *cblock) setLane(j int, r *trec) bool {
-	if r.ent == treeNoRank {
-		b.s[j], b.d[j], b.p[j], b.c[j], b.e[j] = 0, 0, 0, neverCLane, treeNoRank
-		return true
+// clane returns the compact lane of record r of tr. A record whose entry
+// holds one port range a side (chkPortSpan), each where the key leaves
+// its port whole, takes the ranges into its lane: its flags are then
+// those of the entry without them (lanePorts: the ranges hold only for a
+// packet with ports), so that the scans decide it without holds. The
+// ClassBench-style sets have such ranges in a tenth of their entries.
+// With each flood packet that passed one of them left to Go (holds),
+// 7.6 % of a flood aimed at 100k rules (bench.Frames, seed 1) took that
+// path; with the ranges in the lanes, 0.4 %, for 19.6 MB of blocks
+// instead of 16.4 (24 bytes a record instead of 20; the CSCAN's port
+// test is three instructions instead of ten). A test binary timing
+// DecideBurst over that flood, before and after alternated five times,
+// took 0.91 of the CPU time as a whole process (median; 0.76-1.01), the
+// lookup being about 70 % of it. ok is false when r's check does not fit
+// (cencode).
+func (tr *trees) clane(r *trec) (clane, bool) {
+	l, ok := cencode(r)
+	if !ok || r.ent == treeNoRank {
+		return l, ok
 	}
-	s, d, p, c, ok := cencode(r)
+	en := &tr.ents[r.ent]
+	if en.flags&chkPortSpan == 0 || en.flags&needPorts == 0 {
+		return l, true
+	}
+	// A side's range takes the lane only where the key's port mask there
+	// is 0 (q all ones); a side without a range has the whole span.
+	p := uint32(en.spLo)<<16 | uint32(en.dpLo)
+	q := uint32(en.spSpan)<<16 | uint32(en.dpSpan)
+	for _, half := range [2]uint32{0xffff0000, 0xffff} {
+		if q&half != half && l.q&half != half {
+			return l, true // a range and a prefix on one side: holds
+		}
+	}
+	plain := *en
+	plain.flags &^= chkPortSpan
+	rr := recOf(plain.check(), r.ent, r.rule)
+	pl, ok := cencode(&rr)
 	if !ok {
-		return false
+		return l, true
 	}
-	b.s[j], b.d[j], b.p[j], b.c[j], b.e[j] = s, d, p, c, laneEntry(r)
-	return true
+	for _, half := range [2]uint32{0xffff0000, 0xffff} {
+		if q&half != half {
+			pl.p = pl.p&^half | p&half
+			pl.q = pl.q&^half | q&half
+		}
+	}
+	return pl, true
+}
+
+// setLane stores the compact check of r in lane j of b, its ports
+// taken as prefixes (cencode); ok is false (and b unchanged) when r's
+// check does not fit.
+func (b *cblock) setLane(j int, r *trec) bool {
+	l, ok := cencode(r)
+	if ok {
+		b.putLane(j, l)
+	}
+	return ok
+}
+
+// putLane stores l in lane j of b.
+func (b *cblock) putLane(j int, l clane) {
+	b.s[j], b.d[j], b.p[j], b.q[j], b.c[j], b.e[j] = l.s, l.d, l.p, l.q, l.c, l.e
 }
 
 // cblockMask returns the lanes of b that a packet passes, bit j for lane
@@ -165,16 +229,17 @@ func (b *cblock) setLane(j int, r *trec) bool {
 // hiLane and its ports (the low half of its misc word). It is the lane
 // scan's work for one block in Go, the masks rebuilt as the stub does:
 // an address mask from its marker bit m as -(2m) (all ones where the
-// word is whole), a port's from its shift.
+// word is whole); each port x passes where x-p <= q, in 16 bits.
 func cblockMask(key *[4]uint32, b *cblock) uint32 {
 	var pass uint32
+	sp, dp := uint16(key[3]>>16), uint16(key[3])
 	for j := range vecBlock {
 		c := b.c[j]
 		sm := -((b.s[j] & -b.s[j]) << 1) | uint32(int32(c<<5)>>31)
 		dm := -((b.d[j] & -b.d[j]) << 1) | uint32(int32(c<<4)>>31)
 		hm := c>>4&0xf00 | uint32(int32(c)>>31)&0xff
-		pm := uint32(0xffff0000)<<(c>>cSportSh&31) | uint32(0xffff)<<(c>>cDportSh&31)&0xffff
-		if (key[0]^b.s[j])&sm|(key[1]^b.d[j])&dm|(key[2]^c)&hm|(key[3]^b.p[j])&pm == 0 {
+		ports := sp-uint16(b.p[j]>>16) <= uint16(b.q[j]>>16) && dp-uint16(b.p[j]) <= uint16(b.q[j])
+		if (key[0]^b.s[j])&sm|(key[1]^b.d[j])&dm|(key[2]^c)&hm == 0 && ports {
 			pass |= 1 << j
 		}
 	}
@@ -245,15 +310,17 @@ func leafLanes(n uint64) uint32 {
 	return uint32((1<<cnt-1)<<(n&(vecBlock-1))) & 0xff
 }
 
-// cblocksOf returns the compact blocks of recs (laid out by layBlocks: a
-// multiple of vecBlock records), ok false when a record's check does not
-// fit.
-func cblocksOf(recs []trec) ([]cblock, bool) {
+// cblocksOf returns the compact blocks of recs, records of tr (laid out
+// by layPacked: a multiple of vecBlock records), ok false when a
+// record's check does not fit (clane).
+func (tr *trees) cblocksOf(recs []trec) ([]cblock, bool) {
 	blk := make([]cblock, len(recs)/vecBlock)
 	for i := range recs {
-		if !blk[i/vecBlock].setLane(i%vecBlock, &recs[i]) {
+		l, ok := tr.clane(&recs[i])
+		if !ok {
 			return nil, false
 		}
+		blk[i/vecBlock].putLane(i%vecBlock, l)
 	}
 	return blk, true
 }
@@ -401,7 +468,7 @@ var oneBlockEntries = treeBigEntries
 
 // cblockMax is treeOneBlockMax for compact blocks: the most bytes of
 // compact records (cRecordBytes a record, as the leaves hold them) for
-// which a set is cut to leaves of one block. The 100k set's take 16.4
+// which a set is cut to leaves of one block. The 100k set's take 19.6
 // MB; a set past the bound keeps the group walk.
 var cblockMax = 64 << 20
 
@@ -414,24 +481,19 @@ var neverCBlock = func() (b [1]cblock) {
 }()
 
 // cencodes reports whether the check of every entry of tr fits a
-// compact lane (cencode) and its index a lane's entry bits.
+// compact lane (clane) and its index a lane's entry bits.
 func (tr *trees) cencodes() bool {
 	if len(tr.ents) > laneEnt {
 		return false
 	}
 	for i := range tr.ents {
 		e := &tr.ents[i]
-		if r := recOf(e.check(), uint32(i), e.rule); !cencodeOK(&r) {
+		r := recOf(e.check(), uint32(i), e.rule)
+		if _, ok := tr.clane(&r); !ok {
 			return false
 		}
 	}
 	return true
-}
-
-// cencodeOK reports whether r's check fits a compact lane.
-func cencodeOK(r *trec) bool {
-	_, _, _, _, ok := cencode(r)
-	return ok
 }
 
 // addCBlocks lays out tr's trees in compact blocks (tr.cvec) and drops
@@ -446,7 +508,7 @@ func (tr *trees) addCBlocks() {
 		}
 		d := &tr.t[i]
 		d.layPacked()
-		d.cblk, _ = cblocksOf(d.rec)
+		d.cblk, _ = tr.cblocksOf(d.rec)
 		d.rec = nil
 		tr.cblk[i] = d.cblk
 	}

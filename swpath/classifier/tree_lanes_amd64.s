@@ -345,16 +345,19 @@ done4:
 	RET
 
 // CSCAN is SCAN for the compact block at p (cblock: source words at 0,
-// destination words at 32, ports at 64, c words at 96, entries at 128):
-// it rebuilds each lane's masks from its words first. An address mask
-// is -(2m) for the word's lowest set bit m (its marker), or all ones
-// where c says the word is whole (cSrcFull, cDstFull: bits 26 and 27,
-// moved to bit 31 and spread); the c word's own mask is bits 12-15
-// moved to 8-11 and, where bit 31 is set, 0xff; the ports' mask is
-// 0xffff0000 and 0xffff shifted left by c's bits 16-20 and 21-25. The
-// packet's lanes are in Y0 (source), Y1 (destination), Y2 (hiLane) and
-// Y3 (ports); the constants in Y18-Y23 (CONSTS). Only the lanes in mask
-// m (the leaf's, LEAFLANES) can pass.
+// destination words at 32, the ports' low ends at 64, c words at 96,
+// entries at 128, the ports' spans at 160): it rebuilds each lane's
+// masks from its words first. An address mask is -(2m) for the word's
+// lowest set bit m (its marker), or all ones where c says the word is
+// whole (cSrcFull, cDstFull: bits 26 and 27, moved to bit 31 and
+// spread); the c word's own mask is bits 12-15 moved to 8-11 and, where
+// bit 31 is set, 0xff. The ports pass where both 16-bit halves of the
+// packet's ports less the low ends (VPSUBW, which borrows nothing across
+// halves) are at most the spans: the unsigned minimum of the two
+// (VPMINUW) is then that difference, in both halves. The packet's lanes
+// are in Y0 (source), Y1 (destination), Y2 (hiLane) and Y3 (ports); the
+// constants in Y18, Y19 and Y23 (CONSTS). Only the lanes in mask m (the
+// leaf's, LEAFLANES) can pass.
 #define CSCAN(p, m, k) \
 	VMOVDQU32	96(p), Y4 \
 	ADDRESS(p, 0, $5, Y0, m) \
@@ -366,16 +369,9 @@ done4:
 	VPORD	Y7, Y6, Y6 \
 	VPXORD	Y2, Y4, Y5 \
 	VPTESTNMD	Y6, Y5, K1, K1 \
-	VPSRLD	$16, Y4, Y6 \
-	VPANDD	Y22, Y6, Y6 \
-	VPSLLVD	Y6, Y20, Y6 \
-	VPSRLD	$21, Y4, Y7 \
-	VPANDD	Y22, Y7, Y7 \
-	VPSLLVD	Y7, Y21, Y7 \
-	VPANDD	Y21, Y7, Y7 \
-	VPORD	Y7, Y6, Y6 \
-	VPXORD	64(p), Y3, Y5 \
-	VPTESTNMD	Y6, Y5, K1, K1 \
+	VPSUBW	64(p), Y3, Y5 \
+	VPMINUW	160(p), Y5, Y6 \
+	VPCMPEQD	Y6, Y5, K1, K1 \
 	VMOVDQU32	128(p), Y5 \
 	VPTESTMD	Y8, Y5, K1, k \
 	KANDNW	K1, k, K3 \
@@ -419,12 +415,12 @@ done4:
 // index over eight, in the blocks from base on).
 #define CBLOCK(a, base) \
 	SHRL	$3, a \
-	IMUL3Q	$160, a, a \
+	IMUL3Q	$192, a, a \
 	ADDQ	base, a
 
 // CAHEAD is AHEAD for compact blocks: PREFETCHT0 of bytes 0, 64 and 128
-// of each block, its three cache lines where the block starts on a
-// 32-byte boundary (160-byte blocks in a page-aligned array).
+// of each block, its three cache lines (192-byte blocks in a page-aligned
+// array start on a line).
 #define CAHEAD(skip) \
 	MOVQ	pfd+112(FP), BX \
 	TESTQ	BX, BX \
@@ -458,19 +454,13 @@ done4:
 	VPBROADCASTD	laneScratch_flags(R8)(DX*4), Y8 \
 	VPTERNLOGD	$0xff, Y11, Y11, Y11
 
-// CONSTS loads CSCAN's constants: 0xf00 to Y18, 0xff to Y19, 0xffff0000
-// to Y20, 0xffff to Y21, 31 to Y22 and zero to Y23. Uses AX.
+// CONSTS loads CSCAN's constants: 0xf00 to Y18, 0xff to Y19 and zero to
+// Y23. Uses AX.
 #define CONSTS \
 	MOVL	$0xf00, AX \
 	VPBROADCASTD	AX, Y18 \
 	MOVL	$0xff, AX \
 	VPBROADCASTD	AX, Y19 \
-	MOVL	$0xffff0000, AX \
-	VPBROADCASTD	AX, Y20 \
-	MOVL	$0xffff, AX \
-	VPBROADCASTD	AX, Y21 \
-	MOVL	$31, AX \
-	VPBROADCASTD	AX, Y22 \
 	VPXORD	Y23, Y23, Y23
 
 // func scanLanesC2(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n, pfd int) (rest int)
