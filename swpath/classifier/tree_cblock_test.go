@@ -369,12 +369,7 @@ func classBenchSet(n int, v6 bool) *rule.Set {
 // as the linear reference does, IPv4 and IPv6, every path: bursts (the
 // group's stub and its Go rest), Decide, AppendMatching.
 func TestCBlocksBig(t *testing.T) {
-	if !lanesWalk || !vecScan {
-		if lanesStub && os.Getenv("CI") == "true" {
-			t.Fatal("CI=true: this amd64 CPU has no AVX-512, so the compact blocks go untested")
-		}
-		t.Skip("no lane walk here (AVX-512 on amd64): no set takes compact blocks")
-	}
+	needCBlocks(t)
 	sizes := []int{20000, 50000}
 	if testing.Short() {
 		sizes = []int{20000}
@@ -438,17 +433,9 @@ func TestCBlocksBig(t *testing.T) {
 // reach removed rules and folds (at 20k rules a step removes about two
 // rules in 20k, and a set folds after 141 changes).
 func TestCBlocksPatched(t *testing.T) {
-	if !lanesWalk || !vecScan {
-		if lanesStub && os.Getenv("CI") == "true" {
-			t.Fatal("CI=true: this amd64 CPU has no AVX-512, so the compact blocks go untested")
-		}
-		t.Skip("no lane walk here (AVX-512 on amd64): no set takes compact blocks")
-	}
+	forceCBlocks(t)
 	defer func(m int) { foldMin = m }(foldMin)
-	defer func(v int) { treeOneBlockMax = v }(treeOneBlockMax)
-	defer func(v int) { oneBlockEntries = v }(oneBlockEntries)
 	foldMin = 8 // folds within the test's steps
-	treeOneBlockMax, oneBlockEntries = 0, 0
 	set := withHeld(traffic.ClassBenchRules(56, 2000), 20)
 	if tab, err := Compile(set); err != nil || tab.tr == nil || !tab.tr.cvec {
 		t.Fatalf("2000 rules, compact blocks forced: %v, compact blocks %v", err, err == nil && tab.tr != nil && tab.tr.cvec)
@@ -465,15 +452,7 @@ func TestCBlocksPatched(t *testing.T) {
 // edges (the ports one below, at, and one above each end), the burst,
 // Decide and AppendMatching alike.
 func TestCBlockSpans(t *testing.T) {
-	if !lanesWalk || !vecScan {
-		if lanesStub && os.Getenv("CI") == "true" {
-			t.Fatal("CI=true: this amd64 CPU has no AVX-512, so the compact blocks go untested")
-		}
-		t.Skip("no lane walk here (AVX-512 on amd64): no set takes compact blocks")
-	}
-	defer func(v int) { treeOneBlockMax = v }(treeOneBlockMax)
-	defer func(v int) { oneBlockEntries = v }(oneBlockEntries)
-	treeOneBlockMax, oneBlockEntries = 0, 0
+	forceCBlocks(t)
 	r := rand.New(rand.NewPCG(21, 22))
 	set := &rule.Set{}
 	type edge struct{ sp, dp []uint16 }
@@ -536,29 +515,7 @@ func TestCBlockSpans(t *testing.T) {
 		}
 		fs = append(fs, f)
 	}
-	out := make([]int32, len(fs))
-	tab.DecideBurst(fs, out)
-	matched := 0
-	for i := range fs {
-		want := set.Decide(&fs[i])
-		if int(out[i]) != want || tab.Decide(&fs[i]) != want {
-			t.Fatalf("packet %d %+v: burst %d, Decide %d, reference %d", i, fs[i], out[i], tab.Decide(&fs[i]), want)
-		}
-		all := tab.AppendMatching(nil, &fs[i])
-		var ref []int32
-		for k := range set.Rules {
-			if set.Rules[k].Match.Matches(&fs[i]) {
-				ref = append(ref, int32(k))
-			}
-		}
-		slices.Sort(all)
-		if !slices.Equal(all, ref) {
-			t.Fatalf("packet %d %+v: AppendMatching %v, reference %v", i, fs[i], all, ref)
-		}
-		if want >= 0 {
-			matched++
-		}
-	}
+	matched := checkAgainstReference(t, "port ranges", set, fs)
 	if matched < len(fs)/5 || matched > len(fs)*4/5 {
 		t.Fatalf("%d of %d packets matched a rule: the edges test little", matched, len(fs))
 	}
@@ -581,4 +538,28 @@ func withHeld(set *rule.Set, k int) *rule.Set {
 		out.Rules = append(out.Rules, r)
 	}
 	return out
+}
+
+// needCBlocks skips t where no set takes compact blocks (no lane walk:
+// amd64 without AVX-512, arm64, the purego build), and fails it instead
+// under CI=true on amd64, whose CI machines have AVX-512.
+func needCBlocks(t *testing.T) {
+	t.Helper()
+	if !lanesWalk || !vecScan {
+		if lanesStub && os.Getenv("CI") == "true" {
+			t.Fatal("CI=true: this amd64 CPU has no AVX-512, so the compact blocks go untested")
+		}
+		t.Skip("no lane walk here (AVX-512 on amd64): no set takes compact blocks")
+	}
+}
+
+// forceCBlocks is needCBlocks, then gives every set that the lane scans
+// would take compact blocks until t ends (treeOneBlockMax and
+// oneBlockEntries 0), as TestLanesForced forces them.
+func forceCBlocks(t *testing.T) {
+	t.Helper()
+	needCBlocks(t)
+	one, entries := treeOneBlockMax, oneBlockEntries
+	t.Cleanup(func() { treeOneBlockMax, oneBlockEntries = one, entries })
+	treeOneBlockMax, oneBlockEntries = 0, 0
 }
