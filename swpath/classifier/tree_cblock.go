@@ -20,11 +20,11 @@ import (
 // one word (c) with the family, protocol and IPv6 top-bit values and
 // which of them are compared, and the entry with its flags. The scans
 // rebuild the masks in registers (CSCAN in tree_lanes_amd64.s,
-// cblockMask in Go). And leaves share
-// blocks: a leaf of up to eight records takes a run of lanes of one
-// block (layPacked), and the scans test only its lanes (leafLanes). In
-// blocks of their own, the 100k set's leaves (4.2 records on average)
-// filled 53 % of the lanes; packed, 99.4 %.
+// cblockMask in Go). And leaves share blocks: a leaf of up to eight
+// records takes a run of lanes of one block (layPacked), and the scans
+// test only its lanes (leafLanes). In blocks of their own, the 100k
+// set's leaves (4.2 records on average) filled 53 % of the lanes;
+// packed, 99.4 %.
 //
 // Where bursts take the lane walk, sets of two trees too big for leaves
 // of one sblock within treeOneBlockMax, whose entries' checks all fit
@@ -34,9 +34,8 @@ import (
 // record that needs holds, a leaf longer than a block, AppendMatching)
 // in Go. At 100k ClassBench-style rules the lookup held 31.9 MB (the
 // group walk's compact records 28.0; 34.7 since the lanes hold port
-// ranges, clane), and fresh 5-tuple bursts took
-// 0.66-0.68 of the time of the group walk (52.3-53.1 against 77.3-80.9
-// ns a packet, each alone in a process, three each, alternated, pinned;
+// ranges, clane), and fresh 5-tuple bursts took 0.66-0.68 of the time
+// of the group walk (52.3-53.1 against 77.3-80.9 ns a packet, each alone in a process, three each, alternated, pinned;
 // in aclbench, the binaries alternated four times, DecideBurst 68.2-71.8
 // against 83.1-90.0); at 20k 0.95 of the time of two-block sblock
 // leaves (32.1 against 33.6) in 5.3 MB instead of 12.5. Decide, a packet

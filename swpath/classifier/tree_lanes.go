@@ -156,10 +156,10 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 // s.keys[2][i], its flags s.flags[i] (laneFlags, or 0: not IP), and its
 // blocks the first of its leaves s.cur[0][i] in b0 and s.cur[1][i] in
 // b1; s.res[i] is leafScan2's best | check<<32, the check narrowed by
-// useful where narrow is true. A packet that is IP,
-// whose leaves are of one block (no treeLong) and whose check is zero is
-// decided, out[i] = vrule[best] (the last for treeNoRank, as vecRule);
-// the others are listed in s.rest, and rest is how many.
+// useful where narrow is true. A packet that is IP, whose leaves are of
+// one block (no treeLong) and whose check is zero is decided, out[i] =
+// vrule[best] (the last for treeNoRank, as vecRule); the others are
+// listed in s.rest, and rest is how many.
 func scanLanes2Go(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n int, narrow bool) (rest int) {
 	for i := range n {
 		c0, c1 := s.cur[0][i], s.cur[1][i]

@@ -32,8 +32,10 @@ func walkLanes8(nodes *uint64, root uint64, keys *[3][treeGroup]uint64, cur *[tr
 // scanLanes2 is scanLanes2Go: AVX-512VL's masked compares on eight
 // 32-bit lanes a block, for a group of packets in one call. With pfd
 // not 0, the scan of packet i first prefetches (PREFETCHT0) the first
-// blocks of packet i+pfd's leaves; pfd changes no result. It indexes
-// without bounds checks: the leaves' blocks are trusted to be in b0 and
+// blocks of packet i+pfd's leaves; pfd changes no result. With narrow,
+// a packet's check keeps only the lanes that can lower its best
+// (NARROW, useful): fewer packets are left to Go, none decided
+// otherwise. It indexes without bounds checks: the leaves' blocks are trusted to be in b0 and
 // b1 (as addBlocks lays them out, and inBounds checks), n to be at most
 // treeGroup and len(out), and vrule to end with -1 (vecRule's).
 //

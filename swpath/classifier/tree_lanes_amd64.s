@@ -233,12 +233,13 @@ done:
 // first of its leaves s.cur[0][i] in b0 and s.cur[1][i] in b1 (leaf words:
 // the block index is the record index over eight). res[i] = best |
 // check<<32, the check narrowed to the lanes that can lower best where
-// narrow is true (NARROW, useful); out[i] is vrule[best] for a packet whose flags are
-// not zero (IP), whose leaves are of one block (no treeLong) and whose
-// check is zero; the others are listed in s.rest. Eight 32-bit lanes (AVX-512VL's
-// masked compares on ymm registers) a block: the masks fold the four
-// lanes' checks, two instructions a lane word. With pfd not 0 it first
-// prefetches packet i+pfd's first blocks (AHEAD). It orders no memory.
+// narrow is true (NARROW, useful); out[i] is vrule[best] for a packet
+// whose flags are not zero (IP), whose leaves are of one block (no
+// treeLong) and whose check is zero; the others are listed in s.rest.
+// Eight 32-bit lanes (AVX-512VL's masked compares on ymm registers) a
+// block: the masks fold the four lanes' checks, two instructions a lane
+// word. With pfd not 0 it first prefetches packet i+pfd's first blocks
+// (AHEAD). It orders no memory.
 TEXT ·scanLanes2(SB), NOSPLIT, $0-136
 	PROLOGUE
 	TESTQ	CX, CX
@@ -286,11 +287,12 @@ done2:
 // func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, pfd int) (rest int)
 //
 // scanLanes2 over the first two blocks of each leaf, with leafScan4's
-// check (not narrowed by USEFUL): check bit 8k+j for lane j of block k, the blocks in the order first and second of
-// s.cur[0][i]'s leaf, then of s.cur[1][i]'s; a leaf of eight records or
-// fewer has block 0 for its second, and the packets listed in s.rest are
-// those not IP, with a passing lane to check, or with a leaf of more than
-// two blocks (treeLonger).
+// check (not narrowed by USEFUL): check bit 8k+j for lane j of block k,
+// the blocks in the order first and second of s.cur[0][i]'s leaf, then
+// of s.cur[1][i]'s; a leaf of eight records or fewer has block 0 for its
+// second, and the packets listed in s.rest are those not IP, with a
+// passing lane to check, or with a leaf of more than two blocks
+// (treeLonger).
 TEXT ·scanLanes4(SB), NOSPLIT, $0-128
 	PROLOGUE
 	TESTQ	CX, CX
