@@ -307,7 +307,7 @@ var treeLanesMax = 6 << 20
 // (scanLanes2) instead of two (scanLanes4), and keeps those trees when
 // their leaf records come to at most this many bytes (as treeBytes counts
 // them, before the blocks) in at most two trees; else, where every
-// entry's check fits a compact lane (cencode), it is cut to leaves of one
+// entry's check fits a compact lane (clanes), it is cut to leaves of one
 // compact block (tree_cblock.go) within cblockMax, and else down again to
 // leaves of treeBinthBig, the first builds stopped early by their record
 // budgets. The one-block leaves replicate more: at 10k ClassBench-style
@@ -442,6 +442,7 @@ func (t *Table) buildTrees(all []bentry) *trees {
 	// blocks (tree_cblock.go).
 	lanes := len(all) > oneBlockEntries && lanesWalk && ntrees <= 2
 	cblocks := false
+	var cl []clane // the entries' compact lanes, where cblocks
 	if lanes {
 		// Leaves of one block first (treeOneBlockMax), where the lane
 		// scans would take the set (two trees at most), the build stopped
@@ -452,9 +453,11 @@ func (t *Table) buildTrees(all []bentry) *trees {
 		}
 		if ok {
 			binth = treeBinth
-		} else if treeCBlocks && tr.cencodes() {
-			if size, ok = tr.build(es, &parts, treeBinth, space, min(budget, cblockMax/cRecordBytes)); ok {
-				binth, cblocks = treeBinth, true
+		} else if treeCBlocks {
+			if l, fits := tr.clanes(); fits {
+				if size, ok = tr.build(es, &parts, treeBinth, space, min(budget, cblockMax/cRecordBytes)); ok {
+					binth, cblocks, cl = treeBinth, true, l
+				}
 			}
 		}
 	}
@@ -496,7 +499,7 @@ func (t *Table) buildTrees(all []bentry) *trees {
 		}
 	}
 	if cblocks && !tr.compact {
-		tr.addCBlocks()
+		tr.addCBlocks(cl)
 	} else if !tr.compact && vecScan && len(tr.t) > 0 && len(tr.t) <= len(tr.vblk) && len(tr.ents) <= laneEnt {
 		tr.vec, tr.vec2 = true, len(tr.t) <= 2
 		tr.vecLong = tr.vec2 && binth > vecBlock

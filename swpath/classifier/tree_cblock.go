@@ -28,14 +28,15 @@ import (
 //
 // Where bursts take the lane walk, sets of two trees too big for leaves
 // of one sblock within treeOneBlockMax, whose entries' checks all fit
-// (cencode), are cut to leaves of one block again and get compact blocks
+// (clanes), are cut to leaves of one block again and get compact blocks
 // and no other records (trees.cvec): a burst's group scans them with
 // scanLanesC2, Decide with cleafScan2, and the rare paths (a passing
 // record that needs holds, a leaf longer than a block, AppendMatching)
 // in Go. At 100k ClassBench-style rules the lookup held 31.9 MB (the
 // group walk's compact records 28.0; 34.7 since the lanes hold port
 // ranges, clane), and fresh 5-tuple bursts took 0.66-0.68 of the time
-// of the group walk (52.3-53.1 against 77.3-80.9 ns a packet, each alone in a process, three each, alternated, pinned;
+// of the group walk (52.3-53.1 against 77.3-80.9 ns a packet, each
+// alone in a process, three each, alternated, pinned;
 // in aclbench, the binaries alternated four times, DecideBurst 68.2-71.8
 // against 83.1-90.0); at 20k 0.95 of the time of two-block sblock
 // leaves (32.1 against 33.6) in 5.3 MB instead of 12.5. Decide, a packet
@@ -309,19 +310,20 @@ func leafLanes(n uint64) uint32 {
 	return uint32((1<<cnt-1)<<(n&(vecBlock-1))) & 0xff
 }
 
-// cblocksOf returns the compact blocks of recs, records of tr (laid out
-// by layPacked: a multiple of vecBlock records), ok false when a
-// record's check does not fit (clane).
-func (tr *trees) cblocksOf(recs []trec) ([]cblock, bool) {
+// cblocksOf returns the compact blocks of recs (laid out by layPacked: a
+// multiple of vecBlock records), whose entries' lanes are lanes (clanes:
+// a tree's record of an entry is that entry's check, whichever leaf
+// holds it).
+func cblocksOf(recs []trec, lanes []clane) []cblock {
 	blk := make([]cblock, len(recs)/vecBlock)
 	for i := range recs {
-		l, ok := tr.clane(&recs[i])
-		if !ok {
-			return nil, false
+		l := neverCLaneWords
+		if e := recs[i].ent; e != treeNoRank {
+			l = lanes[e]
 		}
 		blk[i/vecBlock].putLane(i%vecBlock, l)
 	}
-	return blk, true
+	return blk
 }
 
 // cblockKey returns the compact lanes of packet f with tree misc word
@@ -479,25 +481,29 @@ var neverCBlock = func() (b [1]cblock) {
 	return b
 }()
 
-// cencodes reports whether the check of every entry of tr fits a
-// compact lane (clane) and its index a lane's entry bits.
-func (tr *trees) cencodes() bool {
+// clanes returns the compact lane of every entry of tr, by index (clane
+// of the entry's record); ok is false when one does not fit, or when an
+// index does not fit a lane's entry bits. The build computes each lane
+// once: the leaves' records repeat their entries (4.6 times at 100k
+// ClassBench-style rules).
+func (tr *trees) clanes() (lanes []clane, ok bool) {
 	if len(tr.ents) > laneEnt {
-		return false
+		return nil, false
 	}
+	lanes = make([]clane, len(tr.ents))
 	for i := range tr.ents {
 		e := &tr.ents[i]
 		r := recOf(e.check(), uint32(i), e.rule)
-		if _, ok := tr.clane(&r); !ok {
-			return false
+		if lanes[i], ok = tr.clane(&r); !ok {
+			return nil, false
 		}
 	}
-	return true
+	return lanes, true
 }
 
-// addCBlocks lays out tr's trees in compact blocks (tr.cvec) and drops
-// their other records: cencodes must hold.
-func (tr *trees) addCBlocks() {
+// addCBlocks lays out tr's trees in compact blocks (tr.cvec), their
+// entries' lanes lanes (clanes), and drops their other records.
+func (tr *trees) addCBlocks(lanes []clane) {
 	tr.cvec = true
 	tr.makeVrule()
 	for i := range tr.cblk {
@@ -507,7 +513,7 @@ func (tr *trees) addCBlocks() {
 		}
 		d := &tr.t[i]
 		d.layPacked()
-		d.cblk, _ = tr.cblocksOf(d.rec)
+		d.cblk = cblocksOf(d.rec, lanes)
 		d.rec = nil
 		tr.cblk[i] = d.cblk
 	}
