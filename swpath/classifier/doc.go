@@ -136,27 +136,27 @@
 // CPU has AVX-512 (amd64; tree_lanes.go), bursts walk eight packets to a
 // zmm register instead, a gather a level over groups of up to 128
 // (walkLanes8): sets of two trees with blocks then scan the first blocks
-// of every packet's leaves in one call a group, which decides every
-// packet it can (scanLanes2), and sets of two trees up to 6 MiB of trees
-// (about 20k ClassBench-style rules) get blocks too: leaves of one block
-// where their records stay under 4 MiB (about 15k rules), else leaves of
-// up to 16 records scanned two blocks a leaf (scanLanes4); in sets whose trees
-// pass 1 MiB, the scan of a packet first prefetches the first blocks of
-// the packet eight after it (lanePrefetch). Sets of two trees too big for
-// leaves of one block (20k-100k rules and more) get compact blocks
-// (tree_cblock.go): leaves of one block again, each record's check in
+// of every packet's leaves in one call a group, which decides every packet
+// it can (scanLanes2). Sets of two trees past the cache (from about 1.4k
+// ClassBench-style rules to 100k and more) get compact blocks
+// (tree_cblock.go, cblockMin): leaves of one block, each record's check in
 // 24 bytes instead of 76 (its values, a marker bit past each address
-// prefix, the ports as ranges, which hold an entry's one port range a
-// side too, and one word of whole-field choices, from which the scan
-// rebuilds the masks in registers: scanLanesC2 for a group, cleafScan2
-// for Decide), leaves sharing blocks (each a run of a block's lanes,
-// which the scans mask), where every entry's check fits and their records
-// come to at most 64 MiB. The other big sets keep the group walk, with
-// the lane walk. Only packets that are not IP, that have a passing record
-// needing holds that could beat the best of the scan (in sets past 1
-// MiB of trees; in smaller ones, any such record), or a leaf longer than
-// the blocks scanned are finished in Go; arm64 has no gather, and keeps the walks
-// above. With the hash tables: for
+// prefix, the ports as ranges, which hold an entry's one port range a side
+// too, and one word of whole-field choices, from which the scan rebuilds
+// the masks in registers: scanLanesC2 for a group, cleafScan2 for Decide),
+// leaves sharing blocks (each a run of a block's lanes, which the scans
+// mask), where every entry's check fits and their records come to at most
+// 64 MiB. Where a check does not fit, sets of two trees up to 6 MiB of
+// trees (about 20k rules) get blocks: leaves of one block where their
+// records stay under 4 MiB (about 15k rules), else leaves of up to 16
+// records scanned two blocks a leaf (scanLanes4). In sets whose trees pass
+// 1 MiB, the scan of a packet first prefetches the first blocks of the
+// packet eight after it (lanePrefetch). The other big sets keep the group
+// walk, with the lane walk. Only packets that are not IP, that have a
+// passing record needing holds that could beat the best of the scan (in
+// sets past 1 MiB of trees; in smaller ones, any such record), or a leaf
+// longer than the blocks scanned are finished in Go; arm64 has no gather,
+// and keeps the walks above. With the hash tables: for
 // small sets (prefilter hash at most 64 KiB, as about 1k ClassBench-style
 // rules) DecideBurst is the single-packet walk in
 // a loop, which was the faster there. For bigger ones it is staged over

@@ -17,7 +17,8 @@ import (
 // the decisions here check that too.
 func TestPrefetchLeaves(t *testing.T) {
 	defer func(v int) { treeLanesMax = v }(treeLanesMax)
-	treeLanesMax = 0 // the group walk at 10k rules with lanes too
+	defer func(v bool) { treeCBlocks = v }(treeCBlocks)
+	treeLanesMax, treeCBlocks = 0, false // the group walk at 10k rules with lanes too
 	set := traffic.ClassBenchRules(3, 10000)
 	tab, err := Compile(set)
 	if err != nil {

@@ -302,13 +302,13 @@ const treeWalkMax = 1 << 20
 var treeLanesMax = 6 << 20
 
 // treeOneBlockMax: where bursts take the lane walk (lanesWalk), a set of
-// more than treeBigEntries entries is first cut down to leaves of
-// treeBinth records (with treeSpaceBig), whose scans test one block a leaf
-// (scanLanes2) instead of two (scanLanes4), and keeps those trees when
-// their leaf records come to at most this many bytes (as treeBytes counts
-// them, before the blocks) in at most two trees; else, where every
-// entry's check fits a compact lane (clanes), it is cut to leaves of one
-// compact block (tree_cblock.go) within cblockMax, and else down again to
+// more than treeBigEntries entries in at most two trees is first cut down
+// to leaves of treeBinth records (with treeSpaceBig), whose scans test one
+// block a leaf (scanLanes2, scanLanesC2) instead of two (scanLanes4): to
+// leaves of one compact block (tree_cblock.go) within cblockMax where
+// every entry's check fits a compact lane (clanes); else to leaves of one
+// block (sblock), kept where their leaf records come to at most this many
+// bytes (as treeBytes counts them, before the blocks); else down again to
 // leaves of treeBinthBig, the first builds stopped early by their record
 // budgets. The one-block leaves replicate more: at 10k ClassBench-style
 // rules the lookup's memory grows from 5.54 to 8.89 MiB (records 58k to
@@ -438,27 +438,30 @@ func (t *Table) buildTrees(all []bentry) *trees {
 		ntrees += min(len(p), 1)
 	}
 	size, ok := 0, false
-	// lanes: the lane scans would take the set. cblocks: it gets compact
-	// blocks (tree_cblock.go).
-	lanes := len(all) > oneBlockEntries && lanesWalk && ntrees <= 2
+	// lanes: the lane scans would take the set (two trees at most). cl:
+	// the entries' compact lanes, where every entry's check fits one
+	// (clanes). cblocks: the set gets compact blocks (tree_cblock.go).
+	lanes := lanesWalk && ntrees <= 2
+	var cl []clane
+	if lanes && treeCBlocks {
+		cl, _ = tr.clanes()
+	}
 	cblocks := false
-	var cl []clane // the entries' compact lanes, where cblocks
-	if lanes {
-		// Leaves of one block first (treeOneBlockMax), where the lane
-		// scans would take the set (two trees at most), the build stopped
-		// by its record budget where the set is too big for them.
+	if lanes && len(all) > oneBlockEntries {
+		// Leaves of one block first, the build stopped by its record
+		// budget where the set is too big for them: compact blocks
+		// (cblockMax) where the checks fit, else blocks
+		// (treeOneBlockMax).
+		if cl != nil {
+			size, cblocks = tr.build(es, &parts, treeBinth, space, min(budget, cblockMax/cRecordBytes))
+			ok = cblocks
+		}
 		oneBudget := min(budget, treeOneBlockMax/treeBytes(0, 1))
-		if vecScan {
+		if !ok && vecScan {
 			size, ok = tr.build(es, &parts, treeBinth, space, oneBudget)
 		}
 		if ok {
 			binth = treeBinth
-		} else if treeCBlocks {
-			if l, fits := tr.clanes(); fits {
-				if size, ok = tr.build(es, &parts, treeBinth, space, min(budget, cblockMax/cRecordBytes)); ok {
-					binth, cblocks, cl = treeBinth, true, l
-				}
-			}
 		}
 	}
 	if !ok {
@@ -466,6 +469,8 @@ func (t *Table) buildTrees(all []bentry) *trees {
 			return nil
 		}
 	}
+	// Smaller sets past the cache take compact blocks too (cblockMin).
+	cblocks = cblocks || cl != nil && binth == treeBinth && size > cblockMin
 	tr.walk = size <= treeWalkMax
 	// Blocks and the lane scans for sets of at most two trees only (vec2):
 	// bigger sets of more trees keep the group walk, as without lanes.

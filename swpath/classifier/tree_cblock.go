@@ -26,28 +26,28 @@ import (
 // set's leaves (4.2 records on average) filled 53 % of the lanes;
 // packed, 99.4 %.
 //
-// Where bursts take the lane walk, sets of two trees too big for leaves
-// of one sblock within treeOneBlockMax, whose entries' checks all fit
-// (clanes), are cut to leaves of one block again and get compact blocks
-// and no other records (trees.cvec): a burst's group scans them with
-// scanLanesC2, Decide with cleafScan2, and the rare paths (a passing
-// record that needs holds, a leaf longer than a block, AppendMatching)
-// in Go. At 100k ClassBench-style rules the lookup held 31.9 MB (the
-// group walk's compact records 28.0; 34.7 since the lanes hold port
-// ranges, clane), and fresh 5-tuple bursts took 0.66-0.68 of the time
-// of the group walk (52.3-53.1 against 77.3-80.9 ns a packet, each
-// alone in a process, three each, alternated, pinned;
-// in aclbench, the binaries alternated four times, DecideBurst 68.2-71.8
-// against 83.1-90.0); at 20k 0.95 of the time of two-block sblock
-// leaves (32.1 against 33.6) in 5.3 MB instead of 12.5. Decide, a packet
-// at a time down the deeper trees of leaves of eight, took about 1.2
-// times as long at 100k, and the build 0.40 s instead of 0.24. At 10k
-// and 5k, where sblocks of one block fit, compact blocks took 1.11 and
-// 1.15 of their time (the masks' rebuilding, about a dozen instructions
-// a block, where the blocks stay in the cache), for a quarter of the
-// memory, and the Direct Verbs engine at 10k no less time (scrubd bench,
-// 66.8-73.4 against 63.1-67.3 cpu-ns a packet, alternated four times),
-// so those sets keep sblocks.
+// Where bursts take the lane walk, sets of two trees whose entries' checks
+// all fit (clanes) and whose trees pass cblockMin (or that have more than
+// oneBlockEntries entries) are cut to leaves of one block and get compact
+// blocks and no other records (trees.cvec): a burst's group scans them
+// with scanLanesC2, Decide with cleafScan2, and the rare paths (a passing
+// record that needs holds, a leaf longer than a block, AppendMatching) in
+// Go. At 100k ClassBench-style rules the lookup held 31.9 MB (the group
+// walk's compact records 28.0; 34.7 since the lanes hold port ranges,
+// clane), and fresh 5-tuple bursts took 0.66-0.68 of the time of the group
+// walk (52.3-53.1 against 77.3-80.9 ns a packet, each alone in a process,
+// three each, alternated, pinned; in aclbench, the binaries alternated
+// four times, DecideBurst 68.2-71.8 against 83.1-90.0); at 20k 0.95 of the
+// time of two-block sblock leaves (32.1 against 33.6) in 5.3 MB instead of
+// 12.5. Decide, a packet at a time down the deeper trees of leaves of
+// eight, took about 1.2 times as long at 100k, and the build 0.40 s
+// instead of 0.24. At 10k and 5k, where sblocks of one block fit, compact
+// blocks took 1.11 and 1.15 of their time (the masks' rebuilding, about a
+// dozen instructions a block, where the blocks stay in the cache), for a
+// quarter of the memory, and the Direct Verbs engine at 10k no less time
+// (scrubd bench, 66.8-73.4 against 63.1-67.3 cpu-ns a packet, alternated
+// four times), so those sets kept sblocks, until the scans narrowed their
+// checks and compact lanes held port ranges (cblockMin).
 
 // cblock holds the checks of eight records of a leaf in 32-bit lanes:
 // s, d the source and destination words (cblockAddr), p and q the ports'
@@ -457,15 +457,35 @@ func scanLanesC2Go(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n int, n
 }
 
 // treeCBlocks: sets that get leaves of one block where bursts take the
-// lane walk (see treeOneBlockMax) get compact blocks, within cblockMax.
-// A variable, so that tests can give such sets blocks (sblock).
+// lane walk (see treeOneBlockMax) and sets past cblockMin get compact
+// blocks, within cblockMax. A variable, so that tests can give such sets
+// blocks (sblock).
 var treeCBlocks = true
 
 // oneBlockEntries: where bursts take the lane walk, sets of more entries
-// than this are first cut to leaves of one block (treeOneBlockMax,
-// cblockMax). A variable, so that tests can give small sets compact
+// than this are first cut to leaves of one block (cblockMax,
+// treeOneBlockMax). A variable, so that tests can give small sets compact
 // blocks.
 var oneBlockEntries = treeBigEntries
+
+// cblockMin: where bursts take the lane walk, a set of at most two trees
+// of leaves of one block whose trees pass this many bytes (as treeWalkMax
+// counts them, before any blocks) and whose entries' checks all fit gets
+// compact blocks instead of blocks (sblock): from about 1.4k
+// ClassBench-style rules, whose blocks and trees would pass 1.2 MB. Compact blocks
+// first came only to sets whose blocks of one-block leaves passed
+// treeOneBlockMax (about 15k rules): at 5k and 10k they then took 1.11
+// and 1.15 of the time of blocks. Since the narrowed check and the port
+// ranges of compact lanes, fresh 5-tuple bursts (DecideBurst, medians of
+// 21 rounds, the two alternated in one process, thread CPU time) took
+// 0.97 of the time of blocks at 1.5k rules, 1.02 at 2k, 0.95 at 3k, 0.90
+// at 5k, 0.92 at 10k and 0.90 at 15k; Decide 0.99 at 5k and 0.97 at 10k;
+// the Direct Verbs engine at 10k rules (scrubd bench, 64-byte frames,
+// 65,536 flows, the builds alternated four times) 51.1-52.2 cpu-ns a
+// packet against 55.7-56.9. The lookup's memory at 10k: 2.60 MB against
+// 9.32. The 1k set (0.86 MB with blocks, which the cache holds) took
+// 0.97-1.00 of the time, and keeps blocks.
+var cblockMin = 256 << 10
 
 // cblockMax is treeOneBlockMax for compact blocks: the most bytes of
 // compact records (cRecordBytes a record, as the leaves hold them) for

@@ -21,10 +21,12 @@ import (
 // check a branch: leaves of one block where their records stay under
 // treeOneBlockMax (about 15k rules), scanned as the 1k set's are, else
 // leaves of up to 16 records, whose scans test two blocks a leaf
-// (scanLanes4). Sets of two trees too big for leaves of one block get
-// compact blocks (tree_cblock.go), leaves of one block again, scanned by
-// scanLanesC2. The others keep the group walk (treeGroup), with the lane
-// walk and its Go scans.
+// (scanLanes4). Sets of two trees past the cache (from about 1.4k rules)
+// and sets too big for leaves of one block get compact blocks
+// (tree_cblock.go), leaves of one block again, scanned by scanLanesC2,
+// where every entry's check fits; blocks are theirs where one does not.
+// The others keep the group walk (treeGroup), with the lane walk and its
+// Go scans.
 //
 // Where the CPU has no AVX-512, and on arm64 (whose Advanced SIMD has no
 // gather), lanesWalk is false and bursts keep the walks without lanes.

@@ -372,29 +372,41 @@ func TestTreeInBounds(t *testing.T) {
 	}
 }
 
-// TestLanesLayout: which layout a set gets. With the lane walk, 1k, 10k
-// and 20k ClassBench-style sets (two trees) are laid out in blocks, the
-// 20k one with leaves of two blocks (vecLong: its trees of leaves of one
-// block pass treeOneBlockMax); a 10k set of four trees (treeJoin off) and
-// a 100k set keep the group walk's compact records. Without it only the
-// 1k set has blocks (where a scan stub is built).
+// TestLanesLayout: which layout a set gets. With the lane walk, the 1k
+// ClassBench-style set (two trees, in the cache) is laid out in blocks,
+// and the 3k, 10k, 20k and 100k sets of two trees in compact blocks (the
+// 3k set's trees pass cblockMin, the others have more than
+// oneBlockEntries entries); a 10k set of four trees (treeJoin off) keeps
+// the group walk's compact records. Without compact blocks (treeCBlocks
+// off, as for sets whose checks do not fit them) the 3k and 10k sets take
+// blocks, the 20k set blocks of leaves of two (vecLong: its trees of
+// leaves of one block pass treeOneBlockMax), and the 100k set the group
+// walk. Without the lane walk only the 1k and 3k sets have blocks (where
+// a scan stub is built).
 func TestLanesLayout(t *testing.T) {
 	defer func(v bool) { treeJoin = v }(treeJoin)
+	defer func(v bool) { treeCBlocks = v }(treeCBlocks)
 	for _, c := range []struct {
 		n          int
 		join       bool
+		cblocks    bool // treeCBlocks
 		lanes      bool // the layout with the lane walk: blocks
 		long       bool
 		trees      int
 		noLanesVec bool // blocks without the lane walk
 	}{
-		{1000, true, true, false, 2, true},
-		{10000, true, true, false, 2, false},
-		{20000, true, false, false, 2, false},
-		{10000, false, false, false, 4, false},
-		{100000, true, false, false, 2, false},
+		{1000, true, true, true, false, 2, true},
+		{3000, true, true, false, false, 2, true},
+		{10000, true, true, false, false, 2, false},
+		{20000, true, true, false, false, 2, false},
+		{10000, false, true, false, false, 4, false},
+		{100000, true, true, false, false, 2, false},
+		{3000, true, false, true, false, 2, true},
+		{10000, true, false, true, false, 2, false},
+		{20000, true, false, true, true, 2, false},
+		{100000, true, false, false, false, 2, false},
 	} {
-		treeJoin = c.join
+		treeJoin, treeCBlocks = c.join, c.cblocks
 		tab, err := Compile(traffic.ClassBenchRules(uint64(c.n), c.n))
 		if err != nil {
 			t.Fatal(err)
@@ -407,14 +419,14 @@ func TestLanesLayout(t *testing.T) {
 		if lanesWalk {
 			wantVec, wantLong = c.lanes, c.long
 		}
-		// With the lane walk, the sets of two trees too big for leaves of
-		// one block get compact blocks.
-		wantCVec := lanesWalk && vecScan && !c.lanes && c.trees == 2 && c.n > 1000
-		// Only the 1k set's trees are small enough for the walk of one
+		// With the lane walk, the sets of two trees past the cache get
+		// compact blocks.
+		wantCVec := lanesWalk && vecScan && c.cblocks && !c.lanes && c.trees == 2 && c.n > 1000
+		// The 1k and 3k sets' trees are small enough for the walk of one
 		// packet at a time; the others are compact without blocks.
-		wantCompact := c.n > 1000 && !(lanesWalk && c.lanes) && !wantCVec
+		wantCompact := c.n > 3000 && !(lanesWalk && c.lanes) && !wantCVec
 		if tr.vec != wantVec || tr.compact != wantCompact || tr.vecLong != wantLong || tr.cvec != wantCVec {
-			t.Fatalf("%d rules, join %v, lanes %v: blocks %v, compact %v, two-block leaves %v, compact blocks %v; want %v, %v, %v, %v", c.n, c.join, lanesWalk, tr.vec, tr.compact, tr.vecLong, tr.cvec, wantVec, wantCompact, wantLong, wantCVec)
+			t.Fatalf("%d rules, join %v, compact blocks %v, lanes %v: blocks %v, compact %v, two-block leaves %v, compact blocks %v; want %v, %v, %v, %v", c.n, c.join, c.cblocks, lanesWalk, tr.vec, tr.compact, tr.vecLong, tr.cvec, wantVec, wantCompact, wantLong, wantCVec)
 		}
 	}
 }

@@ -624,7 +624,8 @@ func TestCompactRecords(t *testing.T) {
 	}
 
 	defer func(v int) { treeLanesMax = v }(treeLanesMax)
-	treeLanesMax = 0 // the group walk at 10k rules with lanes too
+	defer func(v bool) { treeCBlocks = v }(treeCBlocks)
+	treeLanesMax, treeCBlocks = 0, false // the group walk at 10k rules with lanes too
 	big := traffic.ClassBenchRules(6000, 10000)
 	for _, set := range []*rule.Set{big, traffic.ClassBenchRules(6000, 1000)} {
 		tab, err := compile(set, treesForce)

@@ -345,10 +345,16 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlocksBig|TestLanesForced",
 	},
 	{
-		name: "classifier: sets too big for leaves of one block never get compact blocks",
+		name: "classifier: sets of two trees never get compact blocks",
 		edits: []edit{{"swpath/classifier/tree.go",
-			"} else if treeCBlocks {", "} else if false && treeCBlocks {", 1}},
+			"if lanes && treeCBlocks {", "if false && lanes && treeCBlocks {", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout|TestCBlocksBig",
+	},
+	{
+		name: "classifier: sets past the cache with few entries keep blocks, not compact blocks (cblockMin)",
+		edits: []edit{{"swpath/classifier/tree.go",
+			"&& size > cblockMin", "&& size > 64*cblockMin", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout",
 	},
 	{
 		name: "classifier: the compact lane scan takes a leaf's lanes from the wrong lane (amd64)",
