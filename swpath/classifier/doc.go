@@ -80,7 +80,7 @@
 // addresses, so an IPv6 set costs what the same set as IPv4 does. A set
 // decides with the trees when it has more than one hash table and the
 // trees fit (at most 16 leaf records per entry, plus 65536, and no leaf
-// over 256 entries; a build that passes either limit stops there);
+// over 255 entries; a build that passes either limit stops there);
 // otherwise, and for a set of one hash table, with the
 // hash tables below. Only the lookup that decides is built: when the trees
 // decide, Compile assigns entries to hash tables only until it has counted

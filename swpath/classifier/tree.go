@@ -84,9 +84,10 @@ const (
 	// treeProgress: a cut must take at least 1/treeProgress of a node's
 	// entries out of its largest child, or the node is a leaf.
 	treeProgress = 8
-	// treeMaxLeaf: a leaf this long (entries no cut separates) makes the
-	// set keep the tuple lookup.
-	treeMaxLeaf = 256
+	// treeMaxLeaf: a leaf longer than this (entries no cut separates)
+	// makes the set keep the tuple lookup. The compact lane scans take a
+	// leaf's count as a byte (LEAFLANES).
+	treeMaxLeaf = 255
 )
 
 // treeJoin: the group of source prefixes of treeSmallBits/2 bits or

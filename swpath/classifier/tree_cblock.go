@@ -63,20 +63,22 @@ type cblock struct {
 }
 
 // The bits of a compact lane's c word. Bits 0-11 are compared with the
-// packet's hiLane under the mask made of bits 12-15 (bits 8-11) and
-// cProtoMask (bits 0-7).
+// packet's hiLane under the mask in bits 16-27 (the word shifted right by
+// cMasks; bits 12-15 and 28-29 are zero, so the shift leaves nothing else
+// under the mask), and bits 30 and 31 say which address words are whole,
+// where the scan spreads them with arithmetic shifts.
 const (
-	cFamily6   = 1 << 8  // the family is IPv6 (the value; bit 1 of 4 and 6)
-	cV6Top     = 9       // bits 9-10: v6SrcTop and v6DstTop (the values)
-	cNever     = 1 << 11 // a value no packet's hiLane has
-	cHiMasks   = 12      // bits 12-15: the masks of bits 8-11
-	cSrcFull   = 1 << 26 // the source word is a whole 32-bit value
-	cDstFull   = 1 << 27 // the destination word is
-	cProtoMask = 1 << 31 // the protocol is compared
+	cFamily6   = 1 << 8         // the family is IPv6 (the value; bit 1 of 4 and 6)
+	cV6Top     = 9              // bits 9-10: v6SrcTop and v6DstTop (the values)
+	cNever     = 1 << 11        // a value no packet's hiLane has
+	cMasks     = 16             // bits 16-27: the masks of bits 0-11
+	cProtoMask = 0xff << cMasks // the protocol is compared
+	cDstFull   = 1 << 30        // the destination word is a whole 32-bit value
+	cSrcFull   = 1 << 31        // the source word is
 )
 
 // neverCLane is the c word of a lane that never passes.
-const neverCLane = cNever | cNever<<4
+const neverCLane = cNever | cNever<<cMasks
 
 // hiLane returns the lane a packet's c words are compared with: its
 // protocol, bit 1 of its family (set for IPv6, clear for IPv4) and its
@@ -130,7 +132,7 @@ func cencode(r *trec) (l clane, ok bool) {
 	if !ok1 || !ok2 || !ok3 || !ok4 || hm&^0x3ffff != 0 || hv&^hm != 0 || p&^lo != 0 {
 		return clane{}, false
 	}
-	c := hv&0xff | (hv>>16&3)<<cV6Top | (hm>>16&3)<<(cV6Top+cHiMasks-8)
+	c := hv&0xff | (hv>>16&3)<<cV6Top | (hm>>16&3)<<(cV6Top+cMasks)
 	switch hm & 0xff {
 	case 0:
 	case 0xff:
@@ -145,7 +147,7 @@ func cencode(r *trec) (l clane, ok bool) {
 		if fam != rule.IPv4 && fam != rule.IPv6 {
 			return clane{}, false
 		}
-		c |= (hv>>9&1)<<8 | cFamily6<<4
+		c |= (hv>>9&1)<<8 | cFamily6<<cMasks
 	default:
 		return clane{}, false
 	}
@@ -235,9 +237,15 @@ func cblockMask(key *[4]uint32, b *cblock) uint32 {
 	sp, dp := uint16(key[3]>>16), uint16(key[3])
 	for j := range vecBlock {
 		c := b.c[j]
-		sm := -((b.s[j] & -b.s[j]) << 1) | uint32(int32(c<<5)>>31)
-		dm := -((b.d[j] & -b.d[j]) << 1) | uint32(int32(c<<4)>>31)
-		hm := c>>4&0xf00 | uint32(int32(c)>>31)&0xff
+		sm := -((b.s[j] & -b.s[j]) << 1)
+		if c&cSrcFull != 0 {
+			sm = ^uint32(0)
+		}
+		dm := -((b.d[j] & -b.d[j]) << 1)
+		if c&cDstFull != 0 {
+			dm = ^uint32(0)
+		}
+		hm := c >> cMasks & 0xfff
 		ports := sp-uint16(b.p[j]>>16) <= uint16(b.q[j]>>16) && dp-uint16(b.p[j]) <= uint16(b.q[j])
 		if (key[0]^b.s[j])&sm|(key[1]^b.d[j])&dm|(key[2]^c)&hm == 0 && ports {
 			pass |= 1 << j

@@ -43,7 +43,7 @@ func cblockRecord(b *cblock, j int) trec {
 	if c&cProtoMask != 0 {
 		hv, hm = c&0xff, 0xff
 	}
-	if c&(cFamily6<<4) != 0 {
+	if c&(cFamily6<<cMasks) != 0 {
 		fam := uint32(rule.IPv4)
 		if c&cFamily6 != 0 {
 			fam = uint32(rule.IPv6)
@@ -51,7 +51,7 @@ func cblockRecord(b *cblock, j int) trec {
 		hv, hm = hv|fam<<8, hm|0xff00
 	}
 	hv |= (c >> cV6Top & 3) << 16
-	hm |= (c >> (cV6Top + cHiMasks - 8) & 3) << 16
+	hm |= (c >> (cV6Top + cMasks) & 3) << 16
 	var lo, pv uint32
 	for _, sh := range [2]uint32{16, 0} {
 		if span := b.q[j] >> sh & 0xffff; span&(span+1) == 0 { // 2^k - 1: a prefix's

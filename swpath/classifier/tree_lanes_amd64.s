@@ -348,27 +348,25 @@ done4:
 
 // CSCAN is SCAN for the compact block at p (cblock: source words at 0,
 // destination words at 32, the ports' low ends at 64, c words at 96,
-// entries at 128, the ports' spans at 160): it rebuilds each lane's
-// masks from its words first. An address mask is -(2m) for the word's
-// lowest set bit m (its marker), or all ones where c says the word is
-// whole (cSrcFull, cDstFull: bits 26 and 27, moved to bit 31 and
-// spread); the c word's own mask is bits 12-15 moved to 8-11 and, where
-// bit 31 is set, 0xff. The ports pass where both 16-bit halves of the
-// packet's ports less the low ends (VPSUBW, which borrows nothing across
-// halves) are at most the spans: the unsigned minimum of the two
-// (VPMINUW) is then that difference, in both halves. The packet's lanes
-// are in Y0 (source), Y1 (destination), Y2 (hiLane) and Y3 (ports); the
-// constants in Y18, Y19 and Y23 (CONSTS). Only the lanes in mask m (the
-// leaf's, LEAFLANES) can pass.
+// entries at 128, the ports' spans at 160): it tests each address word
+// against the bound its marker makes (ADDRESS; cblockMask's masks in
+// Go), where the c word's bit 31 (cSrcFull) or 30 (cDstFull), spread by
+// arithmetic shifts, says it is whole, and the c word under its own
+// mask, the word shifted right by cMasks. The ports pass where both
+// 16-bit halves of the packet's ports less the low ends (VPSUBW, which
+// borrows nothing across halves) are at most the spans: the unsigned
+// minimum of the two (VPMINUW) is then that difference, in both halves.
+// The packet's lanes are in Y0 (source), Y1 (destination), Y2 (hiLane)
+// and Y3 (ports); all ones in Y22 (CONSTS). Only the lanes in mask m (the
+// leaf's, LEAFLANES) can pass. Uses Y4-Y7.
 #define CSCAN(p, m, k) \
 	VMOVDQU32	96(p), Y4 \
-	ADDRESS(p, 0, $5, Y0, m) \
-	ADDRESS(p, 32, $4, Y1, K1) \
-	VPSRLD	$4, Y4, Y6 \
-	VPANDD	Y18, Y6, Y6 \
 	VPSRAD	$31, Y4, Y7 \
-	VPANDD	Y19, Y7, Y7 \
-	VPORD	Y7, Y6, Y6 \
+	ADDRESS(p, 0, Y7, Y0, m) \
+	VPSLLD	$1, Y4, Y7 \
+	VPSRAD	$31, Y7, Y7 \
+	ADDRESS(p, 32, Y7, Y1, K1) \
+	VPSRLD	$const_cMasks, Y4, Y6 \
 	VPXORD	Y2, Y4, Y5 \
 	VPTESTNMD	Y6, Y5, K1, K1 \
 	VPSUBW	64(p), Y3, Y5 \
@@ -380,32 +378,29 @@ done4:
 	VPANDD	Y9, Y5, Y5 \
 	VPMINUD	Y5, Y11, K3, Y11
 
-// ADDRESS sets K1 to the lanes of mask m whose address words (at off(p))
-// the packet's word in key passes: the mask is -(2m) for the word's
-// lowest set bit m, or all ones where bit 31 of the c word in Y4 shifted
-// left by sh (cSrcFull or cDstFull) is set.
-#define ADDRESS(p, off, sh, key, m) \
+// ADDRESS sets K1 to the lanes of mask m whose address words v (at
+// off(p)) the packet's word in key passes. Below v's prefix is a marker
+// bit then zeros, so v ^ (v-1) is the marker and the bits below it, and
+// the packet passes where its word XOR v is at most that: its bits above
+// the marker are the prefix's. A whole word has no marker, and there the
+// bound is zero, so that only v itself passes: whole holds all ones in
+// such lanes (cSrcFull or cDstFull, spread) and zero in the others. Y22
+// holds all ones; uses Y5 and Y6.
+#define ADDRESS(p, off, whole, key, m) \
 	VMOVDQU32	off(p), Y5 \
-	VPSUBD	Y5, Y23, Y6 \
-	VPANDD	Y5, Y6, Y6 \
-	VPADDD	Y6, Y6, Y6 \
-	VPSUBD	Y6, Y23, Y6 \
-	VPSLLD	sh, Y4, Y7 \
-	VPSRAD	$31, Y7, Y7 \
-	VPORD	Y7, Y6, Y6 \
+	VPADDD	Y22, Y5, Y6 \
+	VPTERNLOGD	$0x14, whole, Y5, Y6 \
 	VPXORD	key, Y5, Y5 \
-	VPTESTNMD	Y6, Y5, m, K1
+	VPCMPUD	$2, Y6, Y5, m, K1
 
 // LEAFLANES sets mask k to the lanes of its first block that the leaf
 // word in w holds (leafLanes): (1 << min(count, 8)) - 1, shifted left by
-// the first record's lane. Uses t and u.
+// the first record's lane. BZHI takes its index from the count's low
+// byte, and keeps all eight bits for an index of 8 or more: a leaf holds
+// at most treeMaxLeaf (255) records. Uses t and u.
 #define LEAFLANES(w, t, u, k) \
 	MOVQ	w, t \
 	SHRQ	$32, t \
-	ANDL	$0xffffff, t \
-	MOVL	$8, u \
-	CMPL	t, u \
-	CMOVLHI	u, t \
 	MOVL	$0xff, u \
 	BZHIL	t, u, u \
 	MOVL	w, t \
@@ -456,14 +451,9 @@ done4:
 	VPBROADCASTD	laneScratch_flags(R8)(DX*4), Y8 \
 	VPTERNLOGD	$0xff, Y11, Y11, Y11
 
-// CONSTS loads CSCAN's constants: 0xf00 to Y18, 0xff to Y19 and zero to
-// Y23. Uses AX.
+// CONSTS loads CSCAN's constant: all ones to Y22.
 #define CONSTS \
-	MOVL	$0xf00, AX \
-	VPBROADCASTD	AX, Y18 \
-	MOVL	$0xff, AX \
-	VPBROADCASTD	AX, Y19 \
-	VPXORD	Y23, Y23, Y23
+	VPTERNLOGD	$0xff, Y22, Y22, Y22
 
 // func scanLanesC2(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n, pfd int) (rest int)
 //

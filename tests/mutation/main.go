@@ -258,7 +258,7 @@ var mutations = []mutation{
 	{
 		name: "classifier: the compact lane scan takes the source word whole by the destination's bit (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"ADDRESS(p, 0, $5, Y0, m)", "ADDRESS(p, 0, $4, Y0, m)", 1}},
+			"\tVPSRAD\t$31, Y4, Y7 \\\n\tADDRESS(p, 0,", "\tVPSLLD\t$1, Y4, Y7 \\\n\tVPSRAD\t$31, Y7, Y7 \\\n\tADDRESS(p, 0,", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig",
 	},
 	{
@@ -315,15 +315,27 @@ var mutations = []mutation{
 			"VPSUBW\t64(p), Y3, Y5", "VPSUBW\t160(p), Y3, Y5", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlockSpans|TestCBlocksBig"},
 	{
+		name: "classifier: the compact lane scan's address bound leaves out the marker bit (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"VPTERNLOGD\t$0x14, whole, Y5, Y6", "VPTERNLOGD\t$0x10, whole, Y5, Y6", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig",
+	},
+	{
+		name: "classifier: the compact lane scan takes the c word's mask from the wrong bits (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"VPSRLD\t$const_cMasks, Y4, Y6", "VPSRLD\t$17, Y4, Y6", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig",
+	},
+	{
 		name: "classifier: compact lanes lose the never-passing bit's mask",
 		edits: []edit{{"swpath/classifier/tree_cblock.go",
-			"hm := c>>4&0xf00 |", "hm := c>>4&0x700 |", 1}},
+			"hm := c >> cMasks & 0xfff", "hm := c >> cMasks & 0x7ff", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes",
 	},
 	{
 		name: "classifier: compact lanes keep the IPv6 top bits' masks a bit too low",
 		edits: []edit{{"swpath/classifier/tree_cblock.go",
-			"(hm>>16&3)<<(cV6Top+cHiMasks-8)", "(hm>>16&3)<<(cV6Top+cHiMasks-9)", 1}},
+			"(hm>>16&3)<<(cV6Top+cMasks)", "(hm>>16&3)<<(cV6Top+cMasks-1)", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes",
 	},
 	{
