@@ -135,7 +135,8 @@
 // worker, walks bursts of fewer than 4 packets one at a time. Where the
 // CPU has AVX-512 (amd64; tree_lanes.go), bursts walk eight packets to a
 // zmm register instead, a gather a level over groups of up to 128
-// (walkLanes8): sets of two trees with blocks then scan the first blocks
+// (walkLanes8; a set's two trees a level at a time together,
+// walkLanes8x2): sets of two trees with blocks then scan the first blocks
 // of every packet's leaves in one call a group, which decides every packet
 // it can (scanLanes2). Sets of two trees past the cache (from about 1.4k
 // ClassBench-style rules to 100k and more) get compact blocks

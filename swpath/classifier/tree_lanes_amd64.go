@@ -19,6 +19,21 @@ func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n 
 	walkLanes8(&d.nodes[0], d.root, keys, cur, n)
 }
 
+// walkLanes2 is walkLanes for trees d0 and d1, their leaves to cur[0]
+// and cur[1], with the stub that walks both at once (walkLanes8x2).
+func walkLanes2(d0, d1 *dtree, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int) {
+	walkLanes8x2(&d0.nodes[0], d0.root, &d1.nodes[0], d1.root, keys, cur, n)
+}
+
+// walkLanes8x2 is walkLanes8 over two trees at once: every level steps
+// the same chunk of eight lanes of both before the next chunk, so that
+// one tree's gathers wait beside the other's, and a group takes as many
+// levels as its deeper tree. It orders no memory; the trees' indices are
+// trusted as walkLanes8's are.
+//
+//go:noescape
+func walkLanes8x2(nodes0 *uint64, root0 uint64, nodes1 *uint64, root1 uint64, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int)
+
 // walkLanes8 is walkLanesGo over the node words from nodes on, from
 // root: eight lanes to an instruction (AVX-512's 64-bit lanes), a gather
 // (VPGATHERQQ) a level for eight walks, under the mask of the lanes not

@@ -226,6 +226,98 @@ done:
 	VZEROUPPER
 	RET
 
+// STEP takes one level of the chunk of eight walks at off(DI)(R8*1),
+// whose node words are at nodes, when one of its lanes is not at a leaf
+// (and sets R11), else jumps to skip: walkLanes8's step, the constants
+// in Z16-Z22.
+#define STEP(nodes, off, skip) \
+	VMOVDQU64	off(DI)(R8*1), Z3 \
+	VPTESTNMQ	Z16, Z3, K1 \
+	KORTESTW	K1, K1 \
+	JEQ	skip \
+	MOVL	$1, R11 \
+	VPSRLQ	$56, Z3, Z4 \
+	VPANDQ	Z19, Z4, Z4 \
+	VMOVDQU64	(DX)(R8*1), Z5 \
+	VPCMPEQQ	Z17, Z4, K2 \
+	VMOVDQU64	1024(DX)(R8*1), K2, Z5 \
+	VPCMPEQQ	Z18, Z4, K3 \
+	VMOVDQU64	2048(DX)(R8*1), K3, Z5 \
+	VPSRLQ	$48, Z3, Z6 \
+	VPANDQ	Z20, Z6, Z6 \
+	VPSRLVQ	Z6, Z5, Z5 \
+	VPSRLQ	$32, Z3, Z7 \
+	VPANDQ	Z21, Z7, Z7 \
+	VPANDQ	Z7, Z5, Z5 \
+	VPANDQ	Z22, Z3, Z8 \
+	VPADDQ	Z8, Z5, Z5 \
+	VPGATHERQQ	(nodes)(Z5*8), K1, Z3 \
+	VMOVDQU64	Z3, off(DI)(R8*1)
+
+// func walkLanes8x2(nodes0 *uint64, root0 uint64, nodes1 *uint64, root1 uint64, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int)
+//
+// walkLanes8 for two trees at once: each level steps every chunk of
+// tree 0 and the same chunk of tree 1 (STEP) before the next chunk, so
+// that one tree's gathers wait beside the other's, and the levels go on
+// until a pass steps no chunk of either: a group's walks take as many
+// levels as its deeper tree, not the two trees' depths added.
+TEXT ·walkLanes8x2(SB), NOSPLIT, $0-56
+	MOVQ	nodes0+0(FP), SI
+	MOVQ	nodes1+16(FP), R12
+	MOVQ	keys+32(FP), DX
+	MOVQ	cur+40(FP), DI
+	MOVQ	n+48(FP), CX
+	ADDQ	$7, CX
+	SHRQ	$3, CX
+	JEQ	done2x
+	VPBROADCASTQ	root0+8(FP), Z3
+	VPBROADCASTQ	root1+24(FP), Z4
+	XORL	R8, R8
+	MOVQ	CX, R9
+
+start2x:
+	VMOVDQU64	Z3, (DI)(R8*1)
+	VMOVDQU64	Z4, (const_treeGroup*8)(DI)(R8*1)
+	ADDQ	$64, R8
+	DECQ	R9
+	JNE	start2x
+	MOVQ	$0x8000000000000000, AX
+	VPBROADCASTQ	AX, Z16
+	MOVQ	$1, AX
+	VPBROADCASTQ	AX, Z17
+	MOVQ	$2, AX
+	VPBROADCASTQ	AX, Z18
+	MOVQ	$3, AX
+	VPBROADCASTQ	AX, Z19
+	MOVQ	$63, AX
+	VPBROADCASTQ	AX, Z20
+	MOVQ	$0xffff, AX
+	VPBROADCASTQ	AX, Z21
+	MOVQ	$0xffffffff, AX
+	VPBROADCASTQ	AX, Z22
+
+level2x:
+	XORL	R11, R11
+	XORL	R8, R8
+	MOVQ	CX, R9
+
+chunk2x:
+	STEP(SI, 0, tree1x)
+
+tree1x:
+	STEP(R12, const_treeGroup*8, next2x)
+
+next2x:
+	ADDQ	$64, R8
+	DECQ	R9
+	JNE	chunk2x
+	TESTL	R11, R11
+	JNE	level2x
+
+done2x:
+	VZEROUPPER
+	RET
+
 // func scanLanes2(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, pfd int) (rest int)
 //
 // leafScan2 for the first n packets of s, one after the other, without a
@@ -460,13 +552,36 @@ done4:
 // scanLanes2 over compact blocks (scanLanesC2Go): packet i's lanes are
 // s.sds[i], hiLane(s.keys[2][i]) and the low half of s.keys[2][i], its
 // blocks the first of its leaves in b0 and b1, and it decides or lists
-// packets as scanLanes2 does. With pfd not 0 it first prefetches packet i+pfd's
-// blocks (CAHEAD). It orders no memory.
+// packets as scanLanes2 does. With pfd not 0 it first prefetches the
+// blocks of packets 0 to pfd-1, then, at packet i, those of packet i+pfd
+// (CAHEAD). It orders no memory.
 TEXT ·scanLanesC2(SB), NOSPLIT, $0-136
 	PROLOGUE
 	CONSTS
 	TESTQ	CX, CX
 	JEQ	doneC
+	// The packets before the first that CAHEAD reaches: their blocks'
+	// prefetches first, so that their misses overlap.
+	MOVQ	pfd+112(FP), R13
+	CMPQ	R13, CX
+	CMOVQHI	CX, R13
+	XORL	R14, R14
+
+headC:
+	CMPQ	R14, R13
+	JAE	loopC
+	MOVQ	laneScratch_cur(R8)(R14*8), AX
+	CBLOCK(AX, SI)
+	PREFETCHT0	(AX)
+	PREFETCHT0	64(AX)
+	PREFETCHT0	128(AX)
+	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(R14*8), AX
+	CBLOCK(AX, DI)
+	PREFETCHT0	(AX)
+	PREFETCHT0	64(AX)
+	PREFETCHT0	128(AX)
+	INCQ	R14
+	JMP	headC
 
 loopC:
 	CAHEAD(aheadC)

@@ -14,6 +14,13 @@ func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n 
 	d.walkLanesGo(keys, cur, n)
 }
 
+// walkLanes2 is walkLanesGo for trees d0 and d1, their leaves to cur[0]
+// and cur[1].
+func walkLanes2(d0, d1 *dtree, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int) {
+	d0.walkLanesGo(keys, &cur[0], n)
+	d1.walkLanesGo(keys, &cur[1], n)
+}
+
 // scanLanes2 is scanLanes2Go where no stub is built. It prefetches
 // nothing (Go has no prefetch): pfd is the stub's, as in scanLanes4.
 func scanLanes2(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, _ int, narrow bool) (rest int) {

@@ -36,6 +36,7 @@ func TestWalkLanes(t *testing.T) {
 		}
 		var keys [3][treeGroup]uint64
 		var cur, want [treeGroup]uint64
+		var want2 [2][treeGroup]uint64 // the scalar walks of trees 0 and 1
 		steps, walks := 0, 0
 		for ln := 1; ln <= treeGroup; ln++ {
 			grp := fs[ln%3*treeGroup:][:ln]
@@ -75,6 +76,21 @@ func TestWalkLanes(t *testing.T) {
 				if got != want {
 					t.Fatalf("%d rules, tree %d, group of %d: walkLanesGo differs from the scalar walk", n, ti, ln)
 				}
+				if ti < 2 {
+					want2[ti] = want
+				}
+			}
+			// Both trees at once (walkLanes8x2 where the stub runs).
+			if len(tr.t) == 2 {
+				got2 := [2][treeGroup]uint64{cur, cur}
+				walkLanes2(&tr.t[0], &tr.t[1], &keys, &got2, ln)
+				for ti := range got2 {
+					for i := range got2[ti] {
+						if got2[ti][i] != want2[ti][i] {
+							t.Fatalf("%d rules, both trees, group of %d: tree %d lane %d reached %#x, the scalar walk %#x", n, ln, ti, i, got2[ti][i], want2[ti][i])
+						}
+					}
+				}
 			}
 		}
 		// A tree that is one leaf: every lane to the rounded length
@@ -89,6 +105,9 @@ func TestWalkLanes(t *testing.T) {
 		}
 		if steps < walks {
 			t.Fatalf("%d rules: %d walk steps over %d walks: the trees are too shallow to test the walk", n, steps, walks)
+		}
+		if len(tr.t) != 2 {
+			t.Fatalf("%d rules: %d trees: want two, to test the walk of both at once", n, len(tr.t))
 		}
 	}
 }

@@ -315,6 +315,18 @@ var mutations = []mutation{
 			"VPSUBW\t64(p), Y3, Y5", "VPSUBW\t160(p), Y3, Y5", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlockSpans|TestCBlocksBig"},
 	{
+		name: "classifier: the walk of two trees at once steps tree 1 over tree 0's nodes (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"STEP(R12, const_treeGroup*8, next2x)", "STEP(SI, const_treeGroup*8, next2x)", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+	},
+	{
+		name: "classifier: the walk of two trees at once skips tree 1's chunk where tree 0's is at its leaves (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"STEP(SI, 0, tree1x)", "STEP(SI, 0, next2x)", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+	},
+	{
 		name: "classifier: the compact lane scan's address bound leaves out the marker bit (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPTERNLOGD\t$0x14, whole, Y5, Y6", "VPTERNLOGD\t$0x10, whole, Y5, Y6", 1}},
