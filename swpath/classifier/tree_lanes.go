@@ -100,17 +100,7 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 	tr := t.tr
 	trs := tr.t
 	ks, cur := &s.keys, &s.cur
-	ip := 0
-	for i := range fs {
-		f := &fs[i]
-		ks[0][i], ks[1][i], ks[2][i] = f.Src.Hi, f.Dst.Hi, miscWord(f)|tr.topBits(f)
-		fl := laneFlags(f)
-		if f.Family == 0 {
-			fl = 0
-		}
-		s.sds[i], s.flags[i] = scanSD(f), fl
-		ip += int(min(f.Family, 1))
-	}
+	ip := tr.laneKeys(fs, s)
 	if len(trs) == 2 {
 		walkLanes2(&trs[0], &trs[1], ks, cur, len(fs))
 	} else {
@@ -163,6 +153,28 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 		out[i] = tr.vecRule(t.vecRest(f, s.sds[i], ks[2][i], b, c, [4]uint64{n0, n1, treeLeaf, treeLeaf}, bs, long))
 	}
 	return ip * len(trs)
+}
+
+// laneKeys writes the lane words of fs (at most treeGroup packets) to s:
+// each packet's treeKey words to s.keys, scanSD to s.sds and laneFlags
+// (0 for a packet that is not IP) to s.flags. It returns the packets that
+// are IP. Apart from vecLanes, whose loop reloaded seven spilled values
+// a packet, and with the set's IPv6 test outside the loop's arithmetic.
+func (tr *trees) laneKeys(fs []rule.Fields, s *laneScratch) int {
+	fs = fs[:min(len(fs), treeGroup)]
+	v6, ip := tr.v6, 0
+	for i := range fs {
+		f := &fs[i]
+		misc := miscWord(f)
+		if v6 {
+			misc |= tr.topBits(f)
+		}
+		s.keys[0][i], s.keys[1][i], s.keys[2][i] = f.Src.Hi, f.Dst.Hi, misc
+		s.sds[i] = scanSD(f)
+		s.flags[i] = laneFlags(f) & -uint32(min(f.Family, 1))
+		ip += int(min(f.Family, 1))
+	}
+	return ip
 }
 
 // scanLanes2Go is leafScan2Go for the first n packets of s, the stub's

@@ -183,21 +183,22 @@ func blockMask(key *[4]uint32, b *sblock) uint32 {
 // leafScan4 for packet f: always laneFull, and lanePorts when f has no
 // ports.
 func laneFlags(f *rule.Fields) uint32 {
-	var l4 uint64
+	var l4 uint32
 	if f.L4 {
 		l4 = 1
 	}
-	has := portProtos[f.Proto>>6] >> (f.Proto & 63) & l4
-	return laneFull | lanePorts*uint32(1-has)
+	has := uint32(portProtos[f.Proto]) & l4
+	return laneFull | lanePorts*(1-has)
 }
 
-// portProtos is the protocols that carry ports, a bit each, taken from
+// portProtos is 1 for the protocols that carry ports, taken from
 // rule.Fields.HasPorts: laneFlags tests a flood's mix of protocols
-// without a branch.
-var portProtos = func() (m [4]uint64) {
-	for p := range 256 {
+// without a branch (a byte a protocol, so without a shift by a variable
+// count either).
+var portProtos = func() (m [256]uint8) {
+	for p := range m {
 		if f := (rule.Fields{L4: true, Proto: uint8(p)}); f.HasPorts() {
-			m[p>>6] |= 1 << (p & 63)
+			m[p] = 1
 		}
 	}
 	return m

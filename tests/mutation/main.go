@@ -315,6 +315,18 @@ var mutations = []mutation{
 			"VPSUBW\t64(p), Y3, Y5", "VPSUBW\t160(p), Y3, Y5", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlockSpans|TestCBlocksBig"},
 	{
+		name: "classifier: the lane scans take a packet that is not IP with flags, as IP",
+		edits: []edit{{"swpath/classifier/tree_lanes.go",
+			"s.flags[i] = laneFlags(f) & -uint32(min(f.Family, 1))", "s.flags[i] = laneFlags(f)", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestDifferential|TestTreeBurst|TestCBlock",
+	},
+	{
+		name: "classifier: the lane flags give ports to a packet without its L4 header",
+		edits: []edit{{"swpath/classifier/tree_vec.go",
+			"has := uint32(portProtos[f.Proto]) & l4", "has := uint32(portProtos[f.Proto]) | l4&0", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestDifferential|TestTreeBurst|TestCBlock|TestEdgeRules",
+	},
+	{
 		name: "classifier: the walk of two trees at once steps tree 1 over tree 0's nodes (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"STEP(R12, const_treeGroup*8, next2x)", "STEP(SI, const_treeGroup*8, next2x)", 1}},
