@@ -142,6 +142,54 @@
 	USEFUL(a, off, K4) \
 	USEFUL(b, off, K5)
 
+// WALKCONSTS loads STEP's constants: the leaf bit to Z16, 1, 2 and 3 to
+// Z17-Z19 (key words; 3 the mask of bits 56-57), 63 (the shift's mask)
+// to Z20, 0xffff (the child index mask's) to Z21 and 0xffffffff (the
+// first child's) to Z22. Uses AX.
+#define WALKCONSTS \
+	MOVQ	$0x8000000000000000, AX \
+	VPBROADCASTQ	AX, Z16 \
+	MOVQ	$1, AX \
+	VPBROADCASTQ	AX, Z17 \
+	MOVQ	$2, AX \
+	VPBROADCASTQ	AX, Z18 \
+	MOVQ	$3, AX \
+	VPBROADCASTQ	AX, Z19 \
+	MOVQ	$63, AX \
+	VPBROADCASTQ	AX, Z20 \
+	MOVQ	$0xffff, AX \
+	VPBROADCASTQ	AX, Z21 \
+	MOVQ	$0xffffffff, AX \
+	VPBROADCASTQ	AX, Z22
+
+// STEP takes one level of the chunk of eight walks at off(DI)(R8*1),
+// whose node words are at nodes, when one of its lanes is not at a leaf
+// (and sets R11), else jumps to skip: a chunk's step of walkLanes8 and
+// walkLanes8x2, the constants in Z16-Z22 (WALKCONSTS).
+#define STEP(nodes, off, skip) \
+	VMOVDQU64	off(DI)(R8*1), Z3 \
+	VPTESTNMQ	Z16, Z3, K1 \
+	KORTESTW	K1, K1 \
+	JEQ	skip \
+	MOVL	$1, R11 \
+	VPSRLQ	$56, Z3, Z4 \
+	VPANDQ	Z19, Z4, Z4 \
+	VMOVDQU64	(DX)(R8*1), Z5 \
+	VPCMPEQQ	Z17, Z4, K2 \
+	VMOVDQU64	1024(DX)(R8*1), K2, Z5 \
+	VPCMPEQQ	Z18, Z4, K3 \
+	VMOVDQU64	2048(DX)(R8*1), K3, Z5 \
+	VPSRLQ	$48, Z3, Z6 \
+	VPANDQ	Z20, Z6, Z6 \
+	VPSRLVQ	Z6, Z5, Z5 \
+	VPSRLQ	$32, Z3, Z7 \
+	VPANDQ	Z21, Z7, Z7 \
+	VPANDQ	Z7, Z5, Z5 \
+	VPANDQ	Z22, Z3, Z8 \
+	VPADDQ	Z8, Z5, Z5 \
+	VPGATHERQQ	(nodes)(Z5*8), K1, Z3 \
+	VMOVDQU64	Z3, off(DI)(R8*1)
+
 // func walkLanes8(nodes *uint64, root uint64, keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n int)
 //
 // Eight walks to a zmm register, a level at a time: every lane starts at
@@ -171,20 +219,7 @@ start:
 	MOVQ	root+8(FP), AX
 	BTQ	$63, AX
 	JCS	done
-	MOVQ	$0x8000000000000000, AX
-	VPBROADCASTQ	AX, Z16
-	MOVQ	$1, AX
-	VPBROADCASTQ	AX, Z17
-	MOVQ	$2, AX
-	VPBROADCASTQ	AX, Z18
-	MOVQ	$3, AX
-	VPBROADCASTQ	AX, Z19
-	MOVQ	$63, AX
-	VPBROADCASTQ	AX, Z20
-	MOVQ	$0xffff, AX
-	VPBROADCASTQ	AX, Z21
-	MOVQ	$0xffffffff, AX
-	VPBROADCASTQ	AX, Z22
+	WALKCONSTS
 
 level:
 	XORL	R11, R11
@@ -192,28 +227,7 @@ level:
 	MOVQ	CX, R9
 
 chunk:
-	VMOVDQU64	(DI)(R8*1), Z3
-	VPTESTNMQ	Z16, Z3, K1
-	KORTESTW	K1, K1
-	JEQ	next
-	MOVL	$1, R11
-	VPSRLQ	$56, Z3, Z4
-	VPANDQ	Z19, Z4, Z4
-	VMOVDQU64	(DX)(R8*1), Z5
-	VPCMPEQQ	Z17, Z4, K2
-	VMOVDQU64	1024(DX)(R8*1), K2, Z5
-	VPCMPEQQ	Z18, Z4, K3
-	VMOVDQU64	2048(DX)(R8*1), K3, Z5
-	VPSRLQ	$48, Z3, Z6
-	VPANDQ	Z20, Z6, Z6
-	VPSRLVQ	Z6, Z5, Z5
-	VPSRLQ	$32, Z3, Z7
-	VPANDQ	Z21, Z7, Z7
-	VPANDQ	Z7, Z5, Z5
-	VPANDQ	Z22, Z3, Z8
-	VPADDQ	Z8, Z5, Z5
-	VPGATHERQQ	(SI)(Z5*8), K1, Z3
-	VMOVDQU64	Z3, (DI)(R8*1)
+	STEP(SI, 0, next)
 
 next:
 	ADDQ	$64, R8
@@ -225,34 +239,6 @@ next:
 done:
 	VZEROUPPER
 	RET
-
-// STEP takes one level of the chunk of eight walks at off(DI)(R8*1),
-// whose node words are at nodes, when one of its lanes is not at a leaf
-// (and sets R11), else jumps to skip: walkLanes8's step, the constants
-// in Z16-Z22.
-#define STEP(nodes, off, skip) \
-	VMOVDQU64	off(DI)(R8*1), Z3 \
-	VPTESTNMQ	Z16, Z3, K1 \
-	KORTESTW	K1, K1 \
-	JEQ	skip \
-	MOVL	$1, R11 \
-	VPSRLQ	$56, Z3, Z4 \
-	VPANDQ	Z19, Z4, Z4 \
-	VMOVDQU64	(DX)(R8*1), Z5 \
-	VPCMPEQQ	Z17, Z4, K2 \
-	VMOVDQU64	1024(DX)(R8*1), K2, Z5 \
-	VPCMPEQQ	Z18, Z4, K3 \
-	VMOVDQU64	2048(DX)(R8*1), K3, Z5 \
-	VPSRLQ	$48, Z3, Z6 \
-	VPANDQ	Z20, Z6, Z6 \
-	VPSRLVQ	Z6, Z5, Z5 \
-	VPSRLQ	$32, Z3, Z7 \
-	VPANDQ	Z21, Z7, Z7 \
-	VPANDQ	Z7, Z5, Z5 \
-	VPANDQ	Z22, Z3, Z8 \
-	VPADDQ	Z8, Z5, Z5 \
-	VPGATHERQQ	(nodes)(Z5*8), K1, Z3 \
-	VMOVDQU64	Z3, off(DI)(R8*1)
 
 // func walkLanes8x2(nodes0 *uint64, root0 uint64, nodes1 *uint64, root1 uint64, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int)
 //
@@ -281,20 +267,7 @@ start2x:
 	ADDQ	$64, R8
 	DECQ	R9
 	JNE	start2x
-	MOVQ	$0x8000000000000000, AX
-	VPBROADCASTQ	AX, Z16
-	MOVQ	$1, AX
-	VPBROADCASTQ	AX, Z17
-	MOVQ	$2, AX
-	VPBROADCASTQ	AX, Z18
-	MOVQ	$3, AX
-	VPBROADCASTQ	AX, Z19
-	MOVQ	$63, AX
-	VPBROADCASTQ	AX, Z20
-	MOVQ	$0xffff, AX
-	VPBROADCASTQ	AX, Z21
-	MOVQ	$0xffffffff, AX
-	VPBROADCASTQ	AX, Z22
+	WALKCONSTS
 
 level2x:
 	XORL	R11, R11
