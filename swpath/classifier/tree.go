@@ -445,7 +445,7 @@ func (t *Table) buildTrees(all []bentry) *trees {
 	lanes := lanesWalk && ntrees <= 2
 	var cl []clane
 	if lanes && treeCBlocks {
-		cl, _ = tr.clanes()
+		cl = tr.clanes()
 	}
 	cblocks := false
 	if lanes && len(all) > oneBlockEntries {

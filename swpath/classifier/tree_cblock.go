@@ -480,12 +480,12 @@ var oneBlockEntries = treeBigEntries
 // of leaves of one block whose trees pass this many bytes (as treeWalkMax
 // counts them, before any blocks) and whose entries' checks all fit gets
 // compact blocks instead of blocks (sblock): from about 1.4k
-// ClassBench-style rules, whose blocks and trees would pass 1.2 MB. Compact blocks
-// first came only to sets whose blocks of one-block leaves passed
-// treeOneBlockMax (about 15k rules): at 5k and 10k they then took 1.11
-// and 1.15 of the time of blocks. Since the narrowed check and the port
-// ranges of compact lanes, fresh 5-tuple bursts (DecideBurst, medians of
-// 21 rounds, the two alternated in one process, thread CPU time) took
+// ClassBench-style rules, whose blocks and trees would pass 1.2 MB.
+// Compact blocks first came only to sets whose blocks of one-block leaves
+// passed treeOneBlockMax (about 15k rules): at 5k and 10k they then took
+// 1.11 and 1.15 of the time of blocks. Since the narrowed check and the
+// port ranges of compact lanes, fresh 5-tuple bursts (DecideBurst, medians
+// of 21 rounds, the two alternated in one process, thread CPU time) took
 // 0.97 of the time of blocks at 1.5k rules, 1.02 at 2k, 0.95 at 3k, 0.90
 // at 5k, 0.92 at 10k and 0.90 at 15k; Decide 0.99 at 5k and 0.97 at 10k;
 // the Direct Verbs engine at 10k rules (scrubd bench, 64-byte frames,
@@ -510,23 +510,24 @@ var neverCBlock = func() (b [1]cblock) {
 }()
 
 // clanes returns the compact lane of every entry of tr, by index (clane
-// of the entry's record); ok is false when one does not fit, or when an
-// index does not fit a lane's entry bits. The build computes each lane
+// of the entry's record), or nil when one does not fit, or when an index
+// does not fit a lane's entry bits. The build computes each lane
 // once: the leaves' records repeat their entries (4.6 times at 100k
 // ClassBench-style rules).
-func (tr *trees) clanes() (lanes []clane, ok bool) {
+func (tr *trees) clanes() []clane {
 	if len(tr.ents) > laneEnt {
-		return nil, false
+		return nil
 	}
-	lanes = make([]clane, len(tr.ents))
+	lanes := make([]clane, len(tr.ents))
 	for i := range tr.ents {
 		e := &tr.ents[i]
 		r := recOf(e.check(), uint32(i), e.rule)
+		var ok bool
 		if lanes[i], ok = tr.clane(&r); !ok {
-			return nil, false
+			return nil
 		}
 	}
-	return lanes, true
+	return lanes
 }
 
 // addCBlocks lays out tr's trees in compact blocks (tr.cvec), their

@@ -480,9 +480,25 @@ done4:
 	IMUL3Q	$192, a, a \
 	ADDQ	base, a
 
-// CAHEAD is AHEAD for compact blocks: PREFETCHT0 of bytes 0, 64 and 128
-// of each block, its three cache lines (192-byte blocks in a page-aligned
-// array start on a line).
+// CFETCH prefetches the first compact block of each of packet i's two
+// leaves: PREFETCHT0 of bytes 0, 64 and 128 of each block, its three
+// cache lines (192-byte blocks in a page-aligned array start on a line).
+// A prefetch orders no memory and never faults. Uses AX.
+#define CFETCH(i) \
+	MOVQ	laneScratch_cur(R8)(i*8), AX \
+	CBLOCK(AX, SI) \
+	PREFETCHT0	(AX) \
+	PREFETCHT0	64(AX) \
+	PREFETCHT0	128(AX) \
+	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(i*8), AX \
+	CBLOCK(AX, DI) \
+	PREFETCHT0	(AX) \
+	PREFETCHT0	64(AX) \
+	PREFETCHT0	128(AX)
+
+// CAHEAD is AHEAD for compact blocks: CFETCH of packet DX+pfd, where pfd
+// is not 0 and that packet one of the n in CX. Uses AX and BX, and jumps
+// to skip when there is nothing to prefetch.
 #define CAHEAD(skip) \
 	MOVQ	pfd+112(FP), BX \
 	TESTQ	BX, BX \
@@ -490,16 +506,7 @@ done4:
 	ADDQ	DX, BX \
 	CMPQ	BX, CX \
 	JAE	skip \
-	MOVQ	laneScratch_cur(R8)(BX*8), AX \
-	CBLOCK(AX, SI) \
-	PREFETCHT0	(AX) \
-	PREFETCHT0	64(AX) \
-	PREFETCHT0	128(AX) \
-	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(BX*8), AX \
-	CBLOCK(AX, DI) \
-	PREFETCHT0	(AX) \
-	PREFETCHT0	64(AX) \
-	PREFETCHT0	128(AX)
+	CFETCH(BX)
 
 // CLANES is LANES for compact blocks: packet DX's hiLane in Y2, the bits
 // of its misc word that hiLane takes (the protocol, bits 32-39; bit 41 of
@@ -543,16 +550,7 @@ TEXT ·scanLanesC2(SB), NOSPLIT, $0-136
 headC:
 	CMPQ	R14, R13
 	JAE	loopC
-	MOVQ	laneScratch_cur(R8)(R14*8), AX
-	CBLOCK(AX, SI)
-	PREFETCHT0	(AX)
-	PREFETCHT0	64(AX)
-	PREFETCHT0	128(AX)
-	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(R14*8), AX
-	CBLOCK(AX, DI)
-	PREFETCHT0	(AX)
-	PREFETCHT0	64(AX)
-	PREFETCHT0	128(AX)
+	CFETCH(R14)
 	INCQ	R14
 	JMP	headC
 
