@@ -23,9 +23,12 @@ func (t *Table) memBytes() int {
 	}
 	if tr := t.tr; tr != nil {
 		n += len(tr.ents)*int(unsafe.Sizeof(entry{})) + 4*len(tr.vrule)
+		if tr.tcls != nil {
+			n += int(unsafe.Sizeof(tclasses{}))
+		}
 		for i := range tr.t {
 			d := &tr.t[i]
-			n += treeBytes(len(d.nodes), len(d.rec)) + len(d.crec)*int(unsafe.Sizeof(crec{})) + len(d.blk)*int(unsafe.Sizeof(sblock{})) + len(d.cblk)*int(unsafe.Sizeof(cblock{}))
+			n += treeBytes(len(d.nodes), len(d.rec)) + len(d.crec)*int(unsafe.Sizeof(crec{})) + len(d.blk)*int(unsafe.Sizeof(sblock{})) + len(d.cblk)*int(unsafe.Sizeof(cblock{})) + len(d.tblk)*int(unsafe.Sizeof(tblock{}))
 		}
 	}
 	for i := range t.res {

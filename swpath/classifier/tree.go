@@ -140,11 +140,13 @@ const nfields = len(tfields)
 type dtree struct {
 	root  uint64
 	nodes []uint64
-	rec   []trec   // leaf records (trees not compact)
-	crec  []crec   // leaf records (trees.compact)
-	blk   []sblock // rec's checks in blocks (trees.vec only)
-	cblk  []cblock // the leaf records as compact blocks (trees.cvec)
-	ent   []uint32 // leaf records' entries while the tree is built
+	rec   []trec    // leaf records (trees not compact)
+	crec  []crec    // leaf records (trees.compact)
+	blk   []sblock  // rec's checks in blocks (trees.vec only)
+	cblk  []cblock  // the leaf records as compact blocks (trees.cvec)
+	tblk  []tblock  // or as tight blocks (trees.tight)
+	tcls  *tclasses // the tight blocks' classes (the set's)
+	ent   []uint32  // leaf records' entries while the tree is built
 }
 
 // trec is a leaf record: an entry's scan check (see echeck) with the
@@ -262,6 +264,11 @@ type trees struct {
 	// tree's, a never-passing block for a tree the set does not have.
 	cvec bool
 	cblk [2][]cblock
+	// tight: the compact blocks are tight blocks (tree_tblock.go): tblk
+	// holds each tree's (cblk none), tcls their classes.
+	tight bool
+	tblk  [2][]tblock
+	tcls  *tclasses
 	// window: bursts scan the leaves as windows (tree_window.go): sets
 	// of two trees of trec records without blocks (treeLookup2of2).
 	window bool
@@ -542,7 +549,7 @@ func (t *Table) buildTrees(all []bentry) *trees {
 // Go's bounds checks, and a window past the records would panic in
 // winMask, so the tree is checked once when it is built.
 func (d *dtree) inBounds(window bool) bool {
-	nrec := uint64(max(len(d.rec), len(d.crec), vecBlock*len(d.cblk)))
+	nrec := uint64(max(len(d.rec), len(d.crec), vecBlock*len(d.cblk), vecBlock*len(d.tblk)))
 	ok := func(n uint64) bool {
 		first := n & 0xffffffff
 		if n&treeLeaf != 0 {
@@ -1325,7 +1332,7 @@ func useTrees(ntables int) bool {
 func (tr *trees) stats() (n, nodes, records int) {
 	for i := range tr.t {
 		nodes += len(tr.t[i].nodes)
-		records += len(tr.t[i].rec) + len(tr.t[i].crec) + vecBlock*len(tr.t[i].cblk)
+		records += len(tr.t[i].rec) + len(tr.t[i].crec) + vecBlock*(len(tr.t[i].cblk)+len(tr.t[i].tblk))
 	}
 	return len(tr.t), nodes, records
 }

@@ -348,8 +348,8 @@ func cblockKey(f *rule.Fields, misc uint64) [4]uint32 {
 func (t *Table) cleafBest(d *dtree, n uint64, key *[4]uint32, f *rule.Fields, misc uint64, best uint32) uint32 {
 	first, end := uint32(n), uint32(n)+uint32(n>>32)&0xffffff
 	for at := first; at < end; at = at&^(vecBlock-1) + vecBlock {
-		blk := &d.cblk[at/vecBlock]
-		for m := cblockMask(key, blk) & spanLanes(at, end); m != 0; m &= m - 1 {
+		blk := d.cblock(at / vecBlock)
+		for m := cblockMask(key, &blk) & spanLanes(at, end); m != 0; m &= m - 1 {
 			e := blk.e[bits.TrailingZeros32(m)]
 			if e&laneEnt >= best {
 				return best
@@ -384,8 +384,18 @@ func (t *Table) cvecScan(f *rule.Fields, cur *[maxTrees]uint64, misc uint64) int
 	tr := t.tr
 	n0, n1 := cur[0], cur[1]
 	key := cblockKey(f, misc)
+	lanes := leafLanes(n0) | leafLanes(n1)<<vecBlock
+	if tr.tight {
+		t0, t1 := &tr.tblk[0][uint32(n0)/vecBlock], &tr.tblk[1][uint32(n1)/vecBlock]
+		best, check := tleafScan2(&key, laneFlags(f), t0, t1, tr.tcls, lanes)
+		if (n0|n1)&treeLong != 0 || check != 0 {
+			b0, b1 := t0.expand(tr.tcls), t1.expand(tr.tcls)
+			best = t.cvecRest(f, misc, best, check, [2]uint64{n0, n1}, [2]*cblock{&b0, &b1})
+		}
+		return tr.vecRule(best)
+	}
 	b0, b1 := &tr.cblk[0][uint32(n0)/vecBlock], &tr.cblk[1][uint32(n1)/vecBlock]
-	best, check := cleafScan2(&key, laneFlags(f), b0, b1, leafLanes(n0)|leafLanes(n1)<<vecBlock)
+	best, check := cleafScan2(&key, laneFlags(f), b0, b1, lanes)
 	if (n0|n1)&treeLong != 0 || check != 0 {
 		best = t.cvecRest(f, misc, best, check, [2]uint64{n0, n1}, [2]*cblock{b0, b1})
 	}
@@ -431,13 +441,14 @@ func (t *Table) cvecRest(f *rule.Fields, misc uint64, best, check uint32, cur [2
 }
 
 // cleafMatching appends to dst (through add) the rule of every record of
-// leaf n in d (compact blocks) that holds for f: treeMatching's scan.
+// leaf n in d (compact or tight blocks) that holds for f: treeMatching's
+// scan.
 func (t *Table) cleafMatching(d *dtree, n uint64, f *rule.Fields, misc uint64, add func(int32)) {
 	key := cblockKey(f, misc)
 	first, end := uint32(n), uint32(n)+uint32(n>>32)&0xffffff
 	for at := first; at < end; at = at&^(vecBlock-1) + vecBlock {
-		blk := &d.cblk[at/vecBlock]
-		for m := cblockMask(&key, blk) & spanLanes(at, end); m != 0; m &= m - 1 {
+		blk := d.cblock(at / vecBlock)
+		for m := cblockMask(&key, &blk) & spanLanes(at, end); m != 0; m &= m - 1 {
 			if e := blk.e[bits.TrailingZeros32(m)]; t.laneRest(e, f, misc) {
 				add(t.tr.vecRule(e & laneEnt))
 			}
@@ -452,16 +463,21 @@ func (t *Table) cleafMatching(d *dtree, n uint64, f *rule.Fields, misc uint64, a
 // leaves' lanes (leafLanes, cleafScan2Go).
 func scanLanesC2Go(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n int, narrow bool) (rest int) {
 	for i := range n {
-		c0, c1 := s.cur[0][i], s.cur[1][i]
-		key := [4]uint32{uint32(s.sds[i] >> 32), uint32(s.sds[i]), hiLane(s.keys[2][i]), uint32(s.keys[2][i])}
-		bl0, bl1 := &b0[uint32(c0)/vecBlock], &b1[uint32(c1)/vecBlock]
-		best, check := cleafScan2Go(&key, s.flags[i], bl0, bl1, leafLanes(c0)|leafLanes(c1)<<vecBlock)
-		if narrow {
-			check = useful(check, best, &bl0.e, &bl1.e)
-		}
-		rest = s.decide(i, best, check, (c0|c1)&treeLong != 0, vrule, out, rest)
+		rest = s.cscan(i, &b0[uint32(s.cur[0][i])/vecBlock], &b1[uint32(s.cur[1][i])/vecBlock], vrule, out, rest, narrow)
 	}
 	return rest
+}
+
+// cscan is scanLanesC2Go's work for packet i, whose blocks are bl0 and
+// bl1; it returns the packets left to Go, rest and i if it is one.
+func (s *laneScratch) cscan(i int, bl0, bl1 *cblock, vrule, out []int32, rest int, narrow bool) int {
+	c0, c1 := s.cur[0][i], s.cur[1][i]
+	key := [4]uint32{uint32(s.sds[i] >> 32), uint32(s.sds[i]), hiLane(s.keys[2][i]), uint32(s.keys[2][i])}
+	best, check := cleafScan2Go(&key, s.flags[i], bl0, bl1, leafLanes(c0)|leafLanes(c1)<<vecBlock)
+	if narrow {
+		check = useful(check, best, &bl0.e, &bl1.e)
+	}
+	return s.decide(i, best, check, (c0|c1)&treeLong != 0, vrule, out, rest)
 }
 
 // treeCBlocks: sets that get leaves of one block where bursts take the
@@ -546,4 +562,21 @@ func (tr *trees) addCBlocks(lanes []clane) {
 		d.rec = nil
 		tr.cblk[i] = d.cblk
 	}
+	if !lanesTight || tr.blockBytes() <= tblockMin {
+		return
+	}
+	tb, cl, ok := tblocksOf(tr.cblk)
+	if !ok {
+		return
+	}
+	tr.tight, tr.tblk, tr.tcls, tr.cblk = true, tb, cl, [2][]cblock{}
+	for i := range tr.t {
+		d := &tr.t[i]
+		d.tblk, d.tcls, d.cblk = tb[i], cl, nil
+	}
+}
+
+// blockBytes returns the bytes of tr's compact blocks.
+func (tr *trees) blockBytes() int {
+	return (len(tr.cblk[0]) + len(tr.cblk[1])) * vecBlock * cRecordBytes
 }

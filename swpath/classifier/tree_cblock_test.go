@@ -170,6 +170,12 @@ func TestCBlockLanes(t *testing.T) {
 				t.Fatalf("record %+v: decoded %+v", want, got)
 			}
 		}
+		// The block's tight form: eight records make at most eight
+		// classes, and it expands to the compact block it came from.
+		tb, cl, ok := tblocksOf([2][]cblock{{b}, neverCBlock[:]})
+		if !ok || tb[0][0].expand(cl) != b {
+			t.Fatalf("records %+v: tight block %v, expanded %+v", recs, ok, tb[0])
+		}
 		for range 4 {
 			sd, misc := randCPacket(r, &recs[r.IntN(vecBlock)])
 			key := [4]uint32{uint32(sd >> 32), uint32(sd), hiLane(misc), uint32(misc)}
@@ -182,6 +188,9 @@ func TestCBlockLanes(t *testing.T) {
 			}
 			if got := cblockMask(&key, &b); got != want {
 				t.Fatalf("packet %#x %#x: lanes %08b, records' checks %08b (records %+v)", sd, misc, got, want, recs)
+			}
+			if got := tblockMask(&key, &tb[0][0], cl); got != want {
+				t.Fatalf("packet %#x %#x: tight lanes %08b, records' checks %08b (records %+v)", sd, misc, got, want, recs)
 			}
 			passed += bits.OnesCount32(want)
 			// The packet's flags: laneFull always, lanePorts for a
@@ -205,6 +214,12 @@ func TestCBlockLanes(t *testing.T) {
 			}
 			if best != wb || check != wc {
 				t.Fatalf("packet %#x %#x: cleafScan2 %#x %#x, want %#x %#x", sd, misc, best, check, wb, wc)
+			}
+			if tbest, tcheck := tleafScan2(&key, flags, &tb[0][0], &tb[1][0], cl, lanes|0xff00); tbest != wb || tcheck != wc {
+				t.Fatalf("packet %#x %#x: tleafScan2 %#x %#x, want %#x %#x", sd, misc, tbest, tcheck, wb, wc)
+			}
+			if gbest, gcheck := tleafScan2Go(&key, flags, &tb[0][0], &tb[1][0], cl, lanes|0xff00); gbest != wb || gcheck != wc {
+				t.Fatalf("packet %#x %#x: tleafScan2Go %#x %#x, want %#x %#x", sd, misc, gbest, gcheck, wb, wc)
 			}
 		}
 	}
@@ -264,19 +279,36 @@ func TestScanLanesC2(t *testing.T) {
 	vrule := randVrule(r)
 	var s, g laneScratch
 	out, gout := make([]int32, treeGroup), make([]int32, treeGroup)
-	decided, total := 0, 0
+	decided, total, tight := 0, 0, 0
 	for it := range rounds {
 		var blk [2][]cblock
 		var recs [2][16][vecBlock]trec
+		// Every other round, records of at most tNever classes (the c
+		// words and source ports of a pool of records), so that the
+		// blocks have a tight form too.
+		var pool []trec
+		if it%2 == 1 {
+			for range 1 + r.IntN(tNever) {
+				pool = append(pool, randCRecord(r, 0))
+			}
+		}
 		for ti := range blk {
 			blk[ti] = make([]cblock, 16)
 			blk[ti][0] = neverCBlock[0]
 			for b := 1; b < 16; b++ {
 				for j := range vecBlock {
-					recs[ti][b][j] = randCRecord(r, uint32(r.IntN(1100)))
+					rec := randCRecord(r, uint32(r.IntN(1100)))
+					if pool != nil {
+						rec = withClass(rec, &pool[r.IntN(len(pool))])
+					}
+					recs[ti][b][j] = rec
 					blk[ti][b].setLane(j, &recs[ti][b][j])
 				}
 			}
+		}
+		tb, cl, ok := tblocksOf(blk)
+		if pool != nil && !ok {
+			t.Fatalf("round %d: records of %d classes have no tight blocks", it, len(pool))
 		}
 		for i := range treeGroup {
 			for ti := range 2 {
@@ -318,6 +350,23 @@ func TestScanLanesC2(t *testing.T) {
 		if nr != gr || s.rest != g.rest || s.res != g.res || !slices.Equal(out, gout) {
 			t.Fatalf("round %d, %d packets: %d left, res %x, out %v; Go %d left, res %x, out %v", it, n, nr, s.res[:n], out[:n], gr, g.res[:n], gout[:n])
 		}
+		if ok {
+			// The tight scans, stub and Go, do what the compact ones did.
+			for _, stub := range []bool{true, false} {
+				ts, tout := g, slices.Repeat([]int32{-7}, treeGroup)
+				ts.res, ts.rest = [treeGroup]uint64{}, [treeGroup]uint8{}
+				var tr int
+				if stub {
+					tr = scanLanesT2(&ts, tb[0], tb[1], vrule, tout, n, it%3*4, narrow, cl)
+				} else {
+					tr = scanLanesT2Go(&ts, tb[0], tb[1], vrule, tout, n, narrow, cl)
+				}
+				if tr != gr || ts.rest != g.rest || ts.res != g.res || !slices.Equal(tout, gout) {
+					t.Fatalf("round %d, %d packets, stub %v: tight %d left, res %x, out %v; compact %d left, res %x, out %v", it, n, stub, tr, ts.res[:n], tout[:n], gr, g.res[:n], gout[:n])
+				}
+			}
+			tight++
+		}
 		for i := range n {
 			key := [4]uint32{uint32(s.sds[i] >> 32), uint32(s.sds[i]), hiLane(s.keys[2][i]), uint32(s.keys[2][i])}
 			b0, b1 := &blk[0][uint32(s.cur[0][i])/vecBlock], &blk[1][uint32(s.cur[1][i])/vecBlock]
@@ -340,6 +389,21 @@ func TestScanLanesC2(t *testing.T) {
 	if decided < total/4 || decided > total*15/16 {
 		t.Fatalf("%d of %d packets decided by the scan: the blocks test little", decided, total)
 	}
+	if tight < rounds/2 {
+		t.Fatalf("%d of %d rounds with tight blocks", tight, rounds)
+	}
+}
+
+// withClass returns rec with the c word and source port of p: its
+// protocol, family and IPv6 top bits (values and masks), and its source
+// port's value and mask, so that records given the same p share a class
+// (tclassOf).
+func withClass(rec trec, p *trec) trec {
+	const class = 0xffffffff<<32 | 0xffff<<16
+	flags := rec.miscMask & (chkPortsBit | chkFullBit)
+	rec.miscMask = rec.miscMask&^class | p.miscMask&class&^(chkPortsBit|chkFullBit) | flags
+	rec.misc = rec.misc&^class | p.misc&class
+	return rec
 }
 
 // classBenchSet returns a ClassBench-style set of n rules, as IPv6 where v6
@@ -385,6 +449,12 @@ func TestCBlocksBig(t *testing.T) {
 			if tab.tr == nil || !tab.tr.cvec || tab.tr.vec || tab.tr.compact {
 				t.Fatalf("%s: compact blocks %v (blocks %v, compact records %v)", name, tab.tr != nil && tab.tr.cvec, tab.tr != nil && tab.tr.vec, tab.tr != nil && tab.tr.compact)
 			}
+			// The 50k IPv4 set's compact blocks pass tblockMin, and its
+			// lanes make 19 classes: tight blocks. The IPv6 sets' make 55
+			// (their top bits): compact blocks.
+			if want := lanesTight && n == 50000 && !v6; tab.tr.tight != want {
+				t.Fatalf("%s: tight blocks %v, want %v", name, tab.tr.tight, want)
+			}
 			recs, lanes := 0, 0
 			for i := range tab.tr.t {
 				d := &tab.tr.t[i]
@@ -394,7 +464,7 @@ func TestCBlocksBig(t *testing.T) {
 				// The leaves share blocks (layPacked): their records fill
 				// nearly every lane, and none takes another's.
 				seen := map[uint64]bool{}
-				taken := make([]bool, vecBlock*len(d.cblk))
+				taken := make([]bool, vecBlock*(len(d.cblk)+len(d.tblk)))
 				for _, w := range append([]uint64{d.root}, d.nodes...) {
 					if w&treeLeaf == 0 || w>>32&0xffffff == 0 || seen[w] {
 						continue

@@ -31,6 +31,8 @@ import (
 // and sets too big for leaves of one block get compact blocks
 // (tree_cblock.go), leaves of one block again, scanned by scanLanesC2,
 // where every entry's check fits; blocks are theirs where one does not.
+// The biggest of them get tight blocks where their lanes make few enough
+// classes (tree_tblock.go), scanned by scanLanesT2.
 // The others keep the group walk (treeGroup), with the lane walk and its
 // Go scans.
 //
@@ -123,6 +125,8 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 	}
 	var nrest int
 	switch {
+	case tr.tight:
+		nrest = scanLanesT2(s, tr.tblk[0], tr.tblk[1], tr.vrule, out, len(fs), pf, narrow, tr.tcls)
 	case tr.cvec:
 		nrest = scanLanesC2(s, tr.cblk[0], tr.cblk[1], tr.vrule, out, len(fs), pf, narrow)
 	case tr.vecLong:
@@ -139,6 +143,11 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 		}
 		n0, n1 := cur[0][i], cur[1][i]
 		b, c := uint32(s.res[i]), uint32(s.res[i]>>32)
+		if tr.tight {
+			b0, b1 := tr.tblk[0][uint32(n0)/vecBlock].expand(tr.tcls), tr.tblk[1][uint32(n1)/vecBlock].expand(tr.tcls)
+			out[i] = tr.vecRule(t.cvecRest(f, ks[2][i], b, c, [2]uint64{n0, n1}, [2]*cblock{&b0, &b1}))
+			continue
+		}
 		if tr.cvec {
 			bs := [2]*cblock{&tr.cblk[0][uint32(n0)/vecBlock], &tr.cblk[1][uint32(n1)/vecBlock]}
 			out[i] = tr.vecRule(t.cvecRest(f, ks[2][i], b, c, [2]uint64{n0, n1}, bs))

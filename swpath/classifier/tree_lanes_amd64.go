@@ -74,3 +74,19 @@ func scanLanesC2(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n, pfd int
 //
 //go:noescape
 func cleafScan2(key *[4]uint32, flags uint32, b0, b1 *cblock, lanes uint32) (best, check uint32)
+
+// lanesTight: sets of compact blocks get tight blocks (tree_tblock.go)
+// where their classes fit; TSCAN needs AVX-512BW's VPBLENDMW and
+// AVX-512 VBMI2's VPSHLDD besides the lane walk's.
+var lanesTight = lanesWalk && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VBMI2
+
+// scanLanesT2 is scanLanesC2 over tight blocks, whose classes are cl
+// (scanLanesT2Go). It orders no memory.
+//
+//go:noescape
+func scanLanesT2(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
+
+// tleafScan2 is tleafScan2Go with the stub (TSCAN over both blocks).
+//
+//go:noescape
+func tleafScan2(key *[4]uint32, flags uint32, b0, b1 *tblock, cl *tclasses, lanes uint32) (best, check uint32)

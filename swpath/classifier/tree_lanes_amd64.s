@@ -629,3 +629,169 @@ TEXT ·cleafScan2(SB), NOSPLIT|NOFRAME, $0-48
 	MOVL	R10, best+40(FP)
 	MOVL	AX, check+44(FP)
 	RET
+
+// TSCAN is CSCAN for tight blocks (tblock), with the set's classes in
+// Z24-Z27 (tclasses: the c words, then the source ports' ranges, sixteen
+// to a register): a lane's class (x's bits 20-24) picks its c word and
+// its source port's range with VPERMI2D over the two registers of each.
+// The ports' low ends are then the range's top half beside y's bottom
+// half (VPBLENDMW under K7, which holds the odd words), their spans the
+// range's bottom half beside y's top half (VPSHLDD). The whole-word bits
+// are x's bits 29 and 28, the entries its bits 0-19 (tEnt, in Y9). Uses
+// Y4-Y7 and Y10.
+#define TSCAN(p, m, k) \
+	VMOVDQU32	96(p), Y4 \
+	VPSLLD	$2, Y4, Y7 \
+	VPSRAD	$31, Y7, Y7 \
+	ADDRESS(p, 0, Y7, Y0, m) \
+	VPSLLD	$3, Y4, Y7 \
+	VPSRAD	$31, Y7, Y7 \
+	ADDRESS(p, 32, Y7, Y1, K1) \
+	VPSRLD	$const_tClassShift, Y4, Y5 \
+	VPERMI2D	Z25, Z24, Z5 \
+	VPSRLD	$const_cMasks, Y5, Y6 \
+	VPXORD	Y2, Y5, Y5 \
+	VPTESTNMD	Y6, Y5, K1, K1 \
+	VPSRLD	$const_tClassShift, Y4, Y6 \
+	VPERMI2D	Z27, Z26, Z6 \
+	VMOVDQU32	64(p), Y7 \
+	VPBLENDMW	Y6, Y7, K7, Y10 \
+	VPSHLDD	$16, Y7, Y6, Y6 \
+	VPSUBW	Y10, Y3, Y5 \
+	VPMINUW	Y6, Y5, Y6 \
+	VPCMPEQD	Y6, Y5, K1, K1 \
+	VPTESTMD	Y8, Y4, K1, k \
+	KANDNW	K1, k, K3 \
+	VPANDD	Y9, Y4, Y5 \
+	VPMINUD	Y5, Y11, K3, Y11
+
+// TBLOCK sets a to the tight block of the leaf word in a (its record
+// index over eight, in the blocks from base on).
+#define TBLOCK(a, base) \
+	SHRL	$3, a \
+	SHLQ	$7, a \
+	ADDQ	base, a
+
+// TFETCH is CFETCH for tight blocks: their two cache lines. Uses AX.
+#define TFETCH(i) \
+	MOVQ	laneScratch_cur(R8)(i*8), AX \
+	TBLOCK(AX, SI) \
+	PREFETCHT0	(AX) \
+	PREFETCHT0	64(AX) \
+	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(i*8), AX \
+	TBLOCK(AX, DI) \
+	PREFETCHT0	(AX) \
+	PREFETCHT0	64(AX)
+
+// TCONSTS loads TSCAN's constants: the classes at cl to Z24-Z27, tEnt to
+// Y9, the odd words' mask to K7, all ones to Y22. Uses AX.
+#define TCONSTS(cl) \
+	MOVQ	cl, AX \
+	VMOVDQU32	(AX), Z24 \
+	VMOVDQU32	64(AX), Z25 \
+	VMOVDQU32	128(AX), Z26 \
+	VMOVDQU32	192(AX), Z27 \
+	MOVL	$const_tEnt, AX \
+	VPBROADCASTD	AX, Y9 \
+	MOVL	$0xaaaa, AX \
+	KMOVW	AX, K7 \
+	CONSTS
+
+// func scanLanesT2(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
+//
+// scanLanesC2 over tight blocks (scanLanesT2Go), whose classes are cl.
+// It orders no memory.
+TEXT ·scanLanesT2(SB), NOSPLIT, $0-144
+	PROLOGUE
+	TCONSTS(cl+128(FP))
+	TESTQ	CX, CX
+	JEQ	doneT
+	MOVQ	pfd+112(FP), R13
+	CMPQ	R13, CX
+	CMOVQHI	CX, R13
+	XORL	R14, R14
+
+headT:
+	CMPQ	R14, R13
+	JAE	loopT
+	TFETCH(R14)
+	INCQ	R14
+	JMP	headT
+
+loopT:
+	MOVQ	pfd+112(FP), BX
+	TESTQ	BX, BX
+	JEQ	aheadT
+	ADDQ	DX, BX
+	CMPQ	BX, CX
+	JAE	aheadT
+	TFETCH(BX)
+
+aheadT:
+	CLANES
+	MOVQ	laneScratch_cur(R8)(DX*8), AX
+	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(DX*8), BX
+	LEAFLANES(AX, R13, R14, K2)
+	LEAFLANES(BX, R13, R14, K6)
+	MOVQ	AX, R13
+	ORQ	BX, R13
+	SHRQ	$62, R13
+	ANDL	$1, R13
+	TBLOCK(AX, SI)
+	TBLOCK(BX, DI)
+	TSCAN(AX, K2, K4)
+	TSCAN(BX, K6, K5)
+	MINIMUM(R14)
+	NARROW(AX, BX, 96, narrowT)
+
+narrowT:
+	KMOVW	K4, AX
+	KMOVW	K5, BX
+	SHLL	$8, BX
+	ORL	BX, AX
+	DECIDE(restT, nextT)
+
+restT:
+	MOVB	DX, laneScratch_rest(R8)(R12*1)
+	INCQ	R12
+
+nextT:
+	INCQ	DX
+	CMPQ	DX, CX
+	JNE	loopT
+
+doneT:
+	MOVQ	R12, rest+136(FP)
+	VZEROUPPER
+	RET
+
+// func tleafScan2(key *[4]uint32, flags uint32, b0, b1 *tblock, cl *tclasses, lanes uint32) (best, check uint32)
+//
+// cleafScan2 over tight blocks (tleafScan2Go). It orders no memory.
+TEXT ·tleafScan2(SB), NOSPLIT|NOFRAME, $0-56
+	MOVQ	key+0(FP), AX
+	VPBROADCASTD	(AX), Y0
+	VPBROADCASTD	4(AX), Y1
+	VPBROADCASTD	8(AX), Y2
+	VPBROADCASTD	12(AX), Y3
+	MOVL	flags+8(FP), AX
+	VPBROADCASTD	AX, Y8
+	VPTERNLOGD	$0xff, Y11, Y11, Y11
+	TCONSTS(cl+32(FP))
+	MOVL	lanes+40(FP), AX
+	KMOVW	AX, K2
+	SHRL	$8, AX
+	KMOVW	AX, K6
+	MOVQ	b0+16(FP), SI
+	MOVQ	b1+24(FP), DI
+	TSCAN(SI, K2, K4)
+	TSCAN(DI, K6, K5)
+	KMOVW	K4, AX
+	KMOVW	K5, BX
+	SHLL	$8, BX
+	ORL	BX, AX
+	MINIMUM(R10)
+	VZEROUPPER
+	MOVL	R10, best+48(FP)
+	MOVL	AX, check+52(FP)
+	RET

@@ -9,6 +9,9 @@ const lanesStub = false
 // bursts keep the walks of tree.go and tree_vec2.go.
 var lanesWalk = false
 
+// lanesTight: no tight blocks without the lane walk's stubs.
+var lanesTight = false
+
 // walkLanes is walkLanesGo.
 func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n int) {
 	d.walkLanesGo(keys, cur, n)
@@ -40,4 +43,14 @@ func scanLanesC2(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n, _ int, 
 // cleafScan2 is cleafScan2Go where no stub is built.
 func cleafScan2(key *[4]uint32, flags uint32, b0, b1 *cblock, lanes uint32) (best, check uint32) {
 	return cleafScan2Go(key, flags, b0, b1, lanes)
+}
+
+// scanLanesT2 is scanLanesT2Go where no stub is built, pfd ignored.
+func scanLanesT2(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, _ int, narrow bool, cl *tclasses) (rest int) {
+	return scanLanesT2Go(s, b0, b1, vrule, out, n, narrow, cl)
+}
+
+// tleafScan2 is tleafScan2Go where no stub is built.
+func tleafScan2(key *[4]uint32, flags uint32, b0, b1 *tblock, cl *tclasses, lanes uint32) (best, check uint32) {
+	return tleafScan2Go(key, flags, b0, b1, cl, lanes)
 }

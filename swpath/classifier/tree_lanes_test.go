@@ -319,6 +319,16 @@ func TestLanesForced(t *testing.T) {
 		t.Fatalf("3000 rules with compact blocks forced: %v, trees %v", err, tab != nil && tab.tr != nil)
 	}
 	t.Run("cblocks", treeSuite)
+	// Tight blocks for every set whose classes fit (tblockMin 0), where
+	// the CPU has TSCAN's instructions.
+	if lanesTight {
+		defer func(v int) { tblockMin = v }(tblockMin)
+		tblockMin = 0
+		if tab, err := Compile(traffic.ClassBenchRules(3000, 3000)); err != nil || tab.tr == nil || !tab.tr.tight {
+			t.Fatalf("3000 rules with tight blocks forced: %v, trees %v", err, tab != nil && tab.tr != nil)
+		}
+		t.Run("tblocks", treeSuite)
+	}
 	treeOneBlockMax = oneMax
 }
 
@@ -444,6 +454,11 @@ func TestLanesLayout(t *testing.T) {
 		// The 1k and 3k sets' trees are small enough for the walk of one
 		// packet at a time; the others are compact without blocks.
 		wantCompact := c.n > 3000 && !(lanesWalk && c.lanes) && !wantCVec
+		// Of those, the sets past tblockMin get tight blocks (the 100k
+		// set's 19.6 MB of compact blocks; the 20k set's are 3.9 MB).
+		if want := wantCVec && lanesTight && c.n == 100000; tr.tight != want {
+			t.Fatalf("%d rules, join %v, compact blocks %v: tight blocks %v, want %v", c.n, c.join, c.cblocks, tr.tight, want)
+		}
 		if tr.vec != wantVec || tr.compact != wantCompact || tr.vecLong != wantLong || tr.cvec != wantCVec {
 			t.Fatalf("%d rules, join %v, compact blocks %v, lanes %v: blocks %v, compact %v, two-block leaves %v, compact blocks %v; want %v, %v, %v, %v", c.n, c.join, c.cblocks, lanesWalk, tr.vec, tr.compact, tr.vecLong, tr.cvec, wantVec, wantCompact, wantLong, wantCVec)
 		}

@@ -535,11 +535,12 @@ func TestTreeBurstSizes(t *testing.T) {
 // records returns d's leaf records as trec, the compact ones (crec)
 // expanded.
 func (d *dtree) records() []trec {
-	if d.cblk != nil {
-		out := make([]trec, 0, vecBlock*len(d.cblk))
-		for i := range d.cblk {
+	if n := max(len(d.cblk), len(d.tblk)); n > 0 {
+		out := make([]trec, 0, vecBlock*n)
+		for i := range n {
+			b := d.cblock(uint32(i))
 			for j := range vecBlock {
-				out = append(out, cblockRecord(&d.cblk[i], j))
+				out = append(out, cblockRecord(&b, j))
 			}
 		}
 		return out

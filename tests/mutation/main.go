@@ -210,7 +210,7 @@ var mutations = []mutation{
 	{
 		name: "classifier: the lane scan lets a lane with a flag decide (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"\tKANDNW\tK1, k, K3 \\\n", "\tKMOVW\tK1, K3 \\\n", 2}},
+			"\tKANDNW\tK1, k, K3 \\\n", "\tKMOVW\tK1, K3 \\\n", 3}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2|TestDifferentialClassBench",
 	},
 	{
@@ -409,6 +409,60 @@ var mutations = []mutation{
 		edits: []edit{{"swpath/classifier/tree_cblock.go",
 			"\t\t\tif left := k - int(cnt); left > 0 {\n\t\t\t\topen[left] = append(open[left], b)\n", "\t\t\tif left := k - int(cnt); left > 99 {\n\t\t\t\topen[left] = append(open[left], b)\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlocksBig",
+	},
+	{
+		name: "classifier: the tight lane scan takes the ports' spans a bit off (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"VPSHLDD\t$16, Y7, Y6, Y6", "VPSHLDD\t$15, Y7, Y6, Y6", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2",
+	},
+	{
+		name: "classifier: the tight lane scan spreads the destination's whole-word bit for the source (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"VPSLLD\t$2, Y4, Y7", "VPSLLD\t$3, Y4, Y7", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2",
+	},
+	{
+		name: "classifier: tight lanes of different source ports share a class",
+		edits: []edit{{"swpath/classifier/tree_tblock.go",
+			"l.p&0xffff0000 | l.q>>16}", "l.p&0xffff0000}", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2",
+	},
+	{
+		name: "classifier: a tight block expands without its lanes' flags",
+		edits: []edit{{"swpath/classifier/tree_tblock.go",
+			"e: x&tEnt | x&tFlags,", "e: x & tEnt,", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestTBlocksFallback",
+	},
+	{
+		name: "classifier: tight blocks take one class more than their scan can index",
+		edits: []edit{{"swpath/classifier/tree_tblock.go",
+			"if len(ids) == tNever {", "if len(ids) == tNever+1 {", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestTBlocksFallback",
+	},
+	{
+		name: "classifier: tight blocks take an entry that is the never lane's",
+		edits: []edit{{"swpath/classifier/tree_tblock.go",
+			"if l.e&laneEnt >= tEnt {", "if l.e&laneEnt > tEnt {", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestTBlocksFallback",
+	},
+	{
+		name: "classifier: sets past tblockMin never get tight blocks",
+		edits: []edit{{"swpath/classifier/tree_cblock.go",
+			"if !lanesTight || tr.blockBytes() <= tblockMin {", "if true || tr.blockBytes() <= tblockMin {", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout|TestLanesForced",
+	},
+	{
+		name: "classifier: Decide over tight blocks ignores the lanes to check",
+		edits: []edit{{"swpath/classifier/tree_cblock.go",
+			"\t\tif (n0|n1)&treeLong != 0 || check != 0 {\n\t\t\tb0, b1 := t0.expand", "\t\tif (n0|n1)&treeLong != 0 {\n\t\t\tb0, b1 := t0.expand", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced",
+	},
+	{
+		name: "classifier: a burst over tight blocks checks a passing lane against the other tree's block",
+		edits: []edit{{"swpath/classifier/tree_lanes.go",
+			"tr.tblk[1][uint32(n1)/vecBlock].expand(tr.tcls)", "tr.tblk[0][uint32(n0)/vecBlock].expand(tr.tcls)", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced",
 	},
 	{
 		name: "classifier: sets of more than two trees get blocks with the lane walk",

@@ -1,0 +1,201 @@
+package classifier
+
+// Tight blocks. A compact block (cblock) takes 24 bytes a record: three
+// cache lines a block, all of which a scan reads whatever the leaf's
+// size. At 100k ClassBench-style rules those blocks (19.6 MB) are most of
+// what a fresh packet waits for: six lines a packet, two trees, each a
+// miss in the last-level cache more often than not. Yet a set's records
+// share few combinations of the c word and the source port's range (18
+// at 2k, 10k and 100k ClassBench-style IPv4 rules, where a record's
+// ranges and prefixes are many): a tight block (tblock) keeps for each
+// record its two address words (as cblock's), its destination port's
+// range (y: the low end in bits 0-15, the span in bits 16-31), and in x
+// its entry (bits 0-19), the number of its combination (its class, bits
+// 20-24), the two whole-word bits (tDstFull, tSrcFull) and the flags
+// (laneFull, lanePorts, where cblock's entry word has them). The classes
+// (tclasses, at most tClasses for a set's two trees, the last the lane
+// that never passes) hold the c words and the source ports' ranges, and
+// the scan looks them up eight lanes at a time with one permute of two
+// registers each (VPERMI2D, TSCAN in tree_lanes_amd64.s): 16 bytes a
+// record, two cache lines a block.
+//
+// A set whose lanes make more classes (the IPv6 ClassBench-style sets
+// make 54, with their top bits), or whose entries do not fit 20 bits,
+// keeps compact blocks. Go's rare paths (a passing lane that needs holds,
+// a leaf longer than a block, AppendMatching) read a tight block as the
+// compact block it came from (tblock.expand).
+//
+// The group scans of the two layouts of one set (keys, two-tree walk and
+// scan of 65,536 fresh 5-tuples, alternated 21 times in one process,
+// thread CPU time, medians of the ratios): tight blocks took 0.89-0.93 of
+// the time at 100k ClassBench-style rules, 0.92-0.95 at 70k, 0.97-0.99
+// at 40k, 1.01 at 20k and 1.02-1.04 at 10k (the class lookups, two
+// permutes and three word shuffles a block, where the blocks stay in the
+// cache): hence tblockMin. Also tried: lines of four lanes (each of a
+// block's two lines all four words of lanes 0-3 or 4-7, and leaves of up
+// to four records packed within one line, so that half the leaves read
+// one line): 0.91-0.94 at 100k and 1.12 at 10k; the CPU fetches a
+// 128-byte block's two lines together, it seems, and the loads of two
+// halves cost more than the line saved.
+
+// tblock holds eight records' checks in 32-bit lanes: s and d as in
+// cblock, y the destination port's range, x the entry, class and flags.
+// 128 bytes: two cache lines where the array starts on one, as Go's
+// allocations of more than 32 KiB do.
+type tblock struct {
+	s, d, y, x [vecBlock]uint32
+}
+
+// tclasses is a set's classes: c the c words (cLane bits, without the
+// whole-word bits, which are the lanes'), sp the source port's range
+// (its low end in the top 16 bits, its span in the bottom 16).
+type tclasses struct {
+	c, sp [tClasses]uint32
+}
+
+const (
+	tClasses    = 32           // a set's classes at most, the never lane's included
+	tNever      = tClasses - 1 // the class of lanes that never pass
+	tClassShift = 20           // x's class bits
+	tEnt        = 1<<20 - 1    // x's entry bits; tEnt itself is no entry's
+	tDstFull    = 1 << 28      // the destination word is whole
+	tSrcFull    = 1 << 29      // the source word is
+	tNeverLane  = ^uint32(0)   // x of a lane that never passes
+	tFlags      = laneFull | lanePorts
+)
+
+// tlane returns the tight lane of compact lane l whose class is class.
+func tlane(l clane, class uint32) (s, d, y, x uint32) {
+	if l.e == treeNoRank {
+		return 0, 0, 0, tNeverLane
+	}
+	x = l.e&laneEnt | l.e&tFlags | class<<tClassShift
+	if l.c&cDstFull != 0 {
+		x |= tDstFull
+	}
+	if l.c&cSrcFull != 0 {
+		x |= tSrcFull
+	}
+	return l.s, l.d, l.p&0xffff | l.q<<16, x
+}
+
+// set stores compact lane l of class class in lane j of b.
+func (b *tblock) set(j int, l clane, class uint32) {
+	b.s[j], b.d[j], b.y[j], b.x[j] = tlane(l, class)
+}
+
+// tclassOf returns the class key of compact lane l: its c word without
+// the whole-word bits, and its source port's range as tclasses.sp holds
+// it.
+func tclassOf(l clane) [2]uint32 {
+	return [2]uint32{l.c &^ (cSrcFull | cDstFull), l.p&0xffff0000 | l.q>>16}
+}
+
+// lane returns the compact lane j of b, whose classes are cl.
+func (b *tblock) lane(j int, cl *tclasses) clane {
+	x := b.x[j]
+	if x == tNeverLane {
+		return neverCLaneWords
+	}
+	k := x >> tClassShift & (tClasses - 1)
+	c, sp := cl.c[k], cl.sp[k]
+	if x&tDstFull != 0 {
+		c |= cDstFull
+	}
+	if x&tSrcFull != 0 {
+		c |= cSrcFull
+	}
+	y := b.y[j]
+	return clane{
+		s: b.s[j], d: b.d[j],
+		p: sp&0xffff0000 | y&0xffff,
+		q: sp<<16 | y>>16,
+		c: c,
+		e: x&tEnt | x&tFlags,
+	}
+}
+
+// expand returns b as the compact block it came from.
+func (b *tblock) expand(cl *tclasses) (c cblock) {
+	for j := range vecBlock {
+		c.putLane(j, b.lane(j, cl))
+	}
+	return c
+}
+
+// tblocksOf returns the tight blocks of the compact blocks of a set's
+// trees and their classes, or ok false when they take more than tClasses
+// (the never lane's included) or an entry does not fit tEnt.
+func tblocksOf(cblk [2][]cblock) (tb [2][]tblock, cl *tclasses, ok bool) {
+	cl = new(tclasses)
+	cl.c[tNever] = neverCLane
+	ids := map[[2]uint32]uint32{}
+	for i, blks := range cblk {
+		tb[i] = make([]tblock, len(blks))
+		for bi := range blks {
+			b, t := &blks[bi], &tb[i][bi]
+			for j := range vecBlock {
+				l := clane{s: b.s[j], d: b.d[j], p: b.p[j], q: b.q[j], c: b.c[j], e: b.e[j]}
+				if l.e == treeNoRank {
+					t.set(j, l, tNever)
+					continue
+				}
+				if l.e&laneEnt >= tEnt {
+					return tb, nil, false
+				}
+				key := tclassOf(l)
+				id, seen := ids[key]
+				if !seen {
+					if len(ids) == tNever {
+						return tb, nil, false
+					}
+					id = uint32(len(ids))
+					ids[key] = id
+					cl.c[id], cl.sp[id] = key[0], key[1]
+				}
+				t.set(j, l, id)
+			}
+		}
+	}
+	return tb, cl, true
+}
+
+// tblockMask is cblockMask for a tight block, in Go: the stub's
+// reference, over b's lanes as expanded (lane).
+func tblockMask(key *[4]uint32, b *tblock, cl *tclasses) uint32 {
+	c := b.expand(cl)
+	return cblockMask(key, &c)
+}
+
+// tleafScan2Go is cleafScan2Go over tight blocks.
+func tleafScan2Go(key *[4]uint32, flags uint32, b0, b1 *tblock, cl *tclasses, lanes uint32) (best, check uint32) {
+	c0, c1 := b0.expand(cl), b1.expand(cl)
+	return cleafScan2Go(key, flags, &c0, &c1, lanes)
+}
+
+// scanLanesT2Go is scanLanesC2Go over tight blocks, the stub's
+// reference: each packet's two blocks as the compact blocks they came
+// from (expand).
+func scanLanesT2Go(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n int, narrow bool, cl *tclasses) (rest int) {
+	for i := range n {
+		bl0, bl1 := b0[uint32(s.cur[0][i])/vecBlock].expand(cl), b1[uint32(s.cur[1][i])/vecBlock].expand(cl)
+		rest = s.cscan(i, &bl0, &bl1, vrule, out, rest, narrow)
+	}
+	return rest
+}
+
+// cblock returns block b of d's leaves as a compact block: its own, or
+// its tight block expanded.
+func (d *dtree) cblock(b uint32) cblock {
+	if d.tblk != nil {
+		return d.tblk[b].expand(d.tcls)
+	}
+	return d.cblk[b]
+}
+
+// tblockMin: sets whose compact blocks pass this many bytes (about 30k
+// ClassBench-style rules) get tight blocks where their lanes fit
+// (tblocksOf); smaller ones keep compact blocks, which cost the scan
+// less where they stay in the cache. A variable, so that tests can give
+// small sets tight blocks.
+var tblockMin = 6 << 20
