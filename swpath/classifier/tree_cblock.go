@@ -389,15 +389,15 @@ func (t *Table) cvecScan(f *rule.Fields, cur *[maxTrees]uint64, misc uint64) int
 		t0, t1 := &tr.tblk[0][uint32(n0)/vecBlock], &tr.tblk[1][uint32(n1)/vecBlock]
 		best, check := tleafScan2(&key, laneFlags(f), t0, t1, tr.tcls, lanes)
 		if (n0|n1)&treeLong != 0 || check != 0 {
-			b0, b1 := t0.expand(tr.tcls), t1.expand(tr.tcls)
-			best = t.cvecRest(f, misc, best, check, [2]uint64{n0, n1}, [2]*cblock{&b0, &b1})
+			e0, e1 := t0.ents(), t1.ents()
+			best = t.cvecRest(f, misc, best, check, [2]uint64{n0, n1}, [2]*[vecBlock]uint32{&e0, &e1})
 		}
 		return tr.vecRule(best)
 	}
 	b0, b1 := &tr.cblk[0][uint32(n0)/vecBlock], &tr.cblk[1][uint32(n1)/vecBlock]
 	best, check := cleafScan2(&key, laneFlags(f), b0, b1, lanes)
 	if (n0|n1)&treeLong != 0 || check != 0 {
-		best = t.cvecRest(f, misc, best, check, [2]uint64{n0, n1}, [2]*cblock{b0, b1})
+		best = t.cvecRest(f, misc, best, check, [2]uint64{n0, n1}, [2]*[vecBlock]uint32{&b0.e, &b1.e})
 	}
 	return tr.vecRule(best)
 }
@@ -426,8 +426,9 @@ func cleafScan2Go(key *[4]uint32, flags uint32, b0, b1 *cblock, lanes uint32) (b
 // (vecRest's work): a leaf of cur longer than a block (treeLong, a leaf
 // cut short by treeMaxDepth) takes cleafBest over whole leaves; else the
 // passing lanes with a flag, named by check (bit 8k+j for lane j of
-// block bs[k], the first of leaf cur[k]), are checked against best.
-func (t *Table) cvecRest(f *rule.Fields, misc uint64, best, check uint32, cur [2]uint64, bs [2]*cblock) uint32 {
+// block k, the first of leaf cur[k], whose entry words are es[k]), are
+// checked against best.
+func (t *Table) cvecRest(f *rule.Fields, misc uint64, best, check uint32, cur [2]uint64, es [2]*[vecBlock]uint32) uint32 {
 	trs := t.tr.t
 	if (cur[0]|cur[1])&treeLong != 0 {
 		key := cblockKey(f, misc)
@@ -437,7 +438,7 @@ func (t *Table) cvecRest(f *rule.Fields, misc uint64, best, check uint32, cur [2
 		}
 		return best
 	}
-	return t.vecChecked(f, misc, best, check, [4]*[vecBlock]uint32{&bs[0].e, &bs[1].e, &neverCBlock[0].e, &neverCBlock[0].e})
+	return t.vecChecked(f, misc, best, check, [4]*[vecBlock]uint32{es[0], es[1], &neverCBlock[0].e, &neverCBlock[0].e})
 }
 
 // cleafMatching appends to dst (through add) the rule of every record of

@@ -173,7 +173,7 @@ func TestCBlockLanes(t *testing.T) {
 		// The block's tight form: eight records make at most eight
 		// classes, and it expands to the compact block it came from.
 		tb, cl, ok := tblocksOf([2][]cblock{{b}, neverCBlock[:]})
-		if !ok || tb[0][0].expand(cl) != b {
+		if !ok || tb[0][0].expand(cl) != b || tb[0][0].ents() != b.e {
 			t.Fatalf("records %+v: tight block %v, expanded %+v", recs, ok, tb[0])
 		}
 		for range 4 {

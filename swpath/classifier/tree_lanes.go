@@ -144,13 +144,13 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 		n0, n1 := cur[0][i], cur[1][i]
 		b, c := uint32(s.res[i]), uint32(s.res[i]>>32)
 		if tr.tight {
-			b0, b1 := tr.tblk[0][uint32(n0)/vecBlock].expand(tr.tcls), tr.tblk[1][uint32(n1)/vecBlock].expand(tr.tcls)
-			out[i] = tr.vecRule(t.cvecRest(f, ks[2][i], b, c, [2]uint64{n0, n1}, [2]*cblock{&b0, &b1}))
+			e0, e1 := tr.tblk[0][uint32(n0)/vecBlock].ents(), tr.tblk[1][uint32(n1)/vecBlock].ents()
+			out[i] = tr.vecRule(t.cvecRest(f, ks[2][i], b, c, [2]uint64{n0, n1}, [2]*[vecBlock]uint32{&e0, &e1}))
 			continue
 		}
 		if tr.cvec {
-			bs := [2]*cblock{&tr.cblk[0][uint32(n0)/vecBlock], &tr.cblk[1][uint32(n1)/vecBlock]}
-			out[i] = tr.vecRule(t.cvecRest(f, ks[2][i], b, c, [2]uint64{n0, n1}, bs))
+			es := [2]*[vecBlock]uint32{&tr.cblk[0][uint32(n0)/vecBlock].e, &tr.cblk[1][uint32(n1)/vecBlock].e}
+			out[i] = tr.vecRule(t.cvecRest(f, ks[2][i], b, c, [2]uint64{n0, n1}, es))
 			continue
 		}
 		bs, long := [4]*sblock{&vb[0][uint32(n0)/vecBlock], &vb[1][uint32(n1)/vecBlock], never, never}, treeLong

@@ -115,6 +115,19 @@ func (b *tblock) lane(j int, cl *tclasses) clane {
 	}
 }
 
+// ents returns the entry words of b's lanes as its compact block has them
+// (cblock.e): all that the rest of a scan reads of a leaf of one block
+// (cvecRest).
+func (b *tblock) ents() (e [vecBlock]uint32) {
+	for j, x := range b.x {
+		e[j] = x&tEnt | x&tFlags
+		if x == tNeverLane {
+			e[j] = treeNoRank
+		}
+	}
+	return e
+}
+
 // expand returns b as the compact block it came from.
 func (b *tblock) expand(cl *tclasses) (c cblock) {
 	for j := range vecBlock {

@@ -435,6 +435,12 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestTBlocksFallback",
 	},
 	{
+		name: "classifier: a tight block's entry words lose their flags for the rest of a scan",
+		edits: []edit{{"swpath/classifier/tree_tblock.go",
+			"e[j] = x&tEnt | x&tFlags", "e[j] = x & tEnt", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestLanesForced",
+	},
+	{
 		name: "classifier: tight blocks take one class more than their scan can index",
 		edits: []edit{{"swpath/classifier/tree_tblock.go",
 			"if len(ids) == tNever {", "if len(ids) == tNever+1 {", 1}},
@@ -455,13 +461,13 @@ var mutations = []mutation{
 	{
 		name: "classifier: Decide over tight blocks ignores the lanes to check",
 		edits: []edit{{"swpath/classifier/tree_cblock.go",
-			"\t\tif (n0|n1)&treeLong != 0 || check != 0 {\n\t\t\tb0, b1 := t0.expand", "\t\tif (n0|n1)&treeLong != 0 {\n\t\t\tb0, b1 := t0.expand", 1}},
+			"\t\tif (n0|n1)&treeLong != 0 || check != 0 {\n\t\t\te0, e1 := t0.ents()", "\t\tif (n0|n1)&treeLong != 0 {\n\t\t\te0, e1 := t0.ents()", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced",
 	},
 	{
 		name: "classifier: a burst over tight blocks checks a passing lane against the other tree's block",
 		edits: []edit{{"swpath/classifier/tree_lanes.go",
-			"tr.tblk[1][uint32(n1)/vecBlock].expand(tr.tcls)", "tr.tblk[0][uint32(n0)/vecBlock].expand(tr.tcls)", 1}},
+			"tr.tblk[1][uint32(n1)/vecBlock].ents()", "tr.tblk[0][uint32(n0)/vecBlock].ents()", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced",
 	},
 	{
