@@ -501,18 +501,31 @@ func TestCBlocksBig(t *testing.T) {
 // set's linear reference, step by step. Compact blocks are forced on a
 // set of 2000 rules, as TestLanesForced forces them, so that the steps
 // reach removed rules and folds (at 20k rules a step removes about two
-// rules in 20k, and a set folds after 141 changes).
+// rules in 20k, and a set folds after 141 changes); then tight blocks,
+// forced the same way.
 func TestCBlocksPatched(t *testing.T) {
 	forceCBlocks(t)
 	defer func(m int) { foldMin = m }(foldMin)
 	foldMin = 8 // folds within the test's steps
-	set := withHeld(traffic.ClassBenchRules(56, 2000), 20)
-	if tab, err := Compile(set); err != nil || tab.tr == nil || !tab.tr.cvec {
-		t.Fatalf("2000 rules, compact blocks forced: %v, compact blocks %v", err, err == nil && tab.tr != nil && tab.tr.cvec)
-	}
-	fallbacks, overlaid, patched := testPatchSequence(t, 9, treesAuto, set, 25)
-	if fallbacks == 0 || overlaid == 0 || patched == 0 {
-		t.Fatalf("%d packets past a masked base rule, %d tables with an overlay, %d patched: the steps test little", fallbacks, overlaid, patched)
+	defer func(v int) { tblockMin = v }(tblockMin)
+	// Compact blocks, then tight blocks (tblockMin 0) where the CPU has
+	// their scan.
+	for _, tight := range []bool{false, true} {
+		if tight && !lanesTight {
+			continue
+		}
+		tblockMin = 1 << 40
+		if tight {
+			tblockMin = 0
+		}
+		set := withHeld(traffic.ClassBenchRules(56, 2000), 20)
+		if tab, err := Compile(set); err != nil || tab.tr == nil || !tab.tr.cvec || tab.tr.tight != tight {
+			t.Fatalf("2000 rules, compact blocks forced: %v, compact blocks %v, tight %v", err, err == nil && tab.tr != nil && tab.tr.cvec, tight)
+		}
+		fallbacks, overlaid, patched := testPatchSequence(t, 9, treesAuto, set, 25)
+		if fallbacks == 0 || overlaid == 0 || patched == 0 {
+			t.Fatalf("tight %v: %d packets past a masked base rule, %d tables with an overlay, %d patched: the steps test little", tight, fallbacks, overlaid, patched)
+		}
 	}
 }
 
