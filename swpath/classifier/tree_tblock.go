@@ -27,16 +27,18 @@ package classifier
 //
 // The group scans of the two layouts of one set (keys, two-tree walk and
 // scan of 65,536 fresh 5-tuples, alternated 21 times in one process,
-// thread CPU time, medians of the ratios): tight blocks took 0.89-0.93 of
+// thread CPU time, medians of the ratios): tight blocks took 0.87-0.93 of
 // the time at 100k ClassBench-style rules, 0.92-0.95 at 70k, 0.97-0.99
 // at 40k, 1.01 at 20k and 1.02-1.04 at 10k (the class lookups, two
-// permutes and three word shuffles a block, where the blocks stay in the
-// cache): hence tblockMin. Also tried: lines of four lanes (each of a
-// block's two lines all four words of lanes 0-3 or 4-7, and leaves of up
-// to four records packed within one line, so that half the leaves read
-// one line): 0.91-0.94 at 100k and 1.12 at 10k; the CPU fetches a
-// 128-byte block's two lines together, it seems, and the loads of two
-// halves cost more than the line saved.
+// permutes and three word shuffles a block, cost more than they save
+// where the blocks stay in the cache): hence tblockMin. aclbench at 100k,
+// the builds before and after alternated ten times: DecideBurst 0.915 of
+// the time (median; BENCHMARKS.md). Also tried: lines of four lanes (each
+// of a block's two lines all four words of lanes 0-3 or 4-7, and leaves
+// of up to four records packed within one line, so that half the leaves
+// read one line): 0.91-0.94 at 100k and 1.12 at 10k. Perhaps the CPU
+// fetches a block's two lines together; the loads of two halves cost
+// more than the line saved.
 
 // tblock holds eight records' checks in 32-bit lanes: s and d as in
 // cblock, y the destination port's range, x the entry, class and flags.
