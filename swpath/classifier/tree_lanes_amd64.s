@@ -4,6 +4,29 @@
 #include "textflag.h"
 #include "vecmin_amd64.h"
 
+// LEAFKEY broadcasts the lanes of one packet's key (*key+0(FP), four
+// words: cleafScan2's) to Y0-Y3 and its flags (flags+8(FP)) to Y8, and
+// sets the minimum in Y11 to all ones. Uses AX.
+#define LEAFKEY \
+	MOVQ	key+0(FP), AX \
+	VPBROADCASTD	(AX), Y0 \
+	VPBROADCASTD	4(AX), Y1 \
+	VPBROADCASTD	8(AX), Y2 \
+	VPBROADCASTD	12(AX), Y3 \
+	MOVL	flags+8(FP), AX \
+	VPBROADCASTD	AX, Y8 \
+	VPTERNLOGD	$0xff, Y11, Y11, Y11
+
+// LEAFBLOCKS sets K2 and K6 to the low and high bytes of the leaves' lanes
+// in lanes, SI and DI to the blocks b0+16(FP) and b1+24(FP). Uses AX.
+#define LEAFBLOCKS(lanes) \
+	MOVL	lanes, AX \
+	KMOVW	AX, K2 \
+	SHRL	$8, AX \
+	KMOVW	AX, K6 \
+	MOVQ	b0+16(FP), SI \
+	MOVQ	b1+24(FP), DI
+
 // SCAN tests the block at p (sblock) against the packet's lanes in Y0-Y3
 // with flags in Y8 and laneEnt in Y9: the passing lanes with a flag go to
 // mask k (K1 holds the passing lanes), and the entries of the others are
@@ -496,17 +519,41 @@ done4:
 	PREFETCHT0	64(AX) \
 	PREFETCHT0	128(AX)
 
-// CAHEAD is AHEAD for compact blocks: CFETCH of packet DX+pfd, where pfd
-// is not 0 and that packet one of the n in CX. Uses AX and BX, and jumps
-// to skip when there is nothing to prefetch.
-#define CAHEAD(skip) \
+// CAHEAD is AHEAD for compact or tight blocks: fetch (CFETCH or TFETCH)
+// of packet DX+pfd, where pfd is not 0 and that packet one of the n in
+// CX. Uses AX and BX (and what fetch uses), and jumps to skip when there
+// is nothing to prefetch.
+#define CAHEAD(fetch, skip) \
 	MOVQ	pfd+112(FP), BX \
 	TESTQ	BX, BX \
 	JEQ	skip \
 	ADDQ	DX, BX \
 	CMPQ	BX, CX \
 	JAE	skip \
-	CFETCH(BX)
+	fetch(BX)
+
+// CLEAVES is the compact and tight scans' start of packet DX: its lanes
+// (CLANES), its leaves' words in AX (tree 0) and BX (tree 1), their lanes
+// in K2 and K6 (LEAFLANES), and in R13 whether either is longer than a
+// block (treeLong). Uses R14.
+#define CLEAVES \
+	CLANES \
+	MOVQ	laneScratch_cur(R8)(DX*8), AX \
+	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(DX*8), BX \
+	LEAFLANES(AX, R13, R14, K2) \
+	LEAFLANES(BX, R13, R14, K6) \
+	MOVQ	AX, R13 \
+	ORQ	BX, R13 \
+	SHRQ	$62, R13 \
+	ANDL	$1, R13
+
+// CCHECK sets AX to the two blocks' lanes to check, K4's and K5's
+// (bit 8k+j for lane j of block k). Uses BX.
+#define CCHECK \
+	KMOVW	K4, AX \
+	KMOVW	K5, BX \
+	SHLL	$8, BX \
+	ORL	BX, AX
 
 // CLANES is LANES for compact blocks: packet DX's hiLane in Y2, the bits
 // of its misc word that hiLane takes (the protocol, bits 32-39; bit 41 of
@@ -555,18 +602,10 @@ headC:
 	JMP	headC
 
 loopC:
-	CAHEAD(aheadC)
+	CAHEAD(CFETCH, aheadC)
 
 aheadC:
-	CLANES
-	MOVQ	laneScratch_cur(R8)(DX*8), AX
-	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(DX*8), BX
-	LEAFLANES(AX, R13, R14, K2)
-	LEAFLANES(BX, R13, R14, K6)
-	MOVQ	AX, R13
-	ORQ	BX, R13
-	SHRQ	$62, R13
-	ANDL	$1, R13
+	CLEAVES
 	CBLOCK(AX, SI)
 	CBLOCK(BX, DI)
 	CSCAN(AX, K2, K4)
@@ -575,10 +614,7 @@ aheadC:
 	NARROW(AX, BX, 128, narrowC)
 
 narrowC:
-	KMOVW	K4, AX
-	KMOVW	K5, BX
-	SHLL	$8, BX
-	ORL	BX, AX
+	CCHECK
 	DECIDE(restC, nextC)
 
 restC:
@@ -601,29 +637,14 @@ doneC:
 // and b1 with the packet's lanes from key, each block's leaf lanes a
 // byte of lanes. It orders no memory.
 TEXT ·cleafScan2(SB), NOSPLIT|NOFRAME, $0-48
-	MOVQ	key+0(FP), AX
-	VPBROADCASTD	(AX), Y0
-	VPBROADCASTD	4(AX), Y1
-	VPBROADCASTD	8(AX), Y2
-	VPBROADCASTD	12(AX), Y3
-	MOVL	flags+8(FP), AX
-	VPBROADCASTD	AX, Y8
+	LEAFKEY
 	MOVL	$0x3fffffff, AX
 	VPBROADCASTD	AX, Y9
-	VPTERNLOGD	$0xff, Y11, Y11, Y11
 	CONSTS
-	MOVL	lanes+32(FP), AX
-	KMOVW	AX, K2
-	SHRL	$8, AX
-	KMOVW	AX, K6
-	MOVQ	b0+16(FP), SI
-	MOVQ	b1+24(FP), DI
+	LEAFBLOCKS(lanes+32(FP))
 	CSCAN(SI, K2, K4)
 	CSCAN(DI, K6, K5)
-	KMOVW	K4, AX
-	KMOVW	K5, BX
-	SHLL	$8, BX
-	ORL	BX, AX
+	CCHECK
 	MINIMUM(R10)
 	VZEROUPPER
 	MOVL	R10, best+40(FP)
@@ -719,24 +740,10 @@ headT:
 	JMP	headT
 
 loopT:
-	MOVQ	pfd+112(FP), BX
-	TESTQ	BX, BX
-	JEQ	aheadT
-	ADDQ	DX, BX
-	CMPQ	BX, CX
-	JAE	aheadT
-	TFETCH(BX)
+	CAHEAD(TFETCH, aheadT)
 
 aheadT:
-	CLANES
-	MOVQ	laneScratch_cur(R8)(DX*8), AX
-	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(DX*8), BX
-	LEAFLANES(AX, R13, R14, K2)
-	LEAFLANES(BX, R13, R14, K6)
-	MOVQ	AX, R13
-	ORQ	BX, R13
-	SHRQ	$62, R13
-	ANDL	$1, R13
+	CLEAVES
 	TBLOCK(AX, SI)
 	TBLOCK(BX, DI)
 	TSCAN(AX, K2, K4)
@@ -745,10 +752,7 @@ aheadT:
 	NARROW(AX, BX, 96, narrowT)
 
 narrowT:
-	KMOVW	K4, AX
-	KMOVW	K5, BX
-	SHLL	$8, BX
-	ORL	BX, AX
+	CCHECK
 	DECIDE(restT, nextT)
 
 restT:
@@ -769,27 +773,12 @@ doneT:
 //
 // cleafScan2 over tight blocks (tleafScan2Go). It orders no memory.
 TEXT ·tleafScan2(SB), NOSPLIT|NOFRAME, $0-56
-	MOVQ	key+0(FP), AX
-	VPBROADCASTD	(AX), Y0
-	VPBROADCASTD	4(AX), Y1
-	VPBROADCASTD	8(AX), Y2
-	VPBROADCASTD	12(AX), Y3
-	MOVL	flags+8(FP), AX
-	VPBROADCASTD	AX, Y8
-	VPTERNLOGD	$0xff, Y11, Y11, Y11
+	LEAFKEY
 	TCONSTS(cl+32(FP))
-	MOVL	lanes+40(FP), AX
-	KMOVW	AX, K2
-	SHRL	$8, AX
-	KMOVW	AX, K6
-	MOVQ	b0+16(FP), SI
-	MOVQ	b1+24(FP), DI
+	LEAFBLOCKS(lanes+40(FP))
 	TSCAN(SI, K2, K4)
 	TSCAN(DI, K6, K5)
-	KMOVW	K4, AX
-	KMOVW	K5, BX
-	SHLL	$8, BX
-	ORL	BX, AX
+	CCHECK
 	MINIMUM(R10)
 	VZEROUPPER
 	MOVL	R10, best+48(FP)

@@ -204,7 +204,7 @@ var mutations = []mutation{
 	{
 		name: "classifier: the lane walk takes key word 1 for word 2 (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"\tVMOVDQU64\t2048(DX)(R8*1), K3, Z5 \\\n", "\tVMOVDQU64\t1024(DX)(R8*1), K3, Z5 \\\n", 1}},
+			"\tVMOVDQU64\t(const_treeGroup*16)(DX)(R8*1), K3, Z5 \\\n", "\tVMOVDQU64\t(const_treeGroup*8)(DX)(R8*1), K3, Z5 \\\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes|TestDifferentialClassBench",
 	},
 	{
