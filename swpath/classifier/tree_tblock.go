@@ -3,8 +3,8 @@ package classifier
 // Tight blocks. A compact block (cblock) takes 24 bytes a record: three
 // cache lines a block, all of which a scan reads whatever the leaf's
 // size. At 100k ClassBench-style rules those blocks (19.6 MB) are most of
-// what a fresh packet waits for: six lines a packet, two trees, each a
-// miss in the last-level cache more often than not. Yet a set's records
+// what a fresh packet waits for: six lines a packet, two trees, from
+// more memory than a core's caches hold. Yet a set's records
 // share few combinations of the c word and the source port's range (18
 // at 2k, 10k and 100k ClassBench-style IPv4 rules, where a record's
 // ranges and prefixes are many): a tight block (tblock) keeps for each
