@@ -148,12 +148,12 @@
 // leaves sharing blocks (each a run of a block's lanes, which the scans
 // mask), where every entry's check fits and their records come to at most
 // 64 MiB. Past 6 MiB of compact blocks (about 30k rules), a set whose
-// lanes make at most 31 combinations of protocol, family and source-port
-// range (classes) gets tight blocks instead (tree_tblock.go, tblockMin):
-// 16 bytes a record, two cache lines a block, the class's words looked
-// up in registers by the scan (scanLanesT2, tleafScan2). Where a check
-// does not fit, sets of two trees up to 6 MiB of
-// trees (about 20k rules) get blocks: leaves of one block where their
+// lanes make at most 31 combinations of protocol, family, IPv6 top bits
+// and source-port range (classes) gets tight blocks instead
+// (tree_tblock.go, tblockMin): 16 bytes a record, two cache lines a
+// block, the class's words looked up in registers by the scan
+// (scanLanesT2, tleafScan2). Where a check does not fit, sets of two
+// trees up to 6 MiB of trees (about 20k rules) get blocks: leaves of one block where their
 // records stay under 4 MiB (about 15k rules), else leaves of up to 16
 // records scanned two blocks a leaf (scanLanes4). In sets whose trees pass
 // 1 MiB, the scan of a packet first prefetches the first blocks of the
