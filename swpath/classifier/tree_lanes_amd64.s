@@ -17,6 +17,20 @@
 	VPBROADCASTD	AX, Y8 \
 	VPTERNLOGD	$0xff, Y11, Y11, Y11
 
+// LEAFSCAN2 ends the one-packet scans (cleafScan2, tleafScan2): scan
+// (CSCAN or TSCAN) of the blocks at SI and DI under the leaves' lanes in
+// K2 and K6, then the best entry to best and the lanes to check to check,
+// and returns.
+#define LEAFSCAN2(scan, best, check) \
+	scan(SI, K2, K4) \
+	scan(DI, K6, K5) \
+	CCHECK \
+	MINIMUM(R10) \
+	VZEROUPPER \
+	MOVL	R10, best \
+	MOVL	AX, check \
+	RET
+
 // LEAFBLOCKS sets K2 and K6 to the low and high bytes of the leaves' lanes
 // in lanes, SI and DI to the blocks b0+16(FP) and b1+24(FP). Uses AX.
 #define LEAFBLOCKS(lanes) \
@@ -26,6 +40,16 @@
 	KMOVW	AX, K6 \
 	MOVQ	b0+16(FP), SI \
 	MOVQ	b1+24(FP), DI
+
+// FOLD ends a block's scan: of the passing lanes in K1, those whose entry
+// words (in e) have a flag of the packet's (Y8) go to mask k, and the
+// entries (e under laneEnt or tEnt, in Y9) of the others are folded into
+// the minimum in Y11 (under mask K3). Uses Y5.
+#define FOLD(e, k) \
+	VPTESTMD	Y8, e, K1, k \
+	KANDNW	K1, k, K3 \
+	VPANDD	Y9, e, Y5 \
+	VPMINUD	Y5, Y11, K3, Y11
 
 // SCAN tests the block at p (sblock) against the packet's lanes in Y0-Y3
 // with flags in Y8 and laneEnt in Y9: the passing lanes with a flag go to
@@ -41,10 +65,7 @@
 	VPANDD	224(p), Y3, Y7 \
 	VPCMPEQD	96(p), Y7, K1, K1 \
 	VMOVDQU32	256(p), Y5 \
-	VPTESTMD	Y8, Y5, K1, k \
-	KANDNW	K1, k, K3 \
-	VPANDD	Y9, Y5, Y5 \
-	VPMINUD	Y5, Y11, K3, Y11
+	FOLD(Y5, k)
 
 // BLOCK sets a to the first block of the leaf word in a (its record
 // index over eight, in the blocks from base on).
@@ -461,10 +482,7 @@ done4:
 	VPMINUW	160(p), Y5, Y6 \
 	VPCMPEQD	Y6, Y5, K1, K1 \
 	VMOVDQU32	128(p), Y5 \
-	VPTESTMD	Y8, Y5, K1, k \
-	KANDNW	K1, k, K3 \
-	VPANDD	Y9, Y5, Y5 \
-	VPMINUD	Y5, Y11, K3, Y11
+	FOLD(Y5, k)
 
 // ADDRESS sets K1 to the lanes of mask m whose address words v (at
 // off(p)) the packet's word in key passes. Below v's prefix is a marker
@@ -555,6 +573,52 @@ done4:
 	SHLL	$8, BX \
 	ORL	BX, AX
 
+// CLOOP is the loop of the compact and tight scans (scanLanesC2 and
+// scanLanesT2), after their prologue and constants, over the n packets
+// in CX: first the blocks of the packets before the first that CAHEAD
+// reaches (fetch: CFETCH or TFETCH), so that their misses overlap, then
+// each packet's two blocks (block: CBLOCK or TBLOCK) scanned (scan: CSCAN
+// or TSCAN, the blocks' entry words at eoff for NARROW) and decided or
+// listed (DECIDE); the count of the packets listed goes to rest. The
+// other arguments are the loop's labels, one set a stub.
+#define CLOOP(fetch, block, scan, eoff, rest, head, loop, ahead, narrowl, restl, nextl, done) \
+	TESTQ	CX, CX \
+	JEQ	done \
+	MOVQ	pfd+112(FP), R13 \
+	CMPQ	R13, CX \
+	CMOVQHI	CX, R13 \
+	XORL	R14, R14 \
+head: \
+	CMPQ	R14, R13 \
+	JAE	loop \
+	fetch(R14) \
+	INCQ	R14 \
+	JMP	head \
+loop: \
+	CAHEAD(fetch, ahead) \
+ahead: \
+	CLEAVES \
+	block(AX, SI) \
+	block(BX, DI) \
+	scan(AX, K2, K4) \
+	scan(BX, K6, K5) \
+	MINIMUM(R14) \
+	NARROW(AX, BX, eoff, narrowl) \
+narrowl: \
+	CCHECK \
+	DECIDE(restl, nextl) \
+restl: \
+	MOVB	DX, laneScratch_rest(R8)(R12*1) \
+	INCQ	R12 \
+nextl: \
+	INCQ	DX \
+	CMPQ	DX, CX \
+	JNE	loop \
+done: \
+	MOVQ	R12, rest \
+	VZEROUPPER \
+	RET
+
 // CLANES is LANES for compact blocks: packet DX's hiLane in Y2, the bits
 // of its misc word that hiLane takes (the protocol, bits 32-39; bit 41 of
 // the family; the IPv6 top bits 48 and 49) gathered in their order by
@@ -585,51 +649,7 @@ done4:
 TEXT ·scanLanesC2(SB), NOSPLIT, $0-136
 	PROLOGUE
 	CONSTS
-	TESTQ	CX, CX
-	JEQ	doneC
-	// The packets before the first that CAHEAD reaches: their blocks'
-	// prefetches first, so that their misses overlap.
-	MOVQ	pfd+112(FP), R13
-	CMPQ	R13, CX
-	CMOVQHI	CX, R13
-	XORL	R14, R14
-
-headC:
-	CMPQ	R14, R13
-	JAE	loopC
-	CFETCH(R14)
-	INCQ	R14
-	JMP	headC
-
-loopC:
-	CAHEAD(CFETCH, aheadC)
-
-aheadC:
-	CLEAVES
-	CBLOCK(AX, SI)
-	CBLOCK(BX, DI)
-	CSCAN(AX, K2, K4)
-	CSCAN(BX, K6, K5)
-	MINIMUM(R14)
-	NARROW(AX, BX, 128, narrowC)
-
-narrowC:
-	CCHECK
-	DECIDE(restC, nextC)
-
-restC:
-	MOVB	DX, laneScratch_rest(R8)(R12*1)
-	INCQ	R12
-
-nextC:
-	INCQ	DX
-	CMPQ	DX, CX
-	JNE	loopC
-
-doneC:
-	MOVQ	R12, rest+128(FP)
-	VZEROUPPER
-	RET
+	CLOOP(CFETCH, CBLOCK, CSCAN, 128, rest+128(FP), headC, loopC, aheadC, narrowC, restC, nextC, doneC)
 
 // func cleafScan2(key *[4]uint32, flags uint32, b0, b1 *cblock, lanes uint32) (best, check uint32)
 //
@@ -642,14 +662,7 @@ TEXT ·cleafScan2(SB), NOSPLIT|NOFRAME, $0-48
 	VPBROADCASTD	AX, Y9
 	CONSTS
 	LEAFBLOCKS(lanes+32(FP))
-	CSCAN(SI, K2, K4)
-	CSCAN(DI, K6, K5)
-	CCHECK
-	MINIMUM(R10)
-	VZEROUPPER
-	MOVL	R10, best+40(FP)
-	MOVL	AX, check+44(FP)
-	RET
+	LEAFSCAN2(CSCAN, best+40(FP), check+44(FP))
 
 // TSCAN is CSCAN for tight blocks (tblock), with the set's classes in
 // Z24-Z27 (tclasses: the c words, then the source ports' ranges, sixteen
@@ -681,10 +694,7 @@ TEXT ·cleafScan2(SB), NOSPLIT|NOFRAME, $0-48
 	VPSUBW	Y10, Y3, Y5 \
 	VPMINUW	Y6, Y5, Y6 \
 	VPCMPEQD	Y6, Y5, K1, K1 \
-	VPTESTMD	Y8, Y4, K1, k \
-	KANDNW	K1, k, K3 \
-	VPANDD	Y9, Y4, Y5 \
-	VPMINUD	Y5, Y11, K3, Y11
+	FOLD(Y4, k)
 
 // TBLOCK sets a to the tight block of the leaf word in a (its record
 // index over eight, in the blocks from base on).
@@ -725,49 +735,7 @@ TEXT ·cleafScan2(SB), NOSPLIT|NOFRAME, $0-48
 TEXT ·scanLanesT2(SB), NOSPLIT, $0-144
 	PROLOGUE
 	TCONSTS(cl+128(FP))
-	TESTQ	CX, CX
-	JEQ	doneT
-	MOVQ	pfd+112(FP), R13
-	CMPQ	R13, CX
-	CMOVQHI	CX, R13
-	XORL	R14, R14
-
-headT:
-	CMPQ	R14, R13
-	JAE	loopT
-	TFETCH(R14)
-	INCQ	R14
-	JMP	headT
-
-loopT:
-	CAHEAD(TFETCH, aheadT)
-
-aheadT:
-	CLEAVES
-	TBLOCK(AX, SI)
-	TBLOCK(BX, DI)
-	TSCAN(AX, K2, K4)
-	TSCAN(BX, K6, K5)
-	MINIMUM(R14)
-	NARROW(AX, BX, 96, narrowT)
-
-narrowT:
-	CCHECK
-	DECIDE(restT, nextT)
-
-restT:
-	MOVB	DX, laneScratch_rest(R8)(R12*1)
-	INCQ	R12
-
-nextT:
-	INCQ	DX
-	CMPQ	DX, CX
-	JNE	loopT
-
-doneT:
-	MOVQ	R12, rest+136(FP)
-	VZEROUPPER
-	RET
+	CLOOP(TFETCH, TBLOCK, TSCAN, 96, rest+136(FP), headT, loopT, aheadT, narrowT, restT, nextT, doneT)
 
 // func tleafScan2(key *[4]uint32, flags uint32, b0, b1 *tblock, cl *tclasses, lanes uint32) (best, check uint32)
 //
@@ -776,11 +744,4 @@ TEXT ·tleafScan2(SB), NOSPLIT|NOFRAME, $0-56
 	LEAFKEY
 	TCONSTS(cl+32(FP))
 	LEAFBLOCKS(lanes+40(FP))
-	TSCAN(SI, K2, K4)
-	TSCAN(DI, K6, K5)
-	CCHECK
-	MINIMUM(R10)
-	VZEROUPPER
-	MOVL	R10, best+48(FP)
-	MOVL	AX, check+52(FP)
-	RET
+	LEAFSCAN2(TSCAN, best+48(FP), check+52(FP))
