@@ -461,7 +461,9 @@ func (t *Table) cleafMatching(d *dtree, n uint64, f *rule.Fields, misc uint64, a
 // reference: packet i's lanes are s.sds[i], hiLane(s.keys[2][i]) and the
 // low half of s.keys[2][i], and its blocks the first of its leaves
 // s.cur[0][i] in b0 and s.cur[1][i] in b1, of which it tests the
-// leaves' lanes (leafLanes, cleafScan2Go).
+// leaves' lanes (leafLanes, cleafScan2Go). Unlike scanLanes2Go it also
+// writes the out of a packet it lists: the last entry's rule (-1 in a
+// set's vrule), as the stub's loop over the rules is simpler for it.
 func scanLanesC2Go(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n int, narrow bool) (rest int) {
 	for i := range n {
 		rest = s.cscan(i, &b0[uint32(s.cur[0][i])/vecBlock], &b1[uint32(s.cur[1][i])/vecBlock], vrule, out, rest, narrow)
@@ -478,7 +480,11 @@ func (s *laneScratch) cscan(i int, bl0, bl1 *cblock, vrule, out []int32, rest in
 	if narrow {
 		check = useful(check, best, &bl0.e, &bl1.e)
 	}
-	return s.decide(i, best, check, (c0|c1)&treeLong != 0, vrule, out, rest)
+	r := s.decide(i, best, check, (c0|c1)&treeLong != 0, vrule, out, rest)
+	if r != rest {
+		out[i] = vrule[len(vrule)-1]
+	}
+	return r
 }
 
 // treeCBlocks: sets that get leaves of one block where bursts take the

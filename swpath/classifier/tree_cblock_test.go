@@ -380,8 +380,13 @@ func TestScanLanesC2(t *testing.T) {
 			if b != gb || c != gc || uint64(b)|uint64(rc)<<32 != s.res[i] {
 				t.Fatalf("round %d: packet %d: cleafScan2 %#x %#x, Go %#x %#x, group %#x", it, i, b, c, gb, gc, s.res[i])
 			}
-			if out[i] != -7 {
+			if !slices.Contains(s.rest[:nr], uint8(i)) {
 				decided++
+				if want := vrule[min(b, uint32(len(vrule)-1))]; out[i] != want {
+					t.Fatalf("round %d: packet %d decided %d, want %d", it, i, out[i], want)
+				}
+			} else if out[i] != vrule[len(vrule)-1] {
+				t.Fatalf("round %d: packet %d listed, out %d, want the last entry's rule %d", it, i, out[i], vrule[len(vrule)-1])
 			}
 			total++
 		}

@@ -246,8 +246,14 @@ var mutations = []mutation{
 	{
 		name: "classifier: the lane scan decides a packet that is not IP (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"\tTESTL\tBX, BX \\\n\tJEQ\trest \\\n", "\tTESTL\tBX, BX \\\n\tJEQ\tnext \\\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestDifferentialRandom",
+			"\tTESTL\tBX, BX \\\n\tJEQ\trest \\\n", "\tTESTL\tBX, BX \\\n\tJEQ\tnext \\\n", 2}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2|TestDifferentialRandom",
+	},
+	{
+		name: "classifier: the compact and tight lane scans leave their decided packets' entries in out, not their rules (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tMOVL\t(R10)(AX*4), AX \\\n", "", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestDifferentialClassBench",
 	},
 	{
 		name: "classifier: a big set's trees of one-block leaves are kept past treeOneBlockMax (lane walk)",
