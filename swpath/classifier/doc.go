@@ -152,7 +152,10 @@
 // and source-port range (classes) gets tight blocks instead
 // (tree_tblock.go, tblockMin): 16 bytes a record, two cache lines a
 // block, the class's words looked up in registers by the scan
-// (scanLanesT2, tleafScan2). Where a check does not fit, sets of two
+// (scanLanesT2, tleafScan2), and each record's rule's rank in decision
+// order in place of its entry, so that the best found names the rule
+// (itself, where the set's rules are in decision order) without a load
+// an entry. Where a check does not fit, sets of two
 // trees up to 6 MiB of trees (about 20k rules) get blocks: leaves of one block where their
 // records stay under 4 MiB (about 15k rules), else leaves of up to 16
 // records scanned two blocks a leaf (scanLanes4). In sets whose trees pass

@@ -24,11 +24,11 @@ func (t *Table) memBytes() int {
 	if tr := t.tr; tr != nil {
 		n += len(tr.ents)*int(unsafe.Sizeof(entry{})) + 4*len(tr.vrule)
 		if tr.tcls != nil {
-			n += int(unsafe.Sizeof(tclasses{}))
+			n += int(unsafe.Sizeof(tclasses{})) + 4*(len(tr.trule)+len(tr.tfirst))
 		}
 		for i := range tr.t {
 			d := &tr.t[i]
-			n += treeBytes(len(d.nodes), len(d.rec)) + len(d.crec)*int(unsafe.Sizeof(crec{})) + len(d.blk)*int(unsafe.Sizeof(sblock{})) + len(d.cblk)*int(unsafe.Sizeof(cblock{})) + len(d.tblk)*int(unsafe.Sizeof(tblock{}))
+			n += treeBytes(len(d.nodes), len(d.rec)) + len(d.crec)*int(unsafe.Sizeof(crec{})) + len(d.blk)*int(unsafe.Sizeof(sblock{})) + len(d.cblk)*int(unsafe.Sizeof(cblock{})) + len(d.tblk)*int(unsafe.Sizeof(tblock{})) + len(d.tent)*4*vecBlock
 		}
 	}
 	for i := range t.res {

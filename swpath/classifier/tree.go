@@ -140,13 +140,14 @@ const nfields = len(tfields)
 type dtree struct {
 	root  uint64
 	nodes []uint64
-	rec   []trec    // leaf records (trees not compact)
-	crec  []crec    // leaf records (trees.compact)
-	blk   []sblock  // rec's checks in blocks (trees.vec only)
-	cblk  []cblock  // the leaf records as compact blocks (trees.cvec)
-	tblk  []tblock  // or as tight blocks (trees.tight)
-	tcls  *tclasses // the tight blocks' classes (the set's)
-	ent   []uint32  // leaf records' entries while the tree is built
+	rec   []trec             // leaf records (trees not compact)
+	crec  []crec             // leaf records (trees.compact)
+	blk   []sblock           // rec's checks in blocks (trees.vec only)
+	cblk  []cblock           // the leaf records as compact blocks (trees.cvec)
+	tblk  []tblock           // or as tight blocks (trees.tight)
+	tent  [][vecBlock]uint32 // the tight blocks' entry words (cblock.e)
+	tcls  *tclasses          // the tight blocks' classes (the set's)
+	ent   []uint32           // leaf records' entries while the tree is built
 }
 
 // trec is a leaf record: an entry's scan check (see echeck) with the
@@ -269,6 +270,13 @@ type trees struct {
 	tight bool
 	tblk  [2][]tblock
 	tcls  *tclasses
+	// tent: the tight blocks' entry words; trule and tfirst each rank's
+	// rule (-1 last) and first entry (tpos), tident whether each rank is
+	// its rule.
+	tent   [2][][vecBlock]uint32
+	trule  []int32
+	tfirst []uint32
+	tident bool
 	// window: bursts scan the leaves as windows (tree_window.go): sets
 	// of two trees of trec records without blocks (treeLookup2of2).
 	window bool

@@ -389,10 +389,10 @@ func (t *Table) cvecScan(f *rule.Fields, cur *[maxTrees]uint64, misc uint64) int
 		t0, t1 := &tr.tblk[0][uint32(n0)/vecBlock], &tr.tblk[1][uint32(n1)/vecBlock]
 		best, check := tleafScan2(&key, laneFlags(f), t0, t1, tr.tcls, lanes)
 		if (n0|n1)&treeLong != 0 || check != 0 {
-			e0, e1 := t0.ents(), t1.ents()
-			best = t.cvecRest(f, misc, best, check, [2]uint64{n0, n1}, [2]*[vecBlock]uint32{&e0, &e1})
+			e0, e1 := &tr.tent[0][uint32(n0)/vecBlock], &tr.tent[1][uint32(n1)/vecBlock]
+			return tr.vecRule(t.cvecRest(f, misc, tr.tentry(best), check, [2]uint64{n0, n1}, [2]*[vecBlock]uint32{e0, e1}))
 		}
-		return tr.vecRule(best)
+		return tr.tRule(best)
 	}
 	b0, b1 := &tr.cblk[0][uint32(n0)/vecBlock], &tr.cblk[1][uint32(n1)/vecBlock]
 	best, check := cleafScan2(&key, laneFlags(f), b0, b1, lanes)
@@ -572,14 +572,15 @@ func (tr *trees) addCBlocks(lanes []clane) {
 	if !lanesTight || tr.blockBytes() <= tblockMin {
 		return
 	}
-	tb, cl, ok := tblocksOf(tr.cblk)
+	tb, te, cl, ok := tblocksOf(tr.cblk, tr.tpos())
 	if !ok {
+		tr.trule, tr.tfirst, tr.tident = nil, nil, false
 		return
 	}
-	tr.tight, tr.tblk, tr.tcls, tr.cblk = true, tb, cl, [2][]cblock{}
+	tr.tight, tr.tblk, tr.tent, tr.tcls, tr.cblk = true, tb, te, cl, [2][]cblock{}
 	for i := range tr.t {
 		d := &tr.t[i]
-		d.tblk, d.tcls, d.cblk = tb[i], cl, nil
+		d.tblk, d.tent, d.tcls, d.cblk = tb[i], te[i], cl, nil
 	}
 }
 

@@ -172,8 +172,8 @@ func TestCBlockLanes(t *testing.T) {
 		}
 		// The block's tight form: eight records make at most eight
 		// classes, and it expands to the compact block it came from.
-		tb, cl, ok := tblocksOf([2][]cblock{{b}, neverCBlock[:]})
-		if !ok || tb[0][0].expand(cl) != b || tb[0][0].ents() != b.e {
+		tb, te, cl, ok := tblocksOf([2][]cblock{{b}, neverCBlock[:]}, nil)
+		if !ok || tb[0][0].expand(cl) != b || te[0][0] != b.e {
 			t.Fatalf("records %+v: tight block %v, expanded %+v", recs, ok, tb[0])
 		}
 		for range 4 {
@@ -306,7 +306,7 @@ func TestScanLanesC2(t *testing.T) {
 				}
 			}
 		}
-		tb, cl, ok := tblocksOf(blk)
+		tb, _, cl, ok := tblocksOf(blk, nil)
 		if pool != nil && !ok {
 			t.Fatalf("round %d: records of %d classes have no tight blocks", it, len(pool))
 		}
@@ -363,6 +363,28 @@ func TestScanLanesC2(t *testing.T) {
 				}
 				if tr != gr || ts.rest != g.rest || ts.res != g.res || !slices.Equal(tout, gout) {
 					t.Fatalf("round %d, %d packets, stub %v: tight %d left, res %x, out %v; compact %d left, res %x, out %v", it, n, stub, tr, ts.res[:n], tout[:n], gr, g.res[:n], gout[:n])
+				}
+			}
+			// The stub for ranks that are their rules (trees.tident)
+			// reads none: each decided packet's out is its best, -1
+			// where that is the last or past it, as is a listed one's.
+			ts, tout := g, slices.Repeat([]int32{-7}, treeGroup)
+			ts.res, ts.rest = [treeGroup]uint64{}, [treeGroup]uint8{}
+			ident := make([]int32, len(vrule))
+			for k := range ident {
+				ident[k] = int32(k)
+			}
+			ident[len(ident)-1] = -1
+			if tr := scanLanesT2I(&ts, tb[0], tb[1], ident, tout, n, it%3*4, narrow, cl); tr != gr || ts.rest != g.rest || ts.res != g.res {
+				t.Fatalf("round %d, %d packets: identity %d left, res %x; compact %d left, res %x", it, n, tr, ts.res[:n], gr, g.res[:n])
+			}
+			for i := range n {
+				want := int32(-1)
+				if b := uint32(g.res[i]); !slices.Contains(g.rest[:gr], uint8(i)) && b < uint32(len(ident)-1) {
+					want = int32(b)
+				}
+				if tout[i] != want {
+					t.Fatalf("round %d: packet %d, identity out %d, want %d", it, i, tout[i], want)
 				}
 			}
 			tight++

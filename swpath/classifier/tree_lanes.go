@@ -125,8 +125,10 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 	}
 	var nrest int
 	switch {
+	case tr.tight && tr.tident:
+		nrest = scanLanesT2I(s, tr.tblk[0], tr.tblk[1], tr.trule, out, len(fs), pf, narrow, tr.tcls)
 	case tr.tight:
-		nrest = scanLanesT2(s, tr.tblk[0], tr.tblk[1], tr.vrule, out, len(fs), pf, narrow, tr.tcls)
+		nrest = scanLanesT2(s, tr.tblk[0], tr.tblk[1], tr.trule, out, len(fs), pf, narrow, tr.tcls)
 	case tr.cvec:
 		nrest = scanLanesC2(s, tr.cblk[0], tr.cblk[1], tr.vrule, out, len(fs), pf, narrow)
 	case tr.vecLong:
@@ -144,8 +146,8 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 		n0, n1 := cur[0][i], cur[1][i]
 		b, c := uint32(s.res[i]), uint32(s.res[i]>>32)
 		if tr.tight {
-			e0, e1 := tr.tblk[0][uint32(n0)/vecBlock].ents(), tr.tblk[1][uint32(n1)/vecBlock].ents()
-			out[i] = tr.vecRule(t.cvecRest(f, ks[2][i], b, c, [2]uint64{n0, n1}, [2]*[vecBlock]uint32{&e0, &e1}))
+			e0, e1 := &tr.tent[0][uint32(n0)/vecBlock], &tr.tent[1][uint32(n1)/vecBlock]
+			out[i] = tr.vecRule(t.cvecRest(f, ks[2][i], tr.tentry(b), c, [2]uint64{n0, n1}, [2]*[vecBlock]uint32{e0, e1}))
 			continue
 		}
 		if tr.cvec {

@@ -86,6 +86,12 @@ var lanesTight = lanesWalk && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VBMI2
 //go:noescape
 func scanLanesT2(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
 
+// scanLanesT2I is scanLanesT2 where each rank is its rule (vrule[k] ==
+// k but for the last, trees.tident), which it does not read.
+//
+//go:noescape
+func scanLanesT2I(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
+
 // tleafScan2 is tleafScan2Go with the stub (TSCAN over both blocks).
 //
 //go:noescape

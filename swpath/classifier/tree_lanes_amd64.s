@@ -201,6 +201,20 @@ l: \
 	CMPQ	DX, CX \
 	JNE	l
 
+// RULESI is RULES where each rank is its rule (trees.tident): out[i] is
+// -1 where it is R11, else it stays. Uses AX, BX and DX.
+#define RULESI(l) \
+	XORL	DX, DX \
+	MOVL	$-1, BX \
+l: \
+	MOVL	(R9)(DX*4), AX \
+	CMPL	AX, R11 \
+	CMOVLEQ	BX, AX \
+	MOVL	AX, (R9)(DX*4) \
+	INCQ	DX \
+	CMPQ	DX, CX \
+	JNE	l
+
 // USEFUL narrows the check mask k of the block at p, whose entry words
 // are at off(p), to the lanes that can lower the packet's best (in Y12):
 // those whose records need holds (laneFull, in Y13) with an entry below
@@ -618,7 +632,7 @@ done4:
 // listed (CDECIDE, a listed packet's out the last entry), and last the
 // decided packets' rules (RULES); the count of the packets listed goes
 // to rest. The other arguments are the loop's labels, one set a stub.
-#define CLOOP(fetch, block, scan, eoff, rest, head, loop, ahead, narrowl, restl, nextl, rules, done) \
+#define CLOOP(fetch, block, scan, eoff, rest, head, loop, ahead, narrowl, restl, nextl, rulesm, rules, done) \
 	TESTQ	CX, CX \
 	JEQ	done \
 	MOVQ	pfd+112(FP), R13 \
@@ -652,7 +666,7 @@ nextl: \
 	INCQ	DX \
 	CMPQ	DX, CX \
 	JNE	loop \
-	RULES(rules) \
+	rulesm(rules) \
 done: \
 	MOVQ	R12, rest \
 	VZEROUPPER \
@@ -688,7 +702,7 @@ done: \
 TEXT ·scanLanesC2(SB), NOSPLIT, $0-136
 	PROLOGUE
 	CONSTS
-	CLOOP(CFETCH, CBLOCK, CSCAN, 128, rest+128(FP), headC, loopC, aheadC, narrowC, restC, nextC, rulesC, doneC)
+	CLOOP(CFETCH, CBLOCK, CSCAN, 128, rest+128(FP), headC, loopC, aheadC, narrowC, restC, nextC, RULES, rulesC, doneC)
 
 // func cleafScan2(key *[4]uint32, flags uint32, b0, b1 *cblock, lanes uint32) (best, check uint32)
 //
@@ -774,7 +788,16 @@ TEXT ·cleafScan2(SB), NOSPLIT|NOFRAME, $0-48
 TEXT ·scanLanesT2(SB), NOSPLIT, $0-144
 	PROLOGUE
 	TCONSTS(cl+128(FP))
-	CLOOP(TFETCH, TBLOCK, TSCAN, 96, rest+136(FP), headT, loopT, aheadT, narrowT, restT, nextT, rulesT, doneT)
+	CLOOP(TFETCH, TBLOCK, TSCAN, 96, rest+136(FP), headT, loopT, aheadT, narrowT, restT, nextT, RULES, rulesT, doneT)
+
+// func scanLanesT2I(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
+//
+// scanLanesT2 for a set whose ranks are its rules (trees.tident): it
+// reads no rule (RULESI), only vrule's length. It orders no memory.
+TEXT ·scanLanesT2I(SB), NOSPLIT, $0-144
+	PROLOGUE
+	TCONSTS(cl+128(FP))
+	CLOOP(TFETCH, TBLOCK, TSCAN, 96, rest+136(FP), headI, loopI, aheadI, narrowI, restI, nextI, RULESI, rulesI, doneI)
 
 // func tleafScan2(key *[4]uint32, flags uint32, b0, b1 *tblock, cl *tclasses, lanes uint32) (best, check uint32)
 //

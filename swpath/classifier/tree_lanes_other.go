@@ -50,6 +50,12 @@ func scanLanesT2(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, _ int, 
 	return scanLanesT2Go(s, b0, b1, vrule, out, n, narrow, cl)
 }
 
+// scanLanesT2I is scanLanesT2Go where no stub is built: vrule is the
+// identity it stands for (trees.tident).
+func scanLanesT2I(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, _ int, narrow bool, cl *tclasses) (rest int) {
+	return scanLanesT2Go(s, b0, b1, vrule, out, n, narrow, cl)
+}
+
 // tleafScan2 is tleafScan2Go where no stub is built.
 func tleafScan2(key *[4]uint32, flags uint32, b0, b1 *tblock, cl *tclasses, lanes uint32) (best, check uint32) {
 	return tleafScan2Go(key, flags, b0, b1, cl, lanes)

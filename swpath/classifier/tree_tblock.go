@@ -10,9 +10,10 @@ package classifier
 // ranges and prefixes are many): a tight block (tblock) keeps for each
 // record its two address words (as cblock's), its destination port's
 // range (y: the low end in bits 0-15, the span in bits 16-31), and in x
-// its entry (bits 0-19), the number of its combination (its class, bits
-// 20-24), the two whole-word bits (tDstFull, tSrcFull) and the flags
-// (laneFull, lanePorts, where cblock's entry word has them). The classes
+// its rank (bits 0-19: its rule's place in decision order, tpos), the
+// number of its combination (its class, bits 20-24), the two whole-word
+// bits (tDstFull, tSrcFull) and the flags (laneFull, lanePorts, where
+// cblock's entry word has them). The classes
 // (tclasses, at most tClasses for a set's two trees, the last the lane
 // that never passes) hold the c words and the source ports' ranges, and
 // the scan looks them up eight lanes at a time with one permute of two
@@ -20,10 +21,22 @@ package classifier
 // record, two cache lines a block.
 //
 // A set whose lanes make more classes (the IPv6 ClassBench-style sets
-// make 54, with their top bits), or whose entries do not fit 20 bits,
+// make 54, with their top bits), or whose ranks do not fit 20 bits,
 // keeps compact blocks. Go's rare paths (a passing lane that needs holds,
-// a leaf longer than a block, AppendMatching) read a tight block as the
-// compact block it came from (tblock.expand).
+// a leaf longer than a block, AppendMatching) read a tight block's entry
+// words (trees.tent, 32 bytes a block, which the scans never read) and
+// the compact block it came from (dtree.cblock).
+//
+// A lane's rank rather than its entry: a group scan's last loads were
+// each decided packet's rule, vrule[best], 4 bytes an entry (708 KB at
+// 100k ClassBench-style rules, which make 177,103 entries), one more miss
+// a packet. With ranks, the rule of a set whose rules are in decision
+// order (ClassBench-style sets, and any set of one priority with no rule
+// moved in place) is the scan's best itself (trees.tident, scanLanesT2I),
+// and any other set's is in trees.trule, 4 bytes a rank. Fresh 5-tuple
+// bursts at 100k took 0.92 of the time with ranks (DecideBurst over
+// 262,144 packets, the test binaries before and after alternated ten
+// times, the median of the paired ratios; BENCHMARKS.md).
 //
 // The group scans of the two layouts of one set (keys, two-tree walk and
 // scan of 65,536 fresh 5-tuples, alternated 21 times in one process,
@@ -41,7 +54,7 @@ package classifier
 // more than the line saved.
 
 // tblock holds eight records' checks in 32-bit lanes: s and d as in
-// cblock, y the destination port's range, x the entry, class and flags.
+// cblock, y the destination port's range, x the rank, class and flags.
 // 128 bytes: two cache lines where the array starts on one, as Go's
 // allocations of more than 32 KiB do.
 type tblock struct {
@@ -59,7 +72,7 @@ const (
 	tClasses    = 32           // a set's classes at most, the never lane's included
 	tNever      = tClasses - 1 // the class of lanes that never pass
 	tClassShift = 20           // x's class bits
-	tEnt        = 1<<20 - 1    // x's entry bits; tEnt itself is no entry's
+	tEnt        = 1<<20 - 1    // x's rank bits; tEnt itself is no rank's
 	tDstFull    = 1 << 28      // the destination word is whole
 	tSrcFull    = 1 << 29      // the source word is
 	tNeverLane  = ^uint32(0)   // x of a lane that never passes
@@ -117,20 +130,8 @@ func (b *tblock) lane(j int, cl *tclasses) clane {
 	}
 }
 
-// ents returns the entry words of b's lanes as its compact block has them
-// (cblock.e): all that the rest of a scan reads of a leaf of one block
-// (cvecRest).
-func (b *tblock) ents() (e [vecBlock]uint32) {
-	for j, x := range b.x {
-		e[j] = x&tEnt | x&tFlags
-		if x == tNeverLane {
-			e[j] = treeNoRank
-		}
-	}
-	return e
-}
-
-// expand returns b as the compact block it came from.
+// expand returns b as the compact block it came from, its entry words
+// ranks (tpos) where the set's are: what the scan sees of it.
 func (b *tblock) expand(cl *tclasses) (c cblock) {
 	for j := range vecBlock {
 		c.putLane(j, b.lane(j, cl))
@@ -139,30 +140,37 @@ func (b *tblock) expand(cl *tclasses) (c cblock) {
 }
 
 // tblocksOf returns the tight blocks of the compact blocks of a set's
-// trees and their classes, or ok false when they take more than tClasses
-// (the never lane's included) or an entry does not fit tEnt.
-func tblocksOf(cblk [2][]cblock) (tb [2][]tblock, cl *tclasses, ok bool) {
+// trees, their entry words (te, as the compact blocks have them) and
+// their classes, or ok false when they take more than tClasses (the
+// never lane's included) or a rank does not fit tEnt. A lane's rank is
+// pos[e] for its entry e (tpos), or e itself where pos is nil.
+func tblocksOf(cblk [2][]cblock, pos []uint32) (tb [2][]tblock, te [2][][vecBlock]uint32, cl *tclasses, ok bool) {
 	cl = new(tclasses)
 	cl.c[tNever] = neverCLane
 	ids := map[[2]uint32]uint32{}
 	for i, blks := range cblk {
 		tb[i] = make([]tblock, len(blks))
+		te[i] = make([][vecBlock]uint32, len(blks))
 		for bi := range blks {
 			b, t := &blks[bi], &tb[i][bi]
+			te[i][bi] = b.e
 			for j := range vecBlock {
 				l := clane{s: b.s[j], d: b.d[j], p: b.p[j], q: b.q[j], c: b.c[j], e: b.e[j]}
 				if l.e == treeNoRank {
 					t.set(j, l, tNever)
 					continue
 				}
+				if pos != nil {
+					l.e = pos[l.e&laneEnt] | l.e&^laneEnt
+				}
 				if l.e&laneEnt >= tEnt {
-					return tb, nil, false
+					return tb, te, nil, false
 				}
 				key := tclassOf(l)
 				id, seen := ids[key]
 				if !seen {
 					if len(ids) == tNever {
-						return tb, nil, false
+						return tb, te, nil, false
 					}
 					id = uint32(len(ids))
 					ids[key] = id
@@ -172,7 +180,7 @@ func tblocksOf(cblk [2][]cblock) (tb [2][]tblock, cl *tclasses, ok bool) {
 			}
 		}
 	}
-	return tb, cl, true
+	return tb, te, cl, true
 }
 
 // tblockMask is cblockMask for a tight block, in Go: the stub's
@@ -200,10 +208,12 @@ func scanLanesT2Go(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n int, n
 }
 
 // cblock returns block b of d's leaves as a compact block: its own, or
-// its tight block expanded.
+// its tight block expanded, with its entry words.
 func (d *dtree) cblock(b uint32) cblock {
 	if d.tblk != nil {
-		return d.tblk[b].expand(d.tcls)
+		c := d.tblk[b].expand(d.tcls)
+		c.e = d.tent[b]
+		return c
 	}
 	return d.cblk[b]
 }
@@ -214,3 +224,46 @@ func (d *dtree) cblock(b uint32) cblock {
 // less where they stay in the cache. A variable, so that tests can give
 // small sets tight blocks.
 var tblockMin = 6 << 20
+
+// tpos returns each of tr's entries' rank, the position of its run
+// among the runs of entries of one rule in decision order, and sets
+// tr.trule (each rank's rule, -1 last, as vrule) and tr.tfirst (each
+// rank's first entry). Ranks order lanes as their entries do, and two
+// entries of one rank decide the same rule: a tight lane holds its rank,
+// so that a scan's best names its rule in an array of 4 bytes a rule,
+// not an entry (the 100k ClassBench-style set: 100,000 ranks for 177,103
+// entries), where the set's rules are in decision order and the rank is
+// the rule itself (tr.tident), in none.
+func (tr *trees) tpos() []uint32 {
+	pos := make([]uint32, len(tr.ents))
+	tr.trule, tr.tfirst = tr.trule[:0], tr.tfirst[:0]
+	for e := range tr.ents {
+		if r := tr.ents[e].rule; e == 0 || r != tr.ents[e-1].rule {
+			tr.trule = append(tr.trule, r)
+			tr.tfirst = append(tr.tfirst, uint32(e))
+		}
+		pos[e] = uint32(len(tr.trule) - 1)
+	}
+	tr.tident = true
+	for k, r := range tr.trule {
+		tr.tident = tr.tident && r == int32(k)
+	}
+	tr.trule = append(tr.trule, -1)
+	return pos
+}
+
+// tentry returns the first entry of rank k (treeNoRank for a rank past
+// the last, as the scans' best when nothing passes): in Go's rest of a
+// tight scan, an entry that no other entry of k's rule beats.
+func (tr *trees) tentry(k uint32) uint32 {
+	if k >= uint32(len(tr.tfirst)) {
+		return treeNoRank
+	}
+	return tr.tfirst[k]
+}
+
+// tRule returns the rule of rank k, -1 past the last: vecRule for tight
+// blocks.
+func (tr *trees) tRule(k uint32) int32 {
+	return tr.trule[min(k, uint32(len(tr.trule)-1))]
+}

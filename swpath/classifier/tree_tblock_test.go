@@ -38,7 +38,8 @@ func TestTLane(t *testing.T) {
 // TestTBlocksFallback: a set of blocks whose lanes make more classes
 // than tNever, or one with an entry at tEnt or above, has no tight form;
 // tNever classes do. The compact blocks of a ClassBench-style set expand
-// back from their tight blocks, lane for lane.
+// back from their tight blocks, lane for lane, and with ranks (tpos)
+// their lanes hold the ranks the set's entries make by definition.
 func TestTBlocksFallback(t *testing.T) {
 	mk := func(classes, ent int) [2][]cblock {
 		blk := make([]cblock, (classes+vecBlock-1)/vecBlock+1)
@@ -56,7 +57,7 @@ func TestTBlocksFallback(t *testing.T) {
 		classes, ent int
 		ok           bool
 	}{{tNever, 7, true}, {tNever + 1, 7, false}, {3, tEnt - 1, true}, {3, tEnt, false}} {
-		if _, _, ok := tblocksOf(mk(c.classes, c.ent)); ok != c.ok {
+		if _, _, _, ok := tblocksOf(mk(c.classes, c.ent), nil); ok != c.ok {
 			t.Fatalf("%d classes, entry %#x: tight %v, want %v", c.classes, c.ent, ok, c.ok)
 		}
 	}
@@ -70,7 +71,7 @@ func TestTBlocksFallback(t *testing.T) {
 	if tr == nil || !tr.cvec || tr.tight {
 		t.Skip("no compact blocks here (AVX-512 on amd64)")
 	}
-	tb, cl, ok := tblocksOf(tr.cblk)
+	tb, _, cl, ok := tblocksOf(tr.cblk, nil)
 	if !ok {
 		t.Fatal("20k ClassBench-style rules: no tight blocks")
 	}
@@ -78,6 +79,47 @@ func TestTBlocksFallback(t *testing.T) {
 		for b := range tb[i] {
 			if tb[i][b].expand(cl) != tr.cblk[i][b] {
 				t.Fatalf("tree %d block %d: expands to %+v, was %+v", i, b, tb[i][b].expand(cl), tr.cblk[i][b])
+			}
+		}
+	}
+	// With ranks: each entry's rank is the count of rule changes before
+	// it in decision order, its rule trule's at the rank and its first
+	// entry tfirst's; a lane holds its entry's rank and flags, and te
+	// its entry word.
+	pos := tr.tpos()
+	rank := uint32(0)
+	for e := range tr.ents {
+		if e > 0 && tr.ents[e].rule != tr.ents[e-1].rule {
+			rank++
+		}
+		if pos[e] != rank || tr.trule[rank] != tr.ents[e].rule || tr.ents[tr.tfirst[rank]].rule != tr.ents[e].rule || tr.tfirst[rank] > uint32(e) {
+			t.Fatalf("entry %d (rule %d): rank %d, want %d; the rank's rule %d, first entry %d", e, tr.ents[e].rule, pos[e], rank, tr.trule[pos[e]], tr.tfirst[pos[e]])
+		}
+	}
+	if len(tr.trule) != int(rank)+2 || tr.trule[rank+1] != -1 || !tr.tident {
+		t.Fatalf("%d ranks, the last rule %d, identity %v: want %d, -1, true (ClassBench-style rules are in decision order)", len(tr.trule)-1, tr.trule[len(tr.trule)-1], tr.tident, rank+1)
+	}
+	tb, te, cl, ok := tblocksOf(tr.cblk, pos)
+	if !ok {
+		t.Fatal("20k ClassBench-style rules: no tight blocks with ranks")
+	}
+	for i := range tb {
+		for b := range tb[i] {
+			c, want := tb[i][b].expand(cl), tr.cblk[i][b]
+			if te[i][b] != want.e {
+				t.Fatalf("tree %d block %d: entry words %#x, want %#x", i, b, te[i][b], want.e)
+			}
+			for j, e := range want.e {
+				if e != treeNoRank {
+					e = pos[e&laneEnt] | e&^laneEnt
+				}
+				if c.e[j] != e {
+					t.Fatalf("tree %d block %d lane %d: rank word %#x, want %#x", i, b, j, c.e[j], e)
+				}
+			}
+			c.e = want.e
+			if c != want {
+				t.Fatalf("tree %d block %d: expands to %+v, was %+v", i, b, c, want)
 			}
 		}
 	}

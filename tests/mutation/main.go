@@ -423,6 +423,30 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2",
 	},
 	{
+		name: "classifier: a tight set's entries all take the first rank",
+		edits: []edit{{"swpath/classifier/tree_tblock.go",
+			"if r := tr.ents[e].rule; e == 0 || r != tr.ents[e-1].rule {", "if r := tr.ents[e].rule; e == 0 || r == -2 {", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced|TestCBlocksBig",
+	},
+	{
+		name: "classifier: the rest of a tight scan forgets the scan's best",
+		edits: []edit{{"swpath/classifier/tree_tblock.go",
+			"\treturn tr.tfirst[k]\n", "\treturn treeNoRank\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced",
+	},
+	{
+		name: "classifier: Decide over tight blocks takes a rank for an entry",
+		edits: []edit{{"swpath/classifier/tree_cblock.go",
+			"\t\treturn tr.tRule(best)\n", "\t\treturn tr.vecRule(best)\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced",
+	},
+	{
+		name: "classifier: the tight lane scan for ranks that are rules leaves a packet that nothing decides its last rank (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tCMOVLEQ\tBX, AX \\\n", "", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+	},
+	{
 		name: "classifier: the tight lane scan spreads the destination's whole-word bit for the source (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPSLLD\t$2, Y4, Y7", "VPSLLD\t$3, Y4, Y7", 1}},
@@ -441,9 +465,9 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestTBlocksFallback",
 	},
 	{
-		name: "classifier: a tight block's entry words lose their flags for the rest of a scan",
+		name: "classifier: a tight lane's rank loses its entry's flags",
 		edits: []edit{{"swpath/classifier/tree_tblock.go",
-			"e[j] = x&tEnt | x&tFlags", "e[j] = x & tEnt", 1}},
+			"l.e = pos[l.e&laneEnt] | l.e&^laneEnt", "l.e = pos[l.e&laneEnt]", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestLanesForced",
 	},
 	{
@@ -467,13 +491,13 @@ var mutations = []mutation{
 	{
 		name: "classifier: Decide over tight blocks ignores the lanes to check",
 		edits: []edit{{"swpath/classifier/tree_cblock.go",
-			"\t\tif (n0|n1)&treeLong != 0 || check != 0 {\n\t\t\te0, e1 := t0.ents()", "\t\tif (n0|n1)&treeLong != 0 {\n\t\t\te0, e1 := t0.ents()", 1}},
+			"\t\tif (n0|n1)&treeLong != 0 || check != 0 {\n\t\t\te0, e1 := &tr.tent[0]", "\t\tif (n0|n1)&treeLong != 0 {\n\t\t\te0, e1 := &tr.tent[0]", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced",
 	},
 	{
 		name: "classifier: a burst over tight blocks checks a passing lane against the other tree's block",
 		edits: []edit{{"swpath/classifier/tree_lanes.go",
-			"tr.tblk[1][uint32(n1)/vecBlock].ents()", "tr.tblk[0][uint32(n0)/vecBlock].ents()", 1}},
+			"&tr.tent[1][uint32(n1)/vecBlock]", "&tr.tent[0][uint32(n0)/vecBlock]", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced",
 	},
 	{
