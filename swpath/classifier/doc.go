@@ -148,11 +148,12 @@
 // leaves sharing blocks (each a run of a block's lanes, which the scans
 // mask), where every entry's check fits and their records come to at most
 // 64 MiB. Past 6 MiB of compact blocks (about 30k rules), a set whose
-// lanes make at most 31 combinations of protocol, family, IPv6 top bits
-// and source-port range (classes) gets tight blocks instead
-// (tree_tblock.go, tblockMin): 16 bytes a record, two cache lines a
-// block, the class's words looked up in registers by the scan
-// (scanLanesT2, tleafScan2), and each record's rule's rank in decision
+// lanes make at most 31 combinations of protocol, family and source-port
+// range (classes), and whose IPv6 top bits are all their masks, gets
+// tight blocks instead (tree_tblock.go, tblockMin): 16 bytes a record,
+// two cache lines a block, the class's words looked up in registers by
+// the scan (scanLanesT2, tleafScan2; scanLanesT6 and tleafScan6 put a
+// record's top bits back), and each record's rule's rank in decision
 // order in place of its entry, so that the best found names the rule
 // (itself, where the set's rules are in decision order) without a load
 // an entry. Where a check does not fit, sets of two

@@ -277,6 +277,9 @@ type trees struct {
 	trule  []int32
 	tfirst []uint32
 	tident bool
+	// ttop: some tight lane has IPv6 top bits (tTop), and the scans
+	// are scanLanesT6, scanLanesT6I and tleafScan6.
+	ttop bool
 	// window: bursts scan the leaves as windows (tree_window.go): sets
 	// of two trees of trec records without blocks (treeLookup2of2).
 	window bool

@@ -387,7 +387,12 @@ func (t *Table) cvecScan(f *rule.Fields, cur *[maxTrees]uint64, misc uint64) int
 	lanes := leafLanes(n0) | leafLanes(n1)<<vecBlock
 	if tr.tight {
 		t0, t1 := &tr.tblk[0][uint32(n0)/vecBlock], &tr.tblk[1][uint32(n1)/vecBlock]
-		best, check := tleafScan2(&key, laneFlags(f), t0, t1, tr.tcls, lanes)
+		var best, check uint32
+		if tr.ttop {
+			best, check = tleafScan6(&key, laneFlags(f), t0, t1, tr.tcls, lanes)
+		} else {
+			best, check = tleafScan2(&key, laneFlags(f), t0, t1, tr.tcls, lanes)
+		}
 		if (n0|n1)&treeLong != 0 || check != 0 {
 			e0, e1 := &tr.tent[0][uint32(n0)/vecBlock], &tr.tent[1][uint32(n1)/vecBlock]
 			return tr.vecRule(t.cvecRest(f, misc, tr.tentry(best), check, [2]uint64{n0, n1}, [2]*[vecBlock]uint32{e0, e1}))
@@ -581,6 +586,11 @@ func (tr *trees) addCBlocks(lanes []clane) {
 	for i := range tr.t {
 		d := &tr.t[i]
 		d.tblk, d.tent, d.tcls, d.cblk = tb[i], te[i], cl, nil
+		for b := range d.tblk {
+			for _, x := range d.tblk[b].x {
+				tr.ttop = tr.ttop || x != tNeverLane && x&tTop != 0
+			}
+		}
 	}
 }
 

@@ -148,7 +148,7 @@ func TestCBlockLanes(t *testing.T) {
 	if testing.Short() {
 		rounds = 3000
 	}
-	passed := 0
+	passed, tight, tops := 0, 0, 0
 	for it := range rounds {
 		var b cblock
 		recs := make([]trec, vecBlock)
@@ -156,6 +156,16 @@ func TestCBlockLanes(t *testing.T) {
 			recs[j] = randCRecord(r, uint32(it*8+j))
 			if j == 7 && it%4 == 0 {
 				recs[j] = neverRec
+			}
+			if it%3 != 0 && recs[j].ent != treeNoRank {
+				// IPv6 top bits that are their masks, so that the
+				// block has a tight form (tTop) in two rounds of three,
+				// and in one of them no top bits at all.
+				recs[j].misc = recs[j].misc&^(3<<48) | recs[j].miscMask&(3<<48)
+				if it%3 == 2 {
+					recs[j].misc &^= 3 << 48
+					recs[j].miscMask &^= 3 << 48
+				}
 			}
 			if !b.setLane(j, &recs[j]) {
 				t.Fatalf("record %+v: no compact lane", recs[j])
@@ -171,10 +181,17 @@ func TestCBlockLanes(t *testing.T) {
 			}
 		}
 		// The block's tight form: eight records make at most eight
-		// classes, and it expands to the compact block it came from.
+		// classes, and it expands to the compact block it came from,
+		// where each record's IPv6 top bits are its masks or none
+		// (tTop); a record whose top value is not its mask has none.
+		fits := true
+		for j := range recs {
+			v, m := recs[j].misc>>48&3, recs[j].miscMask>>48&3
+			fits = fits && (recs[j].ent == treeNoRank || v == m)
+		}
 		tb, te, cl, ok := tblocksOf([2][]cblock{{b}, neverCBlock[:]}, nil)
-		if !ok || tb[0][0].expand(cl) != b || te[0][0] != b.e {
-			t.Fatalf("records %+v: tight block %v, expanded %+v", recs, ok, tb[0])
+		if ok != fits || ok && (tb[0][0].expand(cl) != b || te[0][0] != b.e) {
+			t.Fatalf("records %+v: tight block %v (want %v), expanded %+v", recs, ok, fits, tb[0])
 		}
 		for range 4 {
 			sd, misc := randCPacket(r, &recs[r.IntN(vecBlock)])
@@ -189,8 +206,10 @@ func TestCBlockLanes(t *testing.T) {
 			if got := cblockMask(&key, &b); got != want {
 				t.Fatalf("packet %#x %#x: lanes %08b, records' checks %08b (records %+v)", sd, misc, got, want, recs)
 			}
-			if got := tblockMask(&key, &tb[0][0], cl); got != want {
-				t.Fatalf("packet %#x %#x: tight lanes %08b, records' checks %08b (records %+v)", sd, misc, got, want, recs)
+			if ok {
+				if got := tblockMask(&key, &tb[0][0], cl); got != want {
+					t.Fatalf("packet %#x %#x: tight lanes %08b, records' checks %08b (records %+v)", sd, misc, got, want, recs)
+				}
 			}
 			passed += bits.OnesCount32(want)
 			// The packet's flags: laneFull always, lanePorts for a
@@ -215,13 +234,29 @@ func TestCBlockLanes(t *testing.T) {
 			if best != wb || check != wc {
 				t.Fatalf("packet %#x %#x: cleafScan2 %#x %#x, want %#x %#x", sd, misc, best, check, wb, wc)
 			}
-			if tbest, tcheck := tleafScan2(&key, flags, &tb[0][0], &tb[1][0], cl, lanes|0xff00); tbest != wb || tcheck != wc {
+			if !ok {
+				continue
+			}
+			tight++
+			if tbest, tcheck := tleafScan6(&key, flags, &tb[0][0], &tb[1][0], cl, lanes|0xff00); tbest != wb || tcheck != wc {
+				t.Fatalf("packet %#x %#x: tleafScan6 %#x %#x, want %#x %#x", sd, misc, tbest, tcheck, wb, wc)
+			}
+			top := false
+			for _, x := range tb[0][0].x {
+				top = top || x != tNeverLane && x&tTop != 0
+			}
+			if top {
+				tops++
+			} else if tbest, tcheck := tleafScan2(&key, flags, &tb[0][0], &tb[1][0], cl, lanes|0xff00); tbest != wb || tcheck != wc {
 				t.Fatalf("packet %#x %#x: tleafScan2 %#x %#x, want %#x %#x", sd, misc, tbest, tcheck, wb, wc)
 			}
 			if gbest, gcheck := tleafScan2Go(&key, flags, &tb[0][0], &tb[1][0], cl, lanes|0xff00); gbest != wb || gcheck != wc {
 				t.Fatalf("packet %#x %#x: tleafScan2Go %#x %#x, want %#x %#x", sd, misc, gbest, gcheck, wb, wc)
 			}
 		}
+	}
+	if tight < rounds || tops < tight/4 || tops > tight*3/4 {
+		t.Fatalf("%d packets over tight blocks in %d rounds, %d of them with IPv6 top bits", tight, rounds, tops)
 	}
 	if passed < rounds {
 		t.Fatalf("%d passing lanes in %d rounds: the packets test little", passed, rounds)
@@ -278,8 +313,8 @@ func TestScanLanesC2(t *testing.T) {
 	}
 	vrule := randVrule(r)
 	var s, g laneScratch
-	out, gout := make([]int32, treeGroup), make([]int32, treeGroup)
-	decided, total, tight := 0, 0, 0
+	out, gout, tout0 := make([]int32, treeGroup), make([]int32, treeGroup), make([]int32, treeGroup)
+	decided, total, tight, tops := 0, 0, 0, 0
 	for it := range rounds {
 		var blk [2][]cblock
 		var recs [2][16][vecBlock]trec
@@ -299,7 +334,13 @@ func TestScanLanesC2(t *testing.T) {
 				for j := range vecBlock {
 					rec := randCRecord(r, uint32(r.IntN(1100)))
 					if pool != nil {
+						// The pool's class, and IPv6 top bits that
+						// are their masks (tTop): any of the four in
+						// every other such round, none in the others.
 						rec = withClass(rec, &pool[r.IntN(len(pool))])
+						top := uint64(r.IntN(4)*(it/2%2)) << 48
+						rec.misc = rec.misc&^(3<<48) | top
+						rec.miscMask = rec.miscMask&^(3<<48) | top
 					}
 					recs[ti][b][j] = rec
 					blk[ti][b].setLane(j, &recs[ti][b][j])
@@ -351,40 +392,69 @@ func TestScanLanesC2(t *testing.T) {
 			t.Fatalf("round %d, %d packets: %d left, res %x, out %v; Go %d left, res %x, out %v", it, n, nr, s.res[:n], out[:n], gr, g.res[:n], gout[:n])
 		}
 		if ok {
-			// The tight scans, stub and Go, do what the compact ones did.
-			for _, stub := range []bool{true, false} {
-				ts, tout := g, slices.Repeat([]int32{-7}, treeGroup)
-				ts.res, ts.rest = [treeGroup]uint64{}, [treeGroup]uint8{}
-				var tr int
-				if stub {
-					tr = scanLanesT2(&ts, tb[0], tb[1], vrule, tout, n, it%3*4, narrow, cl)
-				} else {
-					tr = scanLanesT2Go(&ts, tb[0], tb[1], vrule, tout, n, narrow, cl)
-				}
-				if tr != gr || ts.rest != g.rest || ts.res != g.res || !slices.Equal(tout, gout) {
-					t.Fatalf("round %d, %d packets, stub %v: tight %d left, res %x, out %v; compact %d left, res %x, out %v", it, n, stub, tr, ts.res[:n], tout[:n], gr, g.res[:n], gout[:n])
+			// The tight scans, stubs and Go, do what the compact ones
+			// did: scanLanesT6 always, scanLanesT2 where no lane has
+			// IPv6 top bits (tTop), as trees.ttop chooses.
+			top := false
+			for ti := range tb {
+				for b := range tb[ti] {
+					for _, x := range tb[ti][b].x {
+						top = top || x != tNeverLane && x&tTop != 0
+					}
 				}
 			}
-			// The stub for ranks that are their rules (trees.tident)
-			// reads none: each decided packet's out is its best, -1
+			if top {
+				tops++
+			}
+			for k, scan := range []func(*laneScratch) int{
+				func(ts *laneScratch) int { return scanLanesT2Go(ts, tb[0], tb[1], vrule, tout0, n, narrow, cl) },
+				func(ts *laneScratch) int { return scanLanesT6(ts, tb[0], tb[1], vrule, tout0, n, it%3*4, narrow, cl) },
+				func(ts *laneScratch) int { return scanLanesT2(ts, tb[0], tb[1], vrule, tout0, n, it%3*4, narrow, cl) },
+			} {
+				if k == 2 && top {
+					continue
+				}
+				ts := g
+				ts.res, ts.rest = [treeGroup]uint64{}, [treeGroup]uint8{}
+				for i := range tout0 {
+					tout0[i] = -7
+				}
+				tr := scan(&ts)
+				if tr != gr || ts.rest != g.rest || ts.res != g.res || !slices.Equal(tout0, gout) {
+					t.Fatalf("round %d, %d packets, scan %d: tight %d left, res %x, out %v; compact %d left, res %x, out %v", it, n, k, tr, ts.res[:n], tout0[:n], gr, g.res[:n], gout[:n])
+				}
+			}
+			// The stubs for ranks that are their rules (trees.tident)
+			// read none: each decided packet's out is its best, -1
 			// where that is the last or past it, as is a listed one's.
-			ts, tout := g, slices.Repeat([]int32{-7}, treeGroup)
-			ts.res, ts.rest = [treeGroup]uint64{}, [treeGroup]uint8{}
 			ident := make([]int32, len(vrule))
 			for k := range ident {
 				ident[k] = int32(k)
 			}
 			ident[len(ident)-1] = -1
-			if tr := scanLanesT2I(&ts, tb[0], tb[1], ident, tout, n, it%3*4, narrow, cl); tr != gr || ts.rest != g.rest || ts.res != g.res {
-				t.Fatalf("round %d, %d packets: identity %d left, res %x; compact %d left, res %x", it, n, tr, ts.res[:n], gr, g.res[:n])
-			}
-			for i := range n {
-				want := int32(-1)
-				if b := uint32(g.res[i]); !slices.Contains(g.rest[:gr], uint8(i)) && b < uint32(len(ident)-1) {
-					want = int32(b)
+			for k, scan := range []func(*laneScratch) int{
+				func(ts *laneScratch) int { return scanLanesT6I(ts, tb[0], tb[1], ident, tout0, n, it%3*4, narrow, cl) },
+				func(ts *laneScratch) int { return scanLanesT2I(ts, tb[0], tb[1], ident, tout0, n, it%3*4, narrow, cl) },
+			} {
+				if k == 1 && top {
+					continue
 				}
-				if tout[i] != want {
-					t.Fatalf("round %d: packet %d, identity out %d, want %d", it, i, tout[i], want)
+				ts := g
+				ts.res, ts.rest = [treeGroup]uint64{}, [treeGroup]uint8{}
+				for i := range tout0 {
+					tout0[i] = -7
+				}
+				if tr := scan(&ts); tr != gr || ts.rest != g.rest || ts.res != g.res {
+					t.Fatalf("round %d, %d packets, scan %d: identity %d left, res %x; compact %d left, res %x", it, n, k, tr, ts.res[:n], gr, g.res[:n])
+				}
+				for i := range n {
+					want := int32(-1)
+					if b := uint32(g.res[i]); !slices.Contains(g.rest[:gr], uint8(i)) && b < uint32(len(ident)-1) {
+						want = int32(b)
+					}
+					if tout0[i] != want {
+						t.Fatalf("round %d: packet %d, identity scan %d out %d, want %d", it, i, k, tout0[i], want)
+					}
 				}
 			}
 			tight++
@@ -416,8 +486,8 @@ func TestScanLanesC2(t *testing.T) {
 	if decided < total/4 || decided > total*15/16 {
 		t.Fatalf("%d of %d packets decided by the scan: the blocks test little", decided, total)
 	}
-	if tight < rounds/2 {
-		t.Fatalf("%d of %d rounds with tight blocks", tight, rounds)
+	if tight < rounds/2 || tops < tight/2 || tops == tight {
+		t.Fatalf("%d of %d rounds with tight blocks, %d of them with IPv6 top bits", tight, rounds, tops)
 	}
 }
 
@@ -476,10 +546,11 @@ func TestCBlocksBig(t *testing.T) {
 			if tab.tr == nil || !tab.tr.cvec || tab.tr.vec || tab.tr.compact {
 				t.Fatalf("%s: compact blocks %v (blocks %v, compact records %v)", name, tab.tr != nil && tab.tr.cvec, tab.tr != nil && tab.tr.vec, tab.tr != nil && tab.tr.compact)
 			}
-			// The 50k IPv4 set's compact blocks pass tblockMin, and its
-			// lanes make 19 classes: tight blocks. The IPv6 sets' make 55
-			// (their top bits): compact blocks.
-			if want := lanesTight && n == 50000 && !v6; tab.tr.tight != want {
+			// The 50k sets' compact blocks pass tblockMin, and their
+			// lanes make 19 classes: tight blocks. The IPv6 set's would
+			// make 55 with its top bits, which its lanes keep in x
+			// (tTop).
+			if want := lanesTight && n == 50000; tab.tr.tight != want {
 				t.Fatalf("%s: tight blocks %v, want %v", name, tab.tr.tight, want)
 			}
 			recs, lanes := 0, 0

@@ -92,6 +92,19 @@ func scanLanesT2(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int
 //go:noescape
 func scanLanesT2I(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
 
+// scanLanesT6, scanLanesT6I and tleafScan6 are scanLanesT2, scanLanesT2I
+// and tleafScan2 for sets whose lanes have IPv6 top bits (trees.ttop),
+// which their scans put back into the lanes' c words (TSCAN6).
+//
+//go:noescape
+func scanLanesT6(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
+
+//go:noescape
+func scanLanesT6I(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
+
+//go:noescape
+func tleafScan6(key *[4]uint32, flags uint32, b0, b1 *tblock, cl *tclasses, lanes uint32) (best, check uint32)
+
 // tleafScan2 is tleafScan2Go with the stub (TSCAN over both blocks).
 //
 //go:noescape

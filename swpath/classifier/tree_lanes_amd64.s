@@ -720,13 +720,29 @@ TEXT ·cleafScan2(SB), NOSPLIT|NOFRAME, $0-48
 // TSCAN is CSCAN for tight blocks (tblock), with the set's classes in
 // Z24-Z27 (tclasses: the c words, then the source ports' ranges, sixteen
 // to a register): a lane's class (x's bits 20-24) picks its c word and
-// its source port's range with VPERMI2D over the two registers of each.
-// The ports' low ends are then the range's top half beside y's bottom
-// half (VPBLENDMW under K7, which holds the odd words), their spans the
-// range's bottom half beside y's top half (VPSHLDD). The whole-word bits
-// are x's bits 29 and 28, the entries its bits 0-19 (tEnt, in Y9). Uses
-// Y4-Y7 and Y10.
+// its source port's range with VPERMI2D over the two registers of each
+// (TCLASS). The ports' low ends are then the range's top half beside y's
+// bottom half (VPBLENDMW under K7, which holds the odd words), their
+// spans the range's bottom half beside y's top half (VPSHLDD; TPORTS).
+// The whole-word bits are x's bits 29 and 28, the ranks its bits 0-19
+// (tEnt, in Y9). Uses Y4-Y7 and Y10.
 #define TSCAN(p, m, k) \
+	TCLASS(p, m) \
+	TPORTS(p, k)
+
+// TSCAN6 is TSCAN for sets whose lanes have IPv6 top bits in x (tTop, in
+// Y14: the masks, which are the values too): TTOP puts them back into
+// the lanes' c words at both places. Three instructions a block more,
+// which cost the IPv4 sets at 100k ClassBench-style rules about 3 % of
+// their time (in one process, alternated), hence two scans.
+#define TSCAN6(p, m, k) \
+	TCLASS(p, m) \
+	TTOP \
+	TPORTS(p, k)
+
+// TCLASS is TSCAN's start: the lanes of mask m whose address words pass
+// to K1, x to Y4, each lane's class's c word to Y5.
+#define TCLASS(p, m) \
 	VMOVDQU32	96(p), Y4 \
 	VPSLLD	$2, Y4, Y7 \
 	VPSRAD	$31, Y7, Y7 \
@@ -735,7 +751,18 @@ TEXT ·cleafScan2(SB), NOSPLIT|NOFRAME, $0-48
 	VPSRAD	$31, Y7, Y7 \
 	ADDRESS(p, 32, Y7, Y1, K1) \
 	VPSRLD	$const_tClassShift, Y4, Y5 \
-	VPERMI2D	Z25, Z24, Z5 \
+	VPERMI2D	Z25, Z24, Z5
+
+// TTOP ORs x's top bits (Y4 under Y14) into the c words in Y5, as masks
+// and, 16 bits down, as values. Uses Y6 and Y7.
+#define TTOP \
+	VPANDD	Y14, Y4, Y6 \
+	VPSRLD	$const_cMasks, Y6, Y7 \
+	VPTERNLOGD	$0xfe, Y6, Y7, Y5
+
+// TPORTS is TSCAN's end: the c words in Y5 under their masks, the ports
+// and FOLD into mask k.
+#define TPORTS(p, k) \
 	VPSRLD	$const_cMasks, Y5, Y6 \
 	VPXORD	Y2, Y5, Y5 \
 	VPTESTNMD	Y6, Y5, K1, K1 \
@@ -768,7 +795,7 @@ TEXT ·cleafScan2(SB), NOSPLIT|NOFRAME, $0-48
 	PREFETCHT0	64(AX)
 
 // TCONSTS loads TSCAN's constants: the classes at cl to Z24-Z27, tEnt to
-// Y9, the odd words' mask to K7, all ones to Y22. Uses AX.
+// Y9, the odd words' mask to K7, tTop to Y14, all ones to Y22. Uses AX.
 #define TCONSTS(cl) \
 	MOVQ	cl, AX \
 	VMOVDQU32	(AX), Z24 \
@@ -779,6 +806,8 @@ TEXT ·cleafScan2(SB), NOSPLIT|NOFRAME, $0-48
 	VPBROADCASTD	AX, Y9 \
 	MOVL	$0xaaaa, AX \
 	KMOVW	AX, K7 \
+	MOVL	$const_tTop, AX \
+	VPBROADCASTD	AX, Y14 \
 	CONSTS
 
 // func scanLanesT2(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
@@ -807,3 +836,28 @@ TEXT ·tleafScan2(SB), NOSPLIT|NOFRAME, $0-56
 	TCONSTS(cl+32(FP))
 	LEAFBLOCKS(lanes+40(FP))
 	LEAFSCAN2(TSCAN, best+48(FP), check+52(FP))
+
+// func scanLanesT6(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
+//
+// scanLanesT2 with TSCAN6 (trees.ttop). It orders no memory.
+TEXT ·scanLanesT6(SB), NOSPLIT, $0-144
+	PROLOGUE
+	TCONSTS(cl+128(FP))
+	CLOOP(TFETCH, TBLOCK, TSCAN6, 96, rest+136(FP), head6, loop6, ahead6, narrow6, rest6, next6, RULES, rules6, done6)
+
+// func scanLanesT6I(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
+//
+// scanLanesT2I with TSCAN6 (trees.ttop). It orders no memory.
+TEXT ·scanLanesT6I(SB), NOSPLIT, $0-144
+	PROLOGUE
+	TCONSTS(cl+128(FP))
+	CLOOP(TFETCH, TBLOCK, TSCAN6, 96, rest+136(FP), head6I, loop6I, ahead6I, narrow6I, rest6I, next6I, RULESI, rules6I, done6I)
+
+// func tleafScan6(key *[4]uint32, flags uint32, b0, b1 *tblock, cl *tclasses, lanes uint32) (best, check uint32)
+//
+// tleafScan2 with TSCAN6 (trees.ttop). It orders no memory.
+TEXT ·tleafScan6(SB), NOSPLIT|NOFRAME, $0-56
+	LEAFKEY
+	TCONSTS(cl+32(FP))
+	LEAFBLOCKS(lanes+40(FP))
+	LEAFSCAN2(TSCAN6, best+48(FP), check+52(FP))

@@ -60,3 +60,19 @@ func scanLanesT2I(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, _ int,
 func tleafScan2(key *[4]uint32, flags uint32, b0, b1 *tblock, cl *tclasses, lanes uint32) (best, check uint32) {
 	return tleafScan2Go(key, flags, b0, b1, cl, lanes)
 }
+
+// scanLanesT6 is scanLanesT2Go where no stub is built: the Go scan reads
+// a lane's IPv6 top bits as it expands it.
+func scanLanesT6(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, _ int, narrow bool, cl *tclasses) (rest int) {
+	return scanLanesT2Go(s, b0, b1, vrule, out, n, narrow, cl)
+}
+
+// scanLanesT6I is scanLanesT2I where no stub is built.
+func scanLanesT6I(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, _ int, narrow bool, cl *tclasses) (rest int) {
+	return scanLanesT2Go(s, b0, b1, vrule, out, n, narrow, cl)
+}
+
+// tleafScan6 is tleafScan2Go where no stub is built.
+func tleafScan6(key *[4]uint32, flags uint32, b0, b1 *tblock, cl *tclasses, lanes uint32) (best, check uint32) {
+	return tleafScan2Go(key, flags, b0, b1, cl, lanes)
+}

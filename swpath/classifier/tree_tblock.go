@@ -20,9 +20,9 @@ package classifier
 // registers each (VPERMI2D, TSCAN in tree_lanes_amd64.s): 16 bytes a
 // record, two cache lines a block.
 //
-// A set whose lanes make more classes (the IPv6 ClassBench-style sets
-// make 54, with their top bits), or whose ranks do not fit 20 bits,
-// keeps compact blocks. Go's rare paths (a passing lane that needs holds,
+// A set whose lanes make more classes, whose IPv6 top bits are not all
+// their masks (tTop), or whose ranks do not fit 20 bits, keeps compact
+// blocks. Go's rare paths (a passing lane that needs holds,
 // a leaf longer than a block, AppendMatching) read a tight block's entry
 // words (trees.tent, 32 bytes a block, which the scans never read) and
 // the compact block it came from (dtree.cblock).
@@ -76,7 +76,15 @@ const (
 	tDstFull    = 1 << 28      // the destination word is whole
 	tSrcFull    = 1 << 29      // the source word is
 	tNeverLane  = ^uint32(0)   // x of a lane that never passes
-	tFlags      = laneFull | lanePorts
+	// tTop: x's bits 25 and 26 are the lane's IPv6 top bits (v6SrcTop,
+	// v6DstTop) as its c word's masks, at the same place; a set's lanes
+	// have tight blocks only where those bits' values are their masks
+	// (the lane needs the set's top, or does not look), and the values
+	// come back from the masks (tblock.lane, TSCAN). So the top bits take
+	// no classes: the IPv6 ClassBench-style sets make 54 classes with
+	// them in the c word and 18 without, as the IPv4 sets do.
+	tTop   = 3 << (cV6Top + cMasks)
+	tFlags = laneFull | lanePorts
 )
 
 // tlane returns the tight lane of compact lane l whose class is class.
@@ -84,7 +92,7 @@ func tlane(l clane, class uint32) (s, d, y, x uint32) {
 	if l.e == treeNoRank {
 		return 0, 0, 0, tNeverLane
 	}
-	x = l.e&laneEnt | l.e&tFlags | class<<tClassShift
+	x = l.e&laneEnt | l.e&tFlags | class<<tClassShift | l.c&tTop
 	if l.c&cDstFull != 0 {
 		x |= tDstFull
 	}
@@ -103,7 +111,13 @@ func (b *tblock) set(j int, l clane, class uint32) {
 // the whole-word bits, and its source port's range as tclasses.sp holds
 // it.
 func tclassOf(l clane) [2]uint32 {
-	return [2]uint32{l.c &^ (cSrcFull | cDstFull), l.p&0xffff0000 | l.q>>16}
+	return [2]uint32{l.c &^ (cSrcFull | cDstFull | tTop | tTop>>cMasks), l.p&0xffff0000 | l.q>>16}
+}
+
+// tTopFits reports whether the IPv6 top bits of c word c are their
+// masks (tTop).
+func tTopFits(c uint32) bool {
+	return c>>cMasks&(tTop>>cMasks) == c&(tTop>>cMasks)
 }
 
 // lane returns the compact lane j of b, whose classes are cl.
@@ -113,7 +127,7 @@ func (b *tblock) lane(j int, cl *tclasses) clane {
 		return neverCLaneWords
 	}
 	k := x >> tClassShift & (tClasses - 1)
-	c, sp := cl.c[k], cl.sp[k]
+	c, sp := cl.c[k]|x&tTop|x&tTop>>cMasks, cl.sp[k]
 	if x&tDstFull != 0 {
 		c |= cDstFull
 	}
@@ -142,7 +156,8 @@ func (b *tblock) expand(cl *tclasses) (c cblock) {
 // tblocksOf returns the tight blocks of the compact blocks of a set's
 // trees, their entry words (te, as the compact blocks have them) and
 // their classes, or ok false when they take more than tClasses (the
-// never lane's included) or a rank does not fit tEnt. A lane's rank is
+// never lane's included), a rank does not fit tEnt or a lane's IPv6 top
+// bits are not their masks (tTop). A lane's rank is
 // pos[e] for its entry e (tpos), or e itself where pos is nil.
 func tblocksOf(cblk [2][]cblock, pos []uint32) (tb [2][]tblock, te [2][][vecBlock]uint32, cl *tclasses, ok bool) {
 	cl = new(tclasses)
@@ -163,7 +178,7 @@ func tblocksOf(cblk [2][]cblock, pos []uint32) (tb [2][]tblock, te [2][][vecBloc
 				if pos != nil {
 					l.e = pos[l.e&laneEnt] | l.e&^laneEnt
 				}
-				if l.e&laneEnt >= tEnt {
+				if l.e&laneEnt >= tEnt || !tTopFits(l.c) {
 					return tb, te, nil, false
 				}
 				key := tclassOf(l)

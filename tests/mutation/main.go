@@ -447,6 +447,30 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
 	},
 	{
+		name: "classifier: the tight lane scan for IPv6 top bits leaves their values out of the c words (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tVPTERNLOGD\t$0xfe, Y6, Y7, Y5\n", "\tVPTERNLOGD\t$0xfe, Y6, Y6, Y5\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2",
+	},
+	{
+		name: "classifier: tight blocks take a lane whose IPv6 top value is not its mask",
+		edits: []edit{{"swpath/classifier/tree_tblock.go",
+			"l.e&laneEnt >= tEnt || !tTopFits(l.c)", "l.e&laneEnt >= tEnt", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes",
+	},
+	{
+		name: "classifier: a tight lane drops its IPv6 top bits",
+		edits: []edit{{"swpath/classifier/tree_tblock.go",
+			"class<<tClassShift | l.c&tTop\n", "class<<tClassShift\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2",
+	},
+	{
+		name: "classifier: a set whose tight lanes have IPv6 top bits takes the scans without them",
+		edits: []edit{{"swpath/classifier/tree_cblock.go",
+			"tr.ttop = tr.ttop || x != tNeverLane && x&tTop != 0", "tr.ttop = x == 1 && false", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlocksBig|TestLanesForced",
+	},
+	{
 		name: "classifier: the tight lane scan spreads the destination's whole-word bit for the source (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPSLLD\t$2, Y4, Y7", "VPSLLD\t$3, Y4, Y7", 1}},
