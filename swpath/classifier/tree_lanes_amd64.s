@@ -149,18 +149,7 @@
 // its flags are (not IP), and else stores out[DX] = vrule[min(best,
 // R11)]. Jumps to next.
 #define DECIDE(rest, next) \
-	MOVQ	AX, BX \
-	SHLQ	$32, BX \
-	ORQ	R14, BX \
-	MOVQ	BX, laneScratch_res(R8)(DX*8) \
-	ORL	AX, R13 \
-	MOVL	laneScratch_flags(R8)(DX*4), BX \
-	TESTL	BX, BX \
-	JEQ	rest \
-	TESTL	R13, R13 \
-	JNE	rest \
-	CMPL	R14, R11 \
-	CMOVLHI	R11, R14 \
+	DECIDED(rest) \
 	MOVL	(R10)(R14*4), BX \
 	MOVL	BX, (R9)(DX*4) \
 	JMP	next
@@ -170,6 +159,13 @@
 // in rest or else stores its best entry (R14), at most R11, in out[DX].
 // Jumps to next.
 #define CDECIDE(rest, next) \
+	DECIDED(rest) \
+	MOVL	R14, (R9)(DX*4) \
+	JMP	next
+
+// DECIDED is DECIDE's and CDECIDE's start: res[DX], the jump to rest for
+// a packet to list, and best (R14) at most R11.
+#define DECIDED(rest) \
 	MOVQ	AX, BX \
 	SHLQ	$32, BX \
 	ORQ	R14, BX \
@@ -181,9 +177,7 @@
 	TESTL	R13, R13 \
 	JNE	rest \
 	CMPL	R14, R11 \
-	CMOVLHI	R11, R14 \
-	MOVL	R14, (R9)(DX*4) \
-	JMP	next
+	CMOVLHI	R11, R14
 
 // RULES replaces each of the CX entries in out, each at most R11, by its
 // rule: out[i] = vrule[out[i]]. The loads of a set past the cache miss,
