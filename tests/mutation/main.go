@@ -246,7 +246,7 @@ var mutations = []mutation{
 	{
 		name: "classifier: the lane scan decides a packet that is not IP (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"\tTESTL\tBX, BX \\\n\tJEQ\trest \\\n", "\tTESTL\tBX, BX \\\n\tJEQ\tnext \\\n", 1}},
+			"\tTESTL\tBX, BX \\\n\tJEQ\trest \\\n", "\tTESTL\tBX, BX \\\n\tJEQ\t2(PC) \\\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2|TestDifferentialRandom",
 	},
 	{
