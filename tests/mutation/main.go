@@ -501,9 +501,9 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestTBlocksFallback",
 	},
 	{
-		name: "classifier: tight blocks take an entry that is the never lane's",
+		name: "classifier: tight blocks take a rank that is the never lane's",
 		edits: []edit{{"swpath/classifier/tree_tblock.go",
-			"if l.e&laneEnt >= tEnt {", "if l.e&laneEnt > tEnt {", 1}},
+			"if l.e&laneEnt >= tEnt || !tTopFits(l.c) {", "if l.e&laneEnt > tEnt || !tTopFits(l.c) {", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestTBlocksFallback",
 	},
 	{
