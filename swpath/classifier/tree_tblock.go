@@ -80,7 +80,7 @@ const (
 	// v6DstTop) as its c word's masks, at the same place; a set's lanes
 	// have tight blocks only where those bits' values are their masks
 	// (the lane needs the set's top, or does not look), and the values
-	// come back from the masks (tblock.lane, TSCAN). So the top bits take
+	// come back from the masks (tblock.lane, TSCAN6). So the top bits take
 	// no classes: the IPv6 ClassBench-style sets make 54 classes with
 	// them in the c word and 18 without, as the IPv4 sets do.
 	tTop   = 3 << (cV6Top + cMasks)
@@ -247,8 +247,8 @@ var tblockMin = 6 << 20
 // entries of one rank decide the same rule: a tight lane holds its rank,
 // so that a scan's best names its rule in an array of 4 bytes a rule,
 // not an entry (the 100k ClassBench-style set: 100,000 ranks for 177,103
-// entries), where the set's rules are in decision order and the rank is
-// the rule itself (tr.tident), in none.
+// entries), or in none where the set's rules are in decision order and
+// each rank is its rule (tr.tident).
 func (tr *trees) tpos() []uint32 {
 	pos := make([]uint32, len(tr.ents))
 	tr.trule, tr.tfirst = tr.trule[:0], tr.tfirst[:0]
