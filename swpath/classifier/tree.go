@@ -277,9 +277,6 @@ type trees struct {
 	trule  []int32
 	tfirst []uint32
 	tident bool
-	// ttop: some tight lane has IPv6 top bits (tTop), and the scans
-	// are scanLanesT6, scanLanesT6I and tleafScan6.
-	ttop bool
 	// window: bursts scan the leaves as windows (tree_window.go): sets
 	// of two trees of trec records without blocks (treeLookup2of2).
 	window bool
@@ -288,7 +285,9 @@ type trees struct {
 	// top6: the top 32 bits of IPv6 source and destination prefixes
 	// that the scan checks cover (tree_v6.go).
 	top6 [2]uint32
-	// v6: some entry's check has the bits v6SrcTop or v6DstTop.
+	// v6: some entry's check has the bits v6SrcTop or v6DstTop (so
+	// some tight lane has them in x, tTop, and tight blocks take
+	// scanLanesT6, scanLanesT6I and tleafScan6).
 	v6 bool
 	// padded: the set has two trees that bursts walk in pairs
 	// (treeLookup2of2, vecEntry2of2: not the lane walk), whose walks take

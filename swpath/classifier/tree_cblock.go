@@ -388,7 +388,7 @@ func (t *Table) cvecScan(f *rule.Fields, cur *[maxTrees]uint64, misc uint64) int
 	if tr.tight {
 		t0, t1 := &tr.tblk[0][uint32(n0)/vecBlock], &tr.tblk[1][uint32(n1)/vecBlock]
 		var best, check uint32
-		if tr.ttop {
+		if tr.v6 {
 			best, check = tleafScan6(&key, laneFlags(f), t0, t1, tr.tcls, lanes)
 		} else {
 			best, check = tleafScan2(&key, laneFlags(f), t0, t1, tr.tcls, lanes)
@@ -586,11 +586,6 @@ func (tr *trees) addCBlocks(lanes []clane) {
 	for i := range tr.t {
 		d := &tr.t[i]
 		d.tblk, d.tent, d.tcls, d.cblk = tb[i], te[i], cl, nil
-		for b := range d.tblk {
-			for _, x := range d.tblk[b].x {
-				tr.ttop = tr.ttop || x != tNeverLane && x&tTop != 0
-			}
-		}
 	}
 }
 

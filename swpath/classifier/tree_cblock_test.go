@@ -394,7 +394,7 @@ func TestScanLanesC2(t *testing.T) {
 		if ok {
 			// The tight scans, stubs and Go, do what the compact ones
 			// did: scanLanesT6 always, scanLanesT2 where no lane has
-			// IPv6 top bits (tTop), as trees.ttop chooses.
+			// IPv6 top bits (tTop), as trees.v6 chooses.
 			top := false
 			for ti := range tb {
 				for b := range tb[ti] {

@@ -125,9 +125,9 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
 	}
 	var nrest int
 	switch {
-	case tr.tight && tr.ttop && tr.tident:
+	case tr.tight && tr.v6 && tr.tident:
 		nrest = scanLanesT6I(s, tr.tblk[0], tr.tblk[1], tr.trule, out, len(fs), pf, narrow, tr.tcls)
-	case tr.tight && tr.ttop:
+	case tr.tight && tr.v6:
 		nrest = scanLanesT6(s, tr.tblk[0], tr.tblk[1], tr.trule, out, len(fs), pf, narrow, tr.tcls)
 	case tr.tight && tr.tident:
 		nrest = scanLanesT2I(s, tr.tblk[0], tr.tblk[1], tr.trule, out, len(fs), pf, narrow, tr.tcls)

@@ -93,7 +93,7 @@ func scanLanesT2(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int
 func scanLanesT2I(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
 
 // scanLanesT6, scanLanesT6I and tleafScan6 are scanLanesT2, scanLanesT2I
-// and tleafScan2 for sets whose lanes have IPv6 top bits (trees.ttop),
+// and tleafScan2 for sets whose lanes have IPv6 top bits (trees.v6),
 // which their scans put back into the lanes' c words (TSCAN6).
 //
 //go:noescape

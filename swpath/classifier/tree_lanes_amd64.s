@@ -833,7 +833,7 @@ TEXT ·tleafScan2(SB), NOSPLIT|NOFRAME, $0-56
 
 // func scanLanesT6(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
 //
-// scanLanesT2 with TSCAN6 (trees.ttop). It orders no memory.
+// scanLanesT2 with TSCAN6 (trees.v6). It orders no memory.
 TEXT ·scanLanesT6(SB), NOSPLIT, $0-144
 	PROLOGUE
 	TCONSTS(cl+128(FP))
@@ -841,7 +841,7 @@ TEXT ·scanLanesT6(SB), NOSPLIT, $0-144
 
 // func scanLanesT6I(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
 //
-// scanLanesT2I with TSCAN6 (trees.ttop). It orders no memory.
+// scanLanesT2I with TSCAN6 (trees.v6). It orders no memory.
 TEXT ·scanLanesT6I(SB), NOSPLIT, $0-144
 	PROLOGUE
 	TCONSTS(cl+128(FP))
@@ -849,7 +849,7 @@ TEXT ·scanLanesT6I(SB), NOSPLIT, $0-144
 
 // func tleafScan6(key *[4]uint32, flags uint32, b0, b1 *tblock, cl *tclasses, lanes uint32) (best, check uint32)
 //
-// tleafScan2 with TSCAN6 (trees.ttop). It orders no memory.
+// tleafScan2 with TSCAN6 (trees.v6). It orders no memory.
 TEXT ·tleafScan6(SB), NOSPLIT|NOFRAME, $0-56
 	LEAFKEY
 	TCONSTS(cl+32(FP))

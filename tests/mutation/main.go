@@ -466,8 +466,10 @@ var mutations = []mutation{
 	},
 	{
 		name: "classifier: a set whose tight lanes have IPv6 top bits takes the scans without them",
-		edits: []edit{{"swpath/classifier/tree_cblock.go",
-			"tr.ttop = tr.ttop || x != tNeverLane && x&tTop != 0", "tr.ttop = x == 1 && false", 1}},
+		edits: []edit{
+			{"swpath/classifier/tree_lanes.go", "case tr.tight && tr.v6", "case tr.tight && false", 2},
+			{"swpath/classifier/tree_cblock.go", "\t\tif tr.v6 {\n\t\t\tbest, check = tleafScan6(", "\t\tif false {\n\t\t\tbest, check = tleafScan6(", 1},
+		},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlocksBig|TestLanesForced",
 	},
 	{
