@@ -28,7 +28,7 @@ func (t *Table) memBytes() int {
 		}
 		for i := range tr.t {
 			d := &tr.t[i]
-			n += treeBytes(len(d.nodes), len(d.rec)) + len(d.crec)*int(unsafe.Sizeof(crec{})) + len(d.blk)*int(unsafe.Sizeof(sblock{})) + len(d.cblk)*int(unsafe.Sizeof(cblock{})) + len(d.tblk)*int(unsafe.Sizeof(tblock{})) + len(d.tent)*4*vecBlock
+			n += treeBytes(len(d.nodes), len(d.rec)) + len(d.crec)*int(unsafe.Sizeof(crec{})) + len(d.blk)*int(unsafe.Sizeof(sblock{})) + len(d.cblk)*int(unsafe.Sizeof(cblock{})) + len(d.tblk)*int(unsafe.Sizeof(tblock{})) + len(d.tent)*4*vecBlock + 4*len(d.nodes32)
 		}
 	}
 	for i := range t.res {

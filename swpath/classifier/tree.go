@@ -148,6 +148,10 @@ type dtree struct {
 	tent  [][vecBlock]uint32 // the tight blocks' entry words (cblock.e)
 	tcls  *tclasses          // the tight blocks' classes (the set's)
 	ent   []uint32           // leaf records' entries while the tree is built
+	// nodes32 and root32: the node words in 4 bytes (node32) for the
+	// lane walk of big sets (tree_nodes32.go), or none.
+	nodes32 []uint32
+	root32  uint32
 }
 
 // trec is a leaf record: an entry's scan check (see echeck) with the
@@ -550,6 +554,7 @@ func (t *Table) buildTrees(all []bentry) *trees {
 			return nil // the builder's bug, never seen: keep the tuple lookup
 		}
 	}
+	tr.addNodes32(nodes32Min)
 	return tr
 }
 

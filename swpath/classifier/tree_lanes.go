@@ -32,7 +32,9 @@ import (
 // (tree_cblock.go), leaves of one block again, scanned by scanLanesC2,
 // where every entry's check fits; blocks are theirs where one does not.
 // The biggest of them get tight blocks where their lanes make few enough
-// classes (tree_tblock.go), scanned by scanLanesT2.
+// classes (tree_tblock.go), scanned by scanLanesT2. Sets whose node
+// words pass nodes32Min walk a copy of them in 4 bytes
+// (tree_nodes32.go, walkLanes8x2d).
 // The others keep the group walk (treeGroup), with the lane walk and its
 // Go scans.
 //

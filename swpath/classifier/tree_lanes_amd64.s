@@ -250,23 +250,31 @@ l: \
 	MOVQ	$0xffffffff, AX \
 	VPBROADCASTQ	AX, Z22
 
-// STEP takes one level of the chunk of eight walks at off(DI)(R8*1),
-// whose node words are at nodes, when one of its lanes is not at a leaf
-// (and sets R11), else jumps to skip: a chunk's step of walkLanes8 and
-// walkLanes8x2, the constants in Z16-Z22 (WALKCONSTS).
-#define STEP(nodes, off, skip) \
+// STEPKEY starts STEP and DSTEP for the chunk at off(DI)(R8*1): its
+// words to Z3, its lanes not at a leaf to K1 (jumping to skip where there
+// is none, else setting R11), and each lane's key word to Z5, the word's
+// number at bit at of its node word (keys[0], replaced under masks by
+// keys[1] or keys[2]).
+#define STEPKEY(off, skip, at) \
 	VMOVDQU64	off(DI)(R8*1), Z3 \
 	VPTESTNMQ	Z16, Z3, K1 \
 	KORTESTW	K1, K1 \
 	JEQ	skip \
 	MOVL	$1, R11 \
-	VPSRLQ	$56, Z3, Z4 \
+	VPSRLQ	$at, Z3, Z4 \
 	VPANDQ	Z19, Z4, Z4 \
 	VMOVDQU64	(DX)(R8*1), Z5 \
 	VPCMPEQQ	Z17, Z4, K2 \
 	VMOVDQU64	(const_treeGroup*8)(DX)(R8*1), K2, Z5 \
 	VPCMPEQQ	Z18, Z4, K3 \
-	VMOVDQU64	(const_treeGroup*16)(DX)(R8*1), K3, Z5 \
+	VMOVDQU64	(const_treeGroup*16)(DX)(R8*1), K3, Z5
+
+// STEP takes one level of the chunk of eight walks at off(DI)(R8*1),
+// whose node words are at nodes, when one of its lanes is not at a leaf
+// (and sets R11), else jumps to skip: a chunk's step of walkLanes8 and
+// walkLanes8x2, the constants in Z16-Z22 (WALKCONSTS).
+#define STEP(nodes, off, skip) \
+	STEPKEY(off, skip, 56) \
 	VPSRLQ	$48, Z3, Z6 \
 	VPANDQ	Z20, Z6, Z6 \
 	VPSRLVQ	Z6, Z5, Z5 \
@@ -277,6 +285,47 @@ l: \
 	VPADDQ	Z8, Z5, Z5 \
 	VPGATHERQQ	(nodes)(Z5*8), K1, Z3 \
 	VMOVDQU64	Z3, off(DI)(R8*1)
+
+// WALK2 is the walk of walkLanes8x2 and walkLanes8x2d: every lane of
+// both trees starts at its root, then each level steps (step: STEP or
+// DSTEP) every chunk of tree 0 and the same chunk of tree 1 before the
+// next chunk, and the levels go on until a pass steps no chunk of
+// either. consts loads step's constants; the labels are the stub's. On
+// return CX holds the chunks; with none it jumps to done.
+#define WALK2(consts, step, start, level, chunk, tree1, next, done) \
+	MOVQ	nodes0+0(FP), SI \
+	MOVQ	nodes1+16(FP), R12 \
+	MOVQ	keys+32(FP), DX \
+	MOVQ	cur+40(FP), DI \
+	MOVQ	n+48(FP), CX \
+	ADDQ	$7, CX \
+	SHRQ	$3, CX \
+	JEQ	done \
+	VPBROADCASTQ	root0+8(FP), Z3 \
+	VPBROADCASTQ	root1+24(FP), Z4 \
+	XORL	R8, R8 \
+	MOVQ	CX, R9 \
+start: \
+	VMOVDQU64	Z3, (DI)(R8*1) \
+	VMOVDQU64	Z4, (const_treeGroup*8)(DI)(R8*1) \
+	ADDQ	$64, R8 \
+	DECQ	R9 \
+	JNE	start \
+	consts \
+level: \
+	XORL	R11, R11 \
+	XORL	R8, R8 \
+	MOVQ	CX, R9 \
+chunk: \
+	step(SI, 0, tree1) \
+tree1: \
+	step(R12, const_treeGroup*8, next) \
+next: \
+	ADDQ	$64, R8 \
+	DECQ	R9 \
+	JNE	chunk \
+	TESTL	R11, R11 \
+	JNE	level
 
 // func walkLanes8(nodes *uint64, root uint64, keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n int)
 //
@@ -330,52 +379,102 @@ done:
 
 // func walkLanes8x2(nodes0 *uint64, root0 uint64, nodes1 *uint64, root1 uint64, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int)
 //
-// walkLanes8 for two trees at once: each level steps every chunk of
-// tree 0 and the same chunk of tree 1 (STEP) before the next chunk, so
-// that one tree's gathers wait beside the other's, and the levels go on
-// until a pass steps no chunk of either: a group's walks take as many
-// levels as its deeper tree, not the two trees' depths added.
+// walkLanes8 for two trees at once (WALK2): one tree's gathers wait
+// beside the other's, and a group's walks take as many levels as its
+// deeper tree, not the two trees' depths added.
 TEXT ·walkLanes8x2(SB), NOSPLIT, $0-56
-	MOVQ	nodes0+0(FP), SI
-	MOVQ	nodes1+16(FP), R12
-	MOVQ	keys+32(FP), DX
-	MOVQ	cur+40(FP), DI
-	MOVQ	n+48(FP), CX
-	ADDQ	$7, CX
-	SHRQ	$3, CX
-	JEQ	done2x
-	VPBROADCASTQ	root0+8(FP), Z3
-	VPBROADCASTQ	root1+24(FP), Z4
-	XORL	R8, R8
-	MOVQ	CX, R9
-
-start2x:
-	VMOVDQU64	Z3, (DI)(R8*1)
-	VMOVDQU64	Z4, (const_treeGroup*8)(DI)(R8*1)
-	ADDQ	$64, R8
-	DECQ	R9
-	JNE	start2x
-	WALKCONSTS
-
-level2x:
-	XORL	R11, R11
-	XORL	R8, R8
-	MOVQ	CX, R9
-
-chunk2x:
-	STEP(SI, 0, tree1x)
-
-tree1x:
-	STEP(R12, const_treeGroup*8, next2x)
-
-next2x:
-	ADDQ	$64, R8
-	DECQ	R9
-	JNE	chunk2x
-	TESTL	R11, R11
-	JNE	level2x
+	WALK2(WALKCONSTS, STEP, start2x, level2x, chunk2x, tree1x, next2x, done2x)
 
 done2x:
+	VZEROUPPER
+	RET
+
+// DCONSTS loads DSTEP's constants: bit 31 (a leaf's) to Z16, 1, 2 and 3
+// to Z17-Z19 (key words, and 3 the mask of bits 29-30), 63 (the shift's
+// mask) to Z20, 15 (the cut's bits less one, bits 19-22) to Z21,
+// 0x7ffff (the first child's, bits 0-18) to Z22 and ^1 (the child
+// index mask's complement, before its shift) to Z23. Uses AX.
+#define DCONSTS \
+	MOVQ	$0x80000000, AX \
+	VPBROADCASTQ	AX, Z16 \
+	MOVQ	$1, AX \
+	VPBROADCASTQ	AX, Z17 \
+	MOVQ	$2, AX \
+	VPBROADCASTQ	AX, Z18 \
+	MOVQ	$3, AX \
+	VPBROADCASTQ	AX, Z19 \
+	MOVQ	$63, AX \
+	VPBROADCASTQ	AX, Z20 \
+	MOVQ	$15, AX \
+	VPBROADCASTQ	AX, Z21 \
+	MOVQ	$0x7ffff, AX \
+	VPBROADCASTQ	AX, Z22 \
+	MOVQ	$-2, AX \
+	VPBROADCASTQ	AX, Z23
+
+// DSTEP is STEP over 4-byte node words (node32), each lane's word
+// zero-extended in its 64-bit lane of cur: the child index is the first
+// child plus the key word's bits under the mask of the cut's k bits
+// (^(^1 << (k-1))), and the gather (VPGATHERQD) loads the children's
+// 4-byte words into the chunk's narrowed words (VPMOVQD), so that a leaf
+// lane keeps its word, before they are widened back (VPMOVZXDQ).
+#define DSTEP(nodes, off, skip) \
+	STEPKEY(off, skip, 29) \
+	VPSRLQ	$23, Z3, Z6 \
+	VPANDQ	Z20, Z6, Z6 \
+	VPSRLVQ	Z6, Z5, Z5 \
+	VPSRLQ	$19, Z3, Z7 \
+	VPANDQ	Z21, Z7, Z7 \
+	VPSLLVQ	Z7, Z23, Z7 \
+	VPANDNQ	Z5, Z7, Z5 \
+	VPANDQ	Z22, Z3, Z8 \
+	VPADDQ	Z8, Z5, Z5 \
+	VPMOVQD	Z3, Y3 \
+	VPGATHERQD	(nodes)(Z5*4), K1, Y3 \
+	VPMOVZXDQ	Y3, Z3 \
+	VMOVDQU64	Z3, off(DI)(R8*1)
+
+// DWIDEN turns the chunk of 4-byte leaf words at off(DI)(R8*1) into the
+// leaf words of dtree.nodes (node64): bits 0-21 the first record, 22-29
+// the count to bits 32-39, 30 (treeLong) to 62, and the leaf bit 63.
+// Constants in Z17 (1), Z24 (0x3fffff), Z25 (0xff) and Z26 (bit 63).
+#define DWIDEN(off) \
+	VMOVDQU64	off(DI)(R8*1), Z3 \
+	VPANDQ	Z24, Z3, Z4 \
+	VPSRLQ	$22, Z3, Z5 \
+	VPANDQ	Z25, Z5, Z5 \
+	VPSLLQ	$32, Z5, Z5 \
+	VPSRLQ	$30, Z3, Z6 \
+	VPANDQ	Z17, Z6, Z6 \
+	VPSLLQ	$62, Z6, Z6 \
+	VPTERNLOGQ	$0xfe, Z5, Z6, Z4 \
+	VPORQ	Z26, Z4, Z4 \
+	VMOVDQU64	Z4, off(DI)(R8*1)
+
+// func walkLanes8x2d(nodes0 *uint32, root0 uint64, nodes1 *uint32, root1 uint64, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int)
+//
+// walkLanes8x2 over 4-byte node words (dtree.nodes32, node32; roots as
+// node32 gives them): WALK2 with DSTEP, then every chunk's leaf words
+// widened (DWIDEN), so that cur holds what walkLanes8x2 gives.
+TEXT ·walkLanes8x2d(SB), NOSPLIT, $0-56
+	WALK2(DCONSTS, DSTEP, start2d, level2d, chunk2d, tree1d, next2d, done2d)
+	MOVQ	$0x3fffff, AX
+	VPBROADCASTQ	AX, Z24
+	MOVQ	$0xff, AX
+	VPBROADCASTQ	AX, Z25
+	MOVQ	$0x8000000000000000, AX
+	VPBROADCASTQ	AX, Z26
+	XORL	R8, R8
+	MOVQ	CX, R9
+
+widen2d:
+	DWIDEN(0)
+	DWIDEN(const_treeGroup*8)
+	ADDQ	$64, R8
+	DECQ	R9
+	JNE	widen2d
+
+done2d:
 	VZEROUPPER
 	RET
 

@@ -29,6 +29,18 @@ func TestWalkLanes(t *testing.T) {
 		if tr == nil || len(tr.t) == 0 {
 			t.Fatalf("%d rules: no trees", n)
 		}
+		// The same trees with 4-byte node words, whatever their size,
+		// but for padded trees (no lane walk here), whose chains of one
+		// child have no 4-byte form.
+		tr32 := *tr
+		tr32.t = slices.Clone(tr.t)
+		for i := range tr32.t {
+			d := &tr32.t[i]
+			var ok bool
+			if d.nodes32, d.root32, ok = d.words32(); ok == tr.padded {
+				t.Fatalf("%d rules, tree %d: 4-byte node words %v, padded %v", n, i, ok, tr.padded)
+			}
+		}
 		g := traffic.NewGenerator(traffic.Config{Seed: uint64(n), Rules: set, RuleFraction: 0.9})
 		fs := parseAll(g.Frames(4 * treeGroup))
 		for i := 0; i < len(fs); i += 37 {
@@ -80,14 +92,24 @@ func TestWalkLanes(t *testing.T) {
 					want2[ti] = want
 				}
 			}
-			// Both trees at once (walkLanes8x2 where the stub runs).
+			// Both trees at once (walkLanes8x2 where the stub runs), and
+			// over their 4-byte words (walkLanes8x2d, walkLanes2Go32).
 			if len(tr.t) == 2 {
-				got2 := [2][treeGroup]uint64{cur, cur}
-				walkLanes2(&tr.t[0], &tr.t[1], &keys, &got2, ln)
-				for ti := range got2 {
-					for i := range got2[ti] {
-						if got2[ti][i] != want2[ti][i] {
-							t.Fatalf("%d rules, both trees, group of %d: tree %d lane %d reached %#x, the scalar walk %#x", n, ln, ti, i, got2[ti][i], want2[ti][i])
+				for _, words := range [...]string{"8-byte", "4-byte"} {
+					d0, d1 := tr.t[0], tr.t[1]
+					if words == "4-byte" && tr.padded {
+						continue
+					}
+					if words == "4-byte" {
+						d0, d1 = tr32.t[0], tr32.t[1]
+					}
+					got2 := [2][treeGroup]uint64{cur, cur}
+					walkLanes2(&d0, &d1, &keys, &got2, ln)
+					for ti := range got2 {
+						for i := range got2[ti] {
+							if got2[ti][i] != want2[ti][i] {
+								t.Fatalf("%d rules, both trees, %s words, group of %d: tree %d lane %d reached %#x, the scalar walk %#x", n, words, ln, ti, i, got2[ti][i], want2[ti][i])
+							}
 						}
 					}
 				}

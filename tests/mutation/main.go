@@ -202,9 +202,9 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestDifferential|TestLanesForced",
 	},
 	{
-		name: "classifier: the lane walk takes key word 1 for word 2 (amd64)",
+		name: "classifier: the lane walks take key word 1 for word 2 (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"\tVMOVDQU64\t(const_treeGroup*16)(DX)(R8*1), K3, Z5 \\\n", "\tVMOVDQU64\t(const_treeGroup*8)(DX)(R8*1), K3, Z5 \\\n", 1}},
+			"\tVMOVDQU64\t(const_treeGroup*16)(DX)(R8*1), K3, Z5\n", "\tVMOVDQU64\t(const_treeGroup*8)(DX)(R8*1), K3, Z5\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes|TestDifferentialClassBench",
 	},
 	{
@@ -335,14 +335,56 @@ var mutations = []mutation{
 	{
 		name: "classifier: the walk of two trees at once steps tree 1 over tree 0's nodes (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"STEP(R12, const_treeGroup*8, next2x)", "STEP(SI, const_treeGroup*8, next2x)", 1}},
+			"\tstep(R12, const_treeGroup*8, next) \\", "\tstep(SI, const_treeGroup*8, next) \\", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
 	},
 	{
 		name: "classifier: the walk of two trees at once skips tree 1's chunk where tree 0's is at its leaves (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"STEP(SI, 0, tree1x)", "STEP(SI, 0, next2x)", 1}},
+			"\tstep(SI, 0, tree1) \\", "\tstep(SI, 0, next) \\", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+	},
+	{
+		name: "classifier: the walk of 4-byte node words takes the key word from the shift's bits (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"STEPKEY(off, skip, 29)", "STEPKEY(off, skip, 28)", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+	},
+	{
+		name: "classifier: the walk of 4-byte node words cuts one bit more (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"MOVQ\t$-2, AX", "MOVQ\t$-4, AX", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+	},
+	{
+		name: "classifier: the walk of 4-byte node words keeps 18 bits of the first child (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"MOVQ\t$0x7ffff, AX", "MOVQ\t$0x3ffff, AX", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+	},
+	{
+		name: "classifier: the 4-byte leaf words widen their count one bit off (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"VPSRLQ\t$22, Z3, Z5", "VPSRLQ\t$23, Z3, Z5", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+	},
+	{
+		name: "classifier: the 4-byte leaf words lose treeLong (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"VPSLLQ\t$62, Z6, Z6", "VPSLLQ\t$61, Z6, Z6", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+	},
+	{
+		name: "classifier: 4-byte node words keep one bit less of the first child",
+		edits: []edit{{"swpath/classifier/tree_nodes32.go",
+			"n32ChildBits = 19", "n32ChildBits = 18", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestNode32|TestWalkLanes",
+	},
+	{
+		name: "classifier: every set that takes the lane walk gets 4-byte node words",
+		edits: []edit{{"swpath/classifier/tree_nodes32.go",
+			" || 8*(len(tr.t[0].nodes)+len(tr.t[1].nodes)) <= over {", " {", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestNodes32",
 	},
 	{
 		name: "classifier: the compact lane scan's address bound leaves out the marker bit (amd64)",

@@ -1,0 +1,119 @@
+package classifier
+
+import "math/bits"
+
+// Node words of 4 bytes. At 100k ClassBench-style rules the lane walk
+// (walkLanes8x2) was about as long as the block scans after it, and most
+// of it waited on tree 0's gathers: that tree's node words take 2.9 MB
+// (369,360 of 8 bytes), more than a core's second-level cache, and a
+// packet's walk reads one at each of its three or more levels. Yet a node
+// word needs fewer than 32 bits: the key word (2 bits), the shift (6),
+// the cut's bit count (4, for a mask of 1 to 16 bits), the first child
+// (19 bits, for trees of up to 2^19 node words) and the leaf bit; a leaf
+// word its first record (22 bits), count (8) and treeLong. Sets whose two
+// trees' node words pass nodes32Min bytes get a copy of each tree's words
+// in 4 bytes (dtree.nodes32), which the lane walk gathers instead
+// (walkLanes8x2d), widening each leaf word at the end to what the scans
+// read. In one process, over 262,144 fresh 5-tuples (keys, the two-tree
+// walk and the tight scan of each group of 128, alternated six times,
+// the time-stamp counter), the walk took 0.76-0.82 of its cycles at 100k
+// and the walk and scan 0.84-0.89; at 70k 0.93 and 0.95, at 50k (1.4 MiB
+// of node words) 0.99 and 1.02, and at 1k and 10k, whose trees stay in
+// the cache, 1.09 and 1.03 of the walk (the words' extra decoding), hence
+// nodes32Min. The 8-byte words stay for every other walk (Decide, the
+// group walk, Go's).
+
+// nodes32Min: sets whose two trees' node words take more than this many
+// bytes get 4-byte words for the lane walk (trees.addNodes32); tests
+// lower it.
+var nodes32Min = 2 << 20
+
+// The fields of a 4-byte node word (node32): a leaf's first record, count
+// and treeLong; an inner node's first child, the cut's bits less one, the
+// shift and the key word.
+const (
+	n32Leaf      = 1 << 31
+	n32LongBit   = 30
+	n32CountBit  = 22
+	n32RecBits   = 22
+	n32KeyBit    = 29
+	n32ShiftBit  = 23
+	n32CutBit    = 19
+	n32ChildBits = 19
+)
+
+// node32 returns node word x (dtree.nodes') in 4 bytes, and false where
+// it has no such form: a leaf whose first record needs more than 22 bits
+// or whose count more than 8, an inner node whose first child needs more
+// than 19 bits or whose mask is not 1 to 16 low bits. node64 of the
+// result is x.
+func node32(x uint64) (uint32, bool) {
+	var w uint32
+	if x&treeLeaf != 0 {
+		w = n32Leaf | uint32(x>>62&1)<<n32LongBit | uint32(x>>32&0xff)<<n32CountBit | uint32(x)&(1<<n32RecBits-1)
+	} else {
+		m := x >> 32 & 0xffff
+		k := bits.Len64(m)
+		if k == 0 {
+			return 0, false
+		}
+		w = uint32(x>>56&3)<<n32KeyBit | uint32(x>>48&63)<<n32ShiftBit | uint32(k-1)<<n32CutBit | uint32(x)&(1<<n32ChildBits-1)
+	}
+	return w, node64(w) == x
+}
+
+// node64 is node32's inverse: the 8-byte word of 4-byte word w. It is the
+// reference of walkLanes8x2d's decoding (DSTEP) and widening (DWIDEN).
+func node64(w uint32) uint64 {
+	if w&n32Leaf != 0 {
+		return treeLeaf | uint64(w>>n32LongBit&1)<<62 | uint64(w>>n32CountBit&0xff)<<32 | uint64(w&(1<<n32RecBits-1))
+	}
+	k := w >> n32CutBit & 15
+	return uint64(w>>n32KeyBit&3)<<56 | uint64(w>>n32ShiftBit&63)<<48 | (uint64(2)<<k-1)<<32 | uint64(w&(1<<n32ChildBits-1))
+}
+
+// addNodes32 gives the two trees of a set that takes the lane walk their
+// 4-byte node words (nodes32, root32), where their 8-byte words take
+// more than over bytes and every word has a 4-byte form; else neither
+// tree gets them.
+func (tr *trees) addNodes32(over int) {
+	if !lanesWalk || len(tr.t) != 2 || !(tr.cvec || tr.vec2) || 8*(len(tr.t[0].nodes)+len(tr.t[1].nodes)) <= over {
+		return
+	}
+	n0, r0, ok0 := tr.t[0].words32()
+	n1, r1, ok1 := tr.t[1].words32()
+	if ok0 && ok1 {
+		tr.t[0].nodes32, tr.t[0].root32 = n0, r0
+		tr.t[1].nodes32, tr.t[1].root32 = n1, r1
+	}
+}
+
+// words32 returns d's node words and root in 4 bytes (node32), and false
+// where some word has no such form.
+func (d *dtree) words32() ([]uint32, uint32, bool) {
+	ns := make([]uint32, len(d.nodes))
+	for j, x := range d.nodes {
+		w, ok := node32(x)
+		if !ok {
+			return nil, 0, false
+		}
+		ns[j] = w
+	}
+	r, ok := node32(d.root)
+	return ns, r, ok
+}
+
+// walkLanes2Go32 is walkLanesGo for trees d0 and d1 over their 4-byte
+// words (node64 at each step): walkLanes8x2d's reference.
+func walkLanes2Go32(d0, d1 *dtree, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int) {
+	for t, d := range [2]*dtree{d0, d1} {
+		for i := range (n + 7) &^ 7 {
+			x := node64(d.root32)
+			for x&treeLeaf == 0 {
+				w := keys[x>>56&3][i]
+				x = node64(d.nodes32[uint32(x)+uint32(w>>(x>>48&63))&uint32(x>>32&0xffff)])
+			}
+			cur[t][i] = x
+		}
+	}
+}
