@@ -1048,6 +1048,7 @@ type treeScratch struct {
 	sds      [treeGroup]uint64
 	held     heldList
 	lanes    laneScratch
+	tail     laneTail
 }
 
 // treeBurst decides fs into out with the trees, a group of packets at a
@@ -1066,14 +1067,19 @@ func (t *Table) treeBurst(fs []rule.Fields, out []int32, s *treeScratch) int {
 		// burst of fewer than treeStackMin packets keeps the pairs.
 		if lanesWalk && (tr.vec2 || tr.cvec) && (s != nil || len(fs) >= treeStackMin) {
 			var ls *laneScratch
+			var tail *laneTail
 			if s != nil {
-				ls = &s.lanes
+				ls, tail = &s.lanes, &s.tail
 			} else {
 				ls = new(laneScratch)
+				if tr.t[0].nodes32 != nil {
+					// Cleared only for sets that walk 4-byte words.
+					tail = new(laneTail)
+				}
 			}
 			for len(fs) > 0 {
 				n := min(len(fs), treeGroup)
-				probes += t.vecLanes(fs[:n], out[:n], ls)
+				probes += t.vecLanes(fs[:n], out[:n], ls, tail)
 				fs, out = fs[n:], out[n:]
 			}
 			return probes

@@ -100,13 +100,15 @@ type laneScratch struct {
 // packet that is not IP, one with a leaf longer than the blocks scanned,
 // or one with a passing lane to check takes Go (vecRest, vecResolve,
 // vecChecked). It returns the trees walked, as vecEntry counts them.
-func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch) int {
+// tail is walkLanes2's memory for the last levels of 4-byte node words
+// (nil: none, and the walk takes every level over the whole group).
+func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch, tail *laneTail) int {
 	tr := t.tr
 	trs := tr.t
 	ks, cur := &s.keys, &s.cur
 	ip := tr.laneKeys(fs, s)
 	if len(trs) == 2 {
-		walkLanes2(&trs[0], &trs[1], ks, cur, len(fs))
+		walkLanes2(&trs[0], &trs[1], ks, cur, len(fs), tail)
 	} else {
 		for ti := range trs {
 			trs[ti].walkLanes(ks, &cur[ti], len(fs))

@@ -22,10 +22,11 @@ func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n 
 // walkLanes2 is walkLanes for trees d0 and d1, their leaves to cur[0]
 // and cur[1], with the stub that walks both at once: walkLanes8x2d over
 // their 4-byte node words where they have them (d0's and d1's together,
-// addNodes32), else walkLanes8x2.
-func walkLanes2(d0, d1 *dtree, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int) {
+// addNodes32; with tail, its lanes past nodes32Head levels compacted
+// there), else walkLanes8x2.
+func walkLanes2(d0, d1 *dtree, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int, tail *laneTail) {
 	if d0.nodes32 != nil {
-		walkLanes8x2d(&d0.nodes32[0], uint64(d0.root32), &d1.nodes32[0], uint64(d1.root32), keys, cur, n)
+		walkLanes8x2d(&d0.nodes32[0], uint64(d0.root32), &d1.nodes32[0], uint64(d1.root32), keys, cur, n, tail)
 		return
 	}
 	walkLanes8x2(&d0.nodes[0], d0.root, &d1.nodes[0], d1.root, keys, cur, n)
@@ -42,11 +43,14 @@ func walkLanes8x2(nodes0 *uint64, root0 uint64, nodes1 *uint64, root1 uint64, ke
 
 // walkLanes8x2d is walkLanes8x2 over 4-byte node words (node32, the
 // roots too), walkLanes2Go32 with the stub: the same leaf words in cur.
-// It orders no memory, and trusts the trees' indices as walkLanes8x2
-// does (node32 keeps each word's children).
+// With tail not nil, the lanes of each tree not at a leaf after
+// nodes32Head levels are compacted into tail and walked there, both
+// trees' together, and written back (tree_nodes32.go). It orders no
+// memory, and trusts the trees' indices as walkLanes8x2 does (node32
+// keeps each word's children).
 //
 //go:noescape
-func walkLanes8x2d(nodes0 *uint32, root0 uint64, nodes1 *uint32, root1 uint64, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int)
+func walkLanes8x2d(nodes0 *uint32, root0 uint64, nodes1 *uint32, root1 uint64, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int, tail *laneTail)
 
 // walkLanes8 is walkLanesGo over the node words from nodes on, from
 // root: eight lanes to an instruction (AVX-512's 64-bit lanes), a gather

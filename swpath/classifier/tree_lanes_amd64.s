@@ -230,12 +230,13 @@ l: \
 	USEFUL(a, off, K4) \
 	USEFUL(b, off, K5)
 
-// WALKCONSTS loads STEP's constants: the leaf bit to Z16, 1, 2 and 3 to
-// Z17-Z19 (key words; 3 the mask of bits 56-57), 63 (the shift's mask)
-// to Z20, 0xffff (the child index mask's) to Z21 and 0xffffffff (the
-// first child's) to Z22. Uses AX.
-#define WALKCONSTS \
-	MOVQ	$0x8000000000000000, AX \
+// STEPCONSTS loads the constants of a walk's steps: leaf (the leaf bit)
+// to Z16, 1, 2 and 3 to Z17-Z19 (key words; 3 the mask of the key
+// word's two bits), 63 (the shift's mask) to Z20, cut (the child index
+// mask's, or its bit count's) to Z21 and child (the first child's mask)
+// to Z22. Uses AX.
+#define STEPCONSTS(leaf, cut, child) \
+	MOVQ	leaf, AX \
 	VPBROADCASTQ	AX, Z16 \
 	MOVQ	$1, AX \
 	VPBROADCASTQ	AX, Z17 \
@@ -245,17 +246,22 @@ l: \
 	VPBROADCASTQ	AX, Z19 \
 	MOVQ	$63, AX \
 	VPBROADCASTQ	AX, Z20 \
-	MOVQ	$0xffff, AX \
+	MOVQ	cut, AX \
 	VPBROADCASTQ	AX, Z21 \
-	MOVQ	$0xffffffff, AX \
+	MOVQ	child, AX \
 	VPBROADCASTQ	AX, Z22
 
-// STEPKEY starts STEP and DSTEP for the chunk at off(DI)(R8*1): its
+// WALKCONSTS loads STEP's constants (STEPCONSTS): bit 63, 0xffff (the
+// child index mask's) and 0xffffffff (the first child's).
+#define WALKCONSTS STEPCONSTS($0x8000000000000000, $0xffff, $0xffffffff)
+
+// STEPKEY starts STEP and DSTEPK for the chunk at off(DI)(R8*1): its
 // words to Z3, its lanes not at a leaf to K1 (jumping to skip where there
 // is none, else setting R11), and each lane's key word to Z5, the word's
-// number at bit at of its node word (keys[0], replaced under masks by
-// keys[1] or keys[2]).
-#define STEPKEY(off, skip, at) \
+// number at bit at of its node word (the chunk's keys[0] at koff(DX),
+// replaced under masks by keys[1] or keys[2]), shifted right by the
+// node word's six bits at bit shift.
+#define STEPKEY(off, koff, skip, at, shift) \
 	VMOVDQU64	off(DI)(R8*1), Z3 \
 	VPTESTNMQ	Z16, Z3, K1 \
 	KORTESTW	K1, K1 \
@@ -263,21 +269,21 @@ l: \
 	MOVL	$1, R11 \
 	VPSRLQ	$at, Z3, Z4 \
 	VPANDQ	Z19, Z4, Z4 \
-	VMOVDQU64	(DX)(R8*1), Z5 \
+	VMOVDQU64	koff(DX)(R8*1), Z5 \
 	VPCMPEQQ	Z17, Z4, K2 \
-	VMOVDQU64	(const_treeGroup*8)(DX)(R8*1), K2, Z5 \
+	VMOVDQU64	(koff+const_treeGroup*8)(DX)(R8*1), K2, Z5 \
 	VPCMPEQQ	Z18, Z4, K3 \
-	VMOVDQU64	(const_treeGroup*16)(DX)(R8*1), K3, Z5
+	VMOVDQU64	(koff+const_treeGroup*16)(DX)(R8*1), K3, Z5 \
+	VPSRLQ	$shift, Z3, Z6 \
+	VPANDQ	Z20, Z6, Z6 \
+	VPSRLVQ	Z6, Z5, Z5
 
 // STEP takes one level of the chunk of eight walks at off(DI)(R8*1),
 // whose node words are at nodes, when one of its lanes is not at a leaf
 // (and sets R11), else jumps to skip: a chunk's step of walkLanes8 and
 // walkLanes8x2, the constants in Z16-Z22 (WALKCONSTS).
 #define STEP(nodes, off, skip) \
-	STEPKEY(off, skip, 56) \
-	VPSRLQ	$48, Z3, Z6 \
-	VPANDQ	Z20, Z6, Z6 \
-	VPSRLVQ	Z6, Z5, Z5 \
+	STEPKEY(off, 0, skip, 56, 48) \
 	VPSRLQ	$32, Z3, Z7 \
 	VPANDQ	Z21, Z7, Z7 \
 	VPANDQ	Z7, Z5, Z5 \
@@ -290,9 +296,10 @@ l: \
 // both trees starts at its root, then each level steps (step: STEP or
 // DSTEP) every chunk of tree 0 and the same chunk of tree 1 before the
 // next chunk, and the levels go on until a pass steps no chunk of
-// either. consts loads step's constants; the labels are the stub's. On
-// return CX holds the chunks; with none it jumps to done.
-#define WALK2(consts, step, start, level, chunk, tree1, next, done) \
+// either (then it jumps to walked), or for at most levels levels (then
+// it goes on after itself). consts loads step's constants; the labels
+// are the stub's. CX holds the chunks; with none it jumps to done.
+#define WALK2(consts, step, levels, start, level, chunk, tree1, next, done, walked) \
 	MOVQ	nodes0+0(FP), SI \
 	MOVQ	nodes1+16(FP), R12 \
 	MOVQ	keys+32(FP), DX \
@@ -312,6 +319,7 @@ start: \
 	DECQ	R9 \
 	JNE	start \
 	consts \
+	MOVQ	levels, R13 \
 level: \
 	XORL	R11, R11 \
 	XORL	R8, R8 \
@@ -325,6 +333,8 @@ next: \
 	DECQ	R9 \
 	JNE	chunk \
 	TESTL	R11, R11 \
+	JEQ	walked \
+	DECQ	R13 \
 	JNE	level
 
 // func walkLanes8(nodes *uint64, root uint64, keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n int)
@@ -381,48 +391,35 @@ done:
 //
 // walkLanes8 for two trees at once (WALK2): one tree's gathers wait
 // beside the other's, and a group's walks take as many levels as its
-// deeper tree, not the two trees' depths added.
+// deeper tree, not the two trees' depths added. The levels' bound, 64,
+// is past any tree's depth (treeMaxDepth).
 TEXT ·walkLanes8x2(SB), NOSPLIT, $0-56
-	WALK2(WALKCONSTS, STEP, start2x, level2x, chunk2x, tree1x, next2x, done2x)
+	WALK2(WALKCONSTS, STEP, $64, start2x, level2x, chunk2x, tree1x, next2x, done2x, done2x)
 
 done2x:
 	VZEROUPPER
 	RET
 
-// DCONSTS loads DSTEP's constants: bit 31 (a leaf's) to Z16, 1, 2 and 3
-// to Z17-Z19 (key words, and 3 the mask of bits 29-30), 63 (the shift's
-// mask) to Z20, 15 (the cut's bits less one, bits 19-22) to Z21,
-// 0x7ffff (the first child's, bits 0-18) to Z22 and ^1 (the child
-// index mask's complement, before its shift) to Z23. Uses AX.
+// DCONSTS loads DSTEP's constants: STEPCONSTS with bit 31 (a leaf's),
+// 15 (the cut's bits less one, bits 19-22) and 0x7ffff (the first
+// child's, bits 0-18), and ^1 (the child index mask's complement, before
+// its shift) to Z23. Uses AX.
 #define DCONSTS \
-	MOVQ	$0x80000000, AX \
-	VPBROADCASTQ	AX, Z16 \
-	MOVQ	$1, AX \
-	VPBROADCASTQ	AX, Z17 \
-	MOVQ	$2, AX \
-	VPBROADCASTQ	AX, Z18 \
-	MOVQ	$3, AX \
-	VPBROADCASTQ	AX, Z19 \
-	MOVQ	$63, AX \
-	VPBROADCASTQ	AX, Z20 \
-	MOVQ	$15, AX \
-	VPBROADCASTQ	AX, Z21 \
-	MOVQ	$0x7ffff, AX \
-	VPBROADCASTQ	AX, Z22 \
+	STEPCONSTS($0x80000000, $15, $0x7ffff) \
 	MOVQ	$-2, AX \
 	VPBROADCASTQ	AX, Z23
 
-// DSTEP is STEP over 4-byte node words (node32), each lane's word
-// zero-extended in its 64-bit lane of cur: the child index is the first
-// child plus the key word's bits under the mask of the cut's k bits
-// (^(^1 << (k-1))), and the gather (VPGATHERQD) loads the children's
-// 4-byte words into the chunk's narrowed words (VPMOVQD), so that a leaf
-// lane keeps its word, before they are widened back (VPMOVZXDQ).
-#define DSTEP(nodes, off, skip) \
-	STEPKEY(off, skip, 29) \
-	VPSRLQ	$23, Z3, Z6 \
-	VPANDQ	Z20, Z6, Z6 \
-	VPSRLVQ	Z6, Z5, Z5 \
+// DSTEPK is STEP over 4-byte node words (node32), each lane's word
+// zero-extended in its 64-bit lane of cur, its keys at koff(DX): the
+// child index is the first child plus the key word's bits under the mask
+// of the cut's k bits (^(^1 << (k-1))), and the gather (VPGATHERQD) loads
+// the children's 4-byte words into the chunk's narrowed words (VPMOVQD),
+// so that a leaf lane keeps its word, before they are widened back
+// (VPMOVZXDQ). DSTEP is DSTEPK for the keys at DX.
+#define DSTEP(nodes, off, skip) DSTEPK(nodes, off, 0, skip)
+
+#define DSTEPK(nodes, off, koff, skip) \
+	STEPKEY(off, koff, skip, 29, 23) \
 	VPSRLQ	$19, Z3, Z7 \
 	VPANDQ	Z21, Z7, Z7 \
 	VPSLLVQ	Z7, Z23, Z7 \
@@ -451,13 +448,147 @@ done2x:
 	VPORQ	Z26, Z4, Z4 \
 	VMOVDQU64	Z4, off(DI)(R8*1)
 
-// func walkLanes8x2d(nodes0 *uint32, root0 uint64, nodes1 *uint32, root1 uint64, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int)
+// DTAIL compacts the lanes of cur row off(DI) that are not at a leaf
+// into the tail at BX (laneTail, its tree's rows at tc, tk and ti), their
+// count to R10: each chunk's words, keys and lane numbers (Z9, from Z28
+// up by Z29) compressed (VPCOMPRESSQ) under the chunk's mask of such
+// lanes and stored whole from entry R10 on (no row runs into the next:
+// after k chunks R10 is at most 8k); the words' row, which has eight
+// entries past the group, takes leaf words (Z16) in the eight past the
+// last. Uses AX, R8 and R9.
+#define DTAIL(off, tc, tk, ti, loop) \
+	XORL	R10, R10 \
+	XORL	R8, R8 \
+	MOVQ	CX, R9 \
+	VMOVDQU64	Z28, Z9 \
+loop: \
+	VMOVDQU64	off(DI)(R8*1), Z3 \
+	VPTESTNMQ	Z16, Z3, K1 \
+	KMOVB	K1, AX \
+	POPCNTL	AX, AX \
+	VPCOMPRESSQ	Z3, K1, Z4 \
+	VMOVDQU64	Z4, tc(BX)(R10*8) \
+	VMOVDQU64	(DX)(R8*1), Z5 \
+	VPCOMPRESSQ	Z5, K1, Z5 \
+	VMOVDQU64	Z5, tk(BX)(R10*8) \
+	VMOVDQU64	(const_treeGroup*8)(DX)(R8*1), Z5 \
+	VPCOMPRESSQ	Z5, K1, Z5 \
+	VMOVDQU64	Z5, (tk+const_treeGroup*8)(BX)(R10*8) \
+	VMOVDQU64	(const_treeGroup*16)(DX)(R8*1), Z5 \
+	VPCOMPRESSQ	Z5, K1, Z5 \
+	VMOVDQU64	Z5, (tk+const_treeGroup*16)(BX)(R10*8) \
+	VPCOMPRESSQ	Z9, K1, Z6 \
+	VMOVDQU64	Z6, ti(BX)(R10*8) \
+	ADDQ	AX, R10 \
+	VPADDQ	Z29, Z9, Z9 \
+	ADDQ	$64, R8 \
+	DECQ	R9 \
+	JNE	loop \
+	VMOVDQU64	Z16, tc(BX)(R10*8)
+
+// DFILL gives the tail's words at tc leaf words (Z16) from chunk
+// ceil(R10/8) to chunk R13, so that a walk of R13 chunks steps only its
+// lanes. Uses AX and R10.
+#define DFILL(tc, loop, done) \
+	ADDQ	$7, R10 \
+	SHRQ	$3, R10 \
+loop: \
+	CMPQ	R10, R13 \
+	JAE	done \
+	MOVQ	R10, AX \
+	SHLQ	$6, AX \
+	VMOVDQU64	Z16, tc(BX)(AX*1) \
+	INCQ	R10 \
+	JMP	loop \
+done:
+
+// DBACK writes the first R10 words of the tail's row at tc to cur row
+// off(DI), each to the lane its number at ti names. Uses AX, R8 and R9.
+#define DBACK(off, tc, ti, loop, done) \
+	TESTQ	R10, R10 \
+	JEQ	done \
+	XORL	R8, R8 \
+loop: \
+	MOVQ	ti(BX)(R8*8), AX \
+	MOVQ	tc(BX)(R8*8), R9 \
+	MOVQ	R9, off(DI)(AX*8) \
+	INCQ	R8 \
+	CMPQ	R8, R10 \
+	JNE	loop \
+done:
+
+// The rows of a laneTail: tree 1's words, keys and lane numbers past
+// tree 0's.
+#define DT1CUR (laneTail_cur+(const_treeGroup+8)*8)
+#define DT1KEYS (const_treeGroup*24)
+#define DT1IDX (laneTail_idx+const_treeGroup*8)
+
+// func walkLanes8x2d(nodes0 *uint32, root0 uint64, nodes1 *uint32, root1 uint64, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int, tail *laneTail)
 //
 // walkLanes8x2 over 4-byte node words (dtree.nodes32, node32; roots as
-// node32 gives them): WALK2 with DSTEP, then every chunk's leaf words
-// widened (DWIDEN), so that cur holds what walkLanes8x2 gives.
-TEXT ·walkLanes8x2d(SB), NOSPLIT, $0-56
-	WALK2(DCONSTS, DSTEP, start2d, level2d, chunk2d, tree1d, next2d, done2d)
+// node32 gives them): WALK2 with DSTEP. With a tail, WALK2 takes
+// nodes32Head levels; then the lanes of each tree not yet at a leaf are
+// compacted into the tail (DTAIL), where both trees' walks go on a level
+// at a time over their chunks together (DSTEPK), and go back to their
+// lanes (DBACK). Last, every chunk's leaf words are widened (DWIDEN), so
+// that cur holds what walkLanes8x2 gives.
+TEXT ·walkLanes8x2d(SB), NOSPLIT, $8-64
+	MOVQ	tail+56(FP), BX
+	MOVL	$64, R10
+	MOVL	$const_nodes32Head, AX
+	TESTQ	BX, BX
+	CMOVQNE	AX, R10
+	WALK2(DCONSTS, DSTEP, R10, start2d, level2d, chunk2d, tree1d, next2d, done2d, walked2d)
+	TESTQ	BX, BX
+	JEQ	level2d
+	MOVQ	$0x0706050403020100, AX
+	VMOVQ	AX, X28
+	VPMOVZXBQ	X28, Z28
+	MOVQ	$8, AX
+	VPBROADCASTQ	AX, Z29
+	DTAIL(0, laneTail_cur, laneTail_keys, laneTail_idx, tail0d)
+	MOVQ	R10, R14
+	DTAIL(const_treeGroup*8, DT1CUR, (laneTail_keys+DT1KEYS), DT1IDX, tail1d)
+	MOVQ	R10, m1-8(SP)
+	LEAQ	7(R14), R13
+	LEAQ	7(R10), AX
+	CMPQ	AX, R13
+	CMOVQHI	AX, R13
+	SHRQ	$3, R13
+	TESTQ	R13, R13
+	JEQ	walked2d
+	MOVQ	R14, R10
+	DFILL(laneTail_cur, fill0d, filled0d)
+	MOVQ	m1-8(SP), R10
+	DFILL(DT1CUR, fill1d, filled1d)
+	LEAQ	laneTail_cur(BX), DI
+	LEAQ	laneTail_keys(BX), DX
+
+tlevel2d:
+	XORL	R11, R11
+	XORL	R8, R8
+	MOVQ	R13, R9
+
+tchunk2d:
+	DSTEPK(SI, 0, 0, ttree1d)
+
+ttree1d:
+	DSTEPK(R12, (DT1CUR-laneTail_cur), DT1KEYS, tnext2d)
+
+tnext2d:
+	ADDQ	$64, R8
+	DECQ	R9
+	JNE	tchunk2d
+	TESTL	R11, R11
+	JNE	tlevel2d
+	MOVQ	keys+32(FP), DX
+	MOVQ	cur+40(FP), DI
+	MOVQ	R14, R10
+	DBACK(0, laneTail_cur, laneTail_idx, back0d, backed0d)
+	MOVQ	m1-8(SP), R10
+	DBACK(const_treeGroup*8, DT1CUR, DT1IDX, back1d, backed1d)
+
+walked2d:
 	MOVQ	$0x3fffff, AX
 	VPBROADCASTQ	AX, Z24
 	MOVQ	$0xff, AX

@@ -19,8 +19,8 @@ func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n 
 
 // walkLanes2 is walkLanesGo for trees d0 and d1, their leaves to cur[0]
 // and cur[1]: walkLanes2Go32 where they have 4-byte node words (which
-// only tests give them here).
-func walkLanes2(d0, d1 *dtree, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int) {
+// only tests give them here); tail is the stub's.
+func walkLanes2(d0, d1 *dtree, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int, _ *laneTail) {
 	if d0.nodes32 != nil {
 		walkLanes2Go32(d0, d1, keys, cur, n)
 		return

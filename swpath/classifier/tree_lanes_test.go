@@ -95,16 +95,23 @@ func TestWalkLanes(t *testing.T) {
 			// Both trees at once (walkLanes8x2 where the stub runs), and
 			// over their 4-byte words (walkLanes8x2d, walkLanes2Go32).
 			if len(tr.t) == 2 {
-				for _, words := range [...]string{"8-byte", "4-byte"} {
+				for _, words := range [...]string{"8-byte", "4-byte", "4-byte with a tail"} {
 					d0, d1 := tr.t[0], tr.t[1]
-					if words == "4-byte" && tr.padded {
+					if words != "8-byte" && tr.padded {
 						continue
 					}
-					if words == "4-byte" {
+					var tail *laneTail
+					if words != "8-byte" {
 						d0, d1 = tr32.t[0], tr32.t[1]
 					}
+					if words == "4-byte with a tail" {
+						tail = new(laneTail)
+					}
 					got2 := [2][treeGroup]uint64{cur, cur}
-					walkLanes2(&d0, &d1, &keys, &got2, ln)
+					walkLanes2(&d0, &d1, &keys, &got2, ln, tail)
+					if tail != nil && lanesWalk {
+						checkTail(t, ln, [2]*dtree{&d0, &d1}, &keys, tail)
+					}
 					for ti := range got2 {
 						for i := range got2[ti] {
 							if got2[ti][i] != want2[ti][i] {

@@ -20,8 +20,32 @@ import "math/bits"
 // and the walk and scan 0.84-0.89; at 70k 0.93 and 0.95, at 50k (1.4 MiB
 // of node words) 0.99 and 1.02, and at 1k and 10k, whose trees stay in
 // the cache, 1.09 and 1.03 of the walk (the words' extra decoding), hence
-// nodes32Min. The 8-byte words stay for every other walk (Decide, the
-// group walk, Go's).
+// nodes32Min. aclbench at 100k, the builds before and after alternated
+// three times: DecideBurst 37.9, 38.1 and 40.8 ns a packet against 41.3,
+// 44.4 and 46.0. The 8-byte words stay for every other walk (Decide, the
+// group walk, Go's), and for trees of more than 2^19 words (tree 0 has
+// 369,360 at 100k rules, 598,334 at 150k), whose sets walk those.
+//
+// The walk's last levels. A group's walk takes as many levels as its
+// deepest lane, and every level gathers for each chunk of eight lanes
+// with one lane not at a leaf. At 100k rules, over 65,536 fresh
+// 5-tuples, tree 0's walks took levels 0-2 over nearly every lane (128,
+// 102 and 87 a group of 128), then 41 lanes in 15 of the 16 chunks at
+// level 3, 15 in 10 at level 4, 4 in 4 at level 5, and one group in
+// five went to level 8 or more: the levels that miss the cache gathered
+// one to three lanes each, so few of their loads waited together. So
+// after nodes32Head levels walkLanes8x2d compacts each tree's lanes not
+// yet at a leaf (VPCOMPRESSQ of their words, keys and lane numbers) into
+// a laneTail, walks both trees' tails on, a level at a time over their
+// chunks together, and writes their leaves back. In one process (keys,
+// walk and tight scan of each group, the time-stamp counter, six runs),
+// the walk took 0.89-0.91 of its cycles with a tail after three levels
+// and the walk and scan 0.95-0.96; after two levels 1.00-1.04, after four
+// 0.94-0.98 (0.96-0.98 of walk and scan). Groups sorted by their depth
+// in tree 0, which no lookup can do, bound what compaction can give:
+// 0.77-0.82 of the walk. A DecideBurst without a worker clears a
+// laneTail (10 KiB) on its stack only for sets of 4-byte words; a
+// worker keeps one.
 
 // nodes32Min: sets whose two trees' node words take more than this many
 // bytes get 4-byte words for the lane walk (trees.addNodes32); tests
@@ -116,4 +140,18 @@ func walkLanes2Go32(d0, d1 *dtree, keys *[3][treeGroup]uint64, cur *[2][treeGrou
 			cur[t][i] = x
 		}
 	}
+}
+
+// nodes32Head: the levels walkLanes8x2d takes over a whole group before
+// it compacts each tree's lanes not yet at a leaf (laneTail).
+const nodes32Head = 3
+
+// laneTail is walkLanes8x2d's memory for the walks past nodes32Head
+// levels: for each tree, the node words of its lanes not at a leaf
+// (eight entries more, which the stub fills with leaf words), their keys
+// (treeKey's words, as laneScratch.keys) and their lane numbers.
+type laneTail struct {
+	cur  [2][treeGroup + 8]uint64
+	keys [2][3][treeGroup]uint64
+	idx  [2][treeGroup]uint64
 }

@@ -120,25 +120,43 @@ func TestNodes32(t *testing.T) {
 }
 
 // TestWalkLanes32Words walks two trees laid out by hand over their
-// 4-byte words (walkLanes2: walkLanes8x2d where the stub runs, and its
-// reference walkLanes2Go32) against
-// the scalar walk of their 8-byte words, for groups of every length: a
-// root that cuts 4 bits of the destination's top, whose children are
-// leaves with every field of a 4-byte leaf at its extremes (treeLong, a
-// count of 255, the last first record) and an inner node that cuts the
-// protocol's top 2 bits into children at the end of 2^19 words (the
-// last first child a 4-byte word holds); the second tree is one leaf.
+// 4-byte words (walkLanes2: walkLanes8x2d where the stub runs, with and
+// without a tail, and its reference walkLanes2Go32) against the scalar
+// walk of their 8-byte words, for groups of every length, each tree as
+// tree 0 and as tree 1. The first: a root that cuts 4 bits of the
+// destination's top, whose children are leaves with every field of a
+// 4-byte leaf at its extremes (treeLong, a count of 255, the last first
+// record) and an inner node that cuts the protocol's top 2 bits into
+// children at the end of 2^19 words (the last first child a 4-byte word
+// holds), below a chain of cuts of each key word that leaves nearly
+// every lane past nodes32Head levels (a tail of nearly the whole group);
+// the second is one leaf (a tail of no lane).
 func TestWalkLanes32Words(t *testing.T) {
 	const last = 1<<19 - 4
-	d := dtree{root: 1<<56 | 60<<48 | 0xf<<32 | 1, nodes: make([]uint64, last+4)}
+	d := dtree{root: 1<<56 | 63<<48 | 1<<32 | 1, nodes: make([]uint64, last+4)}
 	leaves := []uint64{1 << 63, 1<<63 | 1<<62 | 255<<32 | 0x3fffff, 1<<63 | 8<<32 | 0x2aaaaa, 1<<63 | 1<<62 | 1<<32 | 0x155555}
 	for i := range d.nodes {
 		d.nodes[i] = treeLeaf // the words no walk reaches
 	}
-	for i := range 16 {
-		d.nodes[1+i] = leaves[i%len(leaves)]
+	// The chain: level 1 a pair of words (both naming the next pair, as
+	// the builder shares equal children) cutting key word 1, level 2 a
+	// pair cutting 5 bits of key word 0 into a leaf and 31 words of level
+	// 3 (so that about one lane in 32 is at a leaf after nodes32Head
+	// levels, and a full group's tail is nearly all its lanes), which cut
+	// key word 2 into a leaf and level 4.
+	d.nodes[1] = 1<<56 | 50<<48 | 1<<32 | 3
+	d.nodes[3] = 7<<48 | 0x1f<<32 | 32
+	d.nodes[32] = leaves[1]
+	for i := 33; i < 64; i++ {
+		d.nodes[i] = 2<<56 | 20<<48 | 1<<32 | 7
 	}
-	d.nodes[1+9] = 2<<56 | 38<<48 | 3<<32 | last // the protocol's top 2 bits
+	d.nodes[2], d.nodes[4] = d.nodes[1], d.nodes[3]
+	d.nodes[7] = 1<<56 | 60<<48 | 0xf<<32 | 9
+	d.nodes[8] = leaves[2] | 0x11
+	for i := range 16 { // level 5
+		d.nodes[9+i] = leaves[i%len(leaves)]
+	}
+	d.nodes[9+9] = 2<<56 | 38<<48 | 3<<32 | last // the protocol's top 2 bits
 	for i := range 4 {
 		d.nodes[last+i] = leaves[3-i] | uint64(i)<<8
 	}
@@ -149,33 +167,84 @@ func TestWalkLanes32Words(t *testing.T) {
 			t.Fatal("no 4-byte words")
 		}
 	}
+	for _, pair := range [][2]*dtree{{&d, &one}, {&one, &d}} {
+		walkPair32(t, pair[0], pair[1])
+	}
+}
+
+// walkPair32 is TestWalkLanes32Words for trees d0 and d1.
+func walkPair32(t *testing.T, d0, d1 *dtree) {
+	t.Helper()
 	rng := rand.New(rand.NewPCG(3, 4))
 	var keys [3][treeGroup]uint64
 	for ln := 1; ln <= treeGroup; ln++ {
 		for i := range treeGroup {
 			keys[0][i], keys[1][i], keys[2][i] = rng.Uint64(), rng.Uint64(), rng.Uint64()
 		}
-		var got [2][treeGroup]uint64
-		for i := range got[0] {
-			got[0][i], got[1][i] = uint64(i), uint64(i)<<1
+		var start [2][treeGroup]uint64 // past the rounded group: kept
+		for i := range start[0] {
+			start[0][i], start[1][i] = uint64(i), uint64(i)<<1
 		}
-		want := got
+		want := start
 		for i := range (ln + 7) &^ 7 {
 			k := treeKey{keys[0][i], keys[1][i], keys[2][i]}
-			want[0][i], want[1][i] = d.walk(&k), one.walk(&k)
+			want[0][i], want[1][i] = d0.walk(&k), d1.walk(&k)
 		}
-		ref := got
-		walkLanes2Go32(&d, &one, &keys, &ref, ln)
+		ref := start
+		walkLanes2Go32(d0, d1, &keys, &ref, ln)
 		if ref != want {
 			t.Fatalf("group of %d: walkLanes2Go32 differs from the scalar walk", ln)
 		}
-		walkLanes2(&d, &one, &keys, &got, ln)
-		if got != want {
-			for ti := range got {
-				for i := range got[ti] {
-					if got[ti][i] != want[ti][i] {
-						t.Fatalf("group of %d: tree %d lane %d reached %#x, the scalar walk %#x", ln, ti, i, got[ti][i], want[ti][i])
+		for _, tail := range []*laneTail{nil, new(laneTail)} {
+			got := start
+			walkLanes2(d0, d1, &keys, &got, ln, tail)
+			if got != want {
+				for ti := range got {
+					for i := range got[ti] {
+						if got[ti][i] != want[ti][i] {
+							t.Fatalf("group of %d, tail %v: tree %d lane %d reached %#x, the scalar walk %#x", ln, tail != nil, ti, i, got[ti][i], want[ti][i])
+						}
 					}
+				}
+			}
+			if tail != nil && lanesWalk {
+				checkTail(t, ln, [2]*dtree{d0, d1}, &keys, tail)
+			}
+		}
+	}
+}
+
+// checkTail checks what walkLanes8x2d left in tail for a group of ln
+// lanes where some lane of trees ds is deeper than nodes32Head levels:
+// for each tree, the lanes deeper than that, in their order, with their
+// keys and their leaves' 4-byte words.
+func checkTail(t *testing.T, ln int, ds [2]*dtree, keys *[3][treeGroup]uint64, tail *laneTail) {
+	t.Helper()
+	var deep [2][]int
+	for ti, d := range ds {
+		for i := range (ln + 7) &^ 7 {
+			x, depth := d.root, 0
+			for ; x&treeLeaf == 0; depth++ {
+				x = d.nodes[uint32(x)+uint32(keys[x>>56&3][i]>>(x>>48&63))&uint32(x>>32&0xffff)]
+			}
+			if depth > nodes32Head {
+				deep[ti] = append(deep[ti], i)
+			}
+		}
+	}
+	if len(deep[0])+len(deep[1]) == 0 {
+		return // no tail
+	}
+	for ti, d := range ds {
+		for j, i := range deep[ti] {
+			k := treeKey{keys[0][i], keys[1][i], keys[2][i]}
+			leaf, _ := node32(d.walk(&k))
+			if tail.idx[ti][j] != uint64(i) || tail.cur[ti][j] != uint64(leaf) {
+				t.Fatalf("group of %d, tree %d, tail entry %d: lane %d, word %#x; want lane %d, word %#x", ln, ti, j, tail.idx[ti][j], tail.cur[ti][j], i, leaf)
+			}
+			for w := range 3 {
+				if tail.keys[ti][w][j] != keys[w][i] {
+					t.Fatalf("group of %d, tree %d, tail entry %d: key word %d %#x, want lane %d's %#x", ln, ti, j, w, tail.keys[ti][w][j], i, keys[w][i])
 				}
 			}
 		}

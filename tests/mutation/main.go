@@ -204,7 +204,7 @@ var mutations = []mutation{
 	{
 		name: "classifier: the lane walks take key word 1 for word 2 (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"\tVMOVDQU64\t(const_treeGroup*16)(DX)(R8*1), K3, Z5\n", "\tVMOVDQU64\t(const_treeGroup*8)(DX)(R8*1), K3, Z5\n", 1}},
+			"\tVMOVDQU64\t(koff+const_treeGroup*16)(DX)(R8*1), K3, Z5 \\\n", "\tVMOVDQU64\t(koff+const_treeGroup*8)(DX)(R8*1), K3, Z5 \\\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes|TestDifferentialClassBench",
 	},
 	{
@@ -333,9 +333,9 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestDifferential|TestTreeBurst|TestCBlock|TestEdgeRules",
 	},
 	{
-		name: "classifier: the walk of two trees at once steps tree 1 over tree 0's nodes (amd64)",
+		name: "classifier: the walk of two trees at once never steps tree 1 (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"\tstep(R12, const_treeGroup*8, next) \\", "\tstep(SI, const_treeGroup*8, next) \\", 1}},
+			"\tstep(R12, const_treeGroup*8, next) \\", "\tJMP\tnext \\", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
 	},
 	{
@@ -347,7 +347,7 @@ var mutations = []mutation{
 	{
 		name: "classifier: the walk of 4-byte node words takes the key word from the shift's bits (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"STEPKEY(off, skip, 29)", "STEPKEY(off, skip, 28)", 1}},
+			"STEPKEY(off, koff, skip, 29, 23)", "STEPKEY(off, koff, skip, 28, 23)", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
 	},
 	{
@@ -359,7 +359,37 @@ var mutations = []mutation{
 	{
 		name: "classifier: the walk of 4-byte node words keeps 18 bits of the first child (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"MOVQ\t$0x7ffff, AX", "MOVQ\t$0x3ffff, AX", 1}},
+			"STEPCONSTS($0x80000000, $15, $0x7ffff)", "STEPCONSTS($0x80000000, $15, $0x3ffff)", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+	},
+	{
+		name: "classifier: the walk of 4-byte node words compacts its lanes a level early (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"MOVL\t$const_nodes32Head, AX", "MOVL\t$(const_nodes32Head-1), AX", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+	},
+	{
+		name: "classifier: the tail of the walk of 4-byte node words numbers lane 0 as lane 1 (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"MOVQ\t$0x0706050403020100, AX", "MOVQ\t$0x0706050403020101, AX", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+	},
+	{
+		name: "classifier: the tail of the walk of 4-byte node words writes its lanes back in order (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"MOVQ\tR9, off(DI)(AX*8)", "MOVQ\tR9, off(DI)(R8*8)", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+	},
+	{
+		name: "classifier: the tail of the walk of 4-byte node words walks tree 1 with tree 0's keys (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"#define DT1KEYS (const_treeGroup*24)", "#define DT1KEYS (const_treeGroup*0)", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+	},
+	{
+		name: "classifier: the tail of the walk of 4-byte node words walks the longer tail's chunks only (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tCMOVQHI\tAX, R13\n", "\tCMOVQLS\tAX, R13\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
 	},
 	{
