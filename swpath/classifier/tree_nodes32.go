@@ -19,8 +19,13 @@ import "math/bits"
 // the time-stamp counter), the walk took 0.76-0.82 of its cycles at 100k
 // and the walk and scan 0.84-0.89; at 70k 0.93 and 0.95, at 50k (1.4 MiB
 // of node words) 0.99 and 1.02, and at 1k and 10k, whose trees stay in
-// the cache, 1.09 and 1.03 of the walk (the words' extra decoding), hence
-// nodes32Min. aclbench at 100k, the builds before and after alternated
+// the cache, 1.09 and 1.03 of the walk (the words' extra decoding). With
+// the tail below, DecideBurst over the same packets, the two tables of
+// one set alternated 15 times in one process: 1.06 of the time with
+// 4-byte words at 1.5k rules, 1.02 at 3k (173 KiB of 8-byte node words),
+// 0.99 at 5k and 7k (131 and 181 KiB), 0.97-0.98 at 10k (288 KiB), 0.94
+// at 30k and 0.93 at 50k: hence nodes32Min. aclbench at 100k, the builds
+// before and after the 4-byte words (without the tail) alternated
 // three times: DecideBurst 37.9, 38.1 and 40.8 ns a packet against 41.3,
 // 44.4 and 46.0. The 8-byte words stay for every other walk (Decide, the
 // group walk, Go's), and for trees of more than 2^19 words (tree 0 has
@@ -50,7 +55,7 @@ import "math/bits"
 // nodes32Min: sets whose two trees' node words take more than this many
 // bytes get 4-byte words for the lane walk (trees.addNodes32); tests
 // lower it.
-var nodes32Min = 2 << 20
+var nodes32Min = 256 << 10
 
 // The fields of a 4-byte node word (node32): a leaf's first record, count
 // and treeLong; an inner node's first child, the cut's bits less one, the

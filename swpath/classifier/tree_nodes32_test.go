@@ -51,32 +51,41 @@ func TestNode32(t *testing.T) {
 	}
 }
 
-// TestNodes32: sets of compact and tight blocks with 4-byte node words
-// (nodes32Min lowered) decide as the linear reference (and as their
-// tables without them, checkAgainstReference), and every node word of
-// their trees is kept (node64). At the default nodes32Min, a 20k-rule
-// set (0.6 MiB of node words) gets none.
+// TestNodes32: sets of compact and tight blocks whose node words pass
+// nodes32Min get 4-byte words, which keep every node word of their trees
+// (node64), and decide as the linear reference (checkAgainstReference)
+// and as the same sets with 8-byte words (nodes32Min raised), over
+// bursts of every length up to two groups, each burst as DecideBurst
+// takes it (with a laneTail on its stack) and as a worker does (with its
+// own). A 3k-rule set (173 KiB of node words) gets none.
 func TestNodes32(t *testing.T) {
 	needCBlocks(t)
-	sizes := []int{20000, 50000}
+	small, err := Compile(classBenchSet(3000, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small.tr == nil || len(small.tr.t) != 2 || small.tr.t[0].nodes32 != nil || 8*(len(small.tr.t[0].nodes)+len(small.tr.t[1].nodes)) > nodes32Min {
+		t.Fatalf("3000 rules: trees %v, 4-byte words %v", small.tr != nil, small.tr != nil && small.tr.t[0].nodes32 != nil)
+	}
+	sizes := []int{10000, 50000}
 	if testing.Short() {
 		sizes = sizes[:1]
 	}
 	for _, n := range sizes {
 		set := withHeld(classBenchSet(n, false), 50)
-		tab, err := Compile(set)
+		tab32, err := Compile(set)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tab.tr == nil || len(tab.tr.t) != 2 || tab.tr.t[0].nodes32 != nil {
-			t.Fatalf("%d rules: trees %v, 4-byte words at the default nodes32Min", n, tab.tr != nil)
-		}
 		was := nodes32Min
-		nodes32Min = 0
-		tab32, err := Compile(set)
+		nodes32Min = 1 << 40
+		tab, err := Compile(set)
 		nodes32Min = was
 		if err != nil {
 			t.Fatal(err)
+		}
+		if tab.tr == nil || tab.tr.t[0].nodes32 != nil {
+			t.Fatalf("%d rules: 4-byte words past any size", n)
 		}
 		if tab32.tr == nil || !tab32.tr.cvec || tab32.tr.tight != (n == 50000) {
 			t.Fatalf("%d rules: compact blocks %v, tight %v", n, tab32.tr != nil && tab32.tr.cvec, tab32.tr != nil && tab32.tr.tight)
@@ -93,29 +102,45 @@ func TestNodes32(t *testing.T) {
 			}
 		}
 		g := traffic.NewGenerator(traffic.Config{Seed: uint64(n), Rules: set, RuleFraction: 0.9, Odd: true})
-		fs := parseAll(g.Frames(3000))
-		nodes32Min = 0
-		m := checkAgainstReference(t, fmt.Sprintf("%d rules, 4-byte node words", n), set, fs)
-		nodes32Min = was
-		if m < 1000 {
+		if m := checkAgainstReference(t, fmt.Sprintf("%d rules, 4-byte node words", n), set, parseAll(g.Frames(3000))); m < 1000 {
 			t.Fatalf("%d rules: %d of 3000 packets matched", n, m)
 		}
 		// Fresh 5-tuples, bursts of every length up to two groups: the
 		// same rules as the table with 8-byte words.
 		fresh := parseAll(traffic.NewGenerator(traffic.Config{Seed: uint64(n) + 1, Rules: set, RuleFraction: 0.95}).Frames(8192))
-		want, got := make([]int32, len(fresh)), make([]int32, len(fresh))
-		for off, ln := 0, 1; off < len(fresh); off, ln = off+ln, ln%(2*treeGroup)+1 {
-			end := min(off+ln, len(fresh))
-			tab.DecideBurst(fresh[off:end], want[off:end])
-			tab32.DecideBurst(fresh[off:end], got[off:end])
+		want, got, res := make([]int32, len(fresh)), make([]int32, len(fresh)), make([]Result, 2*treeGroup)
+		lens := make([]uint32, 2*treeGroup)
+		c, err := New(set)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !slices.Equal(got, want) {
-			for i := range got {
-				if got[i] != want[i] {
-					t.Fatalf("%d rules: packet %d decided by rule %d with 4-byte words, %d without", n, i, got[i], want[i])
+		if c.Table().tr.t[0].nodes32 == nil {
+			t.Fatalf("%d rules: a classifier's table without 4-byte words", n)
+		}
+		w := c.NewWorker()
+		w.SetCachePolicy(CacheNever)
+		for _, api := range []string{"DecideBurst", "ClassifyBurst"} {
+			for off, ln := 0, 1; off < len(fresh); off, ln = off+ln, ln%(2*treeGroup)+1 {
+				end := min(off+ln, len(fresh))
+				tab.DecideBurst(fresh[off:end], want[off:end])
+				if api == "DecideBurst" {
+					tab32.DecideBurst(fresh[off:end], got[off:end])
+					continue
+				}
+				w.ClassifyBurst(fresh[off:end], lens[:end-off], res)
+				for i, r := range res[:end-off] {
+					got[off+i] = r.Rule
+				}
+			}
+			if !slices.Equal(got, want) {
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("%d rules, %s: packet %d decided by rule %d with 4-byte words, %d without", n, api, i, got[i], want[i])
+					}
 				}
 			}
 		}
+		w.Close()
 	}
 }
 
