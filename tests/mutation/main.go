@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -933,6 +934,14 @@ func try(root string, files []string, m mutation, deadline time.Duration) (strin
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
+	// The deadline kills the go command's whole process group: a test
+	// binary spinning in an assembly loop that a mutation made endless
+	// cannot be stopped by its own -timeout (its panic waits to stop a
+	// goroutine that never yields) and would otherwise outlive the check
+	// on one of the machine's CPUs.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	switch {
 	case ctx.Err() != nil || strings.Contains(string(out), "panic: test timed out"):
