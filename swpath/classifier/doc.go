@@ -137,7 +137,7 @@
 // zmm register instead, a gather a level over groups of up to 128
 // (walkLanes8; a set's two trees a level at a time together,
 // walkLanes8x2, over a copy of the node words in 4 bytes where they pass
-// 256 KiB, about 10k ClassBench-style rules, whose walks past three levels
+// 512 KiB, about 20k ClassBench-style rules, whose walks past three levels
 // go on compacted, eight unfinished lanes to a gather: tree_nodes32.go,
 // walkLanes8x2d): sets of two trees with blocks then scan the first blocks
 // of every packet's leaves in one call a group, which decides every packet

@@ -20,11 +20,16 @@ import "math/bits"
 // and the walk and scan 0.84-0.89; at 70k 0.93 and 0.95, at 50k (1.4 MiB
 // of node words) 0.99 and 1.02, and at 1k and 10k, whose trees stay in
 // the cache, 1.09 and 1.03 of the walk (the words' extra decoding). With
-// the tail below, DecideBurst over the same packets, the two tables of
-// one set alternated 15 times in one process: 1.06 of the time with
-// 4-byte words at 1.5k rules, 1.02 at 3k (173 KiB of 8-byte node words),
-// 0.99 at 5k and 7k (131 and 181 KiB), 0.97-0.98 at 10k (288 KiB), 0.94
-// at 30k and 0.93 at 50k: hence nodes32Min. aclbench at 100k, the builds
+// the tail below, the two tables of one set alternated 15 times in one
+// process, over the same packets: DecideBurst in bursts of 256 took 1.06
+// of the time with 4-byte words at 1.5k rules, 1.02 at 3k (173 KiB of
+// 8-byte node words), 0.99 at 5k and 7k (131 and 181 KiB), 0.97-1.00 at
+// 10k (288 KiB), 0.98 at 20k (614 KiB), 0.94 at 30k, 0.93 at 50k and
+// 0.875 at 100k; in bursts of 32 and 64, 1.00-1.01 at 10k and 20k and
+// 0.90-0.91 at 100k; a worker's bursts (ClassifyBurst, no flow cache) at
+// 10k 1.01 in bursts of 32, 1.00 of 64 and 0.97 of 256: hence nodes32Min,
+// which leaves 10k sets (and the Direct Verbs engine's bursts over them)
+// their 8-byte words. aclbench at 100k, the builds
 // before and after the 4-byte words (without the tail) alternated
 // three times: DecideBurst 37.9, 38.1 and 40.8 ns a packet against 41.3,
 // 44.4 and 46.0. The 8-byte words stay for every other walk (Decide, the
@@ -49,13 +54,14 @@ import "math/bits"
 // 0.94-0.98 (0.96-0.98 of walk and scan). Groups sorted by their depth
 // in tree 0, which no lookup can do, bound what compaction can give:
 // 0.77-0.82 of the walk. A DecideBurst without a worker clears a
-// laneTail (10 KiB) on its stack only for sets of 4-byte words; a
-// worker keeps one.
+// laneTail (10 KiB) on its stack only for sets of 4-byte words and
+// bursts of at least a group (treeGroup), whose smaller bursts walk
+// without a tail; a worker keeps one.
 
 // nodes32Min: sets whose two trees' node words take more than this many
 // bytes get 4-byte words for the lane walk (trees.addNodes32); tests
-// lower it.
-var nodes32Min = 256 << 10
+// raise it.
+var nodes32Min = 512 << 10
 
 // The fields of a 4-byte node word (node32): a leaf's first record, count
 // and treeLong; an inner node's first child, the cut's bits less one, the

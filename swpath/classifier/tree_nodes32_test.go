@@ -57,17 +57,17 @@ func TestNode32(t *testing.T) {
 // and as the same sets with 8-byte words (nodes32Min raised), over
 // bursts of every length up to two groups, each burst as DecideBurst
 // takes it (with a laneTail on its stack) and as a worker does (with its
-// own). A 3k-rule set (173 KiB of node words) gets none.
+// own). A 10k-rule set (288 KiB of node words) gets none.
 func TestNodes32(t *testing.T) {
 	needCBlocks(t)
-	small, err := Compile(classBenchSet(3000, false))
+	small, err := Compile(classBenchSet(10000, false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if small.tr == nil || len(small.tr.t) != 2 || small.tr.t[0].nodes32 != nil || 8*(len(small.tr.t[0].nodes)+len(small.tr.t[1].nodes)) > nodes32Min {
-		t.Fatalf("3000 rules: trees %v, 4-byte words %v", small.tr != nil, small.tr != nil && small.tr.t[0].nodes32 != nil)
+		t.Fatalf("10000 rules: trees %v, 4-byte words %v", small.tr != nil, small.tr != nil && small.tr.t[0].nodes32 != nil)
 	}
-	sizes := []int{10000, 50000}
+	sizes := []int{20000, 50000}
 	if testing.Short() {
 		sizes = sizes[:1]
 	}
