@@ -49,11 +49,12 @@ import "math/bits"
 // a laneTail, walks both trees' tails on, a level at a time over their
 // chunks together, and writes their leaves back. In one process (keys,
 // walk and tight scan of each group, the time-stamp counter, six runs),
-// the walk took 0.89-0.91 of its cycles with a tail after three levels
-// and the walk and scan 0.95-0.96; after two levels 1.00-1.04, after four
-// 0.94-0.98 (0.96-0.98 of walk and scan). Groups sorted by their depth
-// in tree 0, which no lookup can do, bound what compaction can give:
-// 0.77-0.82 of the walk. A DecideBurst without a worker clears a
+// the walk took 0.87-0.91 of its cycles with a tail after three levels
+// (both trees' tails together, or one after the other) and the walk and
+// scan 0.92-0.96; after two levels 0.91-1.04, after four 0.94-0.98
+// (0.96-1.01 of walk and scan); DecideBurst 0.95-0.96. Groups sorted by
+// their depth in tree 0, which no lookup can do, bound what compaction
+// can give: 0.76-0.82 of the walk. A DecideBurst without a worker clears a
 // laneTail (10 KiB) on its stack only for sets of 4-byte words and
 // bursts of at least a group (treeGroup), whose smaller bursts walk
 // without a tail; a worker keeps one.
