@@ -29,10 +29,10 @@ import "math/bits"
 // 0.90-0.91 at 100k; a worker's bursts (ClassifyBurst, no flow cache) at
 // 10k 1.01 in bursts of 32, 1.00 of 64 and 0.97 of 256: hence nodes32Min,
 // which leaves 10k sets (and the Direct Verbs engine's bursts over them)
-// their 8-byte words. aclbench at 100k, the builds
-// before and after the 4-byte words (without the tail) alternated
-// three times: DecideBurst 37.9, 38.1 and 40.8 ns a packet against 41.3,
-// 44.4 and 46.0. The 8-byte words stay for every other walk (Decide, the
+// their 8-byte words. aclbench at 100k, the builds before and after the
+// 4-byte words (without the tail) alternated three times: DecideBurst
+// 37.9, 38.1 and 40.8 ns a packet against 41.3, 44.4 and 46.0. The
+// 8-byte words stay for every other walk (Decide, the
 // group walk, Go's), and for trees of more than 2^19 words (tree 0 has
 // 369,360 at 100k rules, 598,334 at 150k), whose sets walk those.
 //
@@ -79,10 +79,10 @@ const (
 )
 
 // node32 returns node word x (dtree.nodes') in 4 bytes, and false where
-// it has no such form: a leaf whose first record needs more than 22 bits
-// or whose count more than 8, an inner node whose first child needs more
-// than 19 bits or whose mask is not 1 to 16 low bits. node64 of the
-// result is x.
+// it has no such form: a leaf whose first record or count needs more
+// than 22 or 8 bits, an inner node whose first child needs more than 19
+// bits or whose mask is not 1 to 16 low bits, or a word with other bits
+// set. node64 of the result is x.
 func node32(x uint64) (uint32, bool) {
 	var w uint32
 	if x&treeLeaf != 0 {
