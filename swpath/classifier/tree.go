@@ -788,13 +788,20 @@ func (b *treeBuilder) leaf(ids []int32) uint64 {
 // treeKey is a packet's key words for a walk; word 3 is never cut.
 type treeKey [4]uint64
 
+// child returns the index of the child of inner node word n that key
+// word w (the word n names, k[n>>56&3]) takes: n's first child plus w's
+// bits under n's shift and mask.
+func child(n, w uint64) uint32 {
+	return uint32(n) + uint32(w>>(n>>48&63))&uint32(n>>32&0xffff)
+}
+
 // walk returns the leaf of k in d.
 func (d *dtree) walk(k *treeKey) uint64 {
 	n := d.root
 	nodes := d.nodes
 	for n&treeLeaf == 0 {
 		w := k[n>>56&3]
-		n = nodes[uint32(n)+uint32(w>>(n>>48&63))&uint32(n>>32&0xffff)]
+		n = nodes[child(n, w)]
 	}
 	return n
 }
@@ -882,7 +889,7 @@ func (t *Table) treeLookup(f *rule.Fields) (int32, int) {
 				n := cur[i]
 				if n&treeLeaf == 0 {
 					w := k[n>>56&3]
-					n = trs[i].nodes[uint32(n)+uint32(w>>(n>>48&63))&uint32(n>>32&0xffff)]
+					n = trs[i].nodes[child(n, w)]
 					cur[i] = n
 					active |= ^n
 				}
@@ -1302,7 +1309,7 @@ func (d *dtree) walkGroup(fs []rule.Fields, c *[treeGroup]uint64, keys *[treeGro
 		for _, i := range act[:na] {
 			n := c[i]
 			w := keys[i][n>>56&3]
-			m := nodes[uint32(n)+uint32(w>>(n>>48&63))&uint32(n>>32&0xffff)]
+			m := nodes[child(n, w)]
 			c[i] = m
 			act[k] = i
 			k += int(^m >> 63)

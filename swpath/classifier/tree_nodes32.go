@@ -147,7 +147,7 @@ func walkLanes2Go32(d0, d1 *dtree, keys *[3][treeGroup]uint64, cur *[2][treeGrou
 			x := node64(d.root32)
 			for x&treeLeaf == 0 {
 				w := keys[x>>56&3][i]
-				x = node64(d.nodes32[uint32(x)+uint32(w>>(x>>48&63))&uint32(x>>32&0xffff)])
+				x = node64(d.nodes32[child(x, w)])
 			}
 			cur[t][i] = x
 		}
