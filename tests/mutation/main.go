@@ -769,6 +769,19 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestLeafScan4|TestDifferentialClassBench",
 	},
 	{
+		name: "classifier: a leaf scan's lanes go to X registers by legacy SSE MOVQ (amd64)",
+		edits: []edit{{"swpath/classifier/tree_vec_amd64.s",
+			"\tVMOVQ\tBX, X3 \\\n", "\tMOVQ\tBX, X3 \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestStubsVEX", long: true,
+	},
+	{
+		name: "classifier: leafScan2 returns without VZEROUPPER (amd64)",
+		edits: []edit{{"swpath/classifier/tree_vec_amd64.s",
+			"\tMINIMUM(R10)\n\tVZEROUPPER\n\tSHLL\t$8, BX\n\tORL\tBX, AX\n",
+			"\tMINIMUM(R10)\n\tSHLL\t$8, BX\n\tORL\tBX, AX\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestStubsVEX", long: true,
+	},
+	{
 		name: "placement: a rule changed in place twice takes its last slot as its key",
 		edits: []edit{{"agent/placement/delta.go",
 			"key := p.set.Key(from[k])", "key := from[k]", 1}},
