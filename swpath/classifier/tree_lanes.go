@@ -174,12 +174,14 @@ func (t *Table) vecLanes(fs []rule.Fields, out []int32, s *laneScratch, tail *la
 	return ip * len(trs)
 }
 
-// laneKeys writes the lane words of fs (at most treeGroup packets) to s:
-// each packet's treeKey words to s.keys, scanSD to s.sds and laneFlags
-// (0 for a packet that is not IP) to s.flags. It returns the packets that
-// are IP. Apart from vecLanes, whose loop reloaded seven spilled values
-// a packet, and with the set's IPv6 test outside the loop's arithmetic.
-func (tr *trees) laneKeys(fs []rule.Fields, s *laneScratch) int {
+// laneKeysGo writes the lane words of fs (at most treeGroup packets) to
+// s: each packet's treeKey words to s.keys, scanSD to s.sds and
+// laneFlags (0 for a packet that is not IP) to s.flags. It returns the
+// packets that are IP. Apart from vecLanes, whose loop reloaded seven
+// spilled values a packet, and with the set's IPv6 test outside the
+// loop's arithmetic. laneKeys is it, or the stub (laneKeys8) where there
+// is one.
+func (tr *trees) laneKeysGo(fs []rule.Fields, s *laneScratch) int {
 	fs = fs[:min(len(fs), treeGroup)]
 	v6, ip := tr.v6, 0
 	for i := range fs {

@@ -1085,3 +1085,115 @@ TEXT ·tleafScan6(SB), NOSPLIT|NOFRAME, $0-56
 	TCONSTS(cl+32(FP))
 	LEAFBLOCKS(lanes+40(FP))
 	LEAFSCAN2(TSCAN6, best+48(FP), check+52(FP))
+
+// func laneKeys8(fs *rule.Fields, n int, s *laneScratch, ports *[4]uint64) (ip int)
+//
+// laneKeysGo for sets without IPv6 top bits, eight packets at a time:
+// four gathers (VPGATHERQQ) load the packets' first word, ports word and
+// the addresses' high words (rule.Fields at const_fieldsSize bytes, as
+// fieldsAsKeys checks), and masked stores leave the lanes past n as they
+// are. ports holds portProtos as bits (bit p of word p/64). It orders no
+// memory.
+TEXT ·laneKeys8(SB), NOSPLIT, $0-40
+	MOVQ	fs+0(FP), AX
+	MOVQ	n+8(FP), CX
+	MOVQ	s+16(FP), DI
+	MOVQ	ports+24(FP), DX
+	XORQ	R8, R8
+	XORQ	R9, R9
+	TESTQ	CX, CX
+	JLE	keysdone
+	// Z20: each lane's offset, lane*const_fieldsSize.
+	MOVQ	$0x0706050403020100, R10
+	VMOVQ	R10, X20
+	VPMOVZXBQ	X20, Z20
+	MOVQ	$const_fieldsSize, R10
+	VPBROADCASTQ	R10, Z21
+	VPMULUDQ	Z21, Z20, Z20
+	MOVQ	$1, R10
+	VPBROADCASTQ	R10, Z22
+	MOVQ	$0xffffffff00000000, R10
+	VPBROADCASTQ	R10, Z23
+	VMOVDQU64	(DX), Y24
+	MOVQ	$63, R10
+	VPBROADCASTQ	R10, Z25
+	MOVQ	$0xff, R10
+	VPBROADCASTQ	R10, Z26
+	MOVQ	$(const_laneFull|const_lanePorts), R10
+	VPBROADCASTQ	R10, Z27
+	MOVQ	$0xffff, R10
+	VPBROADCASTQ	R10, Z28
+
+keysloop:
+	// K7: the chunk's lanes below n.
+	MOVQ	CX, R10
+	SUBQ	R8, R10
+	MOVL	$0xff, R11
+	BZHIL	R10, R11, R11
+	KMOVW	R11, K7
+	KMOVW	K7, K1
+	VPGATHERQQ	(AX)(Z20*1), K1, Z0
+	KMOVW	K7, K1
+	VPGATHERQQ	const_fieldsPorts(AX)(Z20*1), K1, Z1
+	KMOVW	K7, K1
+	VPGATHERQQ	const_fieldsSrc(AX)(Z20*1), K1, Z2
+	KMOVW	K7, K1
+	VPGATHERQQ	const_fieldsDst(AX)(Z20*1), K1, Z3
+
+	// miscWord: Family<<40 | Proto<<32 | SrcPort<<16 | DstPort.
+	VPANDQ	Z26, Z0, Z4
+	VPSLLQ	$40, Z4, Z4
+	VPSRLQ	$8, Z0, Z5
+	VPANDQ	Z26, Z5, Z5
+	VPSLLQ	$32, Z5, Z6
+	VPORQ	Z6, Z4, Z4
+	VPANDQ	Z28, Z1, Z6
+	VPSLLQ	$16, Z6, Z6
+	VPORQ	Z6, Z4, Z4
+	VPSRLQ	$16, Z1, Z6
+	VPANDQ	Z28, Z6, Z6
+	VPORQ	Z6, Z4, Z4
+
+	// scanSD: sh is 32 times Family's bit 1.
+	VPSRLQ	$1, Z0, Z6
+	VPANDQ	Z22, Z6, Z6
+	VPSLLQ	$5, Z6, Z6
+	VPSLLVQ	Z6, Z2, Z7
+	VPANDQ	Z23, Z7, Z7
+	VPSLLVQ	Z6, Z3, Z8
+	VPSRLQ	$32, Z8, Z8
+	VPORQ	Z8, Z7, Z7
+
+	// laneFlags: laneFull, and lanePorts unless portProtos[Proto] and
+	// L4; 0 where Family is 0 (K2: the lanes where it is not).
+	VPSRLQ	$6, Z5, Z8
+	VPERMQ	Z24, Z8, Z8
+	VPANDQ	Z25, Z5, Z9
+	VPSRLVQ	Z9, Z8, Z8
+	VPSRLQ	$16, Z0, Z9
+	VPANDQ	Z9, Z8, Z8
+	VPANDQ	Z22, Z8, Z8
+	VPSLLQ	$30, Z8, Z8
+	VPXORQ	Z27, Z8, Z8
+	VPTESTMQ	Z26, Z0, K7, K2
+	VPXORQ	Z9, Z9, Z9
+	VMOVDQA64	Z8, K2, Z9
+
+	VMOVDQU64	Z2, K7, laneScratch_keys(DI)(R8*8)
+	VMOVDQU64	Z3, K7, (laneScratch_keys+const_treeGroup*8)(DI)(R8*8)
+	VMOVDQU64	Z4, K7, (laneScratch_keys+const_treeGroup*16)(DI)(R8*8)
+	VMOVDQU64	Z7, K7, laneScratch_sds(DI)(R8*8)
+	VPMOVQD	Z9, K7, laneScratch_flags(DI)(R8*4)
+	KMOVW	K2, R11
+	POPCNTL	R11, R11
+	ADDQ	R11, R9
+
+	ADDQ	$8, R8
+	ADDQ	$(8*const_fieldsSize), AX
+	CMPQ	R8, CX
+	JLT	keysloop
+	VZEROUPPER
+
+keysdone:
+	MOVQ	R9, ip+32(FP)
+	RET

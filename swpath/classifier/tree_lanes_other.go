@@ -2,6 +2,8 @@
 
 package classifier
 
+import "github.com/scrubd/scrubd/swpath/rule"
+
 // lanesStub: the lane walk's stubs are built (walkLanes8, scanLanes2).
 const lanesStub = false
 
@@ -11,6 +13,12 @@ var lanesWalk = false
 
 // lanesTight: no tight blocks without the lane walk's stubs.
 var lanesTight = false
+
+// lanesKeys: no laneKeys8 here.
+var lanesKeys = false
+
+// laneKeys is laneKeysGo.
+func (tr *trees) laneKeys(fs []rule.Fields, s *laneScratch) int { return tr.laneKeysGo(fs, s) }
 
 // walkLanes is walkLanesGo.
 func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n int) {

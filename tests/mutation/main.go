@@ -782,6 +782,24 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestStubsVEX", long: true,
 	},
 	{
+		name: "classifier: laneKeys8 keeps lanePorts on packets with ports (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tVPXORQ\tZ27, Z8, Z8\n", "\tVPORQ\tZ27, Z8, Z8\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLaneKeys|TestDifferentialClassBench",
+	},
+	{
+		name: "classifier: laneKeys8 gathers the destination word of every lane, past the group too (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tKMOVW\tK7, K1\n\tVPGATHERQQ\tconst_fieldsDst(AX)", "\tKXNORW\tK1, K1, K1\n\tVPGATHERQQ\tconst_fieldsDst(AX)", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLaneKeys",
+	},
+	{
+		name: "classifier: laneKeys8 puts the family one bit too high in the misc word (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tVPSLLQ\t$40, Z4, Z4\n", "\tVPSLLQ\t$41, Z4, Z4\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLaneKeys|TestDifferentialClassBench",
+	},
+	{
 		name: "placement: a rule changed in place twice takes its last slot as its key",
 		edits: []edit{{"agent/placement/delta.go",
 			"key := p.set.Key(from[k])", "key := from[k]", 1}},
@@ -961,9 +979,10 @@ func try(root string, files []string, m mutation, deadline time.Duration) (strin
 		return "TIMED OUT", string(out)
 	case err == nil:
 		return "NOT CAUGHT", string(out)
-	case !strings.Contains(string(out), "--- FAIL"):
-		// No test failed: the go command did (a mutation that does not
-		// compile proves nothing about the tests).
+	case !strings.Contains(string(out), "--- FAIL") && !strings.Contains(string(out), "\nfatal error: "):
+		// No test failed, and no test binary died of a fault (a stub's
+		// read past its memory): the go command did (a mutation that does
+		// not compile proves nothing about the tests).
 		return "STALE", string(out)
 	}
 	return "caught", string(out)
