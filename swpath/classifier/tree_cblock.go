@@ -507,8 +507,8 @@ var oneBlockEntries = treeBigEntries
 // cblockMin: where bursts take the lane walk, a set of at most two trees
 // of leaves of one block whose trees pass this many bytes (as treeWalkMax
 // counts them, before any blocks) and whose entries' checks all fit gets
-// compact blocks instead of blocks (sblock): from about 1.4k
-// ClassBench-style rules, whose blocks and trees would pass 1.2 MB.
+// compact blocks instead of blocks (sblock): from about 800
+// ClassBench-style rules (700 rules make 98 KB, 1k 193 KB).
 // Compact blocks first came only to sets whose blocks of one-block leaves
 // passed treeOneBlockMax (about 15k rules): at 5k and 10k they then took
 // 1.11 and 1.15 of the time of blocks. Since the narrowed check and the
@@ -519,9 +519,14 @@ var oneBlockEntries = treeBigEntries
 // the Direct Verbs engine at 10k rules (scrubd bench, 64-byte frames,
 // 65,536 flows, the builds alternated four times) 51.1-52.2 cpu-ns a
 // packet against 55.7-56.9. The lookup's memory at 10k: 2.60 MB against
-// 9.32. The 1k set (0.86 MB with blocks, which the cache holds) took
-// 0.97-1.00 of the time, and keeps blocks.
-var cblockMin = 256 << 10
+// 9.32. The 1k set then took 0.97-1.00 of the time on the AMD EPYC of
+// those figures; on an Intel Xeon (family 6 model 207), over 262,144
+// fresh 5-tuples in bursts of 256, 0.94-0.98 at 1k, 0.99-1.01 at 700,
+// 1.00-1.01 at 500, 1.03-1.04 at 400, 1.07-1.23 at 50-300 (the two
+// tables of one set alternated 21 times in one process, medians of the
+// ratios): hence 128 KiB, where it was 256 KiB, and the 1k set's 0.86 MB
+// of blocks are 0.27 MB of compact blocks.
+var cblockMin = 128 << 10
 
 // cblockMax is treeOneBlockMax for compact blocks: the most bytes of
 // compact records (cRecordBytes a record, as the leaves hold them) for

@@ -734,6 +734,15 @@ func needCBlocks(t *testing.T) {
 	}
 }
 
+// keepBlocks lays the 1k ClassBench-style set out as before cblockMin
+// gave it compact blocks, in blocks (sblock), for the rest of the test:
+// the tests of blocks, windows and records take it as their set.
+func keepBlocks(t *testing.T) {
+	v := cblockMin
+	t.Cleanup(func() { cblockMin = v })
+	cblockMin = 1 << 30
+}
+
 // forceCBlocks is needCBlocks, then gives every set that the lane scans
 // would take compact blocks until t ends (treeOneBlockMax and
 // oneBlockEntries 0), as TestLanesForced forces them.

@@ -365,6 +365,7 @@ func TestLanesForced(t *testing.T) {
 // checked when built; a node or leaf word that points past its tree fails
 // the check, as does a node's key word 3 (treeKey has three).
 func TestTreeInBounds(t *testing.T) {
+	keepBlocks(t)
 	defer func(v bool) { vecScan = v }(vecScan)
 	for _, c := range []struct {
 		n   int
@@ -430,10 +431,10 @@ func TestTreeInBounds(t *testing.T) {
 	}
 }
 
-// TestLanesLayout: which layout a set gets. With the lane walk, the 1k
+// TestLanesLayout: which layout a set gets. With the lane walk, the 500
 // ClassBench-style set (two trees, in the cache) is laid out in blocks,
-// and the 3k, 10k, 20k and 100k sets of two trees in compact blocks (the
-// 3k set's trees pass cblockMin, the others have more than
+// and the 1k, 3k, 10k, 20k and 100k sets of two trees in compact blocks
+// (the 1k and 3k sets' trees pass cblockMin, the others have more than
 // oneBlockEntries entries); a 10k set of four trees (treeJoin off) keeps
 // the group walk's compact records. Without compact blocks (treeCBlocks
 // off, as for sets whose checks do not fit them) the 3k and 10k sets take
@@ -453,7 +454,8 @@ func TestLanesLayout(t *testing.T) {
 		trees      int
 		noLanesVec bool // blocks without the lane walk
 	}{
-		{1000, true, true, true, false, 2, true},
+		{500, true, true, true, false, 2, true},
+		{1000, true, true, false, false, 2, true},
 		{3000, true, true, false, false, 2, true},
 		{10000, true, true, false, false, 2, false},
 		{20000, true, true, false, false, 2, false},
@@ -479,8 +481,8 @@ func TestLanesLayout(t *testing.T) {
 		}
 		// With the lane walk, the sets of two trees past the cache get
 		// compact blocks.
-		wantCVec := lanesWalk && vecScan && c.cblocks && !c.lanes && c.trees == 2 && c.n > 1000
-		// The 1k and 3k sets' trees are small enough for the walk of one
+		wantCVec := lanesWalk && vecScan && c.cblocks && !c.lanes && c.trees == 2 && c.n >= 1000
+		// The 500, 1k and 3k sets' trees are small enough for the walk of one
 		// packet at a time; the others are compact without blocks.
 		wantCompact := c.n > 3000 && !(lanesWalk && c.lanes) && !wantCVec
 		// Of those, the sets past tblockMin get tight blocks (the 100k

@@ -103,6 +103,7 @@ func BenchmarkTreesIPv6(b *testing.B) {
 // TestWithoutTop6 keeps BenchmarkTreesIPv6's old form honest: it decides
 // as the reference does, and its records need holds as often as before.
 func TestWithoutTop6(t *testing.T) {
+	keepBlocks(t)
 	set := classBenchV6(traffic.ClassBenchRules(1000, 1000))
 	tab, err := Compile(set)
 	if err != nil {

@@ -88,6 +88,7 @@ func TestLeafScan4(t *testing.T) {
 // the records' checks, leaves of more than a block are marked (treeLong),
 // and block 0 (the empty leaves') passes nothing.
 func TestTreeBlocks(t *testing.T) {
+	keepBlocks(t)
 	for _, join := range []bool{true, false} {
 		t.Run(fmt.Sprint("join=", join), func(t *testing.T) {
 			defer func(v bool) { treeJoin = v }(treeJoin)

@@ -18,6 +18,7 @@ import (
 // the packet length, which no cut separates, so their leaves are longer
 // than a window, with a few that make short leaves beside them.
 func TestTreeWindows(t *testing.T) {
+	keepBlocks(t)
 	defer func(v bool) { vecScan = v }(vecScan)
 	vecScan = false
 	long, lfs := windowLongSet()
