@@ -133,7 +133,9 @@
 // memory (about 13 KiB) is the worker's, as clearing it on the stack cost
 // a burst of one packet twice its Decide, and DecideBurst, which has no
 // worker, walks bursts of fewer than 4 packets one at a time. Where the
-// CPU has AVX-512 (amd64; tree_lanes.go), bursts walk eight packets to a
+// CPU has AVX-512 (amd64; tree_lanes.go), bursts write their lane words
+// eight packets at a time, four gathers a chunk (laneKeys8, for sets
+// without IPv6 top bits), and walk eight packets to a
 // zmm register instead, a gather a level over groups of up to 128
 // (walkLanes8; a set's two trees a level at a time together,
 // walkLanes8x2, over a copy of the node words in 4 bytes where they pass
@@ -141,8 +143,8 @@
 // go on compacted, eight unfinished lanes to a gather: tree_nodes32.go,
 // walkLanes8x2d): sets of two trees with blocks then scan the first blocks
 // of every packet's leaves in one call a group, which decides every packet
-// it can (scanLanes2). Sets of two trees past the cache (from about 1.4k
-// ClassBench-style rules to 100k and more) get compact blocks
+// it can (scanLanes2). Sets of two trees past the first-level cache (from
+// about 800 ClassBench-style rules to 100k and more) get compact blocks
 // (tree_cblock.go, cblockMin): leaves of one block, each record's check in
 // 24 bytes instead of 76 (its values, a marker bit past each address
 // prefix, the ports as ranges, which hold an entry's one port range a side

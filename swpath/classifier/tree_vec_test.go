@@ -181,3 +181,17 @@ func treeSuite(t *testing.T) {
 		t.Run(c.name, c.fn)
 	}
 }
+
+// leafScanSink keeps BenchmarkLeafScan2's results live.
+var leafScanSink uint32
+
+// BenchmarkLeafScan2 calls the one-packet scan of two blocks (the stub
+// where there is one) in a loop: a call's cost, which an SSE/AVX
+// transition inside it multiplies (TestStubsVEX).
+func BenchmarkLeafScan2(b *testing.B) {
+	var b0, b1 sblock
+	for i := range b.N {
+		best, check := leafScan2(uint64(i), 7, laneFull, &b0, &b1)
+		leafScanSink += best + check
+	}
+}
