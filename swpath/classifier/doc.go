@@ -135,8 +135,8 @@
 // worker, walks bursts of fewer than 4 packets one at a time. Where the
 // CPU has AVX-512 (amd64; tree_lanes.go), bursts write their lane words
 // eight packets at a time, four gathers a chunk (laneKeys8, for sets
-// without IPv6 top bits), and walk eight packets to a
-// zmm register instead, a gather a level over groups of up to 128
+// without IPv6 top bits), and walk eight packets to a zmm register
+// instead, a gather a level over groups of up to 128
 // (walkLanes8; a set's two trees a level at a time together,
 // walkLanes8x2, over a copy of the node words in 4 bytes where they pass
 // 512 KiB, about 20k ClassBench-style rules, whose walks past three levels

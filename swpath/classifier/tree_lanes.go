@@ -18,18 +18,18 @@ import (
 // one after the other (with scanLanesC2's first prefetches, below,
 // fresh 5-tuple bursts took 0.95 of the time at 1k ClassBench-style
 // rules, 0.98 at 10k and about 0.9 at 100k: binaries alternated four
-// times as processes, medians of 15 rounds). Sets of two
-// trees with blocks (up to about 800 rules) then scan every packet's first block of
+// times as processes, medians of 15 rounds). Sets of two trees with
+// blocks (up to about 800 rules) then scan every packet's first block of
 // each leaf in one call (scanLanes2), without leafScan2's call and setup
 // a packet, and the stub decides every packet it can. Sets of two trees
 // and up to treeLanesMax bytes (20k ClassBench-style rules) get blocks
 // too, where the group walk scanned compact records in Go, each record's
 // check a branch: leaves of one block where their records stay under
-// treeOneBlockMax (about 15k rules), scanned by scanLanes2, else
-// leaves of up to 16 records, whose scans test two blocks a leaf
-// (scanLanes4). Sets of two trees past the first-level cache (from about
-// 800 rules, cblockMin) and sets too big for leaves of one block get
-// compact blocks (tree_cblock.go), leaves of one block again, scanned by scanLanesC2,
+// treeOneBlockMax (about 15k rules), scanned by scanLanes2, else leaves
+// of up to 16 records, whose scans test two blocks a leaf (scanLanes4).
+// Sets of two trees past the first-level cache (from about 800 rules,
+// cblockMin) and sets too big for leaves of one block get compact blocks
+// (tree_cblock.go), leaves of one block again, scanned by scanLanesC2,
 // where every entry's check fits; blocks are theirs where one does not.
 // The biggest of them get tight blocks where their lanes make few enough
 // classes (tree_tblock.go), scanned by scanLanesT2. Sets whose node
