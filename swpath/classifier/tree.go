@@ -293,6 +293,9 @@ type trees struct {
 	// some tight lane has them in x, tTop, and tight blocks take
 	// scanLanesT6, scanLanesT6I and tleafScan6).
 	v6 bool
+	// keyBits: the bits topBits gives a packet's misc word for the
+	// trees, of v6SrcTop, v6DstTop (v6) and portsKeyBit (window).
+	keyBits uint64
 	// padded: the set has two trees that bursts walk in pairs
 	// (treeLookup2of2, vecEntry2of2: not the lane walk), whose walks take
 	// their first treePad levels without a branch (padDepth).
@@ -413,6 +416,9 @@ func (t *Table) buildTrees(all []bentry) *trees {
 			if m, ok := v6Bits(b, tr.top6); ok {
 				e.misc, e.miscMask = e.misc|m, e.miscMask|m
 				tr.v6 = tr.v6 || m != 0
+				if m != 0 {
+					tr.keyBits |= v6SrcTop | v6DstTop
+				}
 			} else {
 				e.flags |= chkKeyAddr // the scan check holds bits 32-63 only
 			}

@@ -163,8 +163,9 @@ func (t *Table) vecEntry2of2(f, g *rule.Fields) (uint32, uint32) {
 // stub): their four walks a level at a time, as in vecEntry2of2 (and
 // written out again for the same reason: in a function of their own they
 // cost the pair about 4 %), then the four leaves' windows (winMask, every
-// mask before the first pick), or the Go loop over each leaf (recScan)
-// where one is longer than a window.
+// mask before the first pick) and each packet's first passing records
+// (winFirst, winPick only where one needs holds), or the Go loop over
+// each leaf (recScan) where one is longer than a window.
 func (t *Table) treeLookup2of2(f, g *rule.Fields) (int32, int32) {
 	tr := t.tr
 	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | tr.topBits(f)}
@@ -210,18 +211,23 @@ func (t *Table) treeLookup2of2(f, g *rule.Fields) (int32, int32) {
 	c0, c1 := trs[0].leafWindow(m0), trs[1].leafWindow(m1)
 	ma0, ma1 := winMask(a0, sf, k[2], n0>>32&0xff), winMask(a1, sf, k[2], n1>>32&0xff)
 	mc0, mc1 := winMask(c0, sg, l[2], m0>>32&0xff), winMask(c1, sg, l[2], m1>>32&0xff)
-	bf, rf, bg, rg := treeNoRank, int32(-1), treeNoRank, int32(-1)
-	if ma0 != 0 {
-		bf, rf = t.winPick(ma0, a0, f, k[2], bf, rf)
+	e0, rf, mf0 := winFirst(ma0, a0)
+	e1, r1, mf1 := winFirst(ma1, a1)
+	d0, rg, mg0 := winFirst(mc0, c0)
+	d1, q1, mg1 := winFirst(mc1, c1)
+	if e1 < e0 {
+		rf = r1
 	}
-	if ma1 != 0 {
-		_, rf = t.winPick(ma1, a1, f, k[2], bf, rf)
+	if d1 < d0 {
+		rg = q1
 	}
-	if mc0 != 0 {
-		bg, rg = t.winPick(mc0, c0, g, l[2], bg, rg)
+	if mf0|mf1 >= chkPortsBit {
+		bf, r := t.winPick(ma0, a0, f, k[2], treeNoRank, -1)
+		_, rf = t.winPick(ma1, a1, f, k[2], bf, r)
 	}
-	if mc1 != 0 {
-		_, rg = t.winPick(mc1, c1, g, l[2], bg, rg)
+	if mg0|mg1 >= chkPortsBit {
+		bg, r := t.winPick(mc0, c0, g, l[2], treeNoRank, -1)
+		_, rg = t.winPick(mc1, c1, g, l[2], bg, r)
 	}
 	return rf, rg
 }

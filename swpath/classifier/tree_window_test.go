@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/scrubd/scrubd/swpath/rule"
@@ -89,6 +90,103 @@ func TestTreeWindows(t *testing.T) {
 	}
 }
 
+// TestWindowPortsKey: a window set's records of entries that need only
+// the packet's ports (chkPortsBit) test portsKeyBit in their misc value
+// and mask instead, and no record is left that needs just that; the
+// packet's bit comes from topBits. The 1k ClassBench-style set's fresh
+// 5-tuples, each also as a non-first fragment (no L4 header, ports 0),
+// GRE and ICMP (no ports), SCTP (ports): bursts, Decide and
+// AppendMatching against the linear reference, and the decisions of
+// some packets change with their ports, so the bit decides something.
+func TestWindowPortsKey(t *testing.T) {
+	keepBlocks(t)
+	defer func(v bool) { vecScan = v }(vecScan)
+	vecScan = false
+	cb := classBench(nil, 1000, true)
+	tab, err := compile(cb.set, treesForce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab.tr == nil || !tab.tr.window || tab.tr.keyBits&portsKeyBit == 0 {
+		t.Fatalf("trees %v: want windows with the ports bit", tab.tr != nil)
+	}
+	keyed := 0
+	for i := range tab.tr.t {
+		for _, r := range tab.tr.t[i].rec {
+			if r.miscMask&(chkPortsBit|chkFullBit) == chkPortsBit {
+				t.Fatalf("tree %d: record %+v still needs the ports from recRest", i, r)
+			}
+			if r.miscMask&portsKeyBit != 0 {
+				if r.misc&portsKeyBit == 0 {
+					t.Fatalf("tree %d: record %+v tests the ports bit for 0", i, r)
+				}
+				keyed++
+			}
+		}
+	}
+	if keyed == 0 {
+		t.Fatal("no record tests the ports bit: the set tests nothing here")
+	}
+	// Packets that pass each such record's scan check, with their L4
+	// header and without (a non-first fragment): the record decides the
+	// first, never the second.
+	var fs []rule.Fields
+	for i := range tab.tr.t {
+		for _, r := range tab.tr.t[i].rec {
+			if r.miscMask&portsKeyBit == 0 {
+				continue
+			}
+			f := rule.Fields{Family: rule.Family(r.misc >> 40), Proto: uint8(r.misc >> 32), L4: true, Frag: rule.NotFragment,
+				SrcPort: uint16(r.misc >> 16), DstPort: uint16(r.misc),
+				Src: rule.Addr{Hi: r.sd >> 32 << 32}, Dst: rule.Addr{Hi: r.sd << 32}}
+			g := f
+			g.L4, g.Frag = false, rule.IsFragment|rule.LastFragment
+			fs = append(fs, f, g)
+		}
+	}
+	keyedAt := len(fs)
+	for i, f := range cb.fs[:8192] {
+		fs = append(fs, f)
+		g := f
+		g.L4, g.Frag, g.SrcPort, g.DstPort = false, rule.IsFragment|rule.LastFragment, 0, 0
+		fs = append(fs, g)
+		g = f
+		g.Proto, g.SrcPort, g.DstPort = 47, 0, 0
+		fs = append(fs, g)
+		g = f
+		g.Proto, g.SrcPort, g.DstPort, g.ICMPType = rule.ProtoICMP, 0, 0, uint8(i)
+		fs = append(fs, g)
+		g = f
+		g.Proto = rule.ProtoSCTP
+		fs = append(fs, g)
+	}
+	out := make([]int32, len(fs))
+	tab.DecideBurst(fs, out)
+	changed, recChanged := 0, 0
+	for i := range fs {
+		f := &fs[i]
+		want := cb.set.Decide(f)
+		if int(out[i]) != want || tab.Decide(f) != want {
+			t.Fatalf("packet %d %+v: burst %d, Decide %d, reference %d", i, f, out[i], tab.Decide(f), want)
+		}
+		got := tab.AppendMatching(nil, f)
+		slices.Sort(got)
+		if ref := refMatching(cb.set, f); !slices.Equal(got, ref) {
+			t.Fatalf("packet %d %+v: AppendMatching %v, reference %v", i, f, got, ref)
+		}
+		switch {
+		case i < keyedAt && i%2 == 1 && want != int(out[i-1]):
+			recChanged++
+		case i >= keyedAt && (i-keyedAt)%5 == 1 && want != int(out[i-1]):
+			changed++
+		}
+	}
+	if recChanged < keyed/4 || changed < 100 {
+		t.Fatalf("%d of %d records' packets and %d fresh 5-tuples decided otherwise without their L4 header: the set tests little", recChanged, keyed, changed)
+	}
+	t.Logf("%d records test the ports bit, %d of their packets and %d of %d fresh 5-tuples decided otherwise without their L4 header", keyed, recChanged, changed, (len(fs)-keyedAt)/5)
+}
+
 // TestWinMask checks winMask against each record's check written as a
 // loop, for every count from 0 to recWindow and random windows in which
 // each record passes or fails the packet by one field (the address word,
@@ -117,7 +215,7 @@ func TestWinMask(t *testing.T) {
 				want |= 1 << j
 			}
 		}
-		if got := winMask(recs, sd, misc, cnt); got != want {
+		if got := winMask((*[recWindow]trec)(recs), sd, misc, cnt); got != want {
 			t.Fatalf("count %d: winMask %08b, the loop %08b (records %+v)", cnt, got, want, recs)
 		}
 		if cnt > 0 && want>>(cnt-1) != 0 {

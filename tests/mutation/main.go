@@ -709,6 +709,30 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestTreeWindows|TestTreesVecForced",
 	},
 	{
+		name: "classifier: a window set's packets have the ports bit whether or not they have ports",
+		edits: []edit{{"swpath/classifier/tree_window.go",
+			"\treturn uint64(portProtos[f.Proto]) & l4 * portsKeyBit\n", "\treturn l4&0 | portsKeyBit\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWindowPortsKey",
+	},
+	{
+		name: "classifier: a pair's first records take tree 1's when it ranks after tree 0's",
+		edits: []edit{{"swpath/classifier/tree_vec2.go",
+			"\tif e1 < e0 {\n", "\tif e1 > e0 {\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestTreeWindows|TestWindowPortsKey",
+	},
+	{
+		name: "classifier: a pair's first record that needs holds decides without it",
+		edits: []edit{{"swpath/classifier/tree_vec2.go",
+			"\tif mf0|mf1 >= chkPortsBit {\n", "\tif mf0|mf1 >= chkPortsBit && false {\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestTreeWindows|TestWindowPortsKey",
+	},
+	{
+		name: "classifier: the ports test of a window set's records is dropped, not moved to their misc word",
+		edits: []edit{{"swpath/classifier/tree_window.go",
+			"\t\t\t\tr.miscMask = r.miscMask&^chkPortsBit | portsKeyBit\n", "\t\t\t\tr.miscMask = r.miscMask &^ chkPortsBit\n\t\t\t\tr.misc &^= portsKeyBit\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWindowPortsKey",
+	},
+	{
 		name: "classifier: leaves longer than a window are not marked",
 		edits: []edit{{"swpath/classifier/tree_window.go",
 			"				n |= treeLong\n", "", 1}},
