@@ -842,7 +842,7 @@ func (t *Table) treeLookup(f *rule.Fields) (int32, int) {
 	if f.Family == 0 {
 		return -1, 0
 	}
-	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | t.tr.topBits(f)}
+	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | t.tr.miscBits(f)}
 	sd := scanSD(f)
 	best := treeNoRank
 	// The trees' walks a level at a time, so that their loads overlap.
@@ -992,7 +992,7 @@ func (t *Table) crecScan(f *rule.Fields, cur *[maxTrees]uint64, sd, misc uint64)
 // so every matching rule is found.
 func (t *Table) treeMatching(dst []int32, f *rule.Fields) []int32 {
 	start := len(dst)
-	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | t.tr.topBits(f)}
+	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | t.tr.miscBits(f)}
 	sd, misc := scanSD(f), k[2]
 	add := func(r int32) {
 		for _, x := range dst[start:] {
@@ -1170,7 +1170,7 @@ func (t *Table) treeGroup(fs []rule.Fields, out []int32, s *treeScratch) int {
 	notIP := 0
 	for i := range fs {
 		f := &fs[i]
-		k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | t.tr.topBits(f)}
+		k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | t.tr.miscBits(f)}
 		keys[i] = k
 		if lanes {
 			ks[0][i], ks[1][i], ks[2][i] = k[0], k[1], k[2]

@@ -78,19 +78,33 @@ func v6Bits(b *bentry, top [2]uint32) (uint64, bool) {
 	return m, true
 }
 
-// topBits returns a packet's bits of its misc word for the trees
-// (miscWord(f) | topBits(f)) that the set's records test (trees.keyBits):
-// v6SrcTop and v6DstTop, and portsKeyBit in a window set. It takes no
-// branch but one on the set: where no record tests any (IPv4 sets with
-// blocks), none. Skipping them there took 0.97-0.98 of the time of 1k
-// ClassBench-style bursts under the purego tag (fresh 5-tuples, the two
-// alternated in one process, thread CPU time), and lets the callers
-// inline it.
+// topBits returns a packet's bits v6SrcTop and v6DstTop for its misc word
+// for the trees (miscWord(f) | topBits(f)), without a branch but one on
+// the set: where no entry tests them (every IPv4 set), none. Skipping them
+// there took 0.97-0.98 of the time of 1k ClassBench-style bursts under
+// the purego tag (fresh 5-tuples, the two alternated in one process,
+// thread CPU time), and lets the callers inline it. The lookups that a
+// window set takes use miscBits, which adds portsKeyBit.
 func (tr *trees) topBits(f *rule.Fields) uint64 {
-	if tr.keyBits == 0 {
+	if !tr.v6 {
 		return 0
 	}
 	s := f.Src.Hi>>32 ^ uint64(tr.top6[0]) // 0 where the top 32 bits are top6[0]
+	d := f.Dst.Hi>>32 ^ uint64(tr.top6[1])
+	return (s-1)>>63<<48 | (d-1)>>63<<49
+}
+
+// miscBits is topBits for the lookups that scan trec or crec records, a
+// window set's among them (treeLookup, treeLookup2of2, treeMatching,
+// treeGroup): the bits of a packet's misc word for the trees that the
+// set's records test (trees.keyBits), v6SrcTop and v6DstTop and, in a
+// window set, portsKeyBit. The vector scans' lookups take topBits, which
+// does not work out the ports bit that they have no use for.
+func (tr *trees) miscBits(f *rule.Fields) uint64 {
+	if tr.keyBits == 0 {
+		return 0
+	}
+	s := f.Src.Hi>>32 ^ uint64(tr.top6[0])
 	d := f.Dst.Hi>>32 ^ uint64(tr.top6[1])
 	return ((s-1)>>63<<48 | (d-1)>>63<<49 | portsKey(f)) & tr.keyBits
 }

@@ -168,8 +168,8 @@ func (t *Table) vecEntry2of2(f, g *rule.Fields) (uint32, uint32) {
 // each leaf (recScan) where one is longer than a window.
 func (t *Table) treeLookup2of2(f, g *rule.Fields) (int32, int32) {
 	tr := t.tr
-	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | tr.topBits(f)}
-	l := treeKey{g.Src.Hi, g.Dst.Hi, miscWord(g) | tr.topBits(g)}
+	k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | tr.miscBits(f)}
+	l := treeKey{g.Src.Hi, g.Dst.Hi, miscWord(g) | tr.miscBits(g)}
 	trs := tr.t[:2]
 	n0, n1 := trs[0].root, trs[1].root
 	m0, m1 := n0, n1

@@ -93,7 +93,7 @@ func TestTreeWindows(t *testing.T) {
 // TestWindowPortsKey: a window set's records of entries that need only
 // the packet's ports (chkPortsBit) test portsKeyBit in their misc value
 // and mask instead, and no record is left that needs just that; the
-// packet's bit comes from topBits. The 1k ClassBench-style set's fresh
+// packet's bit comes from miscBits. The 1k ClassBench-style set's fresh
 // 5-tuples, each also as a non-first fragment (no L4 header, ports 0),
 // GRE and ICMP (no ports), SCTP (ports): bursts, Decide and
 // AppendMatching against the linear reference, and the decisions of
@@ -319,7 +319,7 @@ func TestPaddedWalks(t *testing.T) {
 				decided := 0
 				for i := range c.fs {
 					f := &c.fs[i]
-					k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | tr.topBits(f)}
+					k := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | tr.miscBits(f)}
 					for ti := range tr.t {
 						if got, want := tr.t[ti].walk(&k), off.tr.t[ti].walk(&k); got != want {
 							t.Fatalf("packet %d, tree %d: leaf %#x, unpadded %#x", i, ti, got, want)

@@ -727,6 +727,13 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestTreeWindows|TestWindowPortsKey",
 	},
 	{
+		name: "classifier: Decide keys a window set's packets without the ports bit",
+		edits: []edit{{"swpath/classifier/tree.go",
+			"\tk := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | t.tr.miscBits(f)}\n\tsd := scanSD(f)\n",
+			"\tk := treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | t.tr.topBits(f)}\n\tsd := scanSD(f)\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWindowPortsKey",
+	},
+	{
 		name: "classifier: the ports test of a window set's records is dropped, not moved to their misc word",
 		edits: []edit{{"swpath/classifier/tree_window.go",
 			"\t\t\t\tr.miscMask = r.miscMask&^chkPortsBit | portsKeyBit\n", "\t\t\t\tr.miscMask = r.miscMask &^ chkPortsBit\n\t\t\t\tr.misc &^= portsKeyBit\n", 1}},
