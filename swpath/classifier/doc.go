@@ -117,7 +117,10 @@
 // packets at a time there too, each leaf scanned as a window: a fixed
 // eight records from the leaf's first (four for a leaf of at most four),
 // each record's pass a conditional move rather than a branch, masked to
-// the leaf's count (tree_window.go). Where pairs walk two trees (not the
+// the leaf's count (tree_window.go); each packet's first passing record
+// of each tree decides it with conditional moves too (winFirst), unless
+// it needs holds, as a window set's records test the packet's ports in
+// their misc word (portsKeyBit). Where pairs walk two trees (not the
 // lane walk), every leaf is at least two loads from its root, chains of
 // one-child nodes making up the difference, so the pairs take the first
 // two levels of all four walks without a branch (treePad). Bigger trees
