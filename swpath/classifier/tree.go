@@ -293,8 +293,9 @@ type trees struct {
 	// some tight lane has them in x, tTop, and tight blocks take
 	// scanLanesT6, scanLanesT6I and tleafScan6).
 	v6 bool
-	// keyBits: the bits topBits gives a packet's misc word for the
-	// trees, of v6SrcTop, v6DstTop (v6) and portsKeyBit (window).
+	// keyBits: the bits of a packet's misc word for the trees that the
+	// records test, of v6SrcTop, v6DstTop (v6) and portsKeyBit (window):
+	// those miscBits gives.
 	keyBits uint64
 	// padded: the set has two trees that bursts walk in pairs
 	// (treeLookup2of2, vecEntry2of2: not the lane walk), whose walks take

@@ -36,7 +36,7 @@ import (
 // 0.82 MiB).
 
 // portsKeyBit is a bit of a window set's misc word for the trees
-// (topBits): the packet has ports (rule.Fields.HasPorts). addWindows moves
+// (miscBits): the packet has ports (rule.Fields.HasPorts). addWindows moves
 // the ports test of every record whose entry needs nothing more than them
 // (chkPortsBit without chkFullBit) into its misc value and mask, as this
 // bit, so that the scans decide on such a record without recRest. At 1k
@@ -177,10 +177,10 @@ func (t *Table) winPick(m uint32, recs *[recWindow]trec, f *rule.Fields, misc ui
 // bursts of fresh 5-tuples at 1k ClassBench-style rules (purego tag) took
 // 0.885-0.901 of the time of the picks before in three runs, and 0.897 on
 // 1000 flows (old and new alternated in one process, thread CPU time,
-// medians of 31 rounds; Intel Xeon, family 6 model 207). winFirst as a
-// function of its own, called (it would not inline), took 1.02 of the time
-// of this one, which inlines; without portsKeyBit, 0.96 of the picks'.
-// The bit alone, on the IPv6 form of the set (aclbench -ipv6): 0.89.
+// medians of 31 rounds; Intel Xeon, family 6 model 207). A form that
+// took both trees' masks, too big to inline, took 1.02 of the time of
+// this one, which inlines; without portsKeyBit, 0.96 of the picks'. The
+// bit alone, on the set as aclbench -ipv6 writes it: 0.89.
 func winFirst(m uint32, w *[recWindow]trec) (uint32, int32, uint64) {
 	r := &w[bits.TrailingZeros32(m)&(recWindow-1)]
 	e, x, mm := r.ent, r.rule, r.miscMask
