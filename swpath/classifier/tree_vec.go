@@ -183,16 +183,12 @@ func blockMask(key *[4]uint32, b *sblock) uint32 {
 // leafScan4 for packet f: always laneFull, and lanePorts when f has no
 // ports.
 func laneFlags(f *rule.Fields) uint32 {
-	var l4 uint32
-	if f.L4 {
-		l4 = 1
-	}
-	has := uint32(portProtos[f.Proto]) & l4
+	has := uint32(portsKey(f) / portsKeyBit)
 	return laneFull | lanePorts*(1-has)
 }
 
 // portProtos is 1 for the protocols that carry ports, taken from
-// rule.Fields.HasPorts: laneFlags tests a flood's mix of protocols
+// rule.Fields.HasPorts: portsKey tests a flood's mix of protocols
 // without a branch (a byte a protocol, so without a shift by a variable
 // count either).
 var portProtos = func() (m [256]uint8) {

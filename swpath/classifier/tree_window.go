@@ -48,7 +48,7 @@ import (
 const portsKeyBit = uint64(1) << 50
 
 // portsKey returns portsKeyBit for a packet with ports, else 0, without
-// a branch (as laneFlags).
+// a branch (rule.Fields.HasPorts); laneFlags takes it too.
 func portsKey(f *rule.Fields) uint64 {
 	var l4 uint64
 	if f.L4 {

@@ -151,7 +151,7 @@ func TestWindowPortsKey(t *testing.T) {
 		g.L4, g.Frag, g.SrcPort, g.DstPort = false, rule.IsFragment|rule.LastFragment, 0, 0
 		fs = append(fs, g)
 		g = f
-		g.Proto, g.SrcPort, g.DstPort = 47, 0, 0
+		g.Proto, g.SrcPort, g.DstPort = rule.ProtoGRE, 0, 0
 		fs = append(fs, g)
 		g = f
 		g.Proto, g.SrcPort, g.DstPort, g.ICMPType = rule.ProtoICMP, 0, 0, uint8(i)

@@ -328,9 +328,9 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestDifferential|TestTreeBurst|TestCBlock",
 	},
 	{
-		name: "classifier: the lane flags give ports to a packet without its L4 header",
-		edits: []edit{{"swpath/classifier/tree_vec.go",
-			"has := uint32(portProtos[f.Proto]) & l4", "has := uint32(portProtos[f.Proto]) | l4&0", 1}},
+		name: "classifier: the lane flags (portsKey) give ports to a packet without its L4 header",
+		edits: []edit{{"swpath/classifier/tree_window.go",
+			"\treturn uint64(portProtos[f.Proto]) & l4 * portsKeyBit\n", "\treturn (uint64(portProtos[f.Proto]) | l4&0) * portsKeyBit\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestDifferential|TestTreeBurst|TestCBlock|TestEdgeRules",
 	},
 	{
