@@ -318,6 +318,22 @@ func leafLanes(n uint64) uint32 {
 	return uint32((1<<cnt-1)<<(n&(vecBlock-1))) & 0xff
 }
 
+// laneLong is the bit of laneWord that says a packet's leaf is longer
+// than a block (treeLong).
+const laneLong = 1 << 31
+
+// laneWord is what scanLanesC2 works out for a packet whose leaves are c0
+// and c1 before it scans (laneScratch.lanes, ZLANES in
+// tree_lanes_amd64.s): leafLanes(c0) in bits 0-7, leafLanes(c1) in bits
+// 8-15, and laneLong where either leaf is longer than a block.
+func laneWord(c0, c1 uint64) uint32 {
+	lw := leafLanes(c0) | leafLanes(c1)<<vecBlock
+	if (c0|c1)&treeLong != 0 {
+		lw |= laneLong
+	}
+	return lw
+}
+
 // cblocksOf returns the compact blocks of recs (laid out by layPacked: a
 // multiple of vecBlock records), whose entries' lanes are lanes (clanes:
 // a tree's record of an entry is that entry's check, whichever leaf
@@ -477,15 +493,18 @@ func scanLanesC2Go(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n int, n
 }
 
 // cscan is scanLanesC2Go's work for packet i, whose blocks are bl0 and
-// bl1; it returns the packets left to Go, rest and i if it is one.
+// bl1; it returns the packets left to Go, rest and i if it is one. It
+// writes s.lanes[i] as the stub does (laneWord).
 func (s *laneScratch) cscan(i int, bl0, bl1 *cblock, vrule, out []int32, rest int, narrow bool) int {
 	c0, c1 := s.cur[0][i], s.cur[1][i]
+	lw := laneWord(c0, c1)
+	s.lanes[i] = lw
 	key := [4]uint32{uint32(s.sds[i] >> 32), uint32(s.sds[i]), hiLane(s.keys[2][i]), uint32(s.keys[2][i])}
-	best, check := cleafScan2Go(&key, s.flags[i], bl0, bl1, leafLanes(c0)|leafLanes(c1)<<vecBlock)
+	best, check := cleafScan2Go(&key, s.flags[i], bl0, bl1, lw&0xffff)
 	if narrow {
 		check = useful(check, best, &bl0.e, &bl1.e)
 	}
-	r := s.decide(i, best, check, (c0|c1)&treeLong != 0, vrule, out, rest)
+	r := s.decide(i, best, check, lw&laneLong != 0, vrule, out, rest)
 	if r != rest {
 		out[i] = vrule[len(vrule)-1]
 	}

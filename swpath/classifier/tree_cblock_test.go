@@ -391,6 +391,9 @@ func TestScanLanesC2(t *testing.T) {
 		if nr != gr || s.rest != g.rest || s.res != g.res || !slices.Equal(out, gout) {
 			t.Fatalf("round %d, %d packets: %d left, res %x, out %v; Go %d left, res %x, out %v", it, n, nr, s.res[:n], out[:n], gr, g.res[:n], gout[:n])
 		}
+		if lanesWalk && !slices.Equal(s.lanes[:n], g.lanes[:n]) {
+			t.Fatalf("round %d, %d packets: lane words %x, Go's %x", it, n, s.lanes[:n], g.lanes[:n])
+		}
 		if ok {
 			// The tight scans, stubs and Go, do what the compact ones
 			// did: scanLanesT6 always, scanLanesT2 where no lane has

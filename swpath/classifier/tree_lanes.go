@@ -31,6 +31,9 @@ import (
 // cblockMin) and sets too big for leaves of one block get compact blocks
 // (tree_cblock.go), leaves of one block again, scanned by scanLanesC2,
 // where every entry's check fits; blocks are theirs where one does not.
+// scanLanesC2 works out every packet's leaf lanes for the group first
+// (laneWord, eight packets to an instruction), then tests a packet's two
+// blocks together, one in each half of zmm registers (ZSCAN).
 // The biggest of them get tight blocks where their lanes make few enough
 // classes (tree_tblock.go), scanned by scanLanesT2. Sets whose node
 // words pass nodes32Min walk a copy of them in 4 bytes
@@ -84,7 +87,7 @@ func (d *dtree) walkLanesGo(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, 
 const lanePrefetch = 8
 
 // laneScratch is vecLanes' working memory (and keys that of treeGroup's
-// walks): about 7.6 KiB, which a DecideBurst clears on its stack. The
+// walks): about 8.1 KiB, which a DecideBurst clears on its stack. The
 // scan stubs address its fields by their offsets (go_asm.h).
 type laneScratch struct {
 	keys  [3][treeGroup]uint64 // the packets' treeKey words, word by word
@@ -93,6 +96,7 @@ type laneScratch struct {
 	flags [treeGroup]uint32    // laneFlags, 0 for a packet that is not IP
 	res   [treeGroup]uint64    // the scans' best | check<<32
 	rest  [treeGroup]uint8     // the packets the scans left to Go
+	lanes [treeGroup]uint32    // scanLanesC2's laneWord of each packet
 }
 
 // vecLanes decides fs (at most treeGroup packets) into out for sets of at

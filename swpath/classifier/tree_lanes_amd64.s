@@ -230,6 +230,17 @@ l: \
 	USEFUL(a, off, K4) \
 	USEFUL(b, off, K5)
 
+// ZNARROW is NARROW for ZSCAN: with the argument narrow true, the lanes
+// to check in K4 keep those that can lower the best in R14 (USEFUL, over
+// the entries ZSCAN left in Z5; laneFull in Z13); else it jumps to skip.
+#define ZNARROW(skip) \
+	CMPB	narrow+120(FP), $0 \
+	JEQ	skip \
+	VPBROADCASTD	R14, Z12 \
+	VPTESTMD	Z13, Z5, K4, K4 \
+	VPANDD	Z9, Z5, Z5 \
+	VPCMPUD	$1, Z12, Z5, K4, K4
+
 // STEPCONSTS loads the constants of a walk's steps: leaf (the leaf bit)
 // to Z16, 1, 2 and 3 to Z17-Z19 (key words; 3 the mask of the key
 // word's two bits), 63 (the shift's mask) to Z20, cut (the child index
@@ -773,19 +784,23 @@ done4:
 	VPXORD	key, Y5, Y5 \
 	VPCMPUD	$2, Y6, Y5, m, K1
 
-// LEAFLANES sets mask k to the lanes of its first block that the leaf
-// word in w holds (leafLanes): (1 << min(count, 8)) - 1, shifted left by
-// the first record's lane. BZHI takes its index from the count's low
-// byte, and keeps all eight bits for an index of 8 or more: a leaf holds
-// at most treeMaxLeaf (255) records. Uses t and u.
-#define LEAFLANES(w, t, u, k) \
+// LEAFBITS sets u to the lanes of its first block that the leaf word in
+// w holds (leafLanes): (1 << min(count, 8)) - 1, shifted left by the
+// first record's lane. BZHI takes its index from the count's low byte,
+// and keeps all eight bits for an index of 8 or more: a leaf holds at
+// most treeMaxLeaf (255) records. Uses t.
+#define LEAFBITS(w, t, u) \
 	MOVQ	w, t \
 	SHRQ	$32, t \
 	MOVL	$0xff, u \
 	BZHIL	t, u, u \
 	MOVL	w, t \
 	ANDL	$7, t \
-	SHLXL	t, u, u \
+	SHLXL	t, u, u
+
+// LEAFLANES sets mask k to LEAFBITS's lanes. Uses t and u.
+#define LEAFLANES(w, t, u, k) \
+	LEAFBITS(w, t, u) \
 	KMOVW	u, k
 
 // CBLOCK sets a to the compact block of the leaf word in a (its record
@@ -824,16 +839,86 @@ done4:
 	JAE	skip \
 	fetch(BX)
 
-// CLEAVES is the compact and tight scans' start of packet DX: its lanes
-// (CLANES), its leaves' words in AX (tree 0) and BX (tree 1), their lanes
-// in K2 and K6 (LEAFLANES), and in R13 whether either is longer than a
-// block (treeLong). Uses R14.
+// CLEAVES is the tight scans' start of packet DX: its lanes (CLANES, on
+// ymm registers) with the minimum in Y11 all ones, its leaves' words in
+// AX (tree 0) and BX (tree 1), their lanes in K2 and K6 (LEAFLANES), and
+// in R13 whether either is longer than a block (LONGER). Uses R14.
 #define CLEAVES \
-	CLANES \
+	CLANES(Y0, Y1, Y2, Y3, Y8) \
+	VPTERNLOGD	$0xff, Y11, Y11, Y11 \
 	MOVQ	laneScratch_cur(R8)(DX*8), AX \
 	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(DX*8), BX \
 	LEAFLANES(AX, R13, R14, K2) \
 	LEAFLANES(BX, R13, R14, K6) \
+	LONGER
+
+// ZLEAVES is CLEAVES for the compact scan, whose lanes are zmm registers
+// (CLANES on Z0-Z3 and Z8) and whose leaves' lanes are one mask of 16 in
+// K2, tree 0's lanes in its low byte and tree 1's in its high byte, and
+// R13 not zero where either leaf is longer than a block: both from the
+// packet's word that ZLANES wrote.
+#define ZLEAVES \
+	CLANES(Z0, Z1, Z2, Z3, Z8) \
+	MOVQ	laneScratch_cur(R8)(DX*8), AX \
+	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(DX*8), BX \
+	KMOVW	laneScratch_lanes(R8)(DX*4), K2 \
+	MOVL	laneScratch_lanes(R8)(DX*4), R13 \
+	SHRL	$31, R13
+
+// ZLANES writes, for the n packets in CX rounded up to a multiple of
+// eight, each packet's leaves' lanes (LEAFBITS: tree 0's in bits 0-7,
+// tree 1's in bits 8-15) and bit 31 where either leaf is longer than a
+// block (treeLong) to the scratch's lanes, eight packets to an
+// instruction (ZLANE), before ZSCAN's loop: each packet's two LEAFBITS
+// and LONGER took 22 instructions in the loop. Uses AX, R13 and
+// Z4-Z7, Z10, Z23-Z27.
+#define ZLANES(skip, chunk) \
+	MOVQ	CX, AX \
+	ADDQ	$7, AX \
+	SHRQ	$3, AX \
+	JEQ	skip \
+	MOVQ	$0xff, R13 \
+	VPBROADCASTQ	R13, Z23 \
+	MOVQ	$8, R13 \
+	VPBROADCASTQ	R13, Z24 \
+	MOVQ	$1, R13 \
+	VPBROADCASTQ	R13, Z25 \
+	MOVQ	$7, R13 \
+	VPBROADCASTQ	R13, Z26 \
+	MOVQ	$0x80000000, R13 \
+	VPBROADCASTQ	R13, Z27 \
+	XORL	R13, R13 \
+chunk: \
+	VMOVDQU64	laneScratch_cur(R8)(R13*8), Z4 \
+	VMOVDQU64	(laneScratch_cur+const_treeGroup*8)(R8)(R13*8), Z5 \
+	ZLANE(Z4, Z6) \
+	ZLANE(Z5, Z7) \
+	VPSLLQ	$8, Z7, Z7 \
+	VPORQ	Z7, Z6, Z6 \
+	VPORQ	Z5, Z4, Z10 \
+	VPSRLQ	$31, Z10, Z10 \
+	VPTERNLOGQ	$0xf8, Z27, Z10, Z6 \
+	VPMOVQD	Z6, laneScratch_lanes(R8)(R13*4) \
+	ADDQ	$8, R13 \
+	DECQ	AX \
+	JNE	chunk \
+skip:
+
+// ZLANE sets l to LEAFBITS of the eight leaf words in w: (1 << min(count,
+// 8)) - 1, the count the word's bits 32-39 (Z23: 0xff; Z24: 8; Z25: 1),
+// shifted left by the first record's lane (Z26: 7). Uses Z10.
+#define ZLANE(w, l) \
+	VPSRLQ	$32, w, Z10 \
+	VPANDQ	Z23, Z10, Z10 \
+	VPMINUQ	Z24, Z10, Z10 \
+	VPSLLVQ	Z10, Z25, l \
+	VPSUBQ	Z25, l, l \
+	VPANDQ	Z26, w, Z10 \
+	VPSLLVQ	Z10, l, l
+
+// LONGER sets R13 to 1 where either leaf word, in AX and BX, is longer
+// than a block (treeLong), else to 0.
+#define LONGER \
 	MOVQ	AX, R13 \
 	ORQ	BX, R13 \
 	SHRQ	$62, R13 \
@@ -851,12 +936,14 @@ done4:
 // scanLanesT2), after their prologue and constants, over the n packets
 // in CX: first the blocks of the packets before the first that CAHEAD
 // reaches (fetch: CFETCH or TFETCH), so that their misses overlap, then
-// each packet's two blocks (block: CBLOCK or TBLOCK) scanned (scan: CSCAN
-// or TSCAN, the blocks' entry words at eoff for NARROW) and decided or
-// listed (CDECIDE, a listed packet's out the last entry), and last the
-// decided packets' rules (RULES); the count of the packets listed goes
-// to rest. The other arguments are the loop's labels, one set a stub.
-#define CLOOP(fetch, block, scan, eoff, rest, head, loop, ahead, narrowl, restl, nextl, rulesm, rules, done) \
+// each packet's lanes and leaves (leaves: ZLEAVES or CLEAVES), its two
+// blocks (block: CBLOCK or TBLOCK) scanned (scan2: ZSCANS or TSCANS,
+// which leave the best entry in R14 and the lanes to check in AX), the
+// packet decided or listed (CDECIDE, a listed packet's out the last
+// entry), and last the decided packets' rules (RULES, with vrule's base
+// back in R10); the count of the packets listed goes to rest. The other
+// arguments are the loop's labels, one set a stub.
+#define CLOOP(fetch, block, leaves, scan2, rest, head, loop, ahead, narrowl, restl, nextl, rulesm, rules, done) \
 	TESTQ	CX, CX \
 	JEQ	done \
 	MOVQ	pfd+112(FP), R13 \
@@ -872,15 +959,10 @@ head: \
 loop: \
 	CAHEAD(fetch, ahead) \
 ahead: \
-	CLEAVES \
+	leaves \
 	block(AX, SI) \
 	block(BX, DI) \
-	scan(AX, K2, K4) \
-	scan(BX, K6, K5) \
-	MINIMUM(R14) \
-	NARROW(AX, BX, eoff, narrowl) \
-narrowl: \
-	CCHECK \
+	scan2(narrowl) \
 	CDECIDE(restl, nextl) \
 restl: \
 	MOVL	R11, (R9)(DX*4) \
@@ -890,43 +972,116 @@ nextl: \
 	INCQ	DX \
 	CMPQ	DX, CX \
 	JNE	loop \
+	MOVQ	vrule_base+56(FP), R10 \
 	rulesm(rules) \
 done: \
 	MOVQ	R12, rest \
 	VZEROUPPER \
 	RET
 
-// CLANES is LANES for compact blocks: packet DX's hiLane in Y2, the bits
-// of its misc word that hiLane takes (the protocol, bits 32-39; bit 41 of
-// the family; the IPv6 top bits 48 and 49) gathered in their order by
-// BMI2's PEXT. Uses AX and BX.
-#define CLANES \
-	VPBROADCASTD	(laneScratch_sds+4)(R8)(DX*8), Y0 \
-	VPBROADCASTD	laneScratch_sds(R8)(DX*8), Y1 \
+// CLANES is LANES for compact and tight blocks, to the registers named:
+// packet DX's source word to src, its destination word to dst, its hiLane
+// to hi (the bits of its misc word that hiLane takes: the protocol, bits
+// 32-39; bit 41 of the family; the IPv6 top bits 48 and 49, gathered in
+// their order by BMI2's PEXT), its ports to ports and its flags to fl.
+// Uses AX and BX.
+#define CLANES(src, dst, hi, ports, fl) \
+	VPBROADCASTD	(laneScratch_sds+4)(R8)(DX*8), src \
+	VPBROADCASTD	laneScratch_sds(R8)(DX*8), dst \
 	MOVQ	(laneScratch_keys+2*const_treeGroup*8)(R8)(DX*8), AX \
 	MOVQ	$0x302ff00000000, BX \
 	PEXTQ	BX, AX, AX \
-	VPBROADCASTD	AX, Y2 \
-	VPBROADCASTD	(laneScratch_keys+2*const_treeGroup*8)(R8)(DX*8), Y3 \
-	VPBROADCASTD	laneScratch_flags(R8)(DX*4), Y8 \
-	VPTERNLOGD	$0xff, Y11, Y11, Y11
+	VPBROADCASTD	AX, hi \
+	VPBROADCASTD	(laneScratch_keys+2*const_treeGroup*8)(R8)(DX*8), ports \
+	VPBROADCASTD	laneScratch_flags(R8)(DX*4), fl
 
 // CONSTS loads CSCAN's constant: all ones to Y22.
 #define CONSTS \
 	VPTERNLOGD	$0xff, Y22, Y22, Y22
+
+// ZLOAD loads the 32 bytes at off of two compact blocks into z, tree 0's
+// block (at AX) into its low half y and tree 1's (at BX) into its high
+// half: ZSCAN's sixteen lanes, lane 8k+j lane j of block k.
+#define ZLOAD(off, z, y) \
+	VMOVDQU32	off(AX), y \
+	VINSERTI64X4	$1, off(BX), z, z
+
+// ZADDR is ADDRESS for ZSCAN: t is zero in the lanes whose address words
+// (at off of both blocks, ZLOAD) the packet's word in key passes, the
+// bits of key XOR the word above ADDRESS's bound elsewhere, so that one
+// compare tests every field. Uses Z5.
+#define ZADDR(off, whole, key, t) \
+	ZLOAD(off, Z5, Y5) \
+	VPADDD	Z22, Z5, t \
+	VPTERNLOGD	$0x14, whole, Z5, t \
+	VPTERNLOGD	$0x06, key, Z5, t
+
+// ZSCAN is CSCAN over both of a packet's compact blocks at once, tree 0's
+// at AX and tree 1's at BX, on sixteen lanes of zmm registers (ZLOAD):
+// the packet's lanes in Z0-Z3 and its flags in Z8 (ZLEAVES), its leaves'
+// lanes in K2, laneEnt in Z9, all ones in Z22 (ZCONSTS). Each field's test
+// leaves zero where it passes (ZADDR; the c word under its mask; the
+// ports' difference XOR its minimum with the span, which is zero where
+// the difference is at most the span), the four are ORed (VPTERNLOGD),
+// and one compare takes the passing lanes to K1; CSCAN took four
+// compares a block, each on the one port that writes masks. The passing
+// lanes with a flag of the packet's go to K4, the others' entries to Z11
+// (all ones elsewhere), whose two halves' minimum ends in Y11. The
+// entries stay in Z5 for ZNARROW. Uses Z4-Z7, Z10, Z12, Z16-Z18, K1 and
+// K3.
+#define ZSCAN \
+	ZLOAD(96, Z4, Y4) \
+	VPSRAD	$31, Z4, Z7 \
+	ZADDR(0, Z7, Z0, Z6) \
+	VPSLLD	$1, Z4, Z7 \
+	VPSRAD	$31, Z7, Z7 \
+	ZADDR(32, Z7, Z1, Z10) \
+	VPSRLD	$const_cMasks, Z4, Z16 \
+	VPTERNLOGD	$0x60, Z2, Z4, Z16 \
+	ZLOAD(64, Z17, Y17) \
+	VPSUBW	Z17, Z3, Z17 \
+	ZLOAD(160, Z18, Y18) \
+	VPMINUW	Z18, Z17, Z18 \
+	VPTERNLOGD	$0xfe, Z16, Z10, Z6 \
+	VPTERNLOGD	$0xf6, Z18, Z17, Z6 \
+	VPTESTNMD	Z6, Z6, K2, K1 \
+	ZLOAD(128, Z5, Y5) \
+	VPTESTMD	Z8, Z5, K1, K4 \
+	KANDNW	K1, K4, K3 \
+	VMOVDQA32	Z22, Z11 \
+	VPANDD	Z9, Z5, K3, Z11 \
+	VEXTRACTI64X4	$1, Z11, Y12 \
+	VPMINUD	Y12, Y11, Y11
+
+// ZSCANS is CLOOP's scan2 for compact blocks: ZSCAN, the best entry to
+// R14, ZNARROW, and the lanes to check to AX.
+#define ZSCANS(narrowl) \
+	ZSCAN \
+	MINIMUM(R14) \
+	ZNARROW(narrowl) \
+narrowl: \
+	KMOVW	K4, AX
+
+// ZCONSTS widens PROLOGUE's laneEnt (Z9) and laneFull (Z13) to zmm
+// registers and sets all ones in Z22.
+#define ZCONSTS \
+	VPBROADCASTD	X9, Z9 \
+	VPBROADCASTD	X13, Z13 \
+	VPTERNLOGD	$0xff, Z22, Z22, Z22
 
 // func scanLanesC2(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n, pfd int) (rest int)
 //
 // scanLanes2 over compact blocks (scanLanesC2Go): packet i's lanes are
 // s.sds[i], hiLane(s.keys[2][i]) and the low half of s.keys[2][i], its
 // blocks the first of its leaves in b0 and b1, and it decides or lists
-// packets as scanLanes2 does. With pfd not 0 it first prefetches the
-// blocks of packets 0 to pfd-1, then, at packet i, those of packet i+pfd
-// (CAHEAD). It orders no memory.
+// packets as scanLanes2 does, both blocks in one scan (ZSCAN). With pfd
+// not 0 it first prefetches the blocks of packets 0 to pfd-1, then, at
+// packet i, those of packet i+pfd (CAHEAD). It orders no memory.
 TEXT ·scanLanesC2(SB), NOSPLIT, $0-136
 	PROLOGUE
-	CONSTS
-	CLOOP(CFETCH, CBLOCK, CSCAN, 128, rest+128(FP), headC, loopC, aheadC, narrowC, restC, nextC, RULES, rulesC, doneC)
+	ZCONSTS
+	ZLANES(lanesC, chunkC)
+	CLOOP(CFETCH, CBLOCK, ZLEAVES, ZSCANS, rest+128(FP), headC, loopC, aheadC, narrowC, restC, nextC, RULES, rulesC, doneC)
 
 // func cleafScan2(key *[4]uint32, flags uint32, b0, b1 *cblock, lanes uint32) (best, check uint32)
 //
@@ -1000,6 +1155,25 @@ TEXT ·cleafScan2(SB), NOSPLIT|NOFRAME, $0-48
 	VPCMPEQD	Y6, Y5, K1, K1 \
 	FOLD(Y4, k)
 
+// TSCANS and TSCAN6S are CLOOP's scan2 for tight blocks: TSCAN (or
+// TSCAN6) over the block at AX under K2 and the block at BX under K6,
+// the best entry to R14, NARROW, and the lanes to check to AX (CCHECK).
+#define TSCANS(narrowl) \
+	TSCAN(AX, K2, K4) \
+	TSCAN(BX, K6, K5) \
+	MINIMUM(R14) \
+	NARROW(AX, BX, 96, narrowl) \
+narrowl: \
+	CCHECK
+
+#define TSCAN6S(narrowl) \
+	TSCAN6(AX, K2, K4) \
+	TSCAN6(BX, K6, K5) \
+	MINIMUM(R14) \
+	NARROW(AX, BX, 96, narrowl) \
+narrowl: \
+	CCHECK
+
 // TBLOCK sets a to the tight block of the leaf word in a (its record
 // index over eight, in the blocks from base on).
 #define TBLOCK(a, base) \
@@ -1041,7 +1215,7 @@ TEXT ·cleafScan2(SB), NOSPLIT|NOFRAME, $0-48
 TEXT ·scanLanesT2(SB), NOSPLIT, $0-144
 	PROLOGUE
 	TCONSTS(cl+128(FP))
-	CLOOP(TFETCH, TBLOCK, TSCAN, 96, rest+136(FP), headT, loopT, aheadT, narrowT, restT, nextT, RULES, rulesT, doneT)
+	CLOOP(TFETCH, TBLOCK, CLEAVES, TSCANS, rest+136(FP), headT, loopT, aheadT, narrowT, restT, nextT, RULES, rulesT, doneT)
 
 // func scanLanesT2I(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
 //
@@ -1050,7 +1224,7 @@ TEXT ·scanLanesT2(SB), NOSPLIT, $0-144
 TEXT ·scanLanesT2I(SB), NOSPLIT, $0-144
 	PROLOGUE
 	TCONSTS(cl+128(FP))
-	CLOOP(TFETCH, TBLOCK, TSCAN, 96, rest+136(FP), headI, loopI, aheadI, narrowI, restI, nextI, RULESI, rulesI, doneI)
+	CLOOP(TFETCH, TBLOCK, CLEAVES, TSCANS, rest+136(FP), headI, loopI, aheadI, narrowI, restI, nextI, RULESI, rulesI, doneI)
 
 // func tleafScan2(key *[4]uint32, flags uint32, b0, b1 *tblock, cl *tclasses, lanes uint32) (best, check uint32)
 //
@@ -1067,7 +1241,7 @@ TEXT ·tleafScan2(SB), NOSPLIT|NOFRAME, $0-56
 TEXT ·scanLanesT6(SB), NOSPLIT, $0-144
 	PROLOGUE
 	TCONSTS(cl+128(FP))
-	CLOOP(TFETCH, TBLOCK, TSCAN6, 96, rest+136(FP), head6, loop6, ahead6, narrow6, rest6, next6, RULES, rules6, done6)
+	CLOOP(TFETCH, TBLOCK, CLEAVES, TSCAN6S, rest+136(FP), head6, loop6, ahead6, narrow6, rest6, next6, RULES, rules6, done6)
 
 // func scanLanesT6I(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
 //
@@ -1075,7 +1249,7 @@ TEXT ·scanLanesT6(SB), NOSPLIT, $0-144
 TEXT ·scanLanesT6I(SB), NOSPLIT, $0-144
 	PROLOGUE
 	TCONSTS(cl+128(FP))
-	CLOOP(TFETCH, TBLOCK, TSCAN6, 96, rest+136(FP), head6I, loop6I, ahead6I, narrow6I, rest6I, next6I, RULESI, rules6I, done6I)
+	CLOOP(TFETCH, TBLOCK, CLEAVES, TSCAN6S, rest+136(FP), head6I, loop6I, ahead6I, narrow6I, rest6I, next6I, RULESI, rules6I, done6I)
 
 // func tleafScan6(key *[4]uint32, flags uint32, b0, b1 *tblock, cl *tclasses, lanes uint32) (best, check uint32)
 //
