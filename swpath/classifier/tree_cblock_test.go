@@ -394,6 +394,15 @@ func TestScanLanesC2(t *testing.T) {
 		if lanesWalk && !slices.Equal(s.lanes[:n], g.lanes[:n]) {
 			t.Fatalf("round %d, %d packets: lane words %x, Go's %x", it, n, s.lanes[:n], g.lanes[:n])
 		}
+		if lanesWalk && !narrow && it%3 == 0 {
+			// A group in the cache: the stub's scans left each packet's
+			// lane minimums and lanes to check for ZDECIDE.
+			for i := range n {
+				if best := slices.Min(s.mins[i][:]); best != uint32(g.res[i]) || uint32(s.chk[i]) != uint32(g.res[i]>>32) {
+					t.Fatalf("round %d, packet %d: minimums %x and check %x, Go's best %x and check %x", it, i, s.mins[i], s.chk[i], uint32(g.res[i]), uint32(g.res[i]>>32))
+				}
+			}
+		}
 		if ok {
 			// The tight scans, stubs and Go, do what the compact ones
 			// did: scanLanesT6 always, scanLanesT2 where no lane has

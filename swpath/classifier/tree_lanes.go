@@ -97,6 +97,8 @@ type laneScratch struct {
 	res   [treeGroup]uint64    // the scans' best | check<<32
 	rest  [treeGroup]uint8     // the packets the scans left to Go
 	lanes [treeGroup]uint32    // scanLanesC2's laneWord of each packet
+	mins  [treeGroup][4]uint32 // scanLanesC2's: each packet's scan's four lane minimums
+	chk   [treeGroup]uint16    // and its lanes to check
 }
 
 // vecLanes decides fs (at most treeGroup packets) into out for sets of at

@@ -128,14 +128,25 @@ func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, pfd int)
 // instruction, then scans each packet's two blocks at once, one in each
 // half of zmm registers (ZSCAN), with one compare for all of a lane's
 // fields where the one-block scan (CSCAN, cleafScan2's) takes four.
-// Fresh 5-tuple bursts at 1k ClassBench-style rules (DecideBurst in
-// bursts of 256, the old stub and this one alternated 21 times in one
-// process, thread CPU time, medians of the ratios, three runs; an Intel
-// Xeon, family 6 model 207, under KVM) took 0.854-0.879 of the time,
-// 1000 flows 0.870-0.902, and at 10k rules 0.891-0.935 and 0.892-0.936;
-// the scan alone 0.80-0.85 (BENCHMARKS.md). The two-block scan alone,
-// its lane words still worked out a packet at a time (two BZHI and SHLX
-// and the long-leaf test, 22 instructions), took 0.84-0.91 of the scan.
+// Where it neither prefetches nor narrows (pfd 0, narrow false: sets in
+// the cache), each packet's scan leaves four lane minimums in s.mins and
+// its lanes to check in s.chk, and the group is decided sixteen packets
+// to an instruction at the end (ZDECIDE): the minimums' reduction, the
+// packets listed, the rules gathered. Elsewhere each packet is decided
+// in turn (CDECIDE), as the narrowing needs its best.
+//
+// Measured on an Intel Xeon, family 6 model 207, under KVM, at 1k
+// ClassBench-style rules on fresh 5-tuples (BENCHMARKS.md):
+//   - the two-block scan alone, its lane words still worked out a packet
+//     at a time (two BZHI and SHLX and the long-leaf test, 22
+//     instructions), took 0.84-0.91 of the time of the scan before it;
+//   - with the lane words first, the scan took 0.80-0.85 of the time,
+//     and DecideBurst in bursts of 256 0.854-0.879 (the old stub and
+//     this one alternated 21 times in one process, thread CPU time,
+//     medians of the ratios, three runs), 1000 flows 0.870-0.902, and at
+//     10k rules 0.891-0.935 and 0.892-0.936;
+//   - with ZDECIDE, the scan took 0.62-0.66 of the time of the first
+//     stub.
 //
 //go:noescape
 func scanLanesC2(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n, pfd int, narrow bool) (rest int)

@@ -1069,6 +1069,177 @@ narrowl: \
 	VPBROADCASTD	X13, Z13 \
 	VPTERNLOGD	$0xff, Z22, Z22, Z22
 
+// zdecide is ZDECIDE's permutes' indices: the even lanes of two
+// registers, their odd lanes, the first eight lanes of two registers
+// interleaved and their last eight (32-bit lanes, the second register's
+// numbered from 16), then 0 to 15.
+DATA	zdecide<>+0(SB)/4, $0
+DATA	zdecide<>+4(SB)/4, $2
+DATA	zdecide<>+8(SB)/4, $4
+DATA	zdecide<>+12(SB)/4, $6
+DATA	zdecide<>+16(SB)/4, $8
+DATA	zdecide<>+20(SB)/4, $10
+DATA	zdecide<>+24(SB)/4, $12
+DATA	zdecide<>+28(SB)/4, $14
+DATA	zdecide<>+32(SB)/4, $16
+DATA	zdecide<>+36(SB)/4, $18
+DATA	zdecide<>+40(SB)/4, $20
+DATA	zdecide<>+44(SB)/4, $22
+DATA	zdecide<>+48(SB)/4, $24
+DATA	zdecide<>+52(SB)/4, $26
+DATA	zdecide<>+56(SB)/4, $28
+DATA	zdecide<>+60(SB)/4, $30
+DATA	zdecide<>+64(SB)/4, $1
+DATA	zdecide<>+68(SB)/4, $3
+DATA	zdecide<>+72(SB)/4, $5
+DATA	zdecide<>+76(SB)/4, $7
+DATA	zdecide<>+80(SB)/4, $9
+DATA	zdecide<>+84(SB)/4, $11
+DATA	zdecide<>+88(SB)/4, $13
+DATA	zdecide<>+92(SB)/4, $15
+DATA	zdecide<>+96(SB)/4, $17
+DATA	zdecide<>+100(SB)/4, $19
+DATA	zdecide<>+104(SB)/4, $21
+DATA	zdecide<>+108(SB)/4, $23
+DATA	zdecide<>+112(SB)/4, $25
+DATA	zdecide<>+116(SB)/4, $27
+DATA	zdecide<>+120(SB)/4, $29
+DATA	zdecide<>+124(SB)/4, $31
+DATA	zdecide<>+128(SB)/4, $0
+DATA	zdecide<>+132(SB)/4, $16
+DATA	zdecide<>+136(SB)/4, $1
+DATA	zdecide<>+140(SB)/4, $17
+DATA	zdecide<>+144(SB)/4, $2
+DATA	zdecide<>+148(SB)/4, $18
+DATA	zdecide<>+152(SB)/4, $3
+DATA	zdecide<>+156(SB)/4, $19
+DATA	zdecide<>+160(SB)/4, $4
+DATA	zdecide<>+164(SB)/4, $20
+DATA	zdecide<>+168(SB)/4, $5
+DATA	zdecide<>+172(SB)/4, $21
+DATA	zdecide<>+176(SB)/4, $6
+DATA	zdecide<>+180(SB)/4, $22
+DATA	zdecide<>+184(SB)/4, $7
+DATA	zdecide<>+188(SB)/4, $23
+DATA	zdecide<>+192(SB)/4, $8
+DATA	zdecide<>+196(SB)/4, $24
+DATA	zdecide<>+200(SB)/4, $9
+DATA	zdecide<>+204(SB)/4, $25
+DATA	zdecide<>+208(SB)/4, $10
+DATA	zdecide<>+212(SB)/4, $26
+DATA	zdecide<>+216(SB)/4, $11
+DATA	zdecide<>+220(SB)/4, $27
+DATA	zdecide<>+224(SB)/4, $12
+DATA	zdecide<>+228(SB)/4, $28
+DATA	zdecide<>+232(SB)/4, $13
+DATA	zdecide<>+236(SB)/4, $29
+DATA	zdecide<>+240(SB)/4, $14
+DATA	zdecide<>+244(SB)/4, $30
+DATA	zdecide<>+248(SB)/4, $15
+DATA	zdecide<>+252(SB)/4, $31
+DATA	zdecide<>+256(SB)/4, $0
+DATA	zdecide<>+260(SB)/4, $1
+DATA	zdecide<>+264(SB)/4, $2
+DATA	zdecide<>+268(SB)/4, $3
+DATA	zdecide<>+272(SB)/4, $4
+DATA	zdecide<>+276(SB)/4, $5
+DATA	zdecide<>+280(SB)/4, $6
+DATA	zdecide<>+284(SB)/4, $7
+DATA	zdecide<>+288(SB)/4, $8
+DATA	zdecide<>+292(SB)/4, $9
+DATA	zdecide<>+296(SB)/4, $10
+DATA	zdecide<>+300(SB)/4, $11
+DATA	zdecide<>+304(SB)/4, $12
+DATA	zdecide<>+308(SB)/4, $13
+DATA	zdecide<>+312(SB)/4, $14
+DATA	zdecide<>+316(SB)/4, $15
+GLOBL	zdecide<>(SB), RODATA|NOPTR, $320
+
+// ZPAIR sets d to the minimum of each two neighbouring lanes of a and b,
+// a's sixteen lanes then b's: a packet's run of lanes halves, in order.
+// The even lanes' indices are in Z23, the odd lanes' in Z24. Uses Z10
+// and Z12.
+#define ZPAIR(a, b, d) \
+	VMOVDQA32	Z23, Z10 \
+	VPERMI2D	b, a, Z10 \
+	VMOVDQA32	Z24, Z12 \
+	VPERMI2D	b, a, Z12 \
+	VPMINUD	Z12, Z10, d
+
+// ZDECIDE is the end of scanLanesC2's scan of a group in the cache: for
+// the n packets in CX, sixteen at a time (R13 the first), each packet's
+// best entry is the minimum of its four lanes in mins (ZPAIR twice), its
+// lanes to check are in chk; res gets best | check<<32; a packet that is
+// not IP (flags 0), whose leaf is longer than a block (laneLong) or that
+// has lanes to check is listed in rest (VPCOMPRESSD, R12 the count), its
+// out vrule's last; the others' out is vrule[min(best, R11)], sixteen
+// rules gathered (VPGATHERDD) where RULES loaded them one by one. What
+// CDECIDE and RULES do a packet at a time, where each packet's best took
+// a horizontal minimum (MINIMUM) and a branch or two. It writes nothing
+// past the n packets (K7). Uses AX, BX, R13, Z4-Z7, Z10, Z12, Z23-Z29
+// and K1-K3, K7.
+#define ZDECIDE(chunk, done) \
+	TESTQ	CX, CX \
+	JEQ	done \
+	MOVQ	$zdecide<>(SB), AX \
+	VMOVDQU32	(AX), Z23 \
+	VMOVDQU32	64(AX), Z24 \
+	VMOVDQU32	128(AX), Z25 \
+	VMOVDQU32	192(AX), Z26 \
+	VMOVDQU32	256(AX), Z27 \
+	VPBROADCASTD	R11, Z28 \
+	MOVL	$const_laneLong, AX \
+	VPBROADCASTD	AX, Z29 \
+	XORL	R13, R13 \
+chunk: \
+	MOVQ	CX, AX \
+	SUBQ	R13, AX \
+	MOVL	$0xffff, BX \
+	BZHIL	AX, BX, BX \
+	KMOVW	BX, K7 \
+	MOVQ	R13, AX \
+	SHLQ	$4, AX \
+	VMOVDQU32	laneScratch_mins(R8)(AX*1), Z4 \
+	VMOVDQU32	(laneScratch_mins+64)(R8)(AX*1), Z5 \
+	VMOVDQU32	(laneScratch_mins+128)(R8)(AX*1), Z6 \
+	VMOVDQU32	(laneScratch_mins+192)(R8)(AX*1), Z7 \
+	ZPAIR(Z4, Z5, Z4) \
+	ZPAIR(Z6, Z7, Z6) \
+	ZPAIR(Z4, Z6, Z4) \
+	VPMOVZXWD	laneScratch_chk(R8)(R13*2), Z5 \
+	VMOVDQU32	laneScratch_flags(R8)(R13*4), Z6 \
+	VPANDD	laneScratch_lanes(R8)(R13*4), Z29, Z10 \
+	VPORD	Z5, Z10, Z10 \
+	VPTESTMD	Z10, Z10, K7, K1 \
+	VPTESTNMD	Z6, Z6, K7, K2 \
+	KORW	K1, K2, K1 \
+	VPMINUD	Z28, Z4, Z6 \
+	VMOVDQA32	Z28, K1, Z6 \
+	KMOVW	K7, K2 \
+	VPGATHERDD	(R10)(Z6*4), K2, Z7 \
+	VMOVDQU32	Z7, K7, (R9)(R13*4) \
+	VMOVDQA32	Z25, Z10 \
+	VPERMI2D	Z5, Z4, Z10 \
+	VMOVDQA32	Z26, Z12 \
+	VPERMI2D	Z5, Z4, Z12 \
+	VMOVDQU64	Z10, K7, laneScratch_res(R8)(R13*8) \
+	KSHIFTRW	$8, K7, K3 \
+	VMOVDQU64	Z12, K3, (laneScratch_res+64)(R8)(R13*8) \
+	VPBROADCASTD	R13, Z10 \
+	VPADDD	Z27, Z10, Z10 \
+	VPCOMPRESSD	Z10, K1, Z10 \
+	KMOVW	K1, AX \
+	POPCNTL	AX, AX \
+	MOVL	$0xffff, BX \
+	BZHIL	AX, BX, BX \
+	KMOVW	BX, K3 \
+	VPMOVDB	Z10, K3, laneScratch_rest(R8)(R12*1) \
+	ADDQ	AX, R12 \
+	ADDQ	$16, R13 \
+	CMPQ	R13, CX \
+	JB	chunk \
+done:
+
 // func scanLanesC2(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n, pfd int) (rest int)
 //
 // scanLanes2 over compact blocks (scanLanesC2Go): packet i's lanes are
@@ -1081,6 +1252,37 @@ TEXT ·scanLanesC2(SB), NOSPLIT, $0-136
 	PROLOGUE
 	ZCONSTS
 	ZLANES(lanesC, chunkC)
+	CMPB	narrow+120(FP), $0
+	JNE	loopsC
+	CMPQ	pfd+112(FP), $0
+	JNE	loopsC
+	// A set in the cache (no prefetch, no narrowing): each packet's
+	// scan leaves its lanes' minimum, four lanes, in mins and its lanes
+	// to check in chk, and ZDECIDE decides the group.
+	TESTQ	CX, CX
+	JEQ	decideC
+cacheC:
+	ZLEAVES
+	CBLOCK(AX, SI)
+	CBLOCK(BX, DI)
+	ZSCAN
+	VEXTRACTI128	$1, Y11, X12
+	VPMINUD	X12, X11, X11
+	MOVQ	DX, AX
+	SHLQ	$4, AX
+	VMOVDQU	X11, laneScratch_mins(R8)(AX*1)
+	KMOVW	K4, laneScratch_chk(R8)(DX*2)
+	INCQ	DX
+	CMPQ	DX, CX
+	JNE	cacheC
+decideC:
+	MOVQ	vrule_base+56(FP), R10
+	ZDECIDE(zchunkC, zdoneC)
+	MOVQ	R12, rest+128(FP)
+	VZEROUPPER
+	RET
+
+loopsC:
 	CLOOP(CFETCH, CBLOCK, ZLEAVES, ZSCANS, rest+128(FP), headC, loopC, aheadC, narrowC, restC, nextC, RULES, rulesC, doneC)
 
 // func cleafScan2(key *[4]uint32, flags uint32, b0, b1 *cblock, lanes uint32) (best, check uint32)

@@ -341,6 +341,48 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
 	},
 	{
+		name: "classifier: the group decide takes each packet's even lanes for its odd ones (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tVMOVDQA32\tZ24, Z12 \\\n", "\tVMOVDQA32\tZ23, Z12 \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+	},
+	{
+		name: "classifier: the group decide decides a packet that is not IP (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tKORW\tK1, K2, K1 \\\n", "", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+	},
+	{
+		name: "classifier: the group decide writes past the group's packets (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tBZHIL\tAX, BX, BX \\\n\tKMOVW\tBX, K7 \\\n", "\tKMOVW\tBX, K7 \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+	},
+	{
+		name: "classifier: the group decide leaves the second half of res (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tVMOVDQU64\tZ12, K3, (laneScratch_res+64)(R8)(R13*8) \\\n", "", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+	},
+	{
+		name: "classifier: the group decide lists the packets to Go by their mask, not their count (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tKMOVW\tK1, AX \\\n\tPOPCNTL\tAX, AX \\\n", "\tKMOVW\tK1, AX \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+	},
+	{
+		name: "classifier: the group scan keeps the passing lanes for the lanes to check (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tKMOVW\tK4, laneScratch_chk(R8)(DX*2)\n", "\tKMOVW\tK1, laneScratch_chk(R8)(DX*2)\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+	},
+	{
+		name: "classifier: the group scan does not narrow a set past the cache (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tCMPB\tnarrow+120(FP), $0\n\tJNE\tloopsC\n", "", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+	},
+	{
 		name: "classifier: the compact lane scan takes the ports' largest difference from their spans, not the smallest (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPMINUW\t160(p), Y5, Y6", "VPMAXUW\t160(p), Y5, Y6", 1}},
