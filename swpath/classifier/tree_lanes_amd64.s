@@ -278,6 +278,11 @@ l: \
 	KORTESTW	K1, K1 \
 	JEQ	skip \
 	MOVL	$1, R11 \
+	STEPSEL(koff, at, shift)
+
+// STEPSEL is STEPKEY's key words: for the chunk's node words in Z3, each
+// lane's key word to Z5 (see STEPKEY).
+#define STEPSEL(koff, at, shift) \
 	VPSRLQ	$at, Z3, Z4 \
 	VPANDQ	Z19, Z4, Z4 \
 	VMOVDQU64	koff(DX)(R8*1), Z5 \
@@ -291,10 +296,17 @@ l: \
 
 // STEP takes one level of the chunk of eight walks at off(DI)(R8*1),
 // whose node words are at nodes, when one of its lanes is not at a leaf
-// (and sets R11), else jumps to skip: a chunk's step of walkLanes8 and
-// walkLanes8x2, the constants in Z16-Z22 (WALKCONSTS).
+// (and sets R11), else jumps to skip: a chunk's step of walkLanes8, the
+// constants in Z16-Z22 (WALKCONSTS). walkLanes8x2 takes its parts
+// (STEPSEL, STEPNODE) without the test.
 #define STEP(nodes, off, skip) \
 	STEPKEY(off, 0, skip, 56, 48) \
+	STEPNODE(nodes, off)
+
+// STEPNODE is STEP's end: each lane's child index (the key word in Z5
+// under the node word's mask, plus its first child) and the gather of
+// the lanes in K1 to the chunk at off(DI)(R8*1).
+#define STEPNODE(nodes, off) \
 	VPSRLQ	$32, Z3, Z7 \
 	VPANDQ	Z21, Z7, Z7 \
 	VPANDQ	Z7, Z5, Z5 \
@@ -303,10 +315,9 @@ l: \
 	VPGATHERQQ	(nodes)(Z5*8), K1, Z3 \
 	VMOVDQU64	Z3, off(DI)(R8*1)
 
-// WALK2 is the walk of walkLanes8x2 and walkLanes8x2d: every lane of
-// both trees starts at its root, then each level steps (step: STEP or
-// DSTEP) every chunk of tree 0 and the same chunk of tree 1 before the
-// next chunk, and the levels go on until a pass steps no chunk of
+// WALK2 is the walk of walkLanes8x2d: every lane of both trees starts
+// at its root, then each level steps (step: DSTEP) every chunk of tree 0
+// and the same chunk of tree 1 before the next chunk, and the levels go on until a pass steps no chunk of
 // either (then it jumps to walked), or for at most levels levels (then
 // it goes on after itself). consts loads step's constants; the labels
 // are the stub's. CX holds the chunks; with none it jumps to done.
@@ -400,12 +411,75 @@ done:
 
 // func walkLanes8x2(nodes0 *uint64, root0 uint64, nodes1 *uint64, root1 uint64, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int)
 //
-// walkLanes8 for two trees at once (WALK2): one tree's gathers wait
-// beside the other's, and a group's walks take as many levels as its
-// deeper tree, not the two trees' depths added. The levels' bound, 64,
-// is past any tree's depth (treeMaxDepth).
+// walkLanes8 for two trees at once: one tree's gathers wait beside the
+// other's, and a group's walks take as many levels as its deeper tree,
+// not the two trees' depths added. Each level steps the chunks listed in
+// R10 (TZCNT, lowest first; BLSR) and lists in R11 those of its chunks
+// with a lane not yet at a leaf (SETNE) for the next: WALK2's test and
+// branch a chunk a level, replaced by one loop a level. The levels'
+// bound, 64, is past any tree's depth (treeMaxDepth).
 TEXT ·walkLanes8x2(SB), NOSPLIT, $0-56
-	WALK2(WALKCONSTS, STEP, $64, start2x, level2x, chunk2x, tree1x, next2x, done2x, done2x)
+	MOVQ	nodes0+0(FP), SI
+	MOVQ	nodes1+16(FP), R12
+	MOVQ	keys+32(FP), R9
+	MOVQ	cur+40(FP), DI
+	MOVQ	n+48(FP), CX
+	ADDQ	$7, CX
+	SHRQ	$3, CX
+	JEQ	done2x
+	VPBROADCASTQ	root0+8(FP), Z3
+	VPBROADCASTQ	root1+24(FP), Z4
+	XORL	R8, R8
+	MOVQ	CX, R10
+
+start2x:
+	VMOVDQU64	Z3, (DI)(R8*1)
+	VMOVDQU64	Z4, (const_treeGroup*8)(DI)(R8*1)
+	ADDQ	$64, R8
+	DECQ	R10
+	JNE	start2x
+	WALKCONSTS
+	// R10: the chunks to step, tree 0's in bits 0-15 and tree 1's in
+	// bits 16-31, whose rows of cur follow each other: chunk b is at
+	// b*64 of cur, its keys at b*64 of R9 (tree 0) or CX (tree 1).
+	MOVL	$1, R10
+	SHLXL	CX, R10, R10
+	DECL	R10
+	MOVL	R10, AX
+	SHLL	$16, AX
+	ORL	AX, R10
+	LEAQ	-(const_treeGroup*8)(R9), CX
+	MOVQ	$64, R13
+
+level2x:
+	XORL	R11, R11
+
+chunk2x:
+	TZCNTL	R10, BX
+	MOVL	BX, R8
+	SHLL	$6, R8
+	MOVQ	R9, DX
+	MOVQ	SI, AX
+	CMPL	BX, $16
+	CMOVQCC	CX, DX
+	CMOVQCC	R12, AX
+	VMOVDQU64	(DI)(R8*1), Z3
+	VPTESTNMQ	Z16, Z3, K1
+	STEPSEL(0, 56, 48)
+	STEPNODE(AX, 0)
+	VPTESTNMQ	Z16, Z3, K2
+	XORL	R14, R14
+	KORTESTW	K2, K2
+	SETNE	R14
+	SHLXL	BX, R14, R14
+	ORL	R14, R11
+	BLSRL	R10, R10
+	JNE	chunk2x
+	MOVL	R11, R10
+	TESTL	R10, R10
+	JEQ	done2x
+	DECQ	R13
+	JNE	level2x
 
 done2x:
 	VZEROUPPER

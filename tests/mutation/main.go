@@ -203,6 +203,30 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestDifferential|TestLanesForced",
 	},
 	{
+		name: "classifier: the two-tree lane walk reads tree 1's keys a row late (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tLEAQ\t-(const_treeGroup*8)(R9), CX\n", "\tLEAQ\t(R9), CX\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+	},
+	{
+		name: "classifier: the two-tree lane walk steps no chunk past the first level (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tORL\tR14, R11\n", "", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+	},
+	{
+		name: "classifier: the two-tree lane walk steps tree 1's chunks down tree 0 (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tCMPL\tBX, $16\n", "\tCMPL\tBX, $32\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+	},
+	{
+		name: "classifier: the two-tree lane walk leaves tree 1 at its root (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tSHLL\t$16, AX\n\tORL\tAX, R10\n", "\tSHLL\t$16, AX\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+	},
+	{
 		name: "classifier: the lane walks take key word 1 for word 2 (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVMOVDQU64\t(koff+const_treeGroup*16)(DX)(R8*1), K3, Z5 \\\n", "\tVMOVDQU64\t(koff+const_treeGroup*8)(DX)(R8*1), K3, Z5 \\\n", 1}},
