@@ -1052,9 +1052,10 @@ const treeGroup = 128
 const treeStackMin = 4
 
 // treeScratch is treeGroup's working memory. A Worker keeps one, so that
-// its bursts do not clear it on the stack: about 13 KiB a group, which a
-// burst of one packet paid as much as one of 128 (with the stack arrays a
-// single packet's DecideBurst cost twice its Decide at 10k rules).
+// its bursts do not clear it on the stack: 35 KiB with the lane walk's
+// scratch and tail (13 KiB when it was measured), which a burst of one
+// packet paid as much as one of 128 (with the stack arrays a single
+// packet's DecideBurst cost twice its Decide at 10k rules).
 type treeScratch struct {
 	keys     [treeGroup]treeKey
 	cur      [maxTrees][treeGroup]uint64

@@ -87,7 +87,7 @@ func (d *dtree) walkLanesGo(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, 
 const lanePrefetch = 8
 
 // laneScratch is vecLanes' working memory (and keys that of treeGroup's
-// walks): about 8.1 KiB, which a DecideBurst clears on its stack. The
+// walks): about 10.4 KiB, which a DecideBurst clears on its stack. The
 // scan stubs address its fields by their offsets (go_asm.h).
 type laneScratch struct {
 	keys  [3][treeGroup]uint64 // the packets' treeKey words, word by word

@@ -1014,9 +1014,9 @@ skip:
 // blocks (block: CBLOCK or TBLOCK) scanned (scan2: ZSCANS or TSCANS,
 // which leave the best entry in R14 and the lanes to check in AX), the
 // packet decided or listed (CDECIDE, a listed packet's out the last
-// entry), and last the decided packets' rules (RULES, with vrule's base
-// back in R10); the count of the packets listed goes to rest. The other
-// arguments are the loop's labels, one set a stub.
+// entry), and last the decided packets' rules (RULES); the count of the
+// packets listed goes to rest. The other arguments are the loop's labels,
+// one set a stub.
 #define CLOOP(fetch, block, leaves, scan2, rest, head, loop, ahead, narrowl, restl, nextl, rulesm, rules, done) \
 	TESTQ	CX, CX \
 	JEQ	done \
@@ -1046,7 +1046,6 @@ nextl: \
 	INCQ	DX \
 	CMPQ	DX, CX \
 	JNE	loop \
-	MOVQ	vrule_base+56(FP), R10 \
 	rulesm(rules) \
 done: \
 	MOVQ	R12, rest \
@@ -1246,8 +1245,9 @@ GLOBL	zdecide<>(SB), RODATA|NOPTR, $320
 // lanes to check are in chk; res gets best | check<<32; a packet that is
 // not IP (flags 0), whose leaf is longer than a block (laneLong) or that
 // has lanes to check is listed in rest (VPCOMPRESSD, R12 the count), its
-// out vrule's last; the others' out is vrule[min(best, R11)], sixteen
-// rules gathered (VPGATHERDD) where RULES loaded them one by one. What
+// out vrule's last; the others' out is vrule[min(best, R11)] (vrule at
+// R10), sixteen rules gathered (VPGATHERDD) where RULES loaded them one
+// by one. What
 // CDECIDE and RULES do a packet at a time, where each packet's best took
 // a horizontal minimum (MINIMUM) and a branch or two. It writes nothing
 // past the n packets (K7). Uses AX, BX, R13, Z4-Z7, Z10, Z12, Z23-Z29
@@ -1350,7 +1350,6 @@ cacheC:
 	CMPQ	DX, CX
 	JNE	cacheC
 decideC:
-	MOVQ	vrule_base+56(FP), R10
 	ZDECIDE(zchunkC, zdoneC)
 	MOVQ	R12, rest+128(FP)
 	VZEROUPPER
