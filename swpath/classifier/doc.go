@@ -133,18 +133,18 @@
 // instead prefetches the records of the leaves of the packets eight
 // ahead and reads each leaf's first record as it comes: PREFETCHT0 and
 // PRFM stubs, none under the purego tag); the group walk's working
-// memory (35 KiB with the lane walk's) is the worker's, as clearing it
-// on the stack cost a burst of one packet twice its Decide, and
-// DecideBurst, which has no worker, walks bursts of fewer than 4 packets one at a time. Where the
-// CPU has AVX-512 (amd64; tree_lanes.go), bursts write their lane words
-// eight packets at a time, four gathers a chunk (laneKeys8, for sets
-// without IPv6 top bits), and walk eight packets to a zmm register
-// instead, a gather a level over groups of up to 128
-// (walkLanes8; a set's two trees a level at a time together,
-// walkLanes8x2, each level over the chunks the level before left
-// unfinished, listed in a mask; over a copy of the node words in 4
-// bytes where they pass 512 KiB, about 20k ClassBench-style rules, whose walks past three levels
-// go on compacted, eight unfinished lanes to a gather: tree_nodes32.go,
+// memory (35 KiB with the lane walk's) is the worker's, as clearing it on
+// the stack cost a burst of one packet twice its Decide, and DecideBurst,
+// which has no worker, walks bursts of fewer than 4 packets one at a time.
+// Where the CPU has AVX-512 (amd64; tree_lanes.go), bursts write their
+// lane words eight packets at a time, four gathers a chunk (laneKeys8, for
+// sets without IPv6 top bits), and walk eight packets to a zmm register
+// instead, a gather a level over groups of up to 128 (walkLanes8; a set's
+// two trees a level at a time together, walkLanes8x2, each level over the
+// chunks the level before left unfinished, listed in a mask; over a copy
+// of the node words in 4 bytes where they pass 512 KiB, about 20k
+// ClassBench-style rules, whose walks past three levels go on compacted,
+// eight unfinished lanes to a gather: tree_nodes32.go,
 // walkLanes8x2d): sets of two trees with blocks then scan the first blocks
 // of every packet's leaves in one call a group, which decides every packet
 // it can (scanLanes2). Sets of two trees past the first-level cache (from
