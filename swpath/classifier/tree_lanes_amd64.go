@@ -154,8 +154,8 @@ func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, pfd int)
 //   - with the lane words first, the scan took 0.80-0.85 of the time,
 //     and DecideBurst in bursts of 256 0.854-0.879 (the old stub and
 //     this one alternated 21 times in one process, thread CPU time,
-//     medians of the ratios, three runs), 1000 flows 0.870-0.902, and at
-//     10k rules 0.891-0.935 and 0.892-0.936;
+//     medians of the ratios, three runs; 0.983 in a fourth), 1000 flows
+//     0.870-0.902, and at 10k rules 0.891-0.935 and 0.892-0.936;
 //   - with ZDECIDE, the scan took 0.62-0.66 of the time of the first
 //     stub.
 //
