@@ -858,23 +858,19 @@ done4:
 	VPXORD	key, Y5, Y5 \
 	VPCMPUD	$2, Y6, Y5, m, K1
 
-// LEAFBITS sets u to the lanes of its first block that the leaf word in
-// w holds (leafLanes): (1 << min(count, 8)) - 1, shifted left by the
-// first record's lane. BZHI takes its index from the count's low byte,
-// and keeps all eight bits for an index of 8 or more: a leaf holds at
-// most treeMaxLeaf (255) records. Uses t.
-#define LEAFBITS(w, t, u) \
+// LEAFLANES sets mask k to the lanes of its first block that the leaf
+// word in w holds (leafLanes): (1 << min(count, 8)) - 1, shifted left by
+// the first record's lane. BZHI takes its index from the count's low
+// byte, and keeps all eight bits for an index of 8 or more: a leaf holds
+// at most treeMaxLeaf (255) records. Uses t and u.
+#define LEAFLANES(w, t, u, k) \
 	MOVQ	w, t \
 	SHRQ	$32, t \
 	MOVL	$0xff, u \
 	BZHIL	t, u, u \
 	MOVL	w, t \
 	ANDL	$7, t \
-	SHLXL	t, u, u
-
-// LEAFLANES sets mask k to LEAFBITS's lanes. Uses t and u.
-#define LEAFLANES(w, t, u, k) \
-	LEAFBITS(w, t, u) \
+	SHLXL	t, u, u \
 	KMOVW	u, k
 
 // CBLOCK sets a to the compact block of the leaf word in a (its record
@@ -916,7 +912,7 @@ done4:
 // CLEAVES is the tight scans' start of packet DX: its lanes (CLANES, on
 // ymm registers) with the minimum in Y11 all ones, its leaves' words in
 // AX (tree 0) and BX (tree 1), their lanes in K2 and K6 (LEAFLANES), and
-// in R13 whether either is longer than a block (LONGER). Uses R14.
+// in R13 whether either is longer than a block (treeLong). Uses R14.
 #define CLEAVES \
 	CLANES(Y0, Y1, Y2, Y3, Y8) \
 	VPTERNLOGD	$0xff, Y11, Y11, Y11 \
@@ -924,7 +920,10 @@ done4:
 	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(DX*8), BX \
 	LEAFLANES(AX, R13, R14, K2) \
 	LEAFLANES(BX, R13, R14, K6) \
-	LONGER
+	MOVQ	AX, R13 \
+	ORQ	BX, R13 \
+	SHRQ	$62, R13 \
+	ANDL	$1, R13
 
 // ZLEAVES is CLEAVES for the compact scan, whose lanes are zmm registers
 // (CLANES on Z0-Z3 and Z8) and whose leaves' lanes are one mask of 16 in
@@ -940,11 +939,11 @@ done4:
 	SHRL	$31, R13
 
 // ZLANES writes, for the n packets in CX rounded up to a multiple of
-// eight, each packet's leaves' lanes (LEAFBITS: tree 0's in bits 0-7,
+// eight, each packet's leaves' lanes (leafLanes: tree 0's in bits 0-7,
 // tree 1's in bits 8-15) and bit 31 where either leaf is longer than a
 // block (treeLong) to the scratch's lanes, eight packets to an
-// instruction (ZLANE), before ZSCAN's loop: each packet's two LEAFBITS
-// and LONGER took 22 instructions in the loop. Uses AX, R13 and
+// instruction (ZLANE), before ZSCAN's loop: each packet's two
+// LEAFLANES and its long-leaf test took 22 instructions in the loop. Uses AX, R13 and
 // Z4-Z7, Z10, Z23-Z27.
 #define ZLANES(skip, chunk) \
 	MOVQ	CX, AX \
@@ -978,7 +977,7 @@ chunk: \
 	JNE	chunk \
 skip:
 
-// ZLANE sets l to LEAFBITS of the eight leaf words in w: (1 << min(count,
+// ZLANE sets l to leafLanes of the eight leaf words in w: (1 << min(count,
 // 8)) - 1, the count the word's bits 32-39 (Z23: 0xff; Z24: 8; Z25: 1),
 // shifted left by the first record's lane (Z26: 7). Uses Z10.
 #define ZLANE(w, l) \
@@ -989,14 +988,6 @@ skip:
 	VPSUBQ	Z25, l, l \
 	VPANDQ	Z26, w, Z10 \
 	VPSLLVQ	Z10, l, l
-
-// LONGER sets R13 to 1 where either leaf word, in AX and BX, is longer
-// than a block (treeLong), else to 0.
-#define LONGER \
-	MOVQ	AX, R13 \
-	ORQ	BX, R13 \
-	SHRQ	$62, R13 \
-	ANDL	$1, R13
 
 // CCHECK sets AX to the two blocks' lanes to check, K4's and K5's
 // (bit 8k+j for lane j of block k). Uses BX.
