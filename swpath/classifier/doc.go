@@ -154,8 +154,8 @@
 // prefix, the ports as ranges, which hold an entry's one port range a side
 // too, and one word of whole-field choices, from which the scan rebuilds
 // the masks in registers: scanLanesC2 for a group, both of a packet's
-// blocks in one zmm register, a group in the cache decided sixteen
-// packets to an instruction at the end; cleafScan2 for Decide),
+// blocks in one zmm register, the group decided sixteen packets to an
+// instruction at the end; cleafScan2 for Decide),
 // leaves sharing blocks (each a run of a block's lanes, which the scans
 // mask), where every entry's check fits and their records come to at most
 // 64 MiB. Past 6 MiB of compact blocks (about 30k rules), a set whose
@@ -163,7 +163,9 @@
 // range (classes), and whose IPv6 top bits are all their masks, gets
 // tight blocks instead (tree_tblock.go, tblockMin): 16 bytes a record,
 // two cache lines a block, the class's words looked up in registers by
-// the scan (scanLanesT2, tleafScan2; scanLanesT6 and tleafScan6 put a
+// the scan (scanLanesT2, both blocks in one zmm register and the group
+// decided at its end as scanLanesC2's, tleafScan2; scanLanesT6 and
+// tleafScan6 put a
 // record's top bits back), and each record's rule's rank in decision
 // order in place of its entry, so that the best found names the rule
 // (itself, where the set's rules are in decision order) without a load

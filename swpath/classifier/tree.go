@@ -86,7 +86,7 @@ const (
 	treeProgress = 8
 	// treeMaxLeaf: a leaf longer than this (entries no cut separates)
 	// makes the set keep the tuple lookup. The compact lane scans take a
-	// leaf's count as a byte (LEAFLANES).
+	// leaf's count as a byte (ZLANE).
 	treeMaxLeaf = 255
 )
 

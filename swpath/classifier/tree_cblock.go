@@ -494,17 +494,23 @@ func scanLanesC2Go(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n int, n
 
 // cscan is scanLanesC2Go's work for packet i, whose blocks are bl0 and
 // bl1; it returns the packets left to Go, rest and i if it is one. It
-// writes s.lanes[i] as the stub does (laneWord).
+// writes s.lanes[i] as the stub does (laneWord). With narrow, a packet
+// is listed only for lanes to check that can lower its best (useful),
+// yet res keeps its whole check, as the stub's group decision does
+// (ZCMIN keeps the least entry to check, not the lanes): Go's rest passes
+// over the others.
 func (s *laneScratch) cscan(i int, bl0, bl1 *cblock, vrule, out []int32, rest int, narrow bool) int {
 	c0, c1 := s.cur[0][i], s.cur[1][i]
 	lw := laneWord(c0, c1)
 	s.lanes[i] = lw
 	key := [4]uint32{uint32(s.sds[i] >> 32), uint32(s.sds[i]), hiLane(s.keys[2][i]), uint32(s.keys[2][i])}
 	best, check := cleafScan2Go(&key, s.flags[i], bl0, bl1, lw&0xffff)
+	c := check
 	if narrow {
-		check = useful(check, best, &bl0.e, &bl1.e)
+		c = useful(check, best, &bl0.e, &bl1.e)
 	}
-	r := s.decide(i, best, check, lw&laneLong != 0, vrule, out, rest)
+	r := s.decide(i, best, c, lw&laneLong != 0, vrule, out, rest)
+	s.res[i] = uint64(best) | uint64(check)<<32
 	if r != rest {
 		out[i] = vrule[len(vrule)-1]
 	}

@@ -299,6 +299,36 @@ func TestCBlockRejects(t *testing.T) {
 	}
 }
 
+// keptMins checks what a group scan's stub kept in s for ZDECIDE against
+// g, its Go reference's scratch, for n packets: each packet's four lane
+// minimums, whose least is its best, and its lanes to check; with group
+// (ZGROUP's loop), the least entry of its lanes to check (all of them,
+// or with narrow those whose records need holds, laneFull), all ones
+// where there is none. blocks returns packet i's blocks as compact ones.
+func keptMins(t *testing.T, it int, s, g *laneScratch, n int, narrow, group bool, blocks func(i int) [2]cblock) {
+	t.Helper()
+	for i := range n {
+		best, check := uint32(g.res[i]), uint32(g.res[i]>>32)
+		if slices.Min(s.mins[i][:]) != best || uint32(s.chk[i]) != check {
+			t.Fatalf("round %d, packet %d: minimums %x and check %x, Go's best %x and check %x", it, i, s.mins[i], s.chk[i], best, check)
+		}
+		if !group {
+			continue
+		}
+		bl := blocks(i)
+		cmin := ^uint32(0)
+		for c := check; c != 0; c &= c - 1 {
+			l := bits.TrailingZeros32(c)
+			if e := bl[l/vecBlock].e[l%vecBlock]; !narrow || e&laneFull != 0 {
+				cmin = min(cmin, e&laneEnt)
+			}
+		}
+		if got := slices.Min(s.cmins[i][:]); got != cmin {
+			t.Fatalf("round %d, packet %d (narrow %v): least entry to check %#x (%x), want %#x", it, i, narrow, got, s.cmins[i], cmin)
+		}
+	}
+}
+
 // TestScanLanesC2: the stubs (scanLanesC2 over a group, cleafScan2 a
 // packet at a time) against their Go references, on blocks of random
 // records and packets made to pass some of them.
@@ -314,7 +344,7 @@ func TestScanLanesC2(t *testing.T) {
 	vrule := randVrule(r)
 	var s, g laneScratch
 	out, gout, tout0 := make([]int32, treeGroup), make([]int32, treeGroup), make([]int32, treeGroup)
-	decided, total, tight, tops := 0, 0, 0, 0
+	decided, total, tight, tops, above := 0, 0, 0, 0, 0
 	for it := range rounds {
 		var blk [2][]cblock
 		var recs [2][16][vecBlock]trec
@@ -341,6 +371,29 @@ func TestScanLanesC2(t *testing.T) {
 						top := uint64(r.IntN(4)*(it/2%2)) << 48
 						rec.misc = rec.misc&^(3<<48) | top
 						rec.miscMask = rec.miscMask&^(3<<48) | top
+					}
+					if it%4 == 3 {
+						// Every fourth round, each odd lane's record
+						// is the lane's before it, a flag taken or
+						// given, so that a packet made from one passes
+						// both; and the records with a flag rank after
+						// those without, so that a packet's lanes to
+						// check cannot lower the best of those it
+						// passes without one (narrowing drops them).
+						const flags = chkFullBit | chkPortsBit
+						if j%2 == 1 {
+							rec = recs[ti][b][j-1]
+							if rec.miscMask&flags != 0 {
+								rec.miscMask &^= flags
+							} else {
+								rec.miscMask |= chkFullBit
+							}
+						}
+						rec.ent = uint32(r.IntN(550))
+						if rec.miscMask&flags != 0 {
+							rec.ent += 550
+						}
+						rec.rule = int32(rec.ent)
 					}
 					recs[ti][b][j] = rec
 					blk[ti][b].setLane(j, &recs[ti][b][j])
@@ -394,14 +447,14 @@ func TestScanLanesC2(t *testing.T) {
 		if lanesWalk && !slices.Equal(s.lanes[:n], g.lanes[:n]) {
 			t.Fatalf("round %d, %d packets: lane words %x, Go's %x", it, n, s.lanes[:n], g.lanes[:n])
 		}
-		if lanesWalk && !narrow && it%3 == 0 {
-			// A group in the cache: the stub's scans left each packet's
-			// lane minimums and lanes to check for ZDECIDE.
-			for i := range n {
-				if best := slices.Min(s.mins[i][:]); best != uint32(g.res[i]) || uint32(s.chk[i]) != uint32(g.res[i]>>32) {
-					t.Fatalf("round %d, packet %d: minimums %x and check %x, Go's best %x and check %x", it, i, s.mins[i], s.chk[i], uint32(g.res[i]), uint32(g.res[i]>>32))
-				}
-			}
+		if lanesWalk {
+			// The stub's scans left each packet's lane minimums and
+			// lanes to check for ZDECIDE, and where they prefetch or
+			// narrow (ZGROUP) the least entry of its lanes to check
+			// that narrowing keeps.
+			keptMins(t, it, &s, &g, n, narrow, narrow || it%3 != 0, func(i int) [2]cblock {
+				return [2]cblock{blk[0][uint32(s.cur[0][i])/vecBlock], blk[1][uint32(s.cur[1][i])/vecBlock]}
+			})
 		}
 		if ok {
 			// The tight scans, stubs and Go, do what the compact ones
@@ -434,6 +487,11 @@ func TestScanLanesC2(t *testing.T) {
 				tr := scan(&ts)
 				if tr != gr || ts.rest != g.rest || ts.res != g.res || !slices.Equal(tout0, gout) {
 					t.Fatalf("round %d, %d packets, scan %d: tight %d left, res %x, out %v; compact %d left, res %x, out %v", it, n, k, tr, ts.res[:n], tout0[:n], gr, g.res[:n], gout[:n])
+				}
+				if lanesWalk && k > 0 {
+					keptMins(t, it, &ts, &g, n, narrow, true, func(i int) [2]cblock {
+						return [2]cblock{tb[0][uint32(s.cur[0][i])/vecBlock].expand(cl), tb[1][uint32(s.cur[1][i])/vecBlock].expand(cl)}
+					})
 				}
 			}
 			// The stubs for ranks that are their rules (trees.tident)
@@ -481,8 +539,27 @@ func TestScanLanesC2(t *testing.T) {
 			if narrow {
 				rc = useful(c, b, &b0.e, &b1.e)
 			}
-			if b != gb || c != gc || uint64(b)|uint64(rc)<<32 != s.res[i] {
+			// res holds the whole check; narrowing only decides
+			// whether the packet is listed.
+			if b != gb || c != gc || uint64(b)|uint64(c)<<32 != s.res[i] {
 				t.Fatalf("round %d: packet %d: cleafScan2 %#x %#x, Go %#x %#x, group %#x", it, i, b, c, gb, gc, s.res[i])
+			}
+			list := s.flags[i] == 0 || (s.cur[0][i]|s.cur[1][i])&treeLong != 0 || rc != 0
+			if !narrow && c != 0 && useful(c, b, &b0.e, &b1.e) == 0 {
+				// Listed only because the scan did not narrow: count
+				// those whose lanes to check all rank at or after
+				// the best (not only lanes without laneFull).
+				all := true
+				for m := c; m != 0; m &= m - 1 {
+					l := bits.TrailingZeros32(m)
+					all = all && [2]*cblock{b0, b1}[l/vecBlock].e[l%vecBlock]&laneEnt >= b
+				}
+				if all {
+					above++
+				}
+			}
+			if list != slices.Contains(s.rest[:nr], uint8(i)) {
+				t.Fatalf("round %d: packet %d listed %v, want %v (narrowed check %#x)", it, i, !list, list, rc)
 			}
 			if !slices.Contains(s.rest[:nr], uint8(i)) {
 				decided++
@@ -500,6 +577,9 @@ func TestScanLanesC2(t *testing.T) {
 	}
 	if tight < rounds/2 || tops < tight/2 || tops == tight {
 		t.Fatalf("%d of %d rounds with tight blocks, %d of them with IPv6 top bits", tight, rounds, tops)
+	}
+	if above < rounds/5 {
+		t.Fatalf("%d packets with lanes to check that cannot lower their best, in %d rounds", above, rounds)
 	}
 }
 

@@ -35,7 +35,9 @@ import (
 // (laneWord, eight packets to an instruction), then tests a packet's two
 // blocks together, one in each half of zmm registers (ZSCAN).
 // The biggest of them get tight blocks where their lanes make few enough
-// classes (tree_tblock.go), scanned by scanLanesT2. Sets whose node
+// classes (tree_tblock.go), scanned by scanLanesT2 the same way. Each
+// decides the group at the end, sixteen packets to an instruction
+// (ZDECIDE). Sets whose node
 // words pass nodes32Min walk a copy of them in 4 bytes
 // (tree_nodes32.go, walkLanes8x2d).
 // The others keep the group walk (treeGroup), with the lane walk and its
@@ -87,7 +89,7 @@ func (d *dtree) walkLanesGo(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, 
 const lanePrefetch = 8
 
 // laneScratch is vecLanes' working memory (and keys that of treeGroup's
-// walks): about 10.4 KiB, which a DecideBurst clears on its stack. The
+// walks): about 12.4 KiB, which a DecideBurst clears on its stack. The
 // scan stubs address its fields by their offsets (go_asm.h).
 type laneScratch struct {
 	keys  [3][treeGroup]uint64 // the packets' treeKey words, word by word
@@ -96,9 +98,10 @@ type laneScratch struct {
 	flags [treeGroup]uint32    // laneFlags, 0 for a packet that is not IP
 	res   [treeGroup]uint64    // the scans' best | check<<32
 	rest  [treeGroup]uint8     // the packets the scans left to Go
-	lanes [treeGroup]uint32    // scanLanesC2's laneWord of each packet
-	mins  [treeGroup][4]uint32 // scanLanesC2's: each packet's scan's four lane minimums
+	lanes [treeGroup]uint32    // the group scans' laneWord of each packet
+	mins  [treeGroup][4]uint32 // the group scans': each packet's scan's four lane minimums
 	chk   [treeGroup]uint16    // and its lanes to check
+	cmins [treeGroup][4]uint32 // and its lanes to check's least entry (ZCMIN)
 }
 
 // vecLanes decides fs (at most treeGroup packets) into out for sets of at
@@ -262,8 +265,8 @@ func (s *laneScratch) decide(i int, best, check uint32, long bool, vrule, out []
 // those whose records need holds (laneFull) with an entry below best.
 // Any other lane in check needs ports the packet lacks, which fails it,
 // or cannot beat best, and vecChecked would pass over it. With narrow,
-// the lane scans (USEFUL) leave a packet to Go only for the lanes that
-// matter. On floods aimed at ClassBench-style rules (bench.Frames, seed
+// the lane scans (USEFUL, ZCMIN) leave a packet to Go only for the lanes
+// that matter. On floods aimed at ClassBench-style rules (bench.Frames, seed
 // 1), the packets left to Go went from 9.2 % to 5.2 % at 10k rules and
 // from 16.5 % to 7.6 % at 100k: most were there for a port range
 // (chkPortSpan) of a record that could not beat the best. DecideBurst

@@ -275,9 +275,9 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2|TestDifferentialRandom",
 	},
 	{
-		name: "classifier: the compact and tight lane scans leave their decided packets' entries in out, not their rules (amd64)",
+		name: "classifier: the group scans leave their decided packets' entries in out, not their rules (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"\tMOVL\t(R10)(AX*4), AX \\\n", "", 1}},
+			"\tVPGATHERDD\t(R10)(Z6*4), K2, Z7\n", "\tVMOVDQA32\tZ6, Z7\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestDifferentialClassBench",
 	},
 	{
@@ -331,13 +331,31 @@ var mutations = []mutation{
 	{
 		name: "classifier: the two-block compact scan drops the c word's test (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"\tVPTERNLOGD\t$0xfe, Z16, Z10, Z6 \\\n", "\tVPTERNLOGD\t$0xfc, Z16, Z10, Z6 \\\n", 1}},
+			"$0xfe, Z16, Z10, Z6 \\\n\tVPTERNLOGD\t$0xf6, Z18, Z17", "$0xfc, Z16, Z10, Z6 \\\n\tVPTERNLOGD\t$0xf6, Z18, Z17", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
 	},
 	{
-		name: "classifier: the two-block compact scan's narrowing keeps lanes above the best (amd64)",
+		name: "classifier: the two-block tight scan drops the c word's test (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"VPCMPUD\t$1, Z12, Z5, K4, K4", "VPCMPUD\t$5, Z12, Z5, K4, K4", 1}},
+			"$0xfe, Z16, Z10, Z6 \\\n\tVPTERNLOGD\t$0xf6, Z17, Z18", "$0xfc, Z16, Z10, Z6 \\\n\tVPTERNLOGD\t$0xf6, Z17, Z18", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+	},
+	{
+		name: "classifier: the group scans' narrowing lists the packets whose lanes cannot lower their best (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"VPCMPUD\t$1, Z15, Z14, K7, K3", "VPCMPUD\t$5, Z15, Z14, K7, K3", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+	},
+	{
+		name: "classifier: the group scans keep a packet's lanes that need ports it lacks to check (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"VPTESTMD\tZ13, e, K4, K5", "VPTESTMD\tZ22, e, K4, K5", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+	},
+	{
+		name: "classifier: the group scans narrow where they are told not to (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tCMOVLEQ\tBX, R13 \\\n", "", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
 	},
 	{
@@ -592,9 +610,9 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout",
 	},
 	{
-		name: "classifier: the compact lane scan takes a leaf's lanes from the wrong lane (amd64)",
+		name: "classifier: the group's leaf lanes start at the wrong lane (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"\tANDL\t$7, t \\\n", "\tANDL\t$3, t \\\n", 1}},
+			"\tMOVQ\t$7, R13 \\\n", "\tMOVQ\t$3, R13 \\\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig",
 	},
 	{
@@ -614,6 +632,18 @@ var mutations = []mutation{
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPSHLDD\t$16, Y7, Y6, Y6", "VPSHLDD\t$15, Y7, Y6, Y6", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2",
+	},
+	{
+		name: "classifier: the two-block tight scan takes the ports' spans a bit off (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"VPSHLDD\t$16, Z7, Z17, Z17", "VPSHLDD\t$15, Z7, Z17, Z17", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+	},
+	{
+		name: "classifier: the two-block tight scan takes the source port's low end from the destination's (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tVPBLENDMW\tZ17, Z7, K7, Z18", "\tVPBLENDMW\tZ7, Z7, K7, Z18", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
 	},
 	{
 		name: "classifier: a tight set's entries all take the first rank",
@@ -636,7 +666,7 @@ var mutations = []mutation{
 	{
 		name: "classifier: the tight lane scan for ranks that are rules leaves a packet that nothing decides its last rank (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"\tCMOVLEQ\tBX, AX \\\n", "", 1}},
+			"\tVMOVDQA32\tZ22, K2, Z7\n", "", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
 	},
 	{
@@ -644,6 +674,12 @@ var mutations = []mutation{
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVPTERNLOGD\t$0xfe, Y6, Y7, Y5\n", "\tVPTERNLOGD\t$0xfe, Y6, Y6, Y5\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2",
+	},
+	{
+		name: "classifier: the two-block tight scan for IPv6 top bits leaves their values out of the c words (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tVPTERNLOGD\t$0xfe, Z12, Z16, Z5\n", "\tVPTERNLOGD\t$0xfe, Z12, Z12, Z5\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
 	},
 	{
 		name: "classifier: tight blocks take a lane whose IPv6 top value is not its mask",
@@ -670,6 +706,12 @@ var mutations = []mutation{
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPSLLD\t$2, Y4, Y7", "VPSLLD\t$3, Y4, Y7", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2",
+	},
+	{
+		name: "classifier: the two-block tight scan spreads the destination's whole-word bit for the source (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"VPSLLD\t$2, Z4, Z7", "VPSLLD\t$3, Z4, Z7", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
 	},
 	{
 		name: "classifier: tight lanes of different source ports share a class",
