@@ -1,5 +1,11 @@
 package classifier
 
+import (
+	"math/bits"
+
+	"github.com/scrubd/scrubd/swpath/rule"
+)
+
 // Tight blocks. A compact block (cblock) takes 24 bytes a record: three
 // cache lines a block, all of which a scan reads whatever the leaf's
 // size. At 100k ClassBench-style rules those blocks (19.6 MB) are most of
@@ -220,6 +226,45 @@ func scanLanesT2Go(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n int, n
 		rest = s.cscan(i, &bl0, &bl1, vrule, out, rest, narrow)
 	}
 	return rest
+}
+
+// tleafBest is cleafBest for a tree of tight blocks: each block of the
+// leaf is scanned by the one-packet stub (tleafScan2, or tleafScan6 for
+// trees.v6) under the leaf's lanes of it, its best rank taken as that
+// rank's first entry (tentry, whose rule is the rank's), and only its
+// passing lanes with a flag checked in Go. cleafBest expanded every
+// block to its compact form and tested it in Go (cblockMask): at 100k
+// ClassBench-style rules the packets with a long leaf, one in 400 of the
+// fresh 5-tuples (all that the group scans left to Go), took about 750
+// ns each, so that vecLanes' loop over them came to 1.88 ns a packet of
+// all the packets; with the stub 0.42 (the loop timed with and without
+// it, 15 rounds in one process, the median). The leaf's records are in
+// entry order, so the scan stops at a block whose first record cannot
+// beat best. The best it returns may be an earlier entry of the same
+// rule than cleafBest's.
+func (t *Table) tleafBest(d *dtree, n uint64, key *[4]uint32, f *rule.Fields, misc uint64, best uint32) uint32 {
+	tr := t.tr
+	flags := laneFlags(f)
+	first, end := uint32(n), uint32(n)+uint32(n>>32)&0xffffff
+	for at := first; at < end; at = at&^(vecBlock-1) + vecBlock {
+		b, es := &d.tblk[at/vecBlock], &d.tent[at/vecBlock]
+		if es[at%vecBlock]&laneEnt >= best {
+			break
+		}
+		var rank, check uint32
+		if tr.v6 {
+			rank, check = tleafScan6(key, flags, b, b, d.tcls, spanLanes(at, end))
+		} else {
+			rank, check = tleafScan2(key, flags, b, b, d.tcls, spanLanes(at, end))
+		}
+		best = min(best, tr.tentry(rank))
+		for m := check; m != 0; m &= m - 1 {
+			if e := es[bits.TrailingZeros32(m)]; e&laneEnt < best && t.laneRest(e, f, misc) {
+				best = e & laneEnt
+			}
+		}
+	}
+	return best
 }
 
 // cblock returns block b of d's leaves as a compact block: its own, or

@@ -3,6 +3,8 @@ package classifier
 import (
 	"testing"
 
+	"github.com/scrubd/scrubd/swpath/packet"
+	"github.com/scrubd/scrubd/swpath/rule"
 	"github.com/scrubd/scrubd/swpath/traffic"
 )
 
@@ -121,6 +123,91 @@ func TestTBlocksFallback(t *testing.T) {
 			if c != want {
 				t.Fatalf("tree %d block %d: expands to %+v, was %+v", i, b, c, want)
 			}
+		}
+	}
+}
+
+// TestTLeafBest: a tight tree's leaf scan in Go's rare paths (tleafBest,
+// the stub a block at a time) finds what the compact blocks it came from
+// give in Go (cleafBest over the same tree with its blocks expanded), for
+// every leaf that packets of the set's traffic reach, from no best and
+// from bests between the leaf's entries: the same rule, from an entry no
+// later. The set has rules whose holds
+// need the frame's length, and the packets half their lengths inside
+// those holds.
+func TestTLeafBest(t *testing.T) {
+	needCBlocks(t)
+	if !lanesTight {
+		t.Skip("no AVX-512BW and VBMI2 here: no set takes tight blocks")
+	}
+	defer func(v int) { tblockMin = v }(tblockMin)
+	tblockMin = 0
+	for _, v6 := range []bool{false, true} {
+		set := withHeld(classBenchSet(3000, v6), 7)
+		tab, err := Compile(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tab.tr
+		if tr == nil || !tr.tight {
+			t.Fatalf("IPv6 %v: no tight blocks", v6)
+		}
+		// The reference: each tree with its blocks expanded (cblock's
+		// form, entry words from tent), which cleafBest tests in Go.
+		refs := make([]dtree, len(tr.t))
+		for i := range tr.t {
+			refs[i] = tr.t[i]
+			refs[i].cblk = make([]cblock, len(tr.t[i].tblk))
+			for b := range refs[i].cblk {
+				refs[i].cblk[b] = tr.t[i].cblock(uint32(b))
+			}
+			refs[i].tblk = nil
+		}
+		g := traffic.NewGenerator(traffic.Config{Seed: 7, Rules: set, RuleFraction: 0.95})
+		var buf []byte
+		leaves, bests, beaten := 0, 0, 0
+		for p := range 4000 {
+			buf = g.Next(buf[:0])
+			var f rule.Fields
+			packet.Parse(buf, &f)
+			if p%2 == 0 {
+				f.Length = uint32(60 + p%240)
+			}
+			if f.Family == 0 {
+				continue
+			}
+			misc := miscWord(&f) | tr.miscBits(&f)
+			key := cblockKey(&f, misc)
+			for i := range tr.t {
+				d := &tr.t[i]
+				n := d.walk(&treeKey{f.Src.Hi, f.Dst.Hi, misc})
+				cnt := uint32(n>>32) & 0xffffff
+				if cnt == 0 {
+					continue
+				}
+				leaves++
+				from := []uint32{treeNoRank}
+				for at := uint32(n); at < uint32(n)+cnt; at++ {
+					from = append(from, d.tent[at/vecBlock][at%vecBlock]&laneEnt+1)
+				}
+				for _, best := range from {
+					got := tab.cleafBest(d, n, &key, &f, misc, best)
+					want := tab.cleafBest(&refs[i], n, &key, &f, misc, best)
+					// The stub's best is its rank's first entry, which
+					// may be before the lane's own: the same rule.
+					if tr.vecRule(got) != tr.vecRule(want) || got > want {
+						t.Fatalf("IPv6 %v, packet %d, tree %d, leaf %#x, from %#x: %#x (rule %d), the expanded blocks' %#x (rule %d)", v6, p, i, n, best, got, tr.vecRule(got), want, tr.vecRule(want))
+					}
+					bests++
+					if got < best {
+						beaten++
+					}
+				}
+			}
+		}
+		t.Logf("IPv6 %v: %d leaves, %d of %d bests beaten", v6, leaves, beaten, bests)
+		if leaves < 1000 || beaten < bests/20 {
+			t.Fatalf("IPv6 %v: %d leaves, %d of %d bests beaten: the scans test little", v6, leaves, beaten, bests)
 		}
 	}
 }

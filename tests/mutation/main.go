@@ -634,6 +634,18 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2",
 	},
 	{
+		name: "classifier: a tight leaf's scan in Go's rare paths takes a flagged lane that cannot beat its best",
+		edits: []edit{{"swpath/classifier/tree_tblock.go",
+			"e&laneEnt < best && t.laneRest(e, f, misc)", "true && t.laneRest(e, f, misc)", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestTLeafBest",
+	},
+	{
+		name: "classifier: a tight leaf's scan in Go's rare paths drops its blocks' best rank",
+		edits: []edit{{"swpath/classifier/tree_tblock.go",
+			"\t\tbest = min(best, tr.tentry(rank))\n", "\t\t_ = rank\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestTLeafBest",
+	},
+	{
 		name: "classifier: the two-block tight scan takes the ports' spans a bit off (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPSHLDD\t$16, Z7, Z17, Z17", "VPSHLDD\t$15, Z7, Z17, Z17", 1}},
