@@ -162,7 +162,8 @@
 // lanes make at most 31 combinations of protocol, family and source-port
 // range (classes), and whose IPv6 top bits are all their masks, gets
 // tight blocks instead (tree_tblock.go, tblockMin): 16 bytes a record,
-// two cache lines a block, the class's words looked up in registers by
+// two cache lines a block, both trees' in one array on transparent huge
+// pages from 4 MiB on (hugeAlloc, where the kernel has them), the class's words looked up in registers by
 // the scan (scanLanesT2, both blocks in one zmm register and the group
 // decided at its end as scanLanesC2's, tleafScan2; scanLanesT6 and
 // tleafScan6 put a

@@ -62,7 +62,8 @@ import (
 // tblock holds eight records' checks in 32-bit lanes: s and d as in
 // cblock, y the destination port's range, x the rank, class and flags.
 // 128 bytes: two cache lines where the array starts on one, as Go's
-// allocations of more than 32 KiB do.
+// allocations of more than 32 KiB do and hugeAlloc's arrays (both trees'
+// blocks in one, on huge pages from hugeMin on) do.
 type tblock struct {
 	s, d, y, x [vecBlock]uint32
 }
@@ -169,8 +170,10 @@ func tblocksOf(cblk [2][]cblock, pos []uint32) (tb [2][]tblock, te [2][][vecBloc
 	cl = new(tclasses)
 	cl.c[tNever] = neverCLane
 	ids := map[[2]uint32]uint32{}
+	// Both trees' blocks in one array, which huge pages can back.
+	all := hugeAlloc[tblock](len(cblk[0]) + len(cblk[1]))
+	tb[0], tb[1] = all[:len(cblk[0]):len(cblk[0])], all[len(cblk[0]):]
 	for i, blks := range cblk {
-		tb[i] = make([]tblock, len(blks))
 		te[i] = make([][vecBlock]uint32, len(blks))
 		for bi := range blks {
 			b, t := &blks[bi], &tb[i][bi]
@@ -201,6 +204,7 @@ func tblocksOf(cblk [2][]cblock, pos []uint32) (tb [2][]tblock, te [2][][vecBloc
 			}
 		}
 	}
+	hugeSettle(all)
 	return tb, te, cl, true
 }
 

@@ -634,6 +634,18 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2",
 	},
 	{
+		name: "classifier: big block arrays are never settled into huge pages",
+		edits: []edit{{"swpath/classifier/huge_unsafe.go",
+			"\t_ = sys.CollapseHuge(b[:size&^(sys.HugePageSize-1)])\n", "\t_ = b\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestHugeAlloc",
+	},
+	{
+		name: "classifier: each tree's tight blocks in an array of its own",
+		edits: []edit{{"swpath/classifier/tree_tblock.go",
+			"tb[0], tb[1] = all[:len(cblk[0]):len(cblk[0])], all[len(cblk[0]):]", "tb[0], tb[1] = make([]tblock, len(cblk[0])), make([]tblock, len(cblk[1]))", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestHugeAlloc",
+	},
+	{
 		name: "classifier: a tight leaf's scan in Go's rare paths takes a flagged lane that cannot beat its best",
 		edits: []edit{{"swpath/classifier/tree_tblock.go",
 			"e&laneEnt < best && t.laneRest(e, f, misc)", "true && t.laneRest(e, f, misc)", 1}},

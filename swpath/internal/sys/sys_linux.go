@@ -55,6 +55,13 @@ func AdviseHuge(b []byte) error {
 	return os.NewSyscallError("madvise", unix.Madvise(b, unix.MADV_HUGEPAGE))
 }
 
+// CollapseHuge asks the kernel to back b with transparent huge pages now
+// (MADV_COLLAPSE, Linux 6.1 and later), where small pages back it
+// already: MADV_HUGEPAGE only shapes the faults to come.
+func CollapseHuge(b []byte) error {
+	return os.NewSyscallError("madvise", unix.Madvise(b, unix.MADV_COLLAPSE))
+}
+
 // SetAffinity restricts the calling thread to cpus (sched_setaffinity with
 // pid 0, which is the calling thread). The caller must have called
 // runtime.LockOSThread, or the goroutine may move to another thread.

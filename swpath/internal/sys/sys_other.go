@@ -26,6 +26,7 @@ const (
 func MapAnon(length int, huge bool) ([]byte, error)          { return nil, ErrNotSupported }
 func Unmap(b []byte) error                                   { return ErrNotSupported }
 func AdviseHuge(b []byte) error                              { return ErrNotSupported }
+func CollapseHuge(b []byte) error                            { return ErrNotSupported }
 func SetAffinity(cpus []int) error                           { return ErrNotSupported }
 func Affinity() ([]int, error)                               { return nil, ErrNotSupported }
 func Gettid() int                                            { return 0 }
