@@ -646,6 +646,12 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestHugeAlloc",
 	},
 	{
+		name: "classifier: Go's rare paths scan a long leaf's first block only",
+		edits: []edit{{"swpath/classifier/tree_cblock.go",
+			"n&treeLong != 0 && next < end {", "n&treeLong != 0 && next < first {", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced|TestCBlockSpans",
+	},
+	{
 		name: "classifier: a tight leaf's scan in Go's rare paths takes a flagged lane that cannot beat its best",
 		edits: []edit{{"swpath/classifier/tree_tblock.go",
 			"e&laneEnt < best && t.laneRest(e, f, misc)", "true && t.laneRest(e, f, misc)", 1}},
