@@ -512,8 +512,7 @@ func scanLanesC2Go(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n int, n
 // writes s.lanes[i] as the stub does (laneWord). With narrow, a packet
 // is listed only for lanes to check that can lower its best (useful),
 // yet res keeps its whole check, as the stub's group decision does
-// (ZCMIN keeps the least entry to check, not the lanes): Go's rest passes
-// over the others.
+// (ZLISTN): Go's rest passes over the others.
 func (s *laneScratch) cscan(i int, bl0, bl1 *cblock, vrule, out []int32, rest int, narrow bool) int {
 	c0, c1 := s.cur[0][i], s.cur[1][i]
 	lw := laneWord(c0, c1)

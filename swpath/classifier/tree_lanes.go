@@ -89,7 +89,7 @@ func (d *dtree) walkLanesGo(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, 
 const lanePrefetch = 8
 
 // laneScratch is vecLanes' working memory (and keys that of treeGroup's
-// walks): about 12.4 KiB, which a DecideBurst clears on its stack. The
+// walks): about 10.4 KiB, which a DecideBurst clears on its stack. The
 // scan stubs address its fields by their offsets (go_asm.h).
 type laneScratch struct {
 	keys  [3][treeGroup]uint64 // the packets' treeKey words, word by word
@@ -101,7 +101,6 @@ type laneScratch struct {
 	lanes [treeGroup]uint32    // the group scans' laneWord of each packet
 	mins  [treeGroup][4]uint32 // the group scans': each packet's scan's four lane minimums
 	chk   [treeGroup]uint16    // and its lanes to check
-	cmins [treeGroup][4]uint32 // and its lanes to check's least entry (ZCMIN)
 }
 
 // vecLanes decides fs (at most treeGroup packets) into out for sets of at
@@ -265,7 +264,7 @@ func (s *laneScratch) decide(i int, best, check uint32, long bool, vrule, out []
 // those whose records need holds (laneFull) with an entry below best.
 // Any other lane in check needs ports the packet lacks, which fails it,
 // or cannot beat best, and vecChecked would pass over it. With narrow,
-// the lane scans (USEFUL, ZCMIN) leave a packet to Go only for the lanes
+// the lane scans (USEFUL, ZLISTN) leave a packet to Go only for the lanes
 // that matter. On floods aimed at ClassBench-style rules (bench.Frames, seed
 // 1), the packets left to Go went from 9.2 % to 5.2 % at 10k rules and
 // from 16.5 % to 7.6 % at 100k: most were there for a port range

@@ -140,13 +140,13 @@ func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, pfd int)
 // half of zmm registers (ZSCAN), with one compare for all of a lane's
 // fields where the one-block scan (CSCAN, cleafScan2's) takes four.
 // Each packet's scan leaves four lane minimums in s.mins and its lanes to
-// check in s.chk (and where it prefetches or narrows, ZGROUP, the least
-// entry of the lanes that narrowing keeps in s.cmins), and the group is
-// decided sixteen packets to an instruction at the end (ZDECIDE): the
-// minimums' reduction, the packets listed, the rules gathered. Where it
-// narrows, res holds a listed packet's whole check: the narrowing only
-// decides whether the packet is listed (cscan), and Go's rest passes
-// over the lanes that cannot lower its best.
+// check in s.chk, and the group is decided sixteen packets to an
+// instruction at the end (ZDECIDE): the minimums' reduction, the packets
+// listed, the rules gathered; where it narrows, the packets with lanes
+// to check are tested there, one at a time (ZLISTN). res then holds a
+// listed packet's whole check: the narrowing only decides whether the
+// packet is listed (cscan), and Go's rest passes over the lanes that
+// cannot lower its best.
 //
 // Measured on an Intel Xeon, family 6 model 207, under KVM, at 1k
 // ClassBench-style rules on fresh 5-tuples (BENCHMARKS.md):

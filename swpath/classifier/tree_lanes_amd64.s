@@ -956,9 +956,8 @@ skip:
 // and one compare takes the passing lanes to K1; CSCAN took four
 // compares a block, each on the one port that writes masks. The passing
 // lanes with a flag of the packet's go to K4, the others' entries to Z11
-// (all ones elsewhere), whose two halves' minimum ends in Y11. The
-// entries stay in Z5 for ZCMIN. Uses Z4-Z7, Z10, Z12, Z16-Z18, K1 and
-// K3.
+// (all ones elsewhere), whose two halves' minimum ends in Y11. Uses
+// Z4-Z7, Z10, Z12, Z16-Z18, K1 and K3.
 #define ZSCAN \
 	ZLOAD(96, Z4, Y4) \
 	VPSRAD	$31, Z4, Z7 \
@@ -1167,25 +1166,69 @@ done:
 	VPTESTMD	Z10, Z10, K7, K1
 
 // ZLISTN is ZDECIDE's listed for ZGROUP: the packets with a long leaf
-// (Z10), or whose least entry among their lanes to check that ZCMIN kept
-// (the minimum of the four lanes in cmins, ZPAIR twice; all ones where
-// there is none) is below the threshold, to K1. The threshold is the
-// packet's best where the scan narrows (Z30 zero: a lane can lower the
-// best, USEFUL's test), else all ones (Z30), so that any lane to check
-// lists the packet. Uses AX (R13 sixteen times, as ZDECIDE left it),
-// Z14-Z17 and K3.
-#define ZLISTN \
+// (Z10), or with lanes to check (Z5) one of which can lower the packet's
+// best (USEFUL's test, where the scan narrows), to K1. Only the packets
+// with lanes to check (a sixth of the fresh 5-tuples at 100k
+// ClassBench-style rules) are tested, one at a time (cand): its two
+// blocks (block: TBLOCK or CBLOCK, from its leaves in cur) reloaded,
+// their entry words at off, its lanes to check whose words have a bit of
+// Z13 (laneFull where the scan narrows, else all ones) and whose entry
+// (under Z9) is below the threshold: the packet's best (in Z4) where the
+// scan narrows (Z30 zero), else all ones (Z30), so that any lane to check
+// lists it. The thresholds go to the first half of res' rows of the
+// sixteen packets (those of the first eight: threshold j at dword j),
+// which ZDECIDE writes after, none past the n packets (K4). Each
+// packet's scan had kept the least entry of such lanes for the group's
+// decision: seven vector instructions a packet, in a loop that keeps
+// busy the two ports that take zmm instructions. Without them the scan
+// took 0.93 of the time at 100k ClassBench-style rules (tight blocks)
+// and 0.86-0.88 at 10k (compact blocks): the old stub and this one
+// alternated 21 times in one process over 65,536 fresh 5-tuples after
+// their keys and walks, thread CPU time, medians of the ratios, two
+// runs. The labels are the expansion's. Uses AX, BX, DX, R14, Z12, Z14,
+// Z15 and K3-K6.
+#define ZLISTN(block, off, cand, next, skip) \
 	VPTESTMD	Z10, Z10, K7, K1 \
-	VMOVDQU32	laneScratch_cmins(R8)(AX*1), Z14 \
-	VMOVDQU32	(laneScratch_cmins+64)(R8)(AX*1), Z15 \
-	VMOVDQU32	(laneScratch_cmins+128)(R8)(AX*1), Z16 \
-	VMOVDQU32	(laneScratch_cmins+192)(R8)(AX*1), Z17 \
-	ZPAIR(Z14, Z15, Z14) \
-	ZPAIR(Z16, Z17, Z16) \
-	ZPAIR(Z14, Z16, Z14) \
-	VPORD	Z30, Z4, Z15 \
-	VPCMPUD	$1, Z15, Z14, K7, K3 \
-	KORW	K3, K1, K1
+	VPTESTMD	Z5, Z5, K7, K3 \
+	KMOVW	K3, DX \
+	TESTL	DX, DX \
+	JEQ	skip \
+	VPORD	Z30, Z4, Z14 \
+	MOVQ	CX, BX \
+	SUBQ	R13, BX \
+	SHLQ	$1, BX \
+	MOVL	$16, AX \
+	CMPQ	BX, AX \
+	CMOVQHI	AX, BX \
+	MOVL	$0xffff, AX \
+	BZHIL	BX, AX, AX \
+	KMOVW	AX, K4 \
+	VMOVDQU32	Z14, K4, laneScratch_res(R8)(R13*8) \
+cand: \
+	TZCNTL	DX, R14 \
+	LEAQ	(R13)(R14*1), BX \
+	MOVQ	laneScratch_cur(R8)(BX*8), AX \
+	KMOVW	laneScratch_chk(R8)(BX*2), K5 \
+	MOVQ	(laneScratch_cur+const_treeGroup*8)(R8)(BX*8), BX \
+	block(AX, SI) \
+	block(BX, DI) \
+	VMOVDQU32	off(AX), Y12 \
+	VINSERTI64X4	$1, off(BX), Z12, Z12 \
+	LEAQ	(R14)(R13*2), BX \
+	VPBROADCASTD	laneScratch_res(R8)(BX*4), Z15 \
+	VPTESTMD	Z13, Z12, K5, K5 \
+	VPANDD	Z9, Z12, Z12 \
+	VPCMPUD	$1, Z15, Z12, K5, K5 \
+	KORTESTW	K5, K5 \
+	JEQ	next \
+	MOVL	$1, BX \
+	SHLXL	R14, BX, BX \
+	KMOVW	BX, K6 \
+	KORW	K6, K1, K1 \
+next: \
+	BLSRL	DX, DX \
+	JNE	cand \
+skip:
 
 // ZRULES is ZDECIDE's rules for a set with a rule array (vrule at R10):
 // the rules of the entries in Z6 gathered to Z7 (VPGATHERDD), sixteen
@@ -1213,23 +1256,7 @@ done:
 	VMOVDQU	X11, laneScratch_mins(R8)(AX*1) \
 	KMOVW	K4, laneScratch_chk(R8)(DX*2)
 
-// ZCMIN keeps, for ZLISTN, the least entry (under Z9) of packet DX's
-// lanes to check (K4) whose entry words (in e) have a bit of Z13 (where
-// the scan narrows laneFull, whose lanes alone can lower the best:
-// USEFUL; else all ones, every lane to check) in four lanes of cmins, all
-// ones where there is none. AX is DX sixteen times (ZKEEP). Uses
-// Y10, Y12 and K5.
-#define ZCMIN(e) \
-	VPTESTMD	Z13, e, K4, K5 \
-	VMOVDQA32	Z22, Z12 \
-	VPANDD	Z9, e, K5, Z12 \
-	VEXTRACTI64X4	$1, Z12, Y10 \
-	VPMINUD	Y10, Y12, Y12 \
-	VEXTRACTI128	$1, Y12, X10 \
-	VPMINUD	X10, X12, X12 \
-	VMOVDQU	X12, laneScratch_cmins(R8)(AX*1)
-
-// ZNARROWS sets ZCMIN's and ZLISTN's constants for the argument narrow:
+// ZNARROWS sets ZLISTN's constants for the argument narrow:
 // laneFull to Z13 and zero to Z30 where it is true, all ones to both
 // where it is false. Uses AX, BX and R13.
 #define ZNARROWS \
@@ -1246,14 +1273,13 @@ done:
 // the n packets in CX: first the blocks of the packets before the first
 // that CAHEAD reaches (fetch: CFETCH or TFETCH), so that their misses
 // overlap, then each packet's lanes and leaves (ZLEAVES), its two blocks
-// (block: CBLOCK or TBLOCK) scanned (scan: ZSCAN, ZTSCAN or ZTSCAN6,
-// whose entry words are in e), and its minimum, lanes to check and least
-// entry to check kept (ZKEEP, ZCMIN) for ZDECIDE, which decides the
-// group after it. Where the scans narrowed and decided a packet at a
+// (block: CBLOCK or TBLOCK) scanned (scan: ZSCAN, ZTSCAN or ZTSCAN6),
+// and its minimum and lanes to check kept (ZKEEP) for ZDECIDE, which
+// decides the group after it (ZLISTN narrowing). Where the scans narrowed and decided a packet at a
 // time (NARROW, MINIMUM and a branch a packet), at 100k ClassBench-style
 // rules the tight scan took 0.7 of the time (see scanLanesT2). The
 // other arguments are the loop's labels.
-#define ZGROUP(fetch, block, scan, e, head, loop, ahead, done) \
+#define ZGROUP(fetch, block, scan, head, loop, ahead, done) \
 	TESTQ	CX, CX \
 	JEQ	done \
 	MOVQ	pfd+112(FP), R13 \
@@ -1274,7 +1300,6 @@ ahead: \
 	block(BX, DI) \
 	scan \
 	ZKEEP \
-	ZCMIN(e) \
 	INCQ	DX \
 	CMPQ	DX, CX \
 	JNE	loop \
@@ -1325,8 +1350,8 @@ decideC:
 
 loopsC:
 	ZNARROWS
-	ZGROUP(CFETCH, CBLOCK, ZSCAN, Z5, headC, loopC, aheadC, doneC)
-	ZEND(ZLISTN, ZRULES, rest+128(FP), nchunkC, ndoneC)
+	ZGROUP(CFETCH, CBLOCK, ZSCAN, headC, loopC, aheadC, doneC)
+	ZEND(ZLISTN(CBLOCK, 128, candC, nextC, skipC), ZRULES, rest+128(FP), nchunkC, ndoneC)
 
 // func cleafScan2(key *[4]uint32, flags uint32, b0, b1 *cblock, lanes uint32) (best, check uint32)
 //
@@ -1407,10 +1432,9 @@ TEXT ·cleafScan2(SB), NOSPLIT|NOFRAME, $0-48
 // (ZTCONSTS). A lane's class picks its c word and its source port's
 // range, sixteen lanes to a permute (VPERMI2D over two registers, whose
 // 32 entries are a set's classes); each field's test leaves zero where it
-// passes, and one compare takes the passing lanes, as in ZSCAN. The x
-// words stay in Z4 (for ZCMIN); the minimum of the others' ranks is in
-// Y11 (eight lanes), the passing lanes with a flag of the packet's in
-// K4. Uses Z4-Z7, Z10-Z12, Z16-Z18, K1 and K3.
+// passes, and one compare takes the passing lanes, as in ZSCAN. The
+// minimum of the others' ranks is in Y11 (eight lanes), the passing
+// lanes with a flag of the packet's in K4. Uses Z4-Z7, Z10-Z12, Z16-Z18, K1 and K3.
 #define ZTSCAN \
 	ZTCLASS \
 	ZTPORTS
@@ -1523,8 +1547,8 @@ TEXT ·scanLanesT2(SB), NOSPLIT, $0-144
 	ZLANES(lanesT, chunkT)
 	ZTCONSTS(cl+128(FP))
 	ZNARROWS
-	ZGROUP(TFETCH, TBLOCK, ZTSCAN, Z4, headT, loopT, aheadT, doneT)
-	ZEND(ZLISTN, ZRULES, rest+136(FP), dchunkT, ddoneT)
+	ZGROUP(TFETCH, TBLOCK, ZTSCAN, headT, loopT, aheadT, doneT)
+	ZEND(ZLISTN(TBLOCK, 96, candT, nextT, skipT), ZRULES, rest+136(FP), dchunkT, ddoneT)
 
 // func scanLanesT2I(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
 //
@@ -1535,8 +1559,8 @@ TEXT ·scanLanesT2I(SB), NOSPLIT, $0-144
 	ZLANES(lanesI, chunkI)
 	ZTCONSTS(cl+128(FP))
 	ZNARROWS
-	ZGROUP(TFETCH, TBLOCK, ZTSCAN, Z4, headI, loopI, aheadI, doneI)
-	ZEND(ZLISTN, ZRULESI, rest+136(FP), dchunkI, ddoneI)
+	ZGROUP(TFETCH, TBLOCK, ZTSCAN, headI, loopI, aheadI, doneI)
+	ZEND(ZLISTN(TBLOCK, 96, candI, nextI, skipI), ZRULESI, rest+136(FP), dchunkI, ddoneI)
 
 // func tleafScan2(key *[4]uint32, flags uint32, b0, b1 *tblock, cl *tclasses, lanes uint32) (best, check uint32)
 //
@@ -1555,8 +1579,8 @@ TEXT ·scanLanesT6(SB), NOSPLIT, $0-144
 	ZLANES(lanes6, chunk6)
 	ZTCONSTS(cl+128(FP))
 	ZNARROWS
-	ZGROUP(TFETCH, TBLOCK, ZTSCAN6, Z4, head6, loop6, ahead6, done6)
-	ZEND(ZLISTN, ZRULES, rest+136(FP), dchunk6, ddone6)
+	ZGROUP(TFETCH, TBLOCK, ZTSCAN6, head6, loop6, ahead6, done6)
+	ZEND(ZLISTN(TBLOCK, 96, cand6, next6, skip6), ZRULES, rest+136(FP), dchunk6, ddone6)
 
 // func scanLanesT6I(s *laneScratch, b0, b1 []tblock, vrule, out []int32, n, pfd int, narrow bool, cl *tclasses) (rest int)
 //
@@ -1566,8 +1590,8 @@ TEXT ·scanLanesT6I(SB), NOSPLIT, $0-144
 	ZLANES(lanes6I, chunk6I)
 	ZTCONSTS(cl+128(FP))
 	ZNARROWS
-	ZGROUP(TFETCH, TBLOCK, ZTSCAN6, Z4, head6I, loop6I, ahead6I, done6I)
-	ZEND(ZLISTN, ZRULESI, rest+136(FP), dchunk6I, ddone6I)
+	ZGROUP(TFETCH, TBLOCK, ZTSCAN6, head6I, loop6I, ahead6I, done6I)
+	ZEND(ZLISTN(TBLOCK, 96, cand6I, next6I, skip6I), ZRULESI, rest+136(FP), dchunk6I, ddone6I)
 
 // func tleafScan6(key *[4]uint32, flags uint32, b0, b1 *tblock, cl *tclasses, lanes uint32) (best, check uint32)
 //

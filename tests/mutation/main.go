@@ -343,13 +343,31 @@ var mutations = []mutation{
 	{
 		name: "classifier: the group scans' narrowing lists the packets whose lanes cannot lower their best (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"VPCMPUD\t$1, Z15, Z14, K7, K3", "VPCMPUD\t$5, Z15, Z14, K7, K3", 1}},
+			"VPCMPUD\t$1, Z15, Z12, K5, K5", "VPCMPUD\t$5, Z15, Z12, K5, K5", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
 	},
 	{
 		name: "classifier: the group scans keep a packet's lanes that need ports it lacks to check (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
-			"VPTESTMD\tZ13, e, K4, K5", "VPTESTMD\tZ22, e, K4, K5", 1}},
+			"VPTESTMD\tZ13, Z12, K5, K5", "VPTESTMD\tZ22, Z12, K5, K5", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+	},
+	{
+		name: "classifier: the group scans' narrowing reads a packet's threshold from the wrong row (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tLEAQ\t(R14)(R13*2), BX \\\n", "\tLEAQ\t(R14)(R13*1), BX \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+	},
+	{
+		name: "classifier: the group scans' narrowing keeps no thresholds for a whole chunk (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tCMPQ\tBX, AX \\\n\tCMOVQHI\tAX, BX \\\n", "", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+	},
+	{
+		name: "classifier: the group scans' narrowing tests only a chunk's first packet with lanes to check (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tBLSRL\tDX, DX \\\n\tJNE\tcand \\\n", "\tBLSRL\tDX, DX \\\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
 	},
 	{
