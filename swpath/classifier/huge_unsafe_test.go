@@ -20,13 +20,7 @@ import (
 // ones once settled; the tight blocks of a set's two trees are one such
 // array, tree 1's after tree 0's.
 func TestHugeAlloc(t *testing.T) {
-	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
-	if err != nil || strings.Contains(string(mode), "[never]") {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true: no transparent huge pages here (%q, %v)", mode, err)
-		}
-		t.Skipf("no transparent huge pages here (%q, %v)", mode, err)
-	}
+	needTHP(t)
 	n := 3*sys.HugePageSize/int(unsafe.Sizeof(tblock{})) + 5
 	a := hugeAlloc[tblock](n)
 	if len(a) != n || uintptr(unsafe.Pointer(&a[0]))%sys.HugePageSize != 0 {
@@ -75,6 +69,20 @@ func TestHugeAlloc(t *testing.T) {
 	if !ok || len(tb[0]) != 3 || cap(tb[0]) != 3 || len(tb[1]) != 2 || uintptr(unsafe.Pointer(&tb[0][0]))+3*unsafe.Sizeof(tblock{}) != uintptr(unsafe.Pointer(&tb[1][0])) {
 		t.Fatalf("tight blocks %d (cap %d) and %d, ok %v: not one array, tree 1's after tree 0's", len(tb[0]), cap(tb[0]), len(tb[1]), ok)
 	}
+}
+
+// needTHP skips the test where the kernel gives no transparent huge
+// pages (or fails it under CI=true, whose machines have them).
+func needTHP(t *testing.T) {
+	t.Helper()
+	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err == nil && !strings.Contains(string(mode), "[never]") {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true: no transparent huge pages here (%q, %v)", mode, err)
+	}
+	t.Skipf("no transparent huge pages here (%q, %v)", mode, err)
 }
 
 // anonHuge returns the bytes of huge pages backing the mapping at addr

@@ -962,9 +962,7 @@ skip:
 	ZLOAD(96, Z4, Y4) \
 	VPSRAD	$31, Z4, Z7 \
 	ZADDR(0, Z7, Z0, Z6) \
-	VPSLLD	$1, Z4, Z7 \
-	VPSRAD	$31, Z7, Z7 \
-	ZADDR(32, Z7, Z1, Z10) \
+	ZDST(1) \
 	VPSRLD	$const_cMasks, Z4, Z16 \
 	VPTERNLOGD	$0x60, Z2, Z4, Z16 \
 	ZLOAD(64, Z17, Y17) \
@@ -975,10 +973,25 @@ skip:
 	VPTERNLOGD	$0xf6, Z18, Z17, Z6 \
 	VPTESTNMD	Z6, Z6, K2, K1 \
 	ZLOAD(128, Z5, Y5) \
-	VPTESTMD	Z8, Z5, K1, K4 \
+	ZFOLD(Z5)
+
+// ZDST is the test of the destination address words (ZADDR at 32) of
+// the blocks whose c or x words are in Z4, where the whole-word bit is
+// bit 31-shift of those words: zero to Z10 where a lane passes.
+#define ZDST(shift) \
+	VPSLLD	$shift, Z4, Z7 \
+	VPSRAD	$31, Z7, Z7 \
+	ZADDR(32, Z7, Z1, Z10)
+
+// ZFOLD is FOLD for the two-block scans: of the passing lanes in K1,
+// those whose entry words (in e) have a flag of the packet's (Z8) go to
+// K4, and the others' entries (under Z9) to Z11 (all ones elsewhere),
+// whose two halves' minimum ends in Y11. Uses Y12 and K3.
+#define ZFOLD(e) \
+	VPTESTMD	Z8, e, K1, K4 \
 	KANDNW	K1, K4, K3 \
 	VMOVDQA32	Z22, Z11 \
-	VPANDD	Z9, Z5, K3, Z11 \
+	VPANDD	Z9, e, K3, Z11 \
 	VEXTRACTI64X4	$1, Z11, Y12 \
 	VPMINUD	Y12, Y11, Y11
 
@@ -1455,9 +1468,7 @@ TEXT ·cleafScan2(SB), NOSPLIT|NOFRAME, $0-48
 	VPSLLD	$2, Z4, Z7 \
 	VPSRAD	$31, Z7, Z7 \
 	ZADDR(0, Z7, Z0, Z6) \
-	VPSLLD	$3, Z4, Z7 \
-	VPSRAD	$31, Z7, Z7 \
-	ZADDR(32, Z7, Z1, Z10) \
+	ZDST(3) \
 	VPSRLD	$const_tClassShift, Z4, Z17 \
 	VMOVDQA32	Z17, Z5 \
 	VPERMI2D	Z25, Z24, Z5
@@ -1475,7 +1486,7 @@ TEXT ·cleafScan2(SB), NOSPLIT|NOFRAME, $0-48
 // and the lanes' destination port ranges (y, at 64) as TPORTS takes
 // them (the low ends by VPBLENDMW under the odd words, the spans by
 // VPSHLDD), their test as ZSCAN's, the four tests ORed, the passing
-// lanes to K1, and FOLD's work on sixteen lanes.
+// lanes to K1, and ZFOLD over the x words.
 #define ZTPORTS \
 	VPSRLD	$const_cMasks, Z5, Z16 \
 	VPTERNLOGD	$0x60, Z2, Z5, Z16 \
@@ -1488,12 +1499,7 @@ TEXT ·cleafScan2(SB), NOSPLIT|NOFRAME, $0-48
 	VPTERNLOGD	$0xfe, Z16, Z10, Z6 \
 	VPTERNLOGD	$0xf6, Z17, Z18, Z6 \
 	VPTESTNMD	Z6, Z6, K2, K1 \
-	VPTESTMD	Z8, Z4, K1, K4 \
-	KANDNW	K1, K4, K3 \
-	VMOVDQA32	Z22, Z11 \
-	VPANDD	Z9, Z4, K3, Z11 \
-	VEXTRACTI64X4	$1, Z11, Y12 \
-	VPMINUD	Y12, Y11, Y11
+	ZFOLD(Z4)
 
 // ZTCONSTS is TCONSTS for ZTSCAN: ZCONSTS after it (tEnt to Z9, all ones
 // to Z22), tTop to Z14 and the odd words of a zmm register to K7.

@@ -756,6 +756,12 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2",
 	},
 	{
+		name: "classifier: the two-block tight scan takes the destination's whole-word bit from the source's (amd64)",
+		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
+			"\tZDST(3) \\\n", "\tZDST(2) \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+	},
+	{
 		name: "classifier: the two-block tight scan spreads the destination's whole-word bit for the source (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPSLLD\t$2, Z4, Z7", "VPSLLD\t$3, Z4, Z7", 1}},
