@@ -359,9 +359,9 @@ func cblockKey(f *rule.Fields, misc uint64) [4]uint32 {
 
 // cleafBest returns the best of best and the entries of leaf n's records
 // in d (compact blocks; tight ones take tleafBest) that hold for f, in
-// Go: the records in entry
-// order, so a leaf's scan stops at its first record that holds, or at
-// one that cannot beat best. It tests only the leaf's lanes.
+// Go: the records in entry order, so a leaf's scan stops at its first
+// record that holds, or at one that cannot beat best. It tests only the
+// leaf's lanes.
 func (t *Table) cleafBest(d *dtree, n uint64, key *[4]uint32, f *rule.Fields, misc uint64, best uint32) uint32 {
 	if d.tblk != nil {
 		return t.tleafBest(d, n, key, f, misc, best)

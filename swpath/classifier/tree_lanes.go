@@ -37,9 +37,8 @@ import (
 // The biggest of them get tight blocks where their lanes make few enough
 // classes (tree_tblock.go), scanned by scanLanesT2 the same way. Each
 // decides the group at the end, sixteen packets to an instruction
-// (ZDECIDE). Sets whose node
-// words pass nodes32Min walk a copy of them in 4 bytes
-// (tree_nodes32.go, walkLanes8x2d).
+// (ZDECIDE). Sets whose node words pass nodes32Min walk a copy of them in
+// 4 bytes (tree_nodes32.go, walkLanes8x2d).
 // The others keep the group walk (treeGroup), with the lane walk and its
 // Go scans.
 //

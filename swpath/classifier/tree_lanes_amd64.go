@@ -162,7 +162,8 @@ func scanLanes4(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, pfd int)
 //     stub;
 //   - at 10k rules, where it prefetches and narrows, the group decision
 //     (ZGROUP) took the scan to 0.84 of the time of the stub that
-//     decided each packet in turn.
+//     decided each packet in turn, and narrowing only the packets with
+//     lanes to check, in the decision (ZLISTN), to 0.86-0.88 of that.
 //
 //go:noescape
 func scanLanesC2(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n, pfd int, narrow bool) (rest int)
