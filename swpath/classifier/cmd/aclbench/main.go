@@ -26,7 +26,13 @@
 //     counters), bursts of 256 packets on both sides (dpdk-test-acl's
 //     default --tracestep);
 //  3. prints the table: CPU ns per packet, medians over the rounds, and the
-//     ratio of scrubd's best API to rte_acl's scalar mode and to its best.
+//     ratio of scrubd's best API to rte_acl's scalar mode and to its best;
+//  4. with more than one rule count, times scrubd's APIs on every count's
+//     fresh trace again side by side (-scale-rounds rounds, the counts in
+//     reverse order every other round) and prints each count's cost
+//     against the first's, the ratio taken within each round (scale.go):
+//     the table's rows are minutes apart, and this machine's speed moves
+//     more than that between phases.
 //
 // Times are CPU time: scrubd's is the benchmark thread's
 // (CLOCK_THREAD_CPUTIME_ID); rte_acl's is the CPU time of dpdk-test-acl's
@@ -77,7 +83,10 @@ type options struct {
 	verify   bool
 	timing   bool
 	seed     uint64
-	family   rule.Family
+	// scaleRounds: rounds of the side-by-side timing of every rule
+	// count (timeScaling).
+	scaleRounds int
+	family      rule.Family
 }
 
 func main() {
@@ -94,6 +103,7 @@ func main() {
 	install := flag.Bool("install", true, "install dpdk-dev with apt-get when dpdk-test-acl is missing")
 	flag.BoolVar(&o.verify, "verify", true, "check rte_acl's first match against scrubd's on every packet first")
 	flag.BoolVar(&o.timing, "time", true, "time both after the check")
+	flag.IntVar(&o.scaleRounds, "scale-rounds", 7, "side-by-side rounds over every rule count's fresh trace after the table (0: none)")
 	flag.Uint64Var(&o.seed, "seed", 99, "traffic seed")
 	ipv6 := flag.Bool("ipv6", false, "IPv6: the same rule sets with each IPv4 prefix a.b.c.d/n written as 2001:db8:aabb:ccdd::/(32+n), dpdk-test-acl --ipv6")
 	flag.Parse()
@@ -120,8 +130,8 @@ func main() {
 			}
 		}
 	}
-	if o.packets < burst || o.rounds < 1 {
-		fatal(fmt.Errorf("-packets must be at least %d and -rounds at least 1", burst))
+	if o.packets < burst || o.rounds < 1 || o.scaleRounds < 0 {
+		fatal(fmt.Errorf("-packets must be at least %d, -rounds at least 1 and -scale-rounds at least 0", burst))
 	}
 	if err := ensureTool(*install); err != nil {
 		fatal(err)
@@ -239,6 +249,12 @@ var apis = []string{"Decide", "DecideBurst", "ClassifyBurst"}
 func run(o *options, dir string) error {
 	var rows []*row
 	var infos []*setInfo
+	var scaled []*scaleSet
+	defer func() {
+		for _, ss := range scaled {
+			ss.w.Close()
+		}
+	}()
 	fmt.Printf("aclbench: IPv%d, %s, %d CPUs, pinned to CPU %d, %s, load %s\n", o.family, cpuModel(), runtime.NumCPU(), o.cpu, runtime.Version(), loadAvg())
 	for _, n := range o.rules {
 		set := traffic.ClassBenchRules(uint64(n), n)
@@ -331,11 +347,19 @@ func run(o *options, dir string) error {
 				}
 				fmt.Fprintf(os.Stderr, "aclbench: %d rules, %s, round %d/%d done (load %s)\n", n, tname, round+1, o.rounds, loadAvg())
 			}
+			if tname == "fresh" && o.scaleRounds > 0 && len(o.rules) > 1 {
+				scaled = append(scaled, &scaleSet{rules: n, tab: ctab, w: w, tr: tr, cpu: map[string][]float64{}})
+				continue
+			}
 			w.Close()
 		}
 	}
 	if o.timing {
 		printTable(os.Stdout, o, rows)
+		if len(scaled) > 1 {
+			timeScaling(scaled, o)
+			printScaling(os.Stdout, o, scaled)
+		}
 	}
 	printSizes(os.Stdout, infos)
 	fmt.Printf("\nload at the end: %s\n", loadAvg())

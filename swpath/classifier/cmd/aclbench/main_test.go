@@ -151,3 +151,23 @@ func testAgainstRteACL(t *testing.T, set *rule.Set, family rule.Family) {
 		}
 	}
 }
+
+// The side-by-side figures by hand: round r's best is the least of its
+// APIs, and each ratio is taken within a round.
+func TestScalingRatios(t *testing.T) {
+	small := map[string][]float64{"Decide": {40, 44, 42}, "DecideBurst": {10, 12, 11}, "ClassifyBurst": {14, 11.5, 13}}
+	big := map[string][]float64{"Decide": {100, 90, 95}, "DecideBurst": {19, 25, 20}, "ClassifyBurst": {21, 23, 24}}
+	b0, b1 := roundBest(small), roundBest(big)
+	if !slices.Equal(b0, []float64{10, 11.5, 11}) || !slices.Equal(b1, []float64{19, 23, 20}) {
+		t.Fatalf("roundBest = %v and %v, want [10 11.5 11] and [19 23 20]", b0, b1)
+	}
+	// 19/10 = 1.9, 23/11.5 = 2, 20/11 = 1.818...: sorted.
+	got := ratios(b1, b0)
+	want := []float64{20.0 / 11, 1.9, 2}
+	if len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Fatalf("ratios = %v, want %v", got, want)
+	}
+	if got := ratios([]float64{5, 6}, []float64{0, 3}); !slices.Equal(got, []float64{2}) {
+		t.Fatalf("ratios with a zero round = %v, want [2]", got)
+	}
+}
