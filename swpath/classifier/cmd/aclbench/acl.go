@@ -164,11 +164,18 @@ type aclRun struct {
 	cpu          int // lcore (and CPU) to run on
 	memMB        int
 	ipv6         bool
+	// huge: EAL memory from the 2 MiB huge pages that reserveHuge set
+	// aside (--in-memory: no hugetlbfs files, nothing left behind); else
+	// --no-huge, 4 KiB pages.
+	huge bool
 }
 
 func (a aclRun) args() []string {
-	eal := []string{"-l", strconv.Itoa(a.cpu), "--no-pci", "--no-huge", "--no-shconf", "--no-telemetry",
-		"-m", strconv.Itoa(a.memMB), "--log-level=lib.acl:debug"}
+	eal := []string{"-l", strconv.Itoa(a.cpu), "--no-pci", "--no-huge", "--no-shconf"}
+	if a.huge {
+		eal = []string{"-l", strconv.Itoa(a.cpu), "--no-pci", "--in-memory"}
+	}
+	eal = append(eal, "--no-telemetry", "-m", strconv.Itoa(a.memMB), "--log-level=lib.acl:debug")
 	if strings.HasPrefix(a.alg, "avx512") {
 		eal = append(eal, "--force-max-simd-bitwidth=512")
 	}

@@ -171,3 +171,34 @@ func TestScalingRatios(t *testing.T) {
 		t.Fatalf("ratios with a zero round = %v, want [2]", got)
 	}
 }
+
+// /proc/meminfo's lines as the kernel writes them (fs/proc/meminfo.c,
+// mm/hugetlb.c hugetlb_report_meminfo).
+func TestHugeFree(t *testing.T) {
+	info := "MemTotal:       24563404 kB\nHugePages_Total:    2200\nHugePages_Free:     2048\nHugePages_Rsvd:        0\nHugepagesize:       2048 kB\n"
+	free, size, err := hugeFree(info)
+	if err != nil || free != 2048 || size != 2048 {
+		t.Fatalf("hugeFree = %d, %d, %v; want 2048, 2048", free, size, err)
+	}
+	if _, _, err := hugeFree("MemTotal: 1 kB\n"); err == nil || !strings.Contains(err.Error(), "HugePages_Free") {
+		t.Fatalf("hugeFree without the lines: %v", err)
+	}
+	if _, _, err := hugeFree("HugePages_Free: x\nHugepagesize: 2048 kB\n"); err == nil || !strings.Contains(err.Error(), `"x"`) {
+		t.Fatalf("hugeFree of a bad count: %v", err)
+	}
+}
+
+// With huge pages dpdk-test-acl takes its memory in memory only, without
+// --no-huge; without, on 4 KiB pages and no shared configuration.
+func TestACLArgsPages(t *testing.T) {
+	a := aclRun{rules: "r", trace: "t", nrules: 1, ntrace: 1, memMB: 4096, huge: true}
+	got := a.args()
+	if !slices.Contains(got, "--in-memory") || slices.Contains(got, "--no-huge") || !slices.Contains(got, "4096") {
+		t.Fatalf("args with huge pages: %v", got)
+	}
+	a.huge = false
+	got = a.args()
+	if slices.Contains(got, "--in-memory") || !slices.Contains(got, "--no-huge") || !slices.Contains(got, "--no-shconf") {
+		t.Fatalf("args without huge pages: %v", got)
+	}
+}
