@@ -13,9 +13,9 @@
 // production: the run sets enough aside through /proc/sys/vm/nr_hugepages
 // and gives them back at its end (huge.go); with -huge=false, or where the
 // kernel cannot set them aside, it runs on 4 KiB pages (--no-huge), which
-// cost its 100k-rule lookups about a fifth more here. With -ipv6 the same sets are written with
-// each IPv4 prefix a.b.c.d/n as 2001:db8:aabb:ccdd::/(32+n), and
-// dpdk-test-acl runs with --ipv6.
+// cost its 100k-rule lookups a tenth to a fifth more here (BENCHMARKS.md).
+// With -ipv6 the same sets are written with each IPv4 prefix a.b.c.d/n as
+// 2001:db8:aabb:ccdd::/(32+n), and dpdk-test-acl runs with --ipv6.
 //
 // For each rule count it writes the rule set (traffic.ClassBenchRules) in
 // dpdk-test-acl's rule format, in decision order, and two traces in its
