@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // rte_acl's tables come from DPDK's EAL memory, which production
@@ -25,7 +26,8 @@ const (
 
 // reserveHuge makes sure mb MiB of 2 MiB pages (and a margin for the EAL's
 // own) are free in the kernel's pool, raising nr_hugepages where they are
-// not. giveBack puts nr_hugepages back as it was.
+// not. giveBack puts nr_hugepages back as it was; it may be called more
+// than once, from any goroutine.
 func reserveHuge(mb int) (giveBack func(), err error) {
 	giveBack = func() {}
 	need := mb*1024/hugeKB + 16
@@ -51,7 +53,8 @@ func reserveHuge(mb int) (giveBack func(), err error) {
 	if err != nil {
 		return giveBack, fmt.Errorf("%s: %q is not a page count", nrHugePath, strings.TrimSpace(string(raw)))
 	}
-	restore := func() { _ = os.WriteFile(nrHugePath, []byte(strconv.Itoa(old)), 0) }
+	var once sync.Once
+	restore := func() { once.Do(func() { _ = os.WriteFile(nrHugePath, []byte(strconv.Itoa(old)), 0) }) }
 	if err := os.WriteFile(nrHugePath, []byte(strconv.Itoa(old+need-free)), 0); err != nil {
 		return giveBack, fmt.Errorf("%s: %w", nrHugePath, err)
 	}

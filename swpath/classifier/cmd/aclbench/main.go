@@ -57,11 +57,13 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -164,7 +166,24 @@ func main() {
 			o.huge = false
 		}
 	}
+	// An interrupted run gives the huge pages back too (dpdk-test-acl, in
+	// the same process group, gets the terminal's signal as well).
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	stopped := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			giveBack()
+			done()
+			fmt.Fprintf(os.Stderr, "aclbench: %v: stopped, huge pages given back\n", s)
+			os.Exit(130)
+		case <-stopped:
+		}
+	}()
 	err = run(&o, dir)
+	signal.Stop(sigs)
+	close(stopped)
 	giveBack()
 	done()
 	if err != nil {
