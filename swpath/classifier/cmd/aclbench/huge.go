@@ -53,8 +53,30 @@ func reserveHuge(mb int) (giveBack func(), err error) {
 	if err != nil {
 		return giveBack, fmt.Errorf("%s: %q is not a page count", nrHugePath, strings.TrimSpace(string(raw)))
 	}
+	surplus := func() int {
+		info, err := os.ReadFile(memInfo)
+		if err != nil {
+			return 0
+		}
+		return hugeSurplus(string(info))
+	}
+	surp0 := surplus()
 	var once sync.Once
-	restore := func() { once.Do(func() { _ = os.WriteFile(nrHugePath, []byte(strconv.Itoa(old)), 0) }) }
+	restore := func() {
+		once.Do(func() {
+			set := func(n int) { _ = os.WriteFile(nrHugePath, []byte(strconv.Itoa(n)), 0) }
+			set(old)
+			// Pages still in use when nr_hugepages is lowered stay as
+			// surplus pages (HugePages_Surp), and one run here left 216
+			// of them free after their user had gone: raising the count
+			// by that many makes them the pool's again, and lowering it
+			// frees them.
+			if extra := surplus() - surp0; extra > 0 {
+				set(old + extra)
+				set(old)
+			}
+		})
+	}
 	if err := os.WriteFile(nrHugePath, []byte(strconv.Itoa(old+need-free)), 0); err != nil {
 		return giveBack, fmt.Errorf("%s: %w", nrHugePath, err)
 	}
@@ -99,4 +121,16 @@ func hugeFree(meminfo string) (free, sizeKB int, err error) {
 		return 0, 0, fmt.Errorf("%s has no HugePages_Free or Hugepagesize line", memInfo)
 	}
 	return free, sizeKB, nil
+}
+
+// hugeSurplus returns HugePages_Surp from the text of /proc/meminfo (0
+// where it has none or it does not parse).
+func hugeSurplus(meminfo string) int {
+	for _, l := range strings.Split(meminfo, "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "HugePages_Surp:" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	return 0
 }

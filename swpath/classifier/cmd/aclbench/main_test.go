@@ -180,6 +180,12 @@ func TestHugeFree(t *testing.T) {
 	if err != nil || free != 2048 || size != 2048 {
 		t.Fatalf("hugeFree = %d, %d, %v; want 2048, 2048", free, size, err)
 	}
+	if got := hugeSurplus(info + "HugePages_Surp:      216\n"); got != 216 {
+		t.Fatalf("hugeSurplus = %d, want 216", got)
+	}
+	if got := hugeSurplus(info); got != 0 {
+		t.Fatalf("hugeSurplus without the line = %d, want 0", got)
+	}
 	if _, _, err := hugeFree("MemTotal: 1 kB\n"); err == nil || !strings.Contains(err.Error(), "HugePages_Free") {
 		t.Fatalf("hugeFree without the lines: %v", err)
 	}
