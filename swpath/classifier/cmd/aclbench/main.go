@@ -156,9 +156,9 @@ func main() {
 	}
 	giveBack := func() {}
 	if o.huge {
-		mb := 1024
-		if slices.ContainsFunc(o.rules, func(n int) bool { return n > 20000 }) {
-			mb = 4096
+		mb := 0
+		for _, n := range o.rules {
+			mb = max(mb, ealMB(n))
 		}
 		giveBack, err = reserveHuge(mb)
 		if err != nil {
@@ -189,6 +189,15 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
+}
+
+// ealMB is the EAL memory (-m, MiB) dpdk-test-acl gets for n rules: 4096
+// for 100k rules, which 1024 does not hold.
+func ealMB(n int) int {
+	if n > 20000 {
+		return 4096
+	}
+	return 1024
 }
 
 func fatal(err error) {
@@ -329,10 +338,7 @@ func run(o *options, dir string) error {
 		}
 		info := &setInfo{rules: n, ourBytes: st.Bytes, ourBuild: build, lookup: lookup, rteBytes: -1}
 		infos = append(infos, info)
-		mem := 1024
-		if n > 20000 {
-			mem = 4096
-		}
+		mem := ealMB(n)
 		for _, tname := range o.traffics {
 			flows := 0
 			if tname == "flows" {
