@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/scrubd/scrubd/internal/testenv"
+	"github.com/scrubd/scrubd/swpath/internal/sys"
 	"github.com/scrubd/scrubd/swpath/numa"
 )
 
@@ -119,7 +120,9 @@ func TestHugeTLB(t *testing.T) {
 	// pages still in use when it was lowered stay as surplus pages
 	// (HugePages_Surp), and can be free.
 	os.WriteFile(knob, []byte(strconv.Itoa(orig)), 0)
-	if hugeFreePages(t) == 0 {
+	if hp, err := sys.HugePages(); err != nil {
+		t.Fatal(err)
+	} else if hp.Free == 0 {
 		if q, err := New(Config{Topology: fakeTopo(t, "one"), BuffersPerNode: 1000, HugePages: HugeRequire}); err == nil {
 			q.Close()
 			t.Fatal("HugeRequire succeeded with no huge pages reserved")
@@ -162,24 +165,4 @@ func TestLiveBind(t *testing.T) {
 			t.Errorf("node %d arena policy %d %v %v, want MPOL_BIND [%d]", node, mode, nodes, err, node)
 		}
 	}
-}
-
-// hugeFreePages returns /proc/meminfo's HugePages_Free.
-func hugeFreePages(t *testing.T) int {
-	t.Helper()
-	raw, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(raw), "\n") {
-		if f := strings.Fields(l); len(f) == 2 && f[0] == "HugePages_Free:" {
-			n, err := strconv.Atoi(f[1])
-			if err != nil {
-				t.Fatalf("/proc/meminfo: HugePages_Free %q", f[1])
-			}
-			return n
-		}
-	}
-	t.Fatal("/proc/meminfo has no HugePages_Free line")
-	return 0
 }

@@ -103,3 +103,13 @@ func ThreadCPUTime() time.Duration {
 	}
 	return time.Duration(ts.Nano())
 }
+
+// HugePages returns the kernel's pool of huge pages of HugePageSize
+// (/proc/meminfo).
+func HugePages() (HugePool, error) {
+	raw, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return HugePool{}, err
+	}
+	return parseHugePool(string(raw))
+}

@@ -24,6 +24,7 @@ const (
 )
 
 func MapAnon(length int, huge bool) ([]byte, error)          { return nil, ErrNotSupported }
+func HugePages() (HugePool, error)                           { return HugePool{}, ErrNotSupported }
 func Unmap(b []byte) error                                   { return ErrNotSupported }
 func AdviseHuge(b []byte) error                              { return ErrNotSupported }
 func CollapseHuge(b []byte) error                            { return ErrNotSupported }

@@ -172,28 +172,6 @@ func TestScalingRatios(t *testing.T) {
 	}
 }
 
-// /proc/meminfo's lines as the kernel writes them (fs/proc/meminfo.c,
-// mm/hugetlb.c hugetlb_report_meminfo).
-func TestHugeFree(t *testing.T) {
-	info := "MemTotal:       24563404 kB\nHugePages_Total:    2200\nHugePages_Free:     2048\nHugePages_Rsvd:        0\nHugepagesize:       2048 kB\n"
-	free, size, err := hugeFree(info)
-	if err != nil || free != 2048 || size != 2048 {
-		t.Fatalf("hugeFree = %d, %d, %v; want 2048, 2048", free, size, err)
-	}
-	if got := hugeSurplus(info + "HugePages_Surp:      216\n"); got != 216 {
-		t.Fatalf("hugeSurplus = %d, want 216", got)
-	}
-	if got := hugeSurplus(info); got != 0 {
-		t.Fatalf("hugeSurplus without the line = %d, want 0", got)
-	}
-	if _, _, err := hugeFree("MemTotal: 1 kB\n"); err == nil || !strings.Contains(err.Error(), "HugePages_Free") {
-		t.Fatalf("hugeFree without the lines: %v", err)
-	}
-	if _, _, err := hugeFree("HugePages_Free: x\nHugepagesize: 2048 kB\n"); err == nil || !strings.Contains(err.Error(), `"x"`) {
-		t.Fatalf("hugeFree of a bad count: %v", err)
-	}
-}
-
 // With huge pages dpdk-test-acl takes its memory in memory only, without
 // --no-huge; without, on 4 KiB pages and no shared configuration.
 func TestACLArgsPages(t *testing.T) {
