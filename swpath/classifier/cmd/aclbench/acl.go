@@ -171,11 +171,12 @@ type aclRun struct {
 }
 
 func (a aclRun) args() []string {
-	eal := []string{"-l", strconv.Itoa(a.cpu), "--no-pci", "--no-huge", "--no-shconf"}
+	eal := []string{"-l", strconv.Itoa(a.cpu), "--no-pci", "--no-telemetry", "-m", strconv.Itoa(a.memMB), "--log-level=lib.acl:debug"}
 	if a.huge {
-		eal = []string{"-l", strconv.Itoa(a.cpu), "--no-pci", "--in-memory"}
+		eal = append(eal, "--in-memory")
+	} else {
+		eal = append(eal, "--no-huge", "--no-shconf")
 	}
-	eal = append(eal, "--no-telemetry", "-m", strconv.Itoa(a.memMB), "--log-level=lib.acl:debug")
 	if strings.HasPrefix(a.alg, "avx512") {
 		eal = append(eal, "--force-max-simd-bitwidth=512")
 	}
