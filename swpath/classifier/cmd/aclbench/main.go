@@ -32,11 +32,11 @@
 //  3. prints the table: CPU ns per packet, medians over the rounds, and the
 //     ratio of scrubd's best API to rte_acl's scalar mode and to its best;
 //  4. with more than one rule count, times scrubd's APIs on every count's
-//     fresh trace again side by side (-scale-rounds rounds, the counts in
-//     reverse order every other round) and prints each count's cost
+//     fresh trace again side by side (-scale-rounds rounds, each timing
+//     the counts pass by pass, in turn) and prints each count's cost
 //     against the first's, the ratio taken within each round (scale.go):
 //     the table's rows are minutes apart, and this machine's speed moves
-//     more than that between phases.
+//     more than the sets differ between phases.
 //
 // Times are CPU time: scrubd's is the benchmark thread's
 // (CLOCK_THREAD_CPUTIME_ID); rte_acl's is the CPU time of dpdk-test-acl's
@@ -472,29 +472,7 @@ var sink int32
 // timeOurs runs one scrubd API over tr until target CPU time has passed and
 // returns thread-CPU and wall ns per packet.
 func timeOurs(api string, tab *classifier.Table, w *classifier.Worker, tr *trace, target time.Duration) (cpuNs, wallNs float64) {
-	ids := make([]int32, burst)
-	res := make([]classifier.Result, burst)
-	pass := func() {
-		fs, lens := tr.fs, tr.lens
-		switch api {
-		case "Decide":
-			for i := range fs {
-				sink += int32(tab.Decide(&fs[i]))
-			}
-		case "DecideBurst":
-			for off := 0; off < len(fs); off += burst {
-				end := min(off+burst, len(fs))
-				tab.DecideBurst(fs[off:end], ids)
-			}
-			sink += ids[0]
-		case "ClassifyBurst":
-			for off := 0; off < len(fs); off += burst {
-				end := min(off+burst, len(fs))
-				w.ClassifyBurst(fs[off:end], lens[off:end], res)
-			}
-			sink += res[0].Rule
-		}
-	}
+	pass := passOf(api, tab, w, tr)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	gc := debug.SetGCPercent(-1)
@@ -511,6 +489,39 @@ func timeOurs(api string, tab *classifier.Table, w *classifier.Worker, tr *trace
 	}
 	pkts := float64(passes * len(tr.fs))
 	return float64(threadCPU()-c0) / pkts, float64(time.Since(t0).Nanoseconds()) / pkts
+}
+
+// passOf returns one pass of scrubd's API api over tr, in bursts of
+// burst packets for the burst APIs.
+func passOf(api string, tab *classifier.Table, w *classifier.Worker, tr *trace) func() {
+	ids := make([]int32, burst)
+	res := make([]classifier.Result, burst)
+	fs, lens := tr.fs, tr.lens
+	switch api {
+	case "Decide":
+		return func() {
+			for i := range fs {
+				sink += int32(tab.Decide(&fs[i]))
+			}
+		}
+	case "DecideBurst":
+		return func() {
+			for off := 0; off < len(fs); off += burst {
+				end := min(off+burst, len(fs))
+				tab.DecideBurst(fs[off:end], ids)
+			}
+			sink += ids[0]
+		}
+	case "ClassifyBurst":
+		return func() {
+			for off := 0; off < len(fs); off += burst {
+				end := min(off+burst, len(fs))
+				w.ClassifyBurst(fs[off:end], lens[off:end], res)
+			}
+			sink += res[0].Rule
+		}
+	}
+	panic("aclbench: no API " + api)
 }
 
 func threadCPU() int64 {

@@ -186,3 +186,38 @@ func TestACLArgsPages(t *testing.T) {
 		t.Fatalf("args without huge pages: %v", got)
 	}
 }
+
+// alternate over two passes whose cost the fake clock makes: 10 and 30
+// after a pass of their own (warm), 15 more after the other's (cold). Each
+// timed pass must follow its own untimed pass, the order must turn every
+// step, and the time must go to the pass that took it.
+func TestAlternate(t *testing.T) {
+	var now int64
+	var log []int
+	cost := []int64{10, 30}
+	passes := make([]func(), 2)
+	for k := range passes {
+		passes[k] = func() {
+			c := cost[k]
+			if len(log) == 0 || log[len(log)-1] != k {
+				c += 15
+			}
+			now += c
+			log = append(log, k)
+		}
+	}
+	got := alternate(passes, []int{2, 3}, 100, func() int64 { return now })
+	// Timed 10+30 a step: 40, 80, 120, so three steps; A's 30 over 3
+	// passes of 2 packets, B's 90 over 3 of 3.
+	if want := []float64{5, 10}; !slices.Equal(got, want) {
+		t.Fatalf("alternate = %v, want %v", got, want)
+	}
+	if want := []int{0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1}; !slices.Equal(log, want) {
+		t.Fatalf("passes ran in the order %v, want %v", log, want)
+	}
+	// However short the target, both orders are taken once.
+	log = nil
+	if got, want := alternate(passes, []int{2, 3}, 1, func() int64 { return now }), []float64{5, 10}; !slices.Equal(got, want) || len(log) != 8 {
+		t.Fatalf("alternate with a target of 1 = %v after %d passes, want %v after 8", got, len(log), want)
+	}
+}

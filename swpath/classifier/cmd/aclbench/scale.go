@@ -5,6 +5,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"slices"
 
 	"github.com/scrubd/scrubd/swpath/classifier"
@@ -12,11 +14,13 @@ import (
 
 // The cost of a bigger rule set is a ratio of two timings, and on a
 // machine whose speed moves in phases two timings taken minutes apart (the
-// table's rows) can differ by more than the sets do. So after the table
-// every rule count's classifier and fresh trace are timed again side by
-// side: each round times every count and API once, the counts in one
-// order and then in the reverse one (so that a drift in speed favours no
-// count), and the ratios are taken within each round before their median.
+// table's rows) can differ by more than the sets do; so can two taken a
+// second apart, one after the other. So after the table every rule
+// count's classifier and fresh trace are timed again side by side, pass
+// by pass (alternate): each round times every API on every count at
+// once, the counts' passes over their traces taken in turn, so that a
+// phase of the machine lands on every count alike, and the ratios are
+// taken within each round before their median.
 
 // scaleSet is one rule count's classifier and fresh trace, kept for the
 // side-by-side rounds.
@@ -28,21 +32,60 @@ type scaleSet struct {
 	cpu   map[string][]float64 // API -> CPU ns a packet, one a round
 }
 
-// timeScaling runs o.scaleRounds rounds over sets.
+// timeScaling runs o.scaleRounds rounds over sets: in each, every API
+// times every set's trace, pass by pass (alternate), for o.target of
+// CPU time in all.
 func timeScaling(sets []*scaleSet, o *options) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	gc := debug.SetGCPercent(-1)
+	defer debug.SetGCPercent(gc)
 	for round := range o.scaleRounds {
-		for k := range sets {
-			s := sets[k]
-			if round%2 == 1 {
-				s = sets[len(sets)-1-k]
+		for _, api := range apis {
+			passes := make([]func(), len(sets))
+			pkts := make([]int, len(sets))
+			for k, s := range sets {
+				passes[k], pkts[k] = passOf(api, s.tab, s.w, s.tr), len(s.tr.fs)
 			}
-			for _, api := range apis {
-				cpuNs, _ := timeOurs(api, s.tab, s.w, s.tr, o.target)
-				s.cpu[api] = append(s.cpu[api], cpuNs)
+			for k, ns := range alternate(passes, pkts, o.target.Nanoseconds(), threadCPU) {
+				sets[k].cpu[api] = append(sets[k].cpu[api], ns)
 			}
 		}
 		fmt.Fprintf(os.Stderr, "aclbench: side by side, round %d/%d done (load %s)\n", round+1, o.scaleRounds, loadAvg())
 	}
+}
+
+// alternate times passes, each one pass over a trace of pkts[k] packets,
+// pass by pass: every step runs each of them in turn (in one order on
+// even steps and in the reverse one on odd steps, so that none always
+// follows another), first once untimed, so that the caches hold its own
+// data rather than the pass's before it, then once timed by clock. It
+// stops once the timed passes have taken target of clock's time in all
+// and returns each one's time a packet.
+func alternate(passes []func(), pkts []int, target int64, clock func() int64) []float64 {
+	spent := make([]int64, len(passes))
+	runs := make([]int, len(passes))
+	var total int64
+	for step := 0; total < target || step < 2; step++ {
+		for i := range passes {
+			k := i
+			if step%2 == 1 {
+				k = len(passes) - 1 - i
+			}
+			passes[k]()
+			c0 := clock()
+			passes[k]()
+			d := clock() - c0
+			spent[k] += d
+			runs[k]++
+			total += d
+		}
+	}
+	ns := make([]float64, len(passes))
+	for k := range passes {
+		ns[k] = float64(spent[k]) / float64(runs[k]*pkts[k])
+	}
+	return ns
 }
 
 // roundBest returns, for each round, the least CPU ns a packet over the
@@ -74,7 +117,7 @@ func ratios(num, den []float64) []float64 {
 
 func printScaling(out *os.File, o *options, sets []*scaleSet) {
 	first := sets[0]
-	fmt.Fprintf(out, "\nThe rule counts side by side on fresh 5-tuples: %d rounds, each timing every count and API once (counts in reverse order every other round); CPU ns a packet, medians; ratios to %s taken within each round\n\n", o.scaleRounds, countName(first.rules))
+	fmt.Fprintf(out, "\nThe rule counts side by side on fresh 5-tuples: %d rounds, each timing every API on every count pass by pass (the counts' passes in turn, each after an untimed pass of its own); CPU ns a packet, medians; ratios to %s taken within each round\n\n", o.scaleRounds, countName(first.rules))
 	hdr := "| rules |"
 	sep := "|---|"
 	for _, api := range apis {
