@@ -35,8 +35,8 @@
 //     fresh trace again side by side (-scale-rounds rounds, each timing
 //     the counts pass by pass, in turn) and prints each count's cost
 //     against the first's, the ratio taken within each round (scale.go):
-//     the table's rows are minutes apart, and this machine's speed moves
-//     more than the sets differ between phases.
+//     the table's rows are minutes apart, and between phases this
+//     machine's speed moves by more than the sets differ.
 //
 // Times are CPU time: scrubd's is the benchmark thread's
 // (CLOCK_THREAD_CPUTIME_ID); rte_acl's is the CPU time of dpdk-test-acl's
