@@ -69,6 +69,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scrubd/scrubd/swpath/classifier"
+	"github.com/scrubd/scrubd/swpath/internal/sys"
 	"github.com/scrubd/scrubd/swpath/packet"
 	"github.com/scrubd/scrubd/swpath/rule"
 	"github.com/scrubd/scrubd/swpath/traffic"
@@ -473,22 +474,31 @@ var sink int32
 // returns thread-CPU and wall ns per packet.
 func timeOurs(api string, tab *classifier.Table, w *classifier.Worker, tr *trace, target time.Duration) (cpuNs, wallNs float64) {
 	pass := passOf(api, tab, w, tr)
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	gc := debug.SetGCPercent(-1)
-	defer debug.SetGCPercent(gc)
+	defer pin()()
 	pass() // warm up
-	c0, t0 := threadCPU(), time.Now()
+	c0, t0 := sys.ThreadCPUTime(), time.Now()
 	passes := 0
 	for {
 		pass()
 		passes++
-		if time.Duration(threadCPU()-c0) >= target {
+		if sys.ThreadCPUTime()-c0 >= target {
 			break
 		}
 	}
 	pkts := float64(passes * len(tr.fs))
-	return float64(threadCPU()-c0) / pkts, float64(time.Since(t0).Nanoseconds()) / pkts
+	return float64(sys.ThreadCPUTime()-c0) / pkts, float64(time.Since(t0).Nanoseconds()) / pkts
+}
+
+// pin keeps the calling goroutine on its thread, whose CPU time the
+// timings read (sys.ThreadCPUTime), and the garbage collector off, until
+// the function it returns is called.
+func pin() (unpin func()) {
+	runtime.LockOSThread()
+	gc := debug.SetGCPercent(-1)
+	return func() {
+		debug.SetGCPercent(gc)
+		runtime.UnlockOSThread()
+	}
 }
 
 // passOf returns one pass of scrubd's API api over tr, in bursts of
@@ -522,14 +532,6 @@ func passOf(api string, tab *classifier.Table, w *classifier.Worker, tr *trace) 
 		}
 	}
 	panic("aclbench: no API " + api)
-}
-
-func threadCPU() int64 {
-	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
-		return 0
-	}
-	return ts.Nano()
 }
 
 func median(v []float64) float64 {

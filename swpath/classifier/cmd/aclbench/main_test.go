@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/scrubd/scrubd/swpath/classifier"
 	"github.com/scrubd/scrubd/swpath/rule"
@@ -192,9 +193,9 @@ func TestACLArgsPages(t *testing.T) {
 // timed pass must follow its own untimed pass, the order must turn every
 // step, and the time must go to the pass that took it.
 func TestAlternate(t *testing.T) {
-	var now int64
+	var now time.Duration
 	var log []int
-	cost := []int64{10, 30}
+	cost := []time.Duration{10, 30}
 	passes := make([]func(), 2)
 	for k := range passes {
 		passes[k] = func() {
@@ -206,7 +207,7 @@ func TestAlternate(t *testing.T) {
 			log = append(log, k)
 		}
 	}
-	got := alternate(passes, []int{2, 3}, 100, func() int64 { return now })
+	got := alternate(passes, []int{2, 3}, 100, func() time.Duration { return now })
 	// Timed 10+30 a step: 40, 80, 120, so three steps; A's 30 over 3
 	// passes of 2 packets, B's 90 over 3 of 3.
 	if want := []float64{5, 10}; !slices.Equal(got, want) {
@@ -217,7 +218,7 @@ func TestAlternate(t *testing.T) {
 	}
 	// However short the target, both orders are taken once.
 	log = nil
-	if got, want := alternate(passes, []int{2, 3}, 1, func() int64 { return now }), []float64{5, 10}; !slices.Equal(got, want) || len(log) != 8 {
+	if got, want := alternate(passes, []int{2, 3}, 1, func() time.Duration { return now }), []float64{5, 10}; !slices.Equal(got, want) || len(log) != 8 {
 		t.Fatalf("alternate with a target of 1 = %v after %d passes, want %v after 8", got, len(log), want)
 	}
 }

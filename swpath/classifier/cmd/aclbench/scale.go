@@ -5,11 +5,11 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime"
-	"runtime/debug"
 	"slices"
+	"time"
 
 	"github.com/scrubd/scrubd/swpath/classifier"
+	"github.com/scrubd/scrubd/swpath/internal/sys"
 )
 
 // The cost of a bigger rule set is a ratio of two timings, and on a
@@ -36,10 +36,7 @@ type scaleSet struct {
 // times every set's trace, pass by pass (alternate), for o.target of
 // CPU time in all.
 func timeScaling(sets []*scaleSet, o *options) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	gc := debug.SetGCPercent(-1)
-	defer debug.SetGCPercent(gc)
+	defer pin()()
 	for round := range o.scaleRounds {
 		for _, api := range apis {
 			passes := make([]func(), len(sets))
@@ -47,7 +44,7 @@ func timeScaling(sets []*scaleSet, o *options) {
 			for k, s := range sets {
 				passes[k], pkts[k] = passOf(api, s.tab, s.w, s.tr), len(s.tr.fs)
 			}
-			for k, ns := range alternate(passes, pkts, o.target.Nanoseconds(), threadCPU) {
+			for k, ns := range alternate(passes, pkts, o.target, sys.ThreadCPUTime) {
 				sets[k].cpu[api] = append(sets[k].cpu[api], ns)
 			}
 		}
@@ -62,10 +59,10 @@ func timeScaling(sets []*scaleSet, o *options) {
 // data rather than the pass's before it, then once timed by clock. It
 // stops once the timed passes have taken target of clock's time in all
 // and returns each one's time a packet.
-func alternate(passes []func(), pkts []int, target int64, clock func() int64) []float64 {
-	spent := make([]int64, len(passes))
+func alternate(passes []func(), pkts []int, target time.Duration, clock func() time.Duration) []float64 {
+	spent := make([]time.Duration, len(passes))
 	runs := make([]int, len(passes))
-	var total int64
+	var total time.Duration
 	for step := 0; total < target || step < 2; step++ {
 		for i := range passes {
 			k := i
