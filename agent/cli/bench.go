@@ -48,8 +48,10 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	mix := fs.Float64("mix", 0, "share of frames (0..1) no rule drops: forwarded to the peer port (or counted with --host)")
 	host := fs.Bool("host", false, "host mode: passed frames are counted, not forwarded")
 	compress := fs.Bool("compress", false, "deliver completions as compressed CQE sessions")
+	baseline := fs.Bool("baseline", false, "time the default five rules too, side by side with --rules on one worker thread, round by round, and print the cost of --rules against theirs")
+	rounds := fs.Int("rounds", 9, "rounds of a --baseline run: each times both sets for --packets/rounds packets; the ratio printed is the median round's")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: scrubd bench [--json] [--workers N] [--frame-sizes 64,128,...] [--rules FILE] [--packets N] [--flows N] [--mix F] [--host] [--compress]")
+		fmt.Fprintln(fs.Output(), "usage: scrubd bench [--json] [--workers N] [--frame-sizes 64,128,...] [--rules FILE] [--packets N] [--flows N] [--mix F] [--host] [--compress] [--baseline [--rounds N]]")
 		fmt.Fprintln(fs.Output(), "Measures receive + classify + drop/forward of the Direct Verbs engine on emulated rings (no NIC: an upper bound for the software's own cost).")
 		fmt.Fprintln(fs.Output(), "More workers than CPUs run, with a warning: they share CPUs, and the total Mpps is then no throughput of this machine.")
 		fs.PrintDefaults()
@@ -72,6 +74,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if *flows < 1 || *flows > maxBenchFlows {
 		bad = append(bad, fmt.Sprintf("--flows %d: must be from 1 to %d", *flows, maxBenchFlows))
+	}
+	if *baseline && *workers != 1 {
+		bad = append(bad, fmt.Sprintf("--workers %d: --baseline times one worker", *workers))
+	}
+	if *rounds < 1 {
+		bad = append(bad, fmt.Sprintf("--rounds %d: must be at least 1", *rounds))
 	}
 	if !(*mix >= 0 && *mix <= 1) {
 		bad = append(bad, fmt.Sprintf("--mix %v: must be in [0, 1]", *mix))
@@ -109,6 +117,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, warn)
 		defer fmt.Fprintln(stderr, warn)
 	}
+	if *baseline {
+		return pairedCmd(ctx, cfg, *rounds, *asJSON, stdout, stderr)
+	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "scrubd bench:", err)
@@ -127,5 +138,28 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fmt.Fprintln(stdout, "\nFeed a cycles/pkt figure to `scrubd plan --cycles-per-packet C`, or set software.cycles_per_packet (auto runs a short version of this at start).")
 	fmt.Fprintln(stdout, "drain/q is the per-queue drain rate (one worker emptying its own ring): give it to `scrubd plan --queue-drain-mpps D` or set software.queue_drain_mpps; `scrubd plan --bench FILE` reads it from this command's --json report.")
+	return ExitOK
+}
+
+// pairedCmd is `scrubd bench --baseline`: cfg's rules against the default
+// five, side by side (bench.RunPaired).
+func pairedCmd(ctx context.Context, cfg bench.Config, rounds int, asJSON bool, stdout, stderr io.Writer) int {
+	ps, err := bench.RunPaired(ctx, cfg, nil, rounds)
+	if err != nil {
+		fmt.Fprintln(stderr, "scrubd bench:", err)
+		return 1
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(ps); err != nil {
+			return ExitFail
+		}
+		return ExitOK
+	}
+	fmt.Fprintln(stdout, "software path (dv engine on the NIC emulator; no NIC): the rules against the default five, side by side on one worker thread, thread CPU ns a packet")
+	if err := bench.WritePairs(stdout, ps); err != nil {
+		return ExitFail
+	}
 	return ExitOK
 }

@@ -41,6 +41,32 @@ func TestBenchJSON(t *testing.T) {
 	}
 }
 
+// scrubd bench --baseline --json times the rule file against the default
+// five side by side and prints one pair a frame size.
+func TestBenchBaselineJSON(t *testing.T) {
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rules, []byte("rules:\n  - {id: a, action: drop, match: {dst: 203.0.113.0/24, proto: udp}}\n  - {id: b, action: drop, match: {dst: 198.51.100.0/24, proto: tcp, dst_port: \"80\"}}\n  - {id: c, action: drop, match: {src: 192.0.2.0/24}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	rc := benchCmd(context.Background(), []string{"--baseline", "--rounds", "3", "--json", "--packets", "6144", "--frame-sizes", "64,256", "--rules", rules, "--flows", "512"}, &out, &errb)
+	if rc != 0 {
+		t.Fatalf("rc %d: %s", rc, errb.String())
+	}
+	var ps []bench.Pair
+	if err := json.Unmarshal(out.Bytes(), &ps); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(ps) != 2 || ps[0].FrameSize != 64 || ps[1].FrameSize != 256 {
+		t.Fatalf("pairs %+v", ps)
+	}
+	for _, p := range ps {
+		if p.Rounds != 3 || p.BaseRules != 5 || p.Rules != 3 || p.CPUNsPerPkt <= 0 || p.BaseCPUNsPerPkt <= 0 || !(p.RatioMin <= p.Ratio && p.Ratio <= p.RatioMax) {
+			t.Errorf("%+v", p)
+		}
+	}
+}
+
 func TestBenchRefusesBadFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -53,6 +79,8 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{[]string{"--flows", "2000000"}, "--flows 2000000"},
 		{[]string{"--rules", "/nonexistent/rules.yaml"}, "--rules"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--baseline", "--workers", "2"}, "--workers 2: --baseline times one worker"},
+		{[]string{"--baseline", "--rounds", "0"}, "--rounds 0"},
 	} {
 		var out, errb bytes.Buffer
 		if rc := benchCmd(context.Background(), tc.args, &out, &errb); rc != 2 || !strings.Contains(errb.String(), tc.want) {

@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ import (
 	"github.com/scrubd/scrubd/swpath/classifier"
 	"github.com/scrubd/scrubd/swpath/dv"
 	"github.com/scrubd/scrubd/swpath/dv/dvsim"
+	"github.com/scrubd/scrubd/swpath/nicemu"
 	"github.com/scrubd/scrubd/swpath/numa"
 	"github.com/scrubd/scrubd/swpath/packet"
 	"github.com/scrubd/scrubd/swpath/pool"
@@ -321,60 +323,82 @@ func runWorker(ctx context.Context, sim *dvsim.Sim, i int, frames [][]byte, cfg 
 			return workerResult{err: err}
 		}
 	}
-	w, q := sim.Workers[i], sim.RX[i]
-	var tx interface{ Service() int }
-	if !cfg.Host && i < len(sim.TX) {
-		tx = sim.TX[i]
-	}
-	w.Step() // first refill
-	next := 0
+	g := newRing(sim, i, frames, cfg)
+	// The first ring-full warms caches and the pool; not counted.
+	g.fill()
+	g.drain(nil)
+	before := g.w.Snapshot()
 	var r workerResult
-	before := w.Snapshot()
-	warm := true
 	for received := 0; received < cfg.Packets; {
 		if ctx.Err() != nil {
 			r.err = ctx.Err()
 			return r
 		}
-		// Pre-fill (not timed): every posted WQE gets a packet.
-		room := q.Room()
-		for room > 0 {
-			k := min(room, len(frames)-next)
-			q.DeliverBurst(frames[next:next+k], cfg.Compress, 64)
-			next = (next + k) % len(frames)
-			room -= k
+		g.fill()
+		received += g.drain(&r)
+	}
+	r.c = diff(g.w.Snapshot(), before)
+	return r
+}
+
+// ring is one worker's receive queue on the emulator, cycling frames.
+type ring struct {
+	w        *dv.Worker
+	q        *nicemu.RxQueue
+	tx       interface{ Service() int }
+	frames   [][]byte
+	next     int
+	compress bool
+}
+
+// newRing returns worker i's ring, its first refill done.
+func newRing(sim *dvsim.Sim, i int, frames [][]byte, cfg Config) *ring {
+	g := &ring{w: sim.Workers[i], q: sim.RX[i], frames: frames, compress: cfg.Compress}
+	if !cfg.Host && i < len(sim.TX) {
+		g.tx = sim.TX[i]
+	}
+	g.w.Step() // first refill
+	return g
+}
+
+// fill gives every posted receive WQE a packet (not timed), and services
+// the send queue.
+func (g *ring) fill() {
+	for room := g.q.Room(); room > 0; {
+		k := min(room, len(g.frames)-g.next)
+		g.q.DeliverBurst(g.frames[g.next:g.next+k], g.compress, 64)
+		g.next = (g.next + k) % len(g.frames)
+		room -= k
+	}
+	if g.tx != nil {
+		g.tx.Service()
+	}
+}
+
+// drain runs the worker's bursts until its ring is empty, adds their
+// wall, thread CPU and counter time to r (nil: not timed), and returns
+// the packets received.
+func (g *ring) drain(r *workerResult) int {
+	t0 := time.Now()
+	u0 := threadCPU()
+	c0 := barrier.Cycles()
+	got := 0
+	for {
+		n := g.w.Step()
+		if n == 0 {
+			break
 		}
-		if tx != nil {
-			tx.Service()
-		}
-		t0 := time.Now()
-		u0 := threadCPU()
-		c0 := barrier.Cycles()
-		got := 0
-		for {
-			n := w.Step()
-			if n == 0 {
-				break
-			}
-			got += n
-		}
-		c1 := barrier.Cycles()
-		u1 := threadCPU()
-		el := time.Since(t0)
-		if warm {
-			// The first ring-full warms caches and the pool; not counted.
-			warm = false
-			before = w.Snapshot()
-			continue
-		}
+		got += n
+	}
+	c1 := barrier.Cycles()
+	u1 := threadCPU()
+	el := time.Since(t0)
+	if r != nil {
 		r.elapsed += el
 		r.cpu += u1 - u0
 		r.ticks += c1 - c0
-		received += got
 	}
-	after := w.Snapshot()
-	r.c = diff(after, before)
-	return r
+	return got
 }
 
 func diff(a, b dv.Counters) dv.Counters {
@@ -457,4 +481,145 @@ func ParseFrameSizes(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// Pair is one frame size's cost of a rule set against a baseline set,
+// the two timed side by side on one worker thread (RunPaired).
+type Pair struct {
+	FrameSize int `json:"frame_size"`
+	Rounds    int `json:"rounds"`
+	BaseRules int `json:"base_rules"`
+	Rules     int `json:"rules"`
+	// BaseCPUNsPerPkt and CPUNsPerPkt are the thread CPU ns a packet of
+	// the baseline and of the set, over every round's timed packets.
+	BaseCPUNsPerPkt float64 `json:"base_cpu_ns_per_pkt"`
+	CPUNsPerPkt     float64 `json:"cpu_ns_per_pkt"`
+	// Ratio is the median over the rounds of the set's CPU ns a packet
+	// over the baseline's in the same round; RatioMin and RatioMax the
+	// least and the most.
+	Ratio    float64 `json:"ratio"`
+	RatioMin float64 `json:"ratio_min"`
+	RatioMax float64 `json:"ratio_max"`
+}
+
+// side is one rule set's worker in a paired run: warm runs a ring-full
+// untimed, timed a ring-full whose time it adds to r, and returns the
+// packets received.
+type side interface {
+	warm()
+	timed(r *workerResult) int
+}
+
+func (g *ring) warm()                     { g.fill(); g.drain(nil) }
+func (g *ring) timed(r *workerResult) int { g.fill(); return g.drain(r) }
+
+// RunPaired measures the cost of cfg.Rules against that of base at each
+// of cfg.FrameSizes, side by side on one worker thread (cfg.Workers must
+// be 1; pinned where cfg.CPUs names a CPU): each of rounds rounds (at
+// least 1) runs both sets in turn, the baseline first in even rounds and
+// last in odd ones, each a ring-full untimed, so that the caches hold its
+// own data rather than the other set's, then cfg.Packets/rounds packets
+// timed. So a phase of the machine that slows it for seconds slows both
+// sets of a round, where two runs one after the other would each see a
+// phase of their own.
+func RunPaired(ctx context.Context, cfg Config, base *rule.Set, rounds int) ([]Pair, error) {
+	cfg.defaults()
+	if cfg.Workers != 1 {
+		return nil, fmt.Errorf("bench: a paired run takes one worker, not %d", cfg.Workers)
+	}
+	if base == nil {
+		base = traffic.SourceWorkload()
+	}
+	rounds = max(rounds, 1)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if len(cfg.CPUs) > 0 && cfg.CPUs[0] >= 0 {
+		if err := numa.PinThread(cfg.CPUs[0]); err != nil {
+			return nil, err
+		}
+	}
+	var out []Pair
+	for _, size := range cfg.FrameSizes {
+		p, err := pairSize(ctx, cfg, base, size, rounds)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// pairSize is RunPaired at one frame size.
+func pairSize(ctx context.Context, cfg Config, base *rule.Set, size, rounds int) (Pair, error) {
+	var sides [2]side
+	for k, set := range [2]*rule.Set{base, cfg.Rules} {
+		frames, err := Frames(set, size, cfg.Flows, cfg.Mix, cfg.IPv6, cfg.Seed)
+		if err != nil {
+			return Pair{}, err
+		}
+		sim, err := dvsim.New(dvsim.Config{
+			Rules: set, Workers: 1, Host: cfg.Host, CPUs: cfg.CPUs,
+			RQLog2: cfg.RQLog2, CQLog2: cfg.RQLog2 + 1, SQLog2: cfg.RQLog2,
+			Pool: &pool.Config{HugePages: pool.HugeAuto, Bind: pool.BindAuto},
+		})
+		if err != nil {
+			return Pair{}, err
+		}
+		defer sim.Close()
+		sides[k] = newRing(sim, 0, frames, cfg)
+	}
+	p := Pair{FrameSize: size, Rounds: rounds, BaseRules: len(base.Rules), Rules: len(cfg.Rules.Rules)}
+	cpu, pkts, ratios, err := alternate(ctx, sides, rounds, max(cfg.Packets/rounds, 1))
+	if err != nil {
+		return p, err
+	}
+	p.BaseCPUNsPerPkt = float64(cpu[0]) / float64(pkts[0])
+	p.CPUNsPerPkt = float64(cpu[1]) / float64(pkts[1])
+	slices.Sort(ratios)
+	p.Ratio, p.RatioMin, p.RatioMax = ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1]
+	return p, nil
+}
+
+// alternate runs rounds rounds over the two sides: in each, both in turn
+// (side 0 first in even rounds, last in odd ones), each a ring-full
+// untimed and then ring-fulls timed until it has received per packets.
+// It returns each side's CPU time and packets over all rounds, and each
+// round's CPU ns a packet of side 1 over side 0's.
+func alternate(ctx context.Context, sides [2]side, rounds, per int) (cpu [2]time.Duration, pkts [2]int, ratios []float64, err error) {
+	for round := range rounds {
+		var rs [2]workerResult
+		var got [2]int
+		for i := range 2 {
+			k := i
+			if round%2 == 1 {
+				k = 1 - i
+			}
+			sides[k].warm()
+			for got[k] < per {
+				if err := ctx.Err(); err != nil {
+					return cpu, pkts, ratios, err
+				}
+				got[k] += sides[k].timed(&rs[k])
+			}
+		}
+		for k := range 2 {
+			if got[k] == 0 || rs[k].cpu <= 0 {
+				return cpu, pkts, ratios, fmt.Errorf("bench: round %d: side %d received %d packets in %v of CPU time", round, k, got[k], rs[k].cpu)
+			}
+			cpu[k] += rs[k].cpu
+			pkts[k] += got[k]
+		}
+		ratios = append(ratios, float64(rs[1].cpu)/float64(got[1])/(float64(rs[0].cpu)/float64(got[0])))
+	}
+	return cpu, pkts, ratios, nil
+}
+
+// WritePairs prints RunPaired's result as a table.
+func WritePairs(w io.Writer, ps []Pair) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "%6s %7s %11s %7s %9s %9s %s\n", "size", "rounds", "base rules", "rules", "base cpu", "cpu-ns", "ratio, median (least-most)")
+	for _, p := range ps {
+		fmt.Fprintf(bw, "%6d %7d %11d %7d %9.1f %9.1f %.2fx (%.2f-%.2f)\n", p.FrameSize, p.Rounds, p.BaseRules, p.Rules, p.BaseCPUNsPerPkt, p.CPUNsPerPkt, p.Ratio, p.RatioMin, p.RatioMax)
+	}
+	return bw.Flush()
 }
