@@ -75,22 +75,23 @@ func TestArenaPagesAsReported(t *testing.T) {
 // pool with HugeRequire, and checks the kernel backs it with huge pages.
 func TestHugeTLB(t *testing.T) {
 	const knob = "/proc/sys/vm/nr_hugepages"
-	raw, err := os.ReadFile(knob)
-	if err != nil {
-		testenv.Missing(t, "no hugetlb support: %v", err)
+	nr := func() string {
+		raw, _ := os.ReadFile(knob)
+		return strings.TrimSpace(string(raw))
 	}
-	orig, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if err := os.WriteFile(knob, []byte(strconv.Itoa(orig+2)), 0); err != nil {
-		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EACCES) {
-			testenv.Missing(t, "cannot reserve huge pages (needs root and a writable %s): %v", knob, err)
-		}
+	orig := nr()
+	release, err := sys.ReserveHugePages(2)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		testenv.Missing(t, "no hugetlb support: %v", err)
+	case errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EACCES):
+		testenv.Missing(t, "cannot reserve huge pages (needs root and a writable /proc/sys/vm/nr_hugepages): %v", err)
+	case errors.Is(err, sys.ErrFewHugePages):
+		testenv.Missing(t, "memory too fragmented for two huge pages: %v", err)
+	case err != nil:
 		t.Fatal(err)
 	}
-	defer os.WriteFile(knob, []byte(strconv.Itoa(orig)), 0)
-	raw, _ = os.ReadFile(knob)
-	if now, _ := strconv.Atoi(strings.TrimSpace(string(raw))); now < orig+2 {
-		testenv.Missing(t, "kernel could only reserve %d of %d huge pages (memory fragmented)", now, orig+2)
-	}
+	defer release()
 	p, err := New(Config{Topology: fakeTopo(t, "one"), BuffersPerNode: 1000, HugePages: HugeRequire})
 	if errors.Is(err, syscall.EINVAL) {
 		// The arena length is always a 2 MiB multiple (checked in
@@ -119,7 +120,10 @@ func TestHugeTLB(t *testing.T) {
 	// where no huge page is free. nr_hugepages 0 is not enough to say so:
 	// pages still in use when it was lowered stay as surplus pages
 	// (HugePages_Surp), and can be free.
-	os.WriteFile(knob, []byte(strconv.Itoa(orig)), 0)
+	release()
+	if now := nr(); now != orig {
+		t.Errorf("%s is %s after the release, was %s", knob, now, orig)
+	}
 	if hp, err := sys.HugePages(); err != nil {
 		t.Fatal(err)
 	} else if hp.Free == 0 {

@@ -10,6 +10,10 @@ import (
 // ErrNotSupported is returned on systems without these calls.
 var ErrNotSupported = errors.New("sys: not supported on this OS")
 
+// ErrFewHugePages is Linux's; ReserveHugePages returns ErrNotSupported
+// here.
+var ErrFewHugePages = errors.New("sys: the kernel set aside too few huge pages")
+
 // Memory policy constants, same values as Linux, so callers build.
 const (
 	MPOL_DEFAULT    = 0
@@ -25,6 +29,7 @@ const (
 
 func MapAnon(length int, huge bool) ([]byte, error)          { return nil, ErrNotSupported }
 func HugePages() (HugePool, error)                           { return HugePool{}, ErrNotSupported }
+func ReserveHugePages(free int) (func(), error)              { return func() {}, ErrNotSupported }
 func Unmap(b []byte) error                                   { return ErrNotSupported }
 func AdviseHuge(b []byte) error                              { return ErrNotSupported }
 func CollapseHuge(b []byte) error                            { return ErrNotSupported }
