@@ -3,6 +3,7 @@ package sys
 import (
 	"errors"
 	"os"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -66,14 +67,48 @@ func CollapseHuge(b []byte) error {
 // pid 0, which is the calling thread). The caller must have called
 // runtime.LockOSThread, or the goroutine may move to another thread.
 func SetAffinity(cpus []int) error {
+	set, err := cpuSet(cpus)
+	if err != nil {
+		return err
+	}
+	return os.NewSyscallError("sched_setaffinity", unix.SchedSetaffinity(0, &set))
+}
+
+// SetProcessAffinity restricts every thread of the process to cpus: those
+// running now (each task of /proc/self/task), and those started later,
+// which inherit their creator's mask, as child processes do.
+func SetProcessAffinity(cpus []int) error {
+	set, err := cpuSet(cpus)
+	if err != nil {
+		return err
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	for _, e := range tasks {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		// A thread that has exited since the listing is no error.
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
+			return os.NewSyscallError("sched_setaffinity", err)
+		}
+	}
+	return nil
+}
+
+// cpuSet returns the set of cpus, or EINVAL for a CPU it cannot hold.
+func cpuSet(cpus []int) (unix.CPUSet, error) {
 	var set unix.CPUSet
 	for _, c := range cpus {
 		if c < 0 || c >= len(set)*64 {
-			return os.NewSyscallError("sched_setaffinity", unix.EINVAL)
+			return set, os.NewSyscallError("sched_setaffinity", unix.EINVAL)
 		}
 		set.Set(c)
 	}
-	return os.NewSyscallError("sched_setaffinity", unix.SchedSetaffinity(0, &set))
+	return set, nil
 }
 
 // Affinity returns the CPUs the calling thread may run on.

@@ -3,6 +3,7 @@ package sys
 import (
 	"errors"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -45,6 +46,7 @@ func TestBadArguments(t *testing.T) {
 		"mbind node -1":       Mbind(b, MPOL_BIND, []int{-1}, 0),
 		"mbind node MaxNodes": Mbind(b, MPOL_BIND, []int{MaxNodes}, 0),
 		"affinity cpu -1":     SetAffinity([]int{-1}),
+		"process cpu -1":      SetProcessAffinity([]int{-1}),
 	} {
 		if !errors.Is(err, unix.EINVAL) {
 			t.Errorf("%s: err = %v, want EINVAL", name, err)
@@ -55,5 +57,52 @@ func TestBadArguments(t *testing.T) {
 	}
 	if _, _, err := PolicyOf(nil); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("PolicyOf(nil) = %v", err)
+	}
+}
+
+// TestSetProcessAffinity binds the process to one of its CPUs and reads
+// every thread's mask back from the kernel, then puts the masks back.
+func TestSetProcessAffinity(t *testing.T) {
+	masks := map[int]unix.CPUSet{}
+	tids := func() []int {
+		ents, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int
+		for _, e := range ents {
+			tid, _ := strconv.Atoi(e.Name())
+			out = append(out, tid)
+		}
+		return out
+	}
+	for _, tid := range tids() {
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(tid, &set); err != nil {
+			t.Fatal(err)
+		}
+		masks[tid] = set
+	}
+	defer func() {
+		for tid, set := range masks {
+			_ = unix.SchedSetaffinity(tid, &set)
+		}
+	}()
+	cpus, err := Affinity()
+	if err != nil || len(cpus) == 0 {
+		t.Fatalf("affinity %v, %v", cpus, err)
+	}
+	cpu := cpus[len(cpus)-1]
+	if err := SetProcessAffinity([]int{cpu}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tid := range tids() {
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(tid, &set); err != nil {
+			continue // exited
+		}
+		if set.Count() != 1 || !set.IsSet(cpu) {
+			t.Errorf("thread %d: %d CPUs in its mask (CPU %d in it: %v), want only CPU %d", tid, set.Count(), cpu, set.IsSet(cpu), cpu)
+		}
 	}
 }

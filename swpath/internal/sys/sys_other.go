@@ -34,6 +34,7 @@ func Unmap(b []byte) error                                   { return ErrNotSupp
 func AdviseHuge(b []byte) error                              { return ErrNotSupported }
 func CollapseHuge(b []byte) error                            { return ErrNotSupported }
 func SetAffinity(cpus []int) error                           { return ErrNotSupported }
+func SetProcessAffinity(cpus []int) error                    { return ErrNotSupported }
 func Affinity() ([]int, error)                               { return nil, ErrNotSupported }
 func Gettid() int                                            { return 0 }
 func Mbind(b []byte, mode int, nodes []int, flags int) error { return ErrNotSupported }

@@ -66,8 +66,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/scrubd/scrubd/swpath/classifier"
 	"github.com/scrubd/scrubd/swpath/internal/sys"
 	"github.com/scrubd/scrubd/swpath/packet"
@@ -147,7 +145,7 @@ func main() {
 		fatal(err)
 	}
 	if o.cpu >= 0 {
-		if err := pinProcess(o.cpu); err != nil {
+		if err := sys.SetProcessAffinity([]int{o.cpu}); err != nil {
 			fatal(fmt.Errorf("-cpu %d: %w", o.cpu, err))
 		}
 	}
@@ -221,24 +219,6 @@ func parseCounts(s string) ([]int, error) {
 		out = append(out, n*mul)
 	}
 	return out, nil
-}
-
-// pinProcess binds every thread of the process to cpu; threads started
-// later inherit it, and so does dpdk-test-acl.
-func pinProcess(cpu int) error {
-	var set unix.CPUSet
-	set.Set(cpu)
-	ents, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		tid, _ := strconv.Atoi(e.Name())
-		if err := unix.SchedSetaffinity(tid, &set); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // trace is one packet trace: parsed fields and frame lengths.
