@@ -582,8 +582,8 @@ func pairSize(ctx context.Context, cfg Config, base *rule.Set, size, rounds int)
 
 // alternate runs rounds rounds over the two sides: in each, both in turn
 // (side 0 first in even rounds, last in odd ones), each a ring-full
-// untimed and then ring-fulls timed until it has received per packets.
-// It returns each side's CPU time and packets over all rounds, and each
+// untimed and then ring-fulls timed until it has received per packets
+// (a ring-full that receives nothing is an error, not a wait). It returns each side's CPU time and packets over all rounds, and each
 // round's CPU ns a packet of side 1 over side 0's.
 func alternate(ctx context.Context, sides [2]side, rounds, per int) (cpu [2]time.Duration, pkts [2]int, ratios []float64, err error) {
 	for round := range rounds {
@@ -599,7 +599,11 @@ func alternate(ctx context.Context, sides [2]side, rounds, per int) (cpu [2]time
 				if err := ctx.Err(); err != nil {
 					return cpu, pkts, ratios, err
 				}
-				got[k] += sides[k].timed(&rs[k])
+				n := sides[k].timed(&rs[k])
+				if n == 0 {
+					return cpu, pkts, ratios, fmt.Errorf("bench: round %d: side %d received nothing from a full ring", round, k)
+				}
+				got[k] += n
 			}
 		}
 		for k := range 2 {

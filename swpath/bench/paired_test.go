@@ -71,8 +71,9 @@ func TestAlternate(t *testing.T) {
 	}
 }
 
-// TestAlternateErrors: a side that receives nothing, or a cancelled
-// context, ends the run with an error instead of a ratio.
+// TestAlternateErrors: a side that takes no CPU time, one that receives
+// nothing (which would otherwise loop for ever), or a cancelled context
+// ends the run with an error instead of a ratio.
 func TestAlternateErrors(t *testing.T) {
 	last := -1
 	var log []string
@@ -80,6 +81,10 @@ func TestAlternateErrors(t *testing.T) {
 	zero := &fakeSide{id: 1, n: 100, cost: 0, last: &last, log: &log}
 	if _, _, _, err := alternate(context.Background(), [2]side{s0, zero}, 1, 100); err == nil || !strings.Contains(err.Error(), "side 1") {
 		t.Errorf("a side with no CPU time: err %v, want one naming side 1", err)
+	}
+	empty := &fakeSide{id: 1, n: 0, cost: 20, last: &last, log: &log}
+	if _, _, _, err := alternate(context.Background(), [2]side{s0, empty}, 1, 100); err == nil || !strings.Contains(err.Error(), "received nothing") {
+		t.Errorf("a side whose ring-fulls receive nothing: err %v, want one saying so", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
