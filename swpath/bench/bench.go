@@ -26,12 +26,11 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/scrubd/scrubd/swpath/barrier"
 	"github.com/scrubd/scrubd/swpath/classifier"
 	"github.com/scrubd/scrubd/swpath/dv"
 	"github.com/scrubd/scrubd/swpath/dv/dvsim"
+	"github.com/scrubd/scrubd/swpath/internal/sys"
 	"github.com/scrubd/scrubd/swpath/nicemu"
 	"github.com/scrubd/scrubd/swpath/numa"
 	"github.com/scrubd/scrubd/swpath/packet"
@@ -380,7 +379,7 @@ func (g *ring) fill() {
 // the packets received.
 func (g *ring) drain(r *workerResult) int {
 	t0 := time.Now()
-	u0 := threadCPU()
+	u0 := sys.ThreadCPUTime()
 	c0 := barrier.Cycles()
 	got := 0
 	for {
@@ -391,7 +390,7 @@ func (g *ring) drain(r *workerResult) int {
 		got += n
 	}
 	c1 := barrier.Cycles()
-	u1 := threadCPU()
+	u1 := sys.ThreadCPUTime()
 	el := time.Since(t0)
 	if r != nil {
 		r.elapsed += el
@@ -409,15 +408,6 @@ func diff(a, b dv.Counters) dv.Counters {
 		CyclesClassify: a.CyclesClassify - b.CyclesClassify, CyclesOut: a.CyclesOut - b.CyclesOut,
 		CacheHits: a.CacheHits - b.CacheHits,
 	}
-}
-
-// threadCPU returns the calling thread's CPU time.
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
 }
 
 // cpuInfo reads the CPU model and current clock from /proc/cpuinfo (x86;

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/scrubd/scrubd/swpath/classifier"
+	"github.com/scrubd/scrubd/swpath/internal/sys"
 	"github.com/scrubd/scrubd/swpath/packet"
 	"github.com/scrubd/scrubd/swpath/rule"
 	"github.com/scrubd/scrubd/swpath/traffic"
@@ -44,7 +45,7 @@ func BenchmarkFloodSplit(b *testing.B) {
 		defer runtime.UnlockOSThread()
 		do(fs[:burst], lens[:burst])
 		b.ResetTimer()
-		u0 := threadCPU()
+		u0 := sys.ThreadCPUTime()
 		pkts, off := 0, 0
 		for pkts < max(b.N, 1<<16) {
 			if off+burst > len(fs) {
@@ -54,7 +55,7 @@ func BenchmarkFloodSplit(b *testing.B) {
 			off += burst
 			pkts += burst
 		}
-		u1 := threadCPU()
+		u1 := sys.ThreadCPUTime()
 		b.ReportMetric(float64(u1-u0)/float64(pkts), "cpu-ns/pkt")
 		b.ReportMetric(0, "ns/op")
 	}
