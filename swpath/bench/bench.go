@@ -238,11 +238,7 @@ func measure(ctx context.Context, cfg Config, size int, coreMHz float64) (SizeRe
 	if err != nil {
 		return SizeResult{}, err
 	}
-	sim, err := dvsim.New(dvsim.Config{
-		Rules: cfg.Rules, Workers: cfg.Workers, Host: cfg.Host, CPUs: cfg.CPUs,
-		RQLog2: cfg.RQLog2, CQLog2: cfg.RQLog2 + 1, SQLog2: cfg.RQLog2,
-		Pool: &pool.Config{HugePages: pool.HugeAuto, Bind: pool.BindAuto},
-	})
+	sim, err := newSim(cfg, cfg.Rules)
 	if err != nil {
 		return SizeResult{}, err
 	}
@@ -315,12 +311,10 @@ type workerResult struct {
 // runWorker pre-fills worker i's ring and times its bursts, on a locked
 // thread (pinned when the config names a CPU).
 func runWorker(ctx context.Context, sim *dvsim.Sim, i int, frames [][]byte, cfg Config) workerResult {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if i < len(cfg.CPUs) && cfg.CPUs[i] >= 0 {
-		if err := numa.PinThread(cfg.CPUs[i]); err != nil {
-			return workerResult{err: err}
-		}
+	unlock, err := lockThread(cfg.CPUs, i)
+	defer unlock()
+	if err != nil {
+		return workerResult{err: err}
 	}
 	g := newRing(sim, i, frames, cfg)
 	// The first ring-full warms caches and the pool; not counted.
@@ -338,6 +332,27 @@ func runWorker(ctx context.Context, sim *dvsim.Sim, i int, frames [][]byte, cfg 
 	}
 	r.c = diff(g.w.Snapshot(), before)
 	return r
+}
+
+// newSim returns the emulated NIC and engine of cfg's workers, their
+// rules set.
+func newSim(cfg Config, set *rule.Set) (*dvsim.Sim, error) {
+	return dvsim.New(dvsim.Config{
+		Rules: set, Workers: cfg.Workers, Host: cfg.Host, CPUs: cfg.CPUs,
+		RQLog2: cfg.RQLog2, CQLog2: cfg.RQLog2 + 1, SQLog2: cfg.RQLog2,
+		Pool: &pool.Config{HugePages: pool.HugeAuto, Bind: pool.BindAuto},
+	})
+}
+
+// lockThread locks the calling goroutine to its thread, pinned to
+// cpus[i] where cpus names one for worker i, until unlock is called
+// (also after an error).
+func lockThread(cpus []int, i int) (unlock func(), err error) {
+	runtime.LockOSThread()
+	if i < len(cpus) && cpus[i] >= 0 {
+		err = numa.PinThread(cpus[i])
+	}
+	return runtime.UnlockOSThread, err
 }
 
 // ring is one worker's receive queue on the emulator, cycling frames.
@@ -521,12 +536,10 @@ func RunPaired(ctx context.Context, cfg Config, base *rule.Set, rounds int) ([]P
 		base = traffic.SourceWorkload()
 	}
 	rounds = max(rounds, 1)
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if len(cfg.CPUs) > 0 && cfg.CPUs[0] >= 0 {
-		if err := numa.PinThread(cfg.CPUs[0]); err != nil {
-			return nil, err
-		}
+	unlock, err := lockThread(cfg.CPUs, 0)
+	defer unlock()
+	if err != nil {
+		return nil, err
 	}
 	var out []Pair
 	for _, size := range cfg.FrameSizes {
@@ -547,11 +560,7 @@ func pairSize(ctx context.Context, cfg Config, base *rule.Set, size, rounds int)
 		if err != nil {
 			return Pair{}, err
 		}
-		sim, err := dvsim.New(dvsim.Config{
-			Rules: set, Workers: 1, Host: cfg.Host, CPUs: cfg.CPUs,
-			RQLog2: cfg.RQLog2, CQLog2: cfg.RQLog2 + 1, SQLog2: cfg.RQLog2,
-			Pool: &pool.Config{HugePages: pool.HugeAuto, Bind: pool.BindAuto},
-		})
+		sim, err := newSim(cfg, set)
 		if err != nil {
 			return Pair{}, err
 		}
