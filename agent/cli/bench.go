@@ -126,12 +126,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return ExitFail
-		}
-		return ExitOK
+		return printJSON(stdout, rep)
 	}
 	if err := rep.WriteText(stdout); err != nil {
 		return ExitFail
@@ -150,15 +145,20 @@ func pairedCmd(ctx context.Context, cfg bench.Config, rounds int, asJSON bool, s
 		return 1
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(ps); err != nil {
-			return ExitFail
-		}
-		return ExitOK
+		return printJSON(stdout, ps)
 	}
 	fmt.Fprintln(stdout, "software path (dv engine on the NIC emulator; no NIC): the rules against the default five, side by side on one worker thread, thread CPU ns a packet")
 	if err := bench.WritePairs(stdout, ps); err != nil {
+		return ExitFail
+	}
+	return ExitOK
+}
+
+// printJSON writes v to w as indented JSON and returns the exit code.
+func printJSON(w io.Writer, v any) int {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return ExitFail
 	}
 	return ExitOK
