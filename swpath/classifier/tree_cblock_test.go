@@ -219,7 +219,6 @@ func TestCBlockLanes(t *testing.T) {
 			lo := r.IntN(vecBlock)
 			hi := lo + 1 + r.IntN(vecBlock-lo)
 			lanes := uint32(1<<hi-1) &^ (1<<lo - 1)
-			best, check := cleafScan2(&key, flags, &b, &neverCBlock[0], lanes|0xff00)
 			wb, wc := treeNoRank, uint32(0)
 			for j := range recs {
 				if (want&lanes)>>j&1 == 0 {
@@ -231,13 +230,41 @@ func TestCBlockLanes(t *testing.T) {
 					wb = min(wb, recs[j].ent)
 				}
 			}
-			if best != wb || check != wc {
-				t.Fatalf("packet %#x %#x: cleafScan2 %#x %#x, want %#x %#x", sd, misc, best, check, wb, wc)
+			// The block as tree 0's and as tree 1's: the one-packet
+			// scan's Go reference, and cleafScan2 where the CPU runs
+			// its stub.
+			scans := []struct {
+				name string
+				scan func(*[4]uint32, uint32, *cblock, *cblock, uint32) (uint32, uint32)
+			}{{"cleafScan2Go", cleafScan2Go}}
+			if lanesCPU {
+				scans = append(scans, scans[0])
+				scans[1].name, scans[1].scan = "cleafScan2", cleafScan2
+			}
+			for _, sc := range scans {
+				if best, check := sc.scan(&key, flags, &b, &neverCBlock[0], lanes|0xff00); best != wb || check != wc {
+					t.Fatalf("packet %#x %#x: %s %#x %#x, want %#x %#x", sd, misc, sc.name, best, check, wb, wc)
+				}
+				if best, check := sc.scan(&key, flags, &neverCBlock[0], &b, lanes<<vecBlock|0xff); best != wb || check != wc<<vecBlock {
+					t.Fatalf("packet %#x %#x: %s, block 1: %#x %#x, want %#x %#x", sd, misc, sc.name, best, check, wb, wc<<vecBlock)
+				}
 			}
 			if !ok {
 				continue
 			}
 			tight++
+			if !tightCPU {
+				if tbest, tcheck := tleafScan2Go(&key, flags, &tb[0][0], &tb[1][0], cl, lanes|0xff00); tbest != wb || tcheck != wc {
+					t.Fatalf("packet %#x %#x: tleafScan2Go %#x %#x, want %#x %#x", sd, misc, tbest, tcheck, wb, wc)
+				}
+				for _, x := range tb[0][0].x {
+					if x != tNeverLane && x&tTop != 0 {
+						tops++
+						break
+					}
+				}
+				continue
+			}
 			if tbest, tcheck := tleafScan6(&key, flags, &tb[0][0], &tb[1][0], cl, lanes|0xff00); tbest != wb || tcheck != wc {
 				t.Fatalf("packet %#x %#x: tleafScan6 %#x %#x, want %#x %#x", sd, misc, tbest, tcheck, wb, wc)
 			}
@@ -316,8 +343,13 @@ func keptMins(t *testing.T, it int, s, g *laneScratch, n int) {
 // packet at a time) against their Go references, on blocks of random
 // records and packets made to pass some of them.
 func TestScanLanesC2(t *testing.T) {
-	if !lanesWalk {
-		t.Log("no AVX-512 here: scanLanesC2 and cleafScan2 are their Go references")
+	scanC2, leafC2 := scanLanesC2, cleafScan2
+	if !lanesCPU {
+		t.Log("no AVX-512 here: scanLanesC2 and cleafScan2 are their Go references, the tight scans' stubs are not run")
+		scanC2 = func(s *laneScratch, b0, b1 []cblock, vrule, out []int32, n, _ int, narrow bool) int {
+			return scanLanesC2Go(s, b0, b1, vrule, out, n, narrow)
+		}
+		leafC2 = cleafScan2Go
 	}
 	r := rand.New(rand.NewPCG(5, 6))
 	rounds := 300
@@ -422,7 +454,7 @@ func TestScanLanesC2(t *testing.T) {
 		}
 		g = s
 		narrow := it%2 == 0
-		nr := scanLanesC2(&s, blk[0], blk[1], vrule, out, n, it%3*4, narrow)
+		nr := scanC2(&s, blk[0], blk[1], vrule, out, n, it%3*4, narrow)
 		gr := scanLanesC2Go(&g, blk[0], blk[1], vrule, gout, n, narrow)
 		if nr != gr || s.rest != g.rest || s.res != g.res || !slices.Equal(out, gout) {
 			t.Fatalf("round %d, %d packets: %d left %v, res %x, out %v; Go %d left %v, res %x, out %v", it, n, nr, s.rest, s.res[:n], out[:n], gr, g.rest, g.res[:n], gout[:n])
@@ -455,7 +487,7 @@ func TestScanLanesC2(t *testing.T) {
 				func(ts *laneScratch) int { return scanLanesT6(ts, tb[0], tb[1], vrule, tout0, n, it%3*4, narrow, cl) },
 				func(ts *laneScratch) int { return scanLanesT2(ts, tb[0], tb[1], vrule, tout0, n, it%3*4, narrow, cl) },
 			} {
-				if k == 2 && top {
+				if k == 2 && top || k > 0 && !tightCPU {
 					continue
 				}
 				ts := g
@@ -483,7 +515,7 @@ func TestScanLanesC2(t *testing.T) {
 				func(ts *laneScratch) int { return scanLanesT6I(ts, tb[0], tb[1], ident, tout0, n, it%3*4, narrow, cl) },
 				func(ts *laneScratch) int { return scanLanesT2I(ts, tb[0], tb[1], ident, tout0, n, it%3*4, narrow, cl) },
 			} {
-				if k == 1 && top {
+				if k == 1 && top || !tightCPU {
 					continue
 				}
 				ts := g
@@ -510,7 +542,7 @@ func TestScanLanesC2(t *testing.T) {
 			key := [4]uint32{uint32(s.sds[i] >> 32), uint32(s.sds[i]), hiLane(s.keys[2][i]), uint32(s.keys[2][i])}
 			b0, b1 := &blk[0][uint32(s.cur[0][i])/vecBlock], &blk[1][uint32(s.cur[1][i])/vecBlock]
 			lanes := leafLanes(s.cur[0][i]) | leafLanes(s.cur[1][i])<<vecBlock
-			b, c := cleafScan2(&key, s.flags[i], b0, b1, lanes)
+			b, c := leafC2(&key, s.flags[i], b0, b1, lanes)
 			gb, gc := cleafScan2Go(&key, s.flags[i], b0, b1, lanes)
 			rc := c
 			if narrow {

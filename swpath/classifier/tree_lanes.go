@@ -64,6 +64,18 @@ func (d *dtree) walkLanesGo(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, 
 	}
 }
 
+// walkLanes2Go is walkLanesGo for trees d0 and d1, their leaves to
+// cur[0] and cur[1]: walkLanes2Go32 where they have 4-byte node words.
+// walkLanes2 is it where no lane stub runs.
+func walkLanes2Go(d0, d1 *dtree, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int) {
+	if d0.nodes32 != nil {
+		walkLanes2Go32(d0, d1, keys, cur, n)
+		return
+	}
+	d0.walkLanesGo(keys, &cur[0], n)
+	d1.walkLanesGo(keys, &cur[1], n)
+}
+
 // lanePrefetch: the lane scans (scanLanes2, scanLanes4, scanLanesC2)
 // prefetch the first block of each leaf of the packet this many ahead of
 // the one they scan, in sets whose trees pass treeWalkMax (trees that

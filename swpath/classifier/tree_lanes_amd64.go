@@ -16,7 +16,12 @@ const lanesStub = true
 // compares on ymm registers, AVX-512VL; scanLanesC2 AVX-512BW's 16-bit
 // lanes in zmm registers for the ports, and BMI2's PEXT for a packet's
 // hiLane, which every CPU with AVX-512VL has).
-var lanesWalk = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW && cpu.X86.HasBMI2
+var lanesWalk = lanesCPU
+
+// lanesCPU: this CPU runs the lane stubs (lanesWalk's features). Tests
+// that turn lanesWalk off keep it; where it is false, walkLanes and
+// walkLanes2 take their Go references and the tests call no stub.
+var lanesCPU = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW && cpu.X86.HasBMI2
 
 // lanesKeys: bursts write their lane words with laneKeys8 where the
 // lane walk's stubs run and rule.Fields is laid out as it gathers
@@ -56,6 +61,10 @@ func laneKeys8(fs *rule.Fields, n int, s *laneScratch, ports *[4]uint64) (ip int
 
 // walkLanes is walkLanesGo, with the stub.
 func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n int) {
+	if !lanesCPU {
+		d.walkLanesGo(keys, cur, n)
+		return
+	}
 	walkLanes8(&d.nodes[0], d.root, keys, cur, n)
 }
 
@@ -65,6 +74,10 @@ func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n 
 // addNodes32; with tail, its lanes past nodes32Head levels compacted
 // there), else walkLanes8x2.
 func walkLanes2(d0, d1 *dtree, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int, tail *laneTail) {
+	if !lanesCPU {
+		walkLanes2Go(d0, d1, keys, cur, n)
+		return
+	}
 	if d0.nodes32 != nil {
 		walkLanes8x2d(&d0.nodes32[0], uint64(d0.root32), &d1.nodes32[0], uint64(d1.root32), keys, cur, n, tail)
 		return
@@ -176,7 +189,11 @@ func cleafScan2(key *[4]uint32, flags uint32, b0, b1 *cblock, lanes uint32) (bes
 // lanesTight: sets of compact blocks get tight blocks (tree_tblock.go)
 // where their classes fit; TSCAN needs AVX-512BW's VPBLENDMW and
 // AVX-512 VBMI2's VPSHLDD besides the lane walk's.
-var lanesTight = lanesWalk && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VBMI2
+var lanesTight = tightCPU
+
+// tightCPU: this CPU runs the tight blocks' stubs (lanesTight's
+// features), which the tests call only where it is true.
+var tightCPU = lanesCPU && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VBMI2
 
 // scanLanesT2 is scanLanesC2 over tight blocks, whose classes are cl
 // (scanLanesT2Go): both blocks of a packet in one scan (ZTSCAN, its class

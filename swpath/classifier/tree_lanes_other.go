@@ -11,6 +11,9 @@ const lanesStub = false
 // bursts keep the walks of tree.go and tree_vec2.go.
 var lanesWalk = false
 
+// lanesCPU and tightCPU: no CPU runs a stub that is not built.
+const lanesCPU, tightCPU = false, false
+
 // lanesTight: no tight blocks without the lane walk's stubs.
 var lanesTight = false
 
@@ -25,16 +28,9 @@ func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n 
 	d.walkLanesGo(keys, cur, n)
 }
 
-// walkLanes2 is walkLanesGo for trees d0 and d1, their leaves to cur[0]
-// and cur[1]: walkLanes2Go32 where they have 4-byte node words (which
-// only tests give them here); tail is the stub's.
+// walkLanes2 is walkLanes2Go; tail is the stub's.
 func walkLanes2(d0, d1 *dtree, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int, _ *laneTail) {
-	if d0.nodes32 != nil {
-		walkLanes2Go32(d0, d1, keys, cur, n)
-		return
-	}
-	d0.walkLanesGo(keys, &cur[0], n)
-	d1.walkLanesGo(keys, &cur[1], n)
+	walkLanes2Go(d0, d1, keys, cur, n)
 }
 
 // scanLanes2 is scanLanes2Go where no stub is built. It prefetches

@@ -239,6 +239,12 @@ func TestScanLanes2(t *testing.T) {
 			},
 			{scanLanes4, scanLanes4Go, 2 * vecBlock, treeLonger},
 		} {
+			stub := scan.stub
+			if !lanesCPU {
+				stub = func(s *laneScratch, b0, b1 []sblock, vrule, out []int32, n, _ int) int {
+					return scan.ref(s, b0, b1, vrule, out, n)
+				}
+			}
 			for i := range treeGroup {
 				// Leaf words: the record index names the block; the
 				// count, and treeLong or treeLonger where the leaf is
@@ -260,7 +266,7 @@ func TestScanLanes2(t *testing.T) {
 				out[i], gout[i] = -7, -7
 			}
 			g = s
-			nr := scan.stub(&s, blk[0], blk[1], vrule, out, n, it%3*4)
+			nr := stub(&s, blk[0], blk[1], vrule, out, n, it%3*4)
 			gr := scan.ref(&g, blk[0], blk[1], vrule, gout, n)
 			if nr != gr || s.rest != g.rest || s.res != g.res || !slices.Equal(out, gout) {
 				t.Fatalf("round %d, scan %d, %d packets: %d left, res %x, out %v; Go %d left, res %x, out %v", it, k, n, nr, s.res[:n], out[:n], gr, g.res[:n], gout[:n])
