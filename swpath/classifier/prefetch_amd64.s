@@ -61,3 +61,35 @@ cloop:
 	JNE	cloop
 cdone:
 	RET
+
+// CPF prefetches the three cache lines of the compact block of leaf word
+// a (its record index over eight) in the blocks at base: 192-byte blocks,
+// which start on a line where the array does. Uses a.
+#define CPF(a, base) \
+	SHRL	$3, a \
+	IMUL3Q	$192, a, a \
+	ADDQ	base, a \
+	PREFETCHT0	(a) \
+	PREFETCHT0	64(a) \
+	PREFETCHT0	128(a)
+
+// func prefetchCBlocks(b0, b1 *cblock, c0, c1 *uint64, n int)
+TEXT ·prefetchCBlocks(SB), NOSPLIT|NOFRAME, $0-40
+	MOVQ	b0+0(FP), SI
+	MOVQ	b1+8(FP), DI
+	MOVQ	c0+16(FP), R8
+	MOVQ	c1+24(FP), R9
+	MOVQ	n+32(FP), CX
+	TESTQ	CX, CX
+	JEQ	bdone
+bloop:
+	MOVQ	(R8), AX
+	CPF(AX, SI)
+	MOVQ	(R9), BX
+	CPF(BX, DI)
+	ADDQ	$8, R8
+	ADDQ	$8, R9
+	DECQ	CX
+	JNE	bloop
+bdone:
+	RET

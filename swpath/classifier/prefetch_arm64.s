@@ -56,3 +56,32 @@ cloop:
 	BNE	cloop
 cdone:
 	RET
+
+// CPF prefetches the three cache lines of the compact block of leaf word
+// r (its record index over eight) in the blocks at base: 192-byte blocks.
+// Uses r and R7 (192).
+#define CPF(r, base) \
+	UBFX	$3, r, $29, r \
+	MADD	R7, base, r, r \
+	PRFM	(r), PLDL1KEEP \
+	PRFM	64(r), PLDL1KEEP \
+	PRFM	128(r), PLDL1KEEP
+
+// func prefetchCBlocks(b0, b1 *cblock, c0, c1 *uint64, n int)
+TEXT ·prefetchCBlocks(SB), NOSPLIT|NOFRAME, $0-40
+	MOVD	b0+0(FP), R0
+	MOVD	b1+8(FP), R1
+	MOVD	c0+16(FP), R2
+	MOVD	c1+24(FP), R3
+	MOVD	n+32(FP), R4
+	MOVD	$192, R7
+	CBZ	R4, bdone
+bloop:
+	MOVD.P	8(R2), R5
+	CPF(R5, R0)
+	MOVD.P	8(R3), R6
+	CPF(R6, R1)
+	SUBS	$1, R4
+	BNE	bloop
+bdone:
+	RET

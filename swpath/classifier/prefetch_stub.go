@@ -21,6 +21,15 @@ func prefetchLeaves(rec *crec, leaves *uint64, n int)
 //go:noescape
 func prefetchCounters(ctr *counter, slot *uint32, ids *int32, n int)
 
+// prefetchCBlocks asks the cache for the first compact block of each
+// leaf of n packets (leaf words c0[i] in the blocks from b0 on, c1[i] in
+// those from b1 on): a block's three lines, PREFETCHT0 on amd64, PRFM
+// PLDL1KEEP on arm64. A hint, as prefetchLeaves: it reads the leaf words
+// only, and no block.
+//
+//go:noescape
+func prefetchCBlocks(b0, b1 *cblock, c0, c1 *uint64, n int)
+
 // prefetchStub: prefetchLeaves and prefetchCounters ask the cache for
 // something.
 const prefetchStub = true

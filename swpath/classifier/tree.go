@@ -469,16 +469,19 @@ func (t *Table) buildTrees(all []bentry) *trees {
 		ntrees += min(len(p), 1)
 	}
 	size, ok := 0, false
-	// lanes: the lane scans would take the set (two trees at most). cl:
-	// the entries' compact lanes, where every entry's check fits one
-	// (clanes). cblocks: the set gets compact blocks (tree_cblock.go).
+	// lanes: the lane scans would take the set (two trees at most).
+	// cgroup: without them, the group walk and cblockScan2 would
+	// (cvecGroup, cvecBurst). cl: the entries' compact lanes, where every
+	// entry's check fits one (clanes). cblocks: the set gets compact
+	// blocks (tree_cblock.go).
 	lanes := lanesWalk && ntrees <= 2
+	cgroup := !lanesWalk && cvecGroup && ntrees <= 2
 	var cl []clane
-	if lanes && treeCBlocks {
+	if (lanes || cgroup) && treeCBlocks {
 		cl = tr.clanes()
 	}
 	cblocks := false
-	if lanes && len(all) > oneBlockEntries {
+	if (lanes || cgroup) && len(all) > oneBlockEntries {
 		// Leaves of one block first, the build stopped by its record
 		// budget where the set is too big for them: compact blocks
 		// (cblockMax) where the checks fit, else blocks
@@ -488,7 +491,7 @@ func (t *Table) buildTrees(all []bentry) *trees {
 			ok = cblocks
 		}
 		oneBudget := min(budget, treeOneBlockMax/treeBytes(0, 1))
-		if !ok && vecScan {
+		if !ok && vecScan && lanes {
 			size, ok = tr.build(es, &parts, treeBinth, space, oneBudget)
 		}
 		if ok {
@@ -501,11 +504,15 @@ func (t *Table) buildTrees(all []bentry) *trees {
 		}
 	}
 	// Smaller sets past the cache take compact blocks too (cblockMin).
-	cblocks = cblocks || cl != nil && binth == treeBinth && size > cblockMin
+	least := cblockMin
+	if cgroup {
+		least = max(least, cgroupMin)
+	}
+	cblocks = cblocks || cl != nil && binth == treeBinth && size > least
 	tr.walk = size <= treeWalkMax
 	// Blocks and the lane scans for sets of at most two trees only (vec2):
 	// bigger sets of more trees keep the group walk, as without lanes.
-	tr.compact = !tr.walk && !(lanesWalk && (vecScan && size <= treeLanesMax || cblocks) && len(tr.t) <= 2)
+	tr.compact = !tr.walk && !((lanesWalk && (vecScan && size <= treeLanesMax) || cblocks) && len(tr.t) <= 2)
 	tr.prefetch = prefetchStub && size > treePrefetchMin
 	for i := range tr.t {
 		d := &tr.t[i]
@@ -1059,7 +1066,7 @@ const treeStackMin = 4
 type treeScratch struct {
 	keys     [treeGroup]treeKey
 	cur      [maxTrees][treeGroup]uint64
-	best     [treeGroup]uint32 // the best record's key (crec)
+	best     [treeGroup]uint32 // the best record's key (crec), or entry (cvecBurst)
 	bestRule [treeGroup]int32
 	firstEnt [maxTrees][treeGroup]uint32 // the key of each leaf's first record
 	sds      [treeGroup]uint64
@@ -1103,6 +1110,12 @@ func (t *Table) treeBurst(fs []rule.Fields, out []int32, s *treeScratch) int {
 				fs, out = fs[n:], out[n:]
 			}
 			return probes
+		}
+		if tr.cvec && !lanesWalk && (s != nil || len(fs) >= treeStackMin) {
+			if s == nil {
+				s = new(treeScratch)
+			}
+			return t.cvecBurst(fs, out, s)
 		}
 		if tr.cvec {
 			for i := range fs {

@@ -419,12 +419,103 @@ func (t *Table) cvecScan(f *rule.Fields, cur *[maxTrees]uint64, misc uint64) int
 		}
 		return tr.tRule(best)
 	}
+	return tr.vecRule(t.cvecBest(f, n0, n1, misc))
+}
+
+// cvecBest is cvecScan over compact blocks (not tight ones) up to the
+// rule: the best entry of f (treeNoRank where none holds) with leaves n0
+// and n1. The one-packet scan is cleafScan2 where bursts take the lane
+// walk, else cblockScan2.
+func (t *Table) cvecBest(f *rule.Fields, n0, n1 uint64, misc uint64) uint32 {
+	tr := t.tr
+	key := cblockKey(f, misc)
+	lanes := leafLanes(n0) | leafLanes(n1)<<vecBlock
 	b0, b1 := &tr.cblk[0][uint32(n0)/vecBlock], &tr.cblk[1][uint32(n1)/vecBlock]
-	best, check := cleafScan2(&key, laneFlags(f), b0, b1, lanes)
+	var best, check uint32
+	if lanesWalk {
+		best, check = cleafScan2(&key, laneFlags(f), b0, b1, lanes)
+	} else {
+		best, check = cblockScan2(&key, laneFlags(f), b0, b1, lanes)
+	}
 	if (n0|n1)&treeLong != 0 || check != 0 {
 		best = t.cvecRest(f, misc, best, check, [2]uint64{n0, n1}, [2]*[vecBlock]uint32{&b0.e, &b1.e})
 	}
-	return tr.vecRule(best)
+	return best
+}
+
+// cgroupMin: where bursts take cvecBurst (cvecGroup), a set of at most
+// oneBlockEntries entries gets compact blocks from this many bytes of
+// trees (as treeWalkMax counts them) on, not from cblockMin: the sets
+// that took the group walk of compact records (treeGroup). Bigger sets
+// get them as where the lane walk runs (leaves of one block). Smaller ones
+// keep blocks (sblock), scanned two packets at a time (vecEntry2of2): on
+// an AMD EPYC without AVX-512 (family 25 model 1, under KVM), fresh
+// 5-tuple bursts over compact blocks took 1.27 of their time at 1k
+// ClassBench-style rules (188 KiB of trees), 1.15 at 2k (395 KiB), 1.10
+// at 2.5k (546 KiB) and 1.03 at 3k (731 KiB); 0.75 at 4k (1036 KiB,
+// which took the group walk) and 0.53 at 5k and 0.45 at 7k, whose more
+// than oneBlockEntries entries made leaves of 16 records (vecLong). The
+// two tables of one set alternated in one process, thread CPU time,
+// medians of seven to eleven rounds. A variable, so that tests can give
+// small sets compact blocks there.
+var cgroupMin = treeWalkMax
+
+// cblockAhead: cvecBurst prefetches the blocks of the packet this many
+// ahead of the one it scans (prefetchCBlocks), eight packets to a call.
+const cblockAhead = 8
+
+// cvecBurst decides fs into out for sets of compact blocks where bursts
+// do not take the lane walk (cvecGroup): a group of packets at a time,
+// their walks of both trees level by level (walkGroup, or walkGroup32
+// over 4-byte node words), then each packet's two first blocks
+// (cvecBest, with cblockScan2), the blocks of the packets cblockAhead
+// ahead prefetched, then the packets' rules. It returns the trees walked,
+// as treeBurst counts them. s is its working memory.
+func (t *Table) cvecBurst(fs []rule.Fields, out []int32, s *treeScratch) int {
+	tr := t.tr
+	trs := tr.t
+	keys, cur, best := &s.keys, &s.cur, &s.best
+	b0, b1 := &tr.cblk[0][0], &tr.cblk[1][0]
+	probes := 0
+	for len(fs) > 0 {
+		n := min(len(fs), treeGroup)
+		g := fs[:n]
+		for i := range g {
+			f := &g[i]
+			keys[i] = treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | tr.miscBits(f)}
+			probes += len(trs) * int(min(f.Family, 1))
+		}
+		for ti := range trs {
+			if trs[ti].nodes32 != nil {
+				trs[ti].walkGroup32(g, &cur[ti], keys)
+			} else {
+				trs[ti].walkGroup(g, &cur[ti], keys)
+			}
+		}
+		if len(trs) < 2 {
+			for i := range g {
+				cur[1][i] = treeLeaf
+			}
+		}
+		prefetchCBlocks(b0, b1, &cur[0][0], &cur[1][0], min(n, cblockAhead))
+		for i := range g {
+			if i%cblockAhead == 0 && i+cblockAhead < n {
+				prefetchCBlocks(b0, b1, &cur[0][i+cblockAhead], &cur[1][i+cblockAhead], min(cblockAhead, n-i-cblockAhead))
+			}
+			best[i] = treeNoRank
+			if g[i].Family != 0 {
+				best[i] = t.cvecBest(&g[i], cur[0][i], cur[1][i], keys[i][2])
+			}
+		}
+		// The rules in a pass of their own: each a load from an array
+		// the size of the set, which no longer waits behind the next
+		// packet's scan.
+		for i := range g {
+			out[i] = tr.vecRule(best[i])
+		}
+		fs, out = fs[n:], out[n:]
+	}
+	return probes
 }
 
 // cleafScan2Go returns the best entry among the lanes of b0 and b1 that
@@ -618,7 +709,7 @@ func (tr *trees) addCBlocks(lanes []clane) {
 		d.rec = nil
 		tr.cblk[i] = d.cblk
 	}
-	if !lanesTight || tr.blockBytes() <= tblockMin {
+	if !lanesWalk || !lanesTight || tr.blockBytes() <= tblockMin {
 		return
 	}
 	tb, te, cl, ok := tblocksOf(tr.cblk, tr.tpos())

@@ -231,15 +231,15 @@ func TestCBlockLanes(t *testing.T) {
 				}
 			}
 			// The block as tree 0's and as tree 1's: the one-packet
-			// scan's Go reference, and cleafScan2 where the CPU runs
-			// its stub.
+			// scans, cblockScan2 (AVX2 on amd64) and cleafScan2 where
+			// the CPU runs its stub (else its Go reference).
 			scans := []struct {
 				name string
 				scan func(*[4]uint32, uint32, *cblock, *cblock, uint32) (uint32, uint32)
-			}{{"cleafScan2Go", cleafScan2Go}}
+			}{{"cleafScan2Go", cleafScan2Go}, {"cblockScan2", cblockScan2}}
 			if lanesCPU {
 				scans = append(scans, scans[0])
-				scans[1].name, scans[1].scan = "cleafScan2", cleafScan2
+				scans[2].name, scans[2].scan = "cleafScan2", cleafScan2
 			}
 			for _, sc := range scans {
 				if best, check := sc.scan(&key, flags, &b, &neverCBlock[0], lanes|0xff00); best != wb || check != wc {
@@ -339,8 +339,8 @@ func keptMins(t *testing.T, it int, s, g *laneScratch, n int) {
 	}
 }
 
-// TestScanLanesC2: the stubs (scanLanesC2 over a group, cleafScan2 a
-// packet at a time) against their Go references, on blocks of random
+// TestScanLanesC2: the stubs (scanLanesC2 over a group, cleafScan2 and
+// cblockScan2 a packet at a time) against their Go references, on blocks of random
 // records and packets made to pass some of them.
 func TestScanLanesC2(t *testing.T) {
 	scanC2, leafC2 := scanLanesC2, cleafScan2
@@ -544,6 +544,9 @@ func TestScanLanesC2(t *testing.T) {
 			lanes := leafLanes(s.cur[0][i]) | leafLanes(s.cur[1][i])<<vecBlock
 			b, c := leafC2(&key, s.flags[i], b0, b1, lanes)
 			gb, gc := cleafScan2Go(&key, s.flags[i], b0, b1, lanes)
+			if vb, vc := cblockScan2(&key, s.flags[i], b0, b1, lanes); vb != gb || vc != gc {
+				t.Fatalf("round %d: packet %d: cblockScan2 %#x %#x, Go %#x %#x", it, i, vb, vc, gb, gc)
+			}
 			rc := c
 			if narrow {
 				rc = useful(c, b, &b0.e, &b1.e)

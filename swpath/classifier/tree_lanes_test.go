@@ -1,6 +1,7 @@
 package classifier
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -367,6 +368,31 @@ func TestLanesForced(t *testing.T) {
 	treeOneBlockMax = oneMax
 }
 
+// TestCGroupForced runs the tree suite where bursts take compact blocks
+// without the lane walk (cvecGroup: the group walk, then cblockScan2 a
+// packet at a time, cvecBurst) for sets of every size, on any CPU: with
+// AVX2 the stub runs, elsewhere its Go reference; then again with 4-byte
+// node words (walkGroup32) for every set.
+func TestCGroupForced(t *testing.T) {
+	defer func(v bool) { lanesWalk = v }(lanesWalk)
+	defer func(v bool) { cvecGroup = v }(cvecGroup)
+	defer func(v int) { oneBlockEntries = v }(oneBlockEntries)
+	defer func(v int) { cgroupMin = v }(cgroupMin)
+	defer func(v int) { cblockMin = v }(cblockMin)
+	lanesWalk, cvecGroup, oneBlockEntries, cgroupMin, cblockMin = false, true, 0, 0, 0
+	if tab, err := Compile(traffic.ClassBenchRules(3000, 3000)); err != nil || tab.tr == nil || !tab.tr.cvec {
+		t.Fatalf("3000 rules with compact blocks forced: %v, trees %v", err, tab != nil && tab.tr != nil)
+	}
+	t.Run("cgroup", treeSuite)
+	// And over 4-byte node words (walkGroup32) for every set.
+	defer func(v int) { nodes32Min = v }(nodes32Min)
+	nodes32Min = 0
+	if tab, err := Compile(traffic.ClassBenchRules(3000, 3000)); err != nil || tab.tr == nil || tab.tr.t[0].nodes32 == nil {
+		t.Fatalf("3000 rules with 4-byte node words forced: %v, trees %v", err, tab != nil && tab.tr != nil)
+	}
+	t.Run("cgroup32", treeSuite)
+}
+
 // TestTreeInBounds: the trees the stubs walk without bounds checks are
 // checked when built; a node or leaf word that points past its tree fails
 // the check, as does a node's key word 3 (treeKey has three).
@@ -447,8 +473,22 @@ func TestTreeInBounds(t *testing.T) {
 // blocks, the 20k set blocks of leaves of two (vecLong: its trees of
 // leaves of one block pass treeOneBlockMax), and the 100k set the group
 // walk. Without the lane walk only the 1k and 3k sets have blocks (where
-// a scan stub is built).
+// a scan stub is built); where bursts take compact blocks without it
+// (cvecGroup), the 10k, 20k and 100k sets of two trees have those.
 func TestLanesLayout(t *testing.T) {
+	defer func(v bool) { lanesWalk = v }(lanesWalk)
+	defer func(v bool) { cvecGroup = v }(cvecGroup)
+	modes := [][2]bool{{false, false}, {false, true}}
+	if lanesWalk {
+		modes = append(modes, [2]bool{true, false})
+	}
+	for _, m := range modes {
+		lanesWalk, cvecGroup = m[0], m[1]
+		t.Run(fmt.Sprintf("lanes=%v/cgroup=%v", m[0], m[1]), testLanesLayout)
+	}
+}
+
+func testLanesLayout(t *testing.T) {
 	defer func(v bool) { treeJoin = v }(treeJoin)
 	defer func(v bool) { treeCBlocks = v }(treeCBlocks)
 	for _, c := range []struct {
@@ -487,7 +527,7 @@ func TestLanesLayout(t *testing.T) {
 		}
 		// With the lane walk, the sets of two trees past the cache get
 		// compact blocks.
-		wantCVec := lanesWalk && vecScan && c.cblocks && !c.lanes && c.trees == 2 && c.n >= 1000
+		wantCVec := c.cblocks && !c.lanes && c.trees == 2 && (lanesWalk && vecScan && c.n >= 1000 || !lanesWalk && cvecGroup && c.n >= 10000)
 		// The 500, 1k and 3k sets' trees are small enough for the walk of one
 		// packet at a time; the others are compact without blocks.
 		wantCompact := c.n > 3000 && !(lanesWalk && c.lanes) && !wantCVec
@@ -497,7 +537,7 @@ func TestLanesLayout(t *testing.T) {
 			t.Fatalf("%d rules, join %v, compact blocks %v: tight blocks %v, want %v", c.n, c.join, c.cblocks, tr.tight, want)
 		}
 		if tr.vec != wantVec || tr.compact != wantCompact || tr.vecLong != wantLong || tr.cvec != wantCVec {
-			t.Fatalf("%d rules, join %v, compact blocks %v, lanes %v: blocks %v, compact %v, two-block leaves %v, compact blocks %v; want %v, %v, %v, %v", c.n, c.join, c.cblocks, lanesWalk, tr.vec, tr.compact, tr.vecLong, tr.cvec, wantVec, wantCompact, wantLong, wantCVec)
+			t.Fatalf("%d rules, join %v, compact blocks %v, lanes %v, compact blocks without lanes %v: blocks %v, compact %v, two-block leaves %v, compact blocks %v; want %v, %v, %v, %v", c.n, c.join, c.cblocks, lanesWalk, cvecGroup, tr.vec, tr.compact, tr.vecLong, tr.cvec, wantVec, wantCompact, wantLong, wantCVec)
 		}
 	}
 }

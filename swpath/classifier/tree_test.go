@@ -291,17 +291,20 @@ func TestTreeBurstHeldRecords(t *testing.T) {
 // groups of half-long prefixes join the long ones (treeJoin: two trees,
 // as a smaller ClassBench-style set makes, where without the join that
 // one makes four), and it decides as the reference does on both burst
-// paths. Where the lane walk runs, the same set is cut down to leaves of
-// treeBinth instead (treeOneBlockMax), with the same bound on copies.
+// paths. Where the lane walk runs, and where bursts take compact blocks
+// without it (cvecGroup, which any CPU can run: cblockScan2 is Go where
+// no stub is built), the same set is cut down to leaves of treeBinth
+// instead (treeOneBlockMax), with the same bound on copies.
 func TestTreesBigLeaves(t *testing.T) {
 	defer func(v bool) { lanesWalk = v }(lanesWalk)
-	builds := []bool{false}
+	defer func(v bool) { cvecGroup = v }(cvecGroup)
+	builds := [][2]bool{{false, false}, {false, true}}
 	if lanesWalk && vecScan {
-		builds = append(builds, true)
+		builds = append(builds, [2]bool{true, false})
 	}
-	for _, lanes := range builds {
-		lanesWalk = lanes
-		t.Run(fmt.Sprintf("lanes=%v", lanes), testTreesBigLeaves)
+	for _, b := range builds {
+		lanesWalk, cvecGroup = b[0], b[1]
+		t.Run(fmt.Sprintf("lanes=%v/cgroup=%v", b[0], b[1]), testTreesBigLeaves)
 	}
 }
 
@@ -352,11 +355,14 @@ func testTreesBigLeaves(t *testing.T) {
 			}
 		}
 	}
+	oneBlock := lanesWalk || cvecGroup
 	switch {
-	case lanesWalk && (long != 0 || tab.tr.vecLong):
-		t.Fatalf("with the lane walk: %d leaves of %d-%d records, two-block scans %v; want none, one-block", long, treeBinth+1, treeBinthBig, tab.tr.vecLong)
-	case !lanesWalk && long == 0:
+	case oneBlock && (long != 0 || tab.tr.vecLong):
+		t.Fatalf("lane walk %v, compact blocks without it %v: %d leaves of %d-%d records, two-block scans %v; want none, one-block", lanesWalk, cvecGroup, long, treeBinth+1, treeBinthBig, tab.tr.vecLong)
+	case !oneBlock && long == 0:
 		t.Fatalf("no leaf of %d-%d records", treeBinth+1, treeBinthBig)
+	case cvecGroup && !tab.tr.cvec:
+		t.Fatalf("compact blocks without the lane walk: the set has none")
 	}
 	// Every cut keeps within treeSpaceBig: a node of n entries cutting k
 	// bits gives its children at most treeSpaceBig*n + 16 entries, the

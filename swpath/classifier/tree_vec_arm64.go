@@ -21,3 +21,11 @@ func leafScan4(sd, misc uint64, flags uint32, b0, b1, b2, b3 *sblock) (best, che
 //
 //go:noescape
 func leafScan2(sd, misc uint64, flags uint32, b0, b1 *sblock) (best, check uint32)
+
+// cvecGroup: no compact blocks without a NEON scan of them.
+var cvecGroup = false
+
+// cblockScan2 is cleafScan2Go: no NEON stub for compact blocks yet.
+func cblockScan2(key *[4]uint32, flags uint32, b0, b1 *cblock, lanes uint32) (best, check uint32) {
+	return cleafScan2Go(key, flags, b0, b1, lanes)
+}

@@ -15,3 +15,11 @@ func leafScan4(sd, misc uint64, flags uint32, b0, b1, b2, b3 *sblock) (best, che
 func leafScan2(sd, misc uint64, flags uint32, b0, b1 *sblock) (best, check uint32) {
 	return leafScan2Go(sd, misc, flags, b0, b1)
 }
+
+// cvecGroup: no compact blocks without a stub to scan them.
+var cvecGroup = false
+
+// cblockScan2 is cleafScan2Go where no stub is built.
+func cblockScan2(key *[4]uint32, flags uint32, b0, b1 *cblock, lanes uint32) (best, check uint32) {
+	return cleafScan2Go(key, flags, b0, b1, lanes)
+}
