@@ -56,11 +56,28 @@
 	MOVL	flags+16(FP), AX \
 	VMOVQ	AX, X8 \
 	VPBROADCASTD	X8, Y8 \
+	SCANCONSTS
+
+// SCANCONSTS loads laneEnt into Y9, all ones into Y10, and the minimum's
+// start (all ones) into Y11: BLOCK's and CBLK's constants. Uses AX.
+#define SCANCONSTS \
 	MOVL	$0x3fffffff, AX \
 	VMOVQ	AX, X9 \
 	VPBROADCASTD	X9, Y9 \
 	VPCMPEQD	Y10, Y10, Y10 \
 	VMOVDQU	Y10, Y11
+
+// SCANEND2 ends the scans of two blocks (leafScan2, cblockScan2), whose
+// passing lanes with a flag are in AX and BX and whose minimum is in Y11:
+// the best entry to best+40(FP), the lanes to check to check+44(FP).
+#define SCANEND2 \
+	MINIMUM(R10) \
+	VZEROUPPER \
+	SHLL	$8, BX \
+	ORL	BX, AX \
+	MOVL	R10, best+40(FP) \
+	MOVL	AX, check+44(FP) \
+	RET
 
 // func leafScan4(sd, misc uint64, flags uint32, b0, b1, b2, b3 *sblock) (best, check uint32)
 TEXT ·leafScan4(SB), NOSPLIT|NOFRAME, $0-64
@@ -92,13 +109,7 @@ TEXT ·leafScan2(SB), NOSPLIT|NOFRAME, $0-48
 	MOVQ	b1+32(FP), DI
 	BLOCK(SI, AX)
 	BLOCK(DI, BX)
-	MINIMUM(R10)
-	VZEROUPPER
-	SHLL	$8, BX
-	ORL	BX, AX
-	MOVL	R10, best+40(FP)
-	MOVL	AX, check+44(FP)
-	RET
+	SCANEND2
 
 // CBLK tests the compact block at p (cblock: source words at 0,
 // destination words at 32, ports' low ends at 64, c words at 96, entries
@@ -186,11 +197,7 @@ TEXT ·cblockScan2(SB), NOSPLIT|NOFRAME, $0-48
 	MOVL	flags+8(FP), AX
 	VMOVD	AX, X8
 	VPBROADCASTD	X8, Y8
-	MOVL	$0x3fffffff, AX
-	VMOVD	AX, X9
-	VPBROADCASTD	X9, Y9
-	VPCMPEQD	Y10, Y10, Y10
-	VMOVDQU	Y10, Y11
+	SCANCONSTS
 	VPXOR	Y15, Y15, Y15
 	MOVQ	b0+16(FP), SI
 	MOVQ	b1+24(FP), DI
@@ -202,10 +209,4 @@ TEXT ·cblockScan2(SB), NOSPLIT|NOFRAME, $0-48
 	VMOVDQU	cblockBits<>(SB), Y14
 	CLEAF(DX)
 	CBLK(DI, BX)
-	MINIMUM(R10)
-	VZEROUPPER
-	SHLL	$8, BX
-	ORL	BX, AX
-	MOVL	R10, best+40(FP)
-	MOVL	AX, check+44(FP)
-	RET
+	SCANEND2
