@@ -59,7 +59,7 @@ func TestNode32(t *testing.T) {
 // takes it (with a laneTail on its stack) and as a worker does (with its
 // own). A 10k-rule set (288 KiB of node words) gets none.
 func TestNodes32(t *testing.T) {
-	needCBlocks(t)
+	needLanes(t)
 	small, err := Compile(classBenchSet(10000, false))
 	if err != nil {
 		t.Fatal(err)
