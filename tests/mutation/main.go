@@ -22,9 +22,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/cpu"
 )
 
 // edit replaces old by new in file; n is how many times old must occur.
@@ -39,6 +42,33 @@ type mutation struct {
 	pkgs  []string // go test targets
 	run   string   // -run pattern ("" for all)
 	long  bool     // run without -short (the short runs do not reach it)
+	// cpu: what the CPU needs for the tests to reach the mutated code
+	// (cpuAVX512, cpuVBMI2), "" for any CPU. Where it lacks that, the
+	// mutation is only checked to apply, and reported as skipped.
+	cpu string
+}
+
+// The CPU features of mutation.cpu: the classifier's lane stubs
+// (lanesWalk: AVX-512 F, VL and BW, and BMI2), and its tight blocks'
+// (lanesTight: AVX-512 VBMI2 besides).
+const (
+	cpuAVX512 = "AVX-512 (F, VL, BW) and BMI2"
+	cpuVBMI2  = "AVX-512 (F, VL, BW, VBMI2) and BMI2"
+)
+
+// cpuHas reports whether this CPU has feature f (a mutation's cpu).
+func cpuHas(f string) bool {
+	lanes := runtime.GOARCH == "amd64" && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW && cpu.X86.HasBMI2
+	switch f {
+	case "":
+		return true
+	case cpuAVX512:
+		return lanes
+	case cpuVBMI2:
+		return lanes && cpu.X86.HasAVX512VBMI2
+	}
+	fatal(fmt.Errorf("unknown CPU feature %q", f))
+	return false
 }
 
 var mutations = []mutation{
@@ -206,49 +236,49 @@ var mutations = []mutation{
 		name: "classifier: the two-tree lane walk reads tree 1's keys a row late (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tLEAQ\t-(const_treeGroup*8)(R9), CX\n", "\tLEAQ\t(R9), CX\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the two-tree lane walk steps no chunk past the first level (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tORL\tR14, R11\n", "", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the two-tree lane walk steps tree 1's chunks down tree 0 (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tCMPL\tBX, $16\n", "\tCMPL\tBX, $32\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the two-tree lane walk leaves tree 1 at its root (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tSHLL\t$16, AX\n\tORL\tAX, R10\n", "\tSHLL\t$16, AX\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the lane walks take key word 1 for word 2 (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVMOVDQU64\t(koff+const_treeGroup*16)(DX)(R8*1), K3, Z5 \\\n", "\tVMOVDQU64\t(koff+const_treeGroup*8)(DX)(R8*1), K3, Z5 \\\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes|TestDifferentialClassBench",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes|TestDifferentialClassBench", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the lane scan lets a lane with a flag decide (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tKANDNW\tK1, k, K3 \\\n", "\tKMOVW\tK1, K3 \\\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2|TestDifferentialClassBench",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2|TestDifferentialClassBench", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the long-leaf lane scan skips a leaf's second block (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tCMPL\tb, $8 \\\n", "\tCMPL\tb, $16 \\\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestTreesChosen",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestTreesChosen", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: a burst's long-leaf checks take the second tree's two blocks swapped",
 		edits: []edit{{"swpath/classifier/tree_lanes.go",
 			"\t\t\tbs[2], bs[3] = leafBlocks(vb[1], n1)\n", "\t\t\tbs[3], bs[2] = leafBlocks(vb[1], n1)\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestHolesFoldReplays|TestLanesForced",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestHolesFoldReplays|TestLanesForced", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: a burst of a big set counts each packet a byte too long",
@@ -266,187 +296,229 @@ var mutations = []mutation{
 		name: "classifier: the lane scans' prefetch adds the packet index to the rest's count, not to the distance (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tADDQ\tDX, BX \\\n", "\tADDQ\tDX, R12 \\\n", 2}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the lane scan decides a packet that is not IP (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tTESTL\tBX, BX \\\n\tJEQ\trest \\\n", "\tTESTL\tBX, BX \\\n\tJEQ\t2(PC) \\\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2|TestDifferentialRandom",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2|TestDifferentialRandom", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group scans leave their decided packets' entries in out, not their rules (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVPGATHERDD\t(R10)(Z6*4), K2, Z7\n", "\tVMOVDQA32\tZ6, Z7\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestDifferentialClassBench",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestDifferentialClassBench", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: a big set's trees of one-block leaves are kept past treeOneBlockMax (lane walk)",
 		edits: []edit{{"swpath/classifier/tree.go",
 			"oneBudget := min(budget, treeOneBlockMax/treeBytes(0, 1))", "oneBudget := max(budget, treeOneBlockMax/treeBytes(0, 1))", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the compact lane scan takes the source word whole by the destination's bit (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVPSRAD\t$31, Y4, Y7 \\\n\tADDRESS(p, 0,", "\tVPSLLD\t$1, Y4, Y7 \\\n\tVPSRAD\t$31, Y7, Y7 \\\n\tADDRESS(p, 0,", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the lane scans narrow a packet's check to the lanes that cannot beat its best (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPCMPUD\t$1, Y12, Y5, k, k", "VPCMPUD\t$5, Y12, Y5, k, k", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2|TestDifferentialRandom",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2|TestDifferentialRandom", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the lane scans keep a packet's lanes that need ports it lacks to check (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVPTESTMD\tY13, Y5, k, k \\\n", "", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: useful keeps the lanes whose entries are above best",
 		edits: []edit{{"swpath/classifier/tree_lanes.go",
 			"e&laneFull != 0 && e&laneEnt < best", "e&laneFull != 0 && e&laneEnt != best", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanes2|TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the two-block compact scan loads tree 0's block into both halves (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVINSERTI64X4\t$1, off(BX), z, z\n", "\tVINSERTI64X4\t$1, off(AX), z, z\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the two-block compact scan tests an address word without its prefix's bound (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVPTERNLOGD\t$0x06, key, Z5, t\n", "\tVPTERNLOGD\t$0x66, key, Z5, t\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
+	},
+	{
+		name: "classifier: the AVX2 compact scan tests every lane of a block, not the leaf's (amd64)",
+		edits: []edit{{"swpath/classifier/tree_vec_amd64.s",
+			"\tVPAND\tY12, Y13, Y13 \\\n", "", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2|TestCGroupForced",
+	},
+	{
+		name: "classifier: the AVX2 compact scan takes tree 1's block's lanes from tree 0's (amd64)",
+		edits: []edit{{"swpath/classifier/tree_vec_amd64.s",
+			"\tSHRL\t$8, DX\n", "", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2|TestCGroupForced",
+	},
+	{
+		name: "classifier: the AVX2 compact scan bounds the ports' differences by their low ends, not their spans (amd64)",
+		edits: []edit{{"swpath/classifier/tree_vec_amd64.s",
+			"\tVPMINUW\t160(p), Y5, Y6 \\\n", "\tVPMINUW\t64(p), Y5, Y6 \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2|TestCGroupForced",
+	},
+	{
+		name: "classifier: the AVX2 compact scan takes the destination word whole by the source's bit (amd64)",
+		edits: []edit{{"swpath/classifier/tree_vec_amd64.s",
+			"\tVPSLLD\t$1, Y4, Y7 \\\n", "\tVPSLLD\t$0, Y4, Y7 \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2|TestCGroupForced",
+	},
+	{
+		name: "classifier: the AVX2 compact scan compares the c word with the destination word (amd64)",
+		edits: []edit{{"swpath/classifier/tree_vec_amd64.s",
+			"\tVPXOR\tY2, Y4, Y5 \\\n", "\tVPXOR\tY1, Y4, Y5 \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2|TestCGroupForced",
+	},
+	{
+		name: "classifier: bursts over compact blocks without the lane walk scan tree 0's leaf for tree 1's",
+		edits: []edit{{"swpath/classifier/tree_cblock.go",
+			"best[i] = t.cvecBest(&g[i], cur[0][i], cur[1][i], keys[i][2])", "best[i] = t.cvecBest(&g[i], cur[0][i], cur[0][i], keys[i][2])", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCGroupForced|TestTreesBigLeaves",
+	},
+	{
+		name: "classifier: without the lane walk, no set gets compact blocks",
+		edits: []edit{{"swpath/classifier/tree.go",
+			"cgroup := !lanesWalk && cvecGroup && ntrees <= 2", "cgroup := false && cvecGroup && ntrees <= 2", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCGroupForced|TestLanesLayout|TestTreesBigLeaves",
 	},
 	{
 		name: "classifier: the two-block compact scan drops the ports' test (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVPTERNLOGD\t$0xf6, Z18, Z17, Z6 \\\n", "\tVPTERNLOGD\t$0xf0, Z18, Z17, Z6 \\\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlockSpans",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlockSpans", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the two-block compact scan drops the c word's test (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"$0xfe, Z16, Z10, Z6 \\\n\tVPTERNLOGD\t$0xf6, Z18, Z17", "$0xfc, Z16, Z10, Z6 \\\n\tVPTERNLOGD\t$0xf6, Z18, Z17", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the two-block tight scan drops the c word's test (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"$0xfe, Z16, Z10, Z6 \\\n\tVPTERNLOGD\t$0xf6, Z17, Z18", "$0xfc, Z16, Z10, Z6 \\\n\tVPTERNLOGD\t$0xf6, Z17, Z18", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: the group scans' narrowing lists the packets whose lanes cannot lower their best (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPCMPUD\t$1, Z15, Z12, K5, K5", "VPCMPUD\t$5, Z15, Z12, K5, K5", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group scans keep a packet's lanes that need ports it lacks to check (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPTESTMD\tZ13, Z12, K5, K5", "VPTESTMD\tZ22, Z12, K5, K5", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group scans' narrowing reads a packet's threshold from the wrong row (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tLEAQ\t(R14)(R13*2), BX \\\n", "\tLEAQ\t(R14)(R13*1), BX \\\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group scans' narrowing keeps no thresholds for a whole chunk (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tCMPQ\tBX, AX \\\n\tCMOVQHI\tAX, BX \\\n", "", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group scans' narrowing tests only a chunk's first packet with lanes to check (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tBLSRL\tDX, DX \\\n\tJNE\tcand \\\n", "\tBLSRL\tDX, DX \\\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group scans narrow where they are told not to (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tCMOVLEQ\tBX, R13 \\\n", "", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group's leaf lanes leave counts past a block unclamped (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVPMINUQ\tZ24, Z10, Z10 \\\n", "", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group's leaf lanes put tree 1's over tree 0's (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVPSLLQ\t$8, Z7, Z7 \\\n", "", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group's leaf lanes lose the long-leaf bit (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVPSRLQ\t$31, Z10, Z10 \\\n", "\tVPSRLQ\t$30, Z10, Z10 \\\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group's leaf lanes skip a group's last chunk (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tMOVQ\tCX, AX \\\n\tADDQ\t$7, AX \\\n", "\tMOVQ\tCX, AX \\\n\tADDQ\t$0, AX \\\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group decide takes each packet's even lanes for its odd ones (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVMOVDQA32\tZ24, Z12 \\\n", "\tVMOVDQA32\tZ23, Z12 \\\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group decide decides a packet that is not IP (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tKORW\tK1, K2, K1 \\\n", "", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group decide writes past the group's packets (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tBZHIL\tAX, BX, BX \\\n\tKMOVW\tBX, K7 \\\n", "\tKMOVW\tBX, K7 \\\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group decide leaves the second half of res (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVMOVDQU64\tZ12, K3, (laneScratch_res+64)(R8)(R13*8) \\\n", "", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group decide lists the packets to Go by their mask, not their count (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tKMOVW\tK1, AX \\\n\tPOPCNTL\tAX, AX \\\n", "\tKMOVW\tK1, AX \\\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group scan keeps the passing lanes for the lanes to check (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tKMOVW\tK4, laneScratch_chk(R8)(DX*2)\n", "\tKMOVW\tK1, laneScratch_chk(R8)(DX*2)\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group scan does not narrow a set past the cache (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tCMPB\tnarrow+120(FP), $0\n\tJNE\tloopsC\n", "", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the compact lane scan takes the ports' largest difference from their spans, not the smallest (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPMINUW\t160(p), Y5, Y6", "VPMAXUW\t160(p), Y5, Y6", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlockSpans",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlockSpans", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: a compact lane's port range starts one port late",
@@ -470,18 +542,18 @@ var mutations = []mutation{
 		name: "classifier: the compact lane scan's hiLane drops the family bit (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"MOVQ\t$0x302ff00000000, BX", "MOVQ\t$0x300ff00000000, BX", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the compact lane scan subtracts the ports' spans, not their low ends (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPSUBW\t64(p), Y3, Y5", "VPSUBW\t160(p), Y3, Y5", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlockSpans|TestCBlocksBig"},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlockSpans|TestCBlocksBig", cpu: cpuAVX512},
 	{
 		name: "classifier: the lane scans take a packet that is not IP with flags, as IP",
 		edits: []edit{{"swpath/classifier/tree_lanes.go",
 			"s.flags[i] = laneFlags(f) & -uint32(min(f.Family, 1))", "s.flags[i] = laneFlags(f)", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestDifferential|TestTreeBurst|TestCBlock",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestDifferential|TestTreeBurst|TestCBlock", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the lane flags (portsKey) give ports to a packet without its L4 header",
@@ -493,73 +565,73 @@ var mutations = []mutation{
 		name: "classifier: the walk of two trees at once never steps tree 1 (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tstep(R12, const_treeGroup*8, next) \\", "\tJMP\tnext \\", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the walk of two trees at once skips tree 1's chunk where tree 0's is at its leaves (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tstep(SI, 0, tree1) \\", "\tstep(SI, 0, next) \\", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the walk of 4-byte node words takes the key word from the shift's bits (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"STEPKEY(off, koff, skip, 29, 23)", "STEPKEY(off, koff, skip, 28, 23)", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the walk of 4-byte node words cuts one bit more (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"MOVQ\t$-2, AX", "MOVQ\t$-4, AX", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the walk of 4-byte node words keeps 18 bits of the first child (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"STEPCONSTS($0x80000000, $15, $0x7ffff)", "STEPCONSTS($0x80000000, $15, $0x3ffff)", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the walk of 4-byte node words compacts its lanes a level early (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"MOVL\t$const_nodes32Head, AX", "MOVL\t$(const_nodes32Head-1), AX", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the tail of the walk of 4-byte node words numbers lane 0 as lane 1 (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"MOVQ\t$0x0706050403020100, AX", "MOVQ\t$0x0706050403020101, AX", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the tail of the walk of 4-byte node words writes its lanes back in order (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"MOVQ\tR9, off(DI)(AX*8)", "MOVQ\tR9, off(DI)(R8*8)", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the tail of the walk of 4-byte node words walks tree 1 with tree 0's keys (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"#define DT1KEYS (const_treeGroup*24)", "#define DT1KEYS (const_treeGroup*0)", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the tail of the walk of 4-byte node words walks the longer tail's chunks only (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tCMOVQHI\tAX, R13\n", "\tCMOVQLS\tAX, R13\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the 4-byte leaf words widen their count one bit off (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPSRLQ\t$22, Z3, Z5", "VPSRLQ\t$23, Z3, Z5", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the 4-byte leaf words lose treeLong (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPSLLQ\t$62, Z6, Z6", "VPSLLQ\t$61, Z6, Z6", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkLanes", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: 4-byte node words keep one bit less of the first child",
@@ -571,19 +643,19 @@ var mutations = []mutation{
 		name: "classifier: every set that takes the lane walk gets 4-byte node words",
 		edits: []edit{{"swpath/classifier/tree_nodes32.go",
 			" || 8*(len(tr.t[0].nodes)+len(tr.t[1].nodes)) <= over {", " {", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestNodes32",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestNodes32", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the compact lane scan's address bound leaves out the marker bit (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPTERNLOGD\t$0x14, whole, Y5, Y6", "VPTERNLOGD\t$0x10, whole, Y5, Y6", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the compact lane scan takes the c word's mask from the wrong bits (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPSRLD\t$const_cMasks, Y4, Y6", "VPSRLD\t$17, Y4, Y6", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: compact lanes lose the never-passing bit's mask",
@@ -613,25 +685,25 @@ var mutations = []mutation{
 		name: "classifier: a record or compact lane that needs ports holds for a packet without them",
 		edits: []edit{{"swpath/classifier/tree.go",
 			"\treturn f.HasPorts()\n}", "\treturn true\n}", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlocksBig|TestLanesForced",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlocksBig|TestLanesForced|TestCGroupForced",
 	},
 	{
 		name: "classifier: sets of two trees never get compact blocks",
 		edits: []edit{{"swpath/classifier/tree.go",
-			"if lanes && treeCBlocks {", "if false && lanes && treeCBlocks {", 1}},
+			"if (lanes || cgroup) && treeCBlocks {", "if false && (lanes || cgroup) && treeCBlocks {", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout|TestCBlocksBig",
 	},
 	{
 		name: "classifier: sets past the cache with few entries keep blocks, not compact blocks (cblockMin)",
 		edits: []edit{{"swpath/classifier/tree.go",
-			"&& size > cblockMin", "&& size > 64*cblockMin", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout",
+			"least := cblockMin", "least := 64 * cblockMin", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group's leaf lanes start at the wrong lane (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tMOVQ\t$7, R13 \\\n", "\tMOVQ\t$3, R13 \\\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2|TestCBlocksBig", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: AppendMatching over compact blocks lists records whose holds fail",
@@ -649,7 +721,7 @@ var mutations = []mutation{
 		name: "classifier: the tight lane scan takes the ports' spans a bit off (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPSHLDD\t$16, Y7, Y6, Y6", "VPSHLDD\t$15, Y7, Y6, Y6", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: big block arrays are never settled into huge pages",
@@ -673,61 +745,61 @@ var mutations = []mutation{
 		name: "classifier: a tight leaf's scan in Go's rare paths takes a flagged lane that cannot beat its best",
 		edits: []edit{{"swpath/classifier/tree_tblock.go",
 			"e&laneEnt < best && t.laneRest(e, f, misc)", "true && t.laneRest(e, f, misc)", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestTLeafBest",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestTLeafBest", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: a tight leaf's scan in Go's rare paths drops its blocks' best rank",
 		edits: []edit{{"swpath/classifier/tree_tblock.go",
 			"\t\tbest = min(best, tr.tentry(rank))\n", "\t\t_ = rank\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestTLeafBest",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestTLeafBest", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: the two-block tight scan takes the ports' spans a bit off (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPSHLDD\t$16, Z7, Z17, Z17", "VPSHLDD\t$15, Z7, Z17, Z17", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: the two-block tight scan takes the source port's low end from the destination's (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVPBLENDMW\tZ17, Z7, K7, Z18", "\tVPBLENDMW\tZ7, Z7, K7, Z18", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: a tight set's entries all take the first rank",
 		edits: []edit{{"swpath/classifier/tree_tblock.go",
 			"if r := tr.ents[e].rule; e == 0 || r != tr.ents[e-1].rule {", "if r := tr.ents[e].rule; e == 0 || r == -2 {", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced|TestCBlocksBig",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced|TestCBlocksBig", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: the rest of a tight scan forgets the scan's best",
 		edits: []edit{{"swpath/classifier/tree_tblock.go",
 			"\treturn tr.tfirst[k]\n", "\treturn treeNoRank\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: Decide over tight blocks takes a rank for an entry",
 		edits: []edit{{"swpath/classifier/tree_cblock.go",
 			"\t\treturn tr.tRule(best)\n", "\t\treturn tr.vecRule(best)\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: the tight lane scan for ranks that are rules leaves a packet that nothing decides its last rank (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVMOVDQA32\tZ22, K2, Z7\n", "", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: the tight lane scan for IPv6 top bits leaves their values out of the c words (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVPTERNLOGD\t$0xfe, Y6, Y7, Y5\n", "\tVPTERNLOGD\t$0xfe, Y6, Y6, Y5\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: the two-block tight scan for IPv6 top bits leaves their values out of the c words (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVPTERNLOGD\t$0xfe, Z12, Z16, Z5\n", "\tVPTERNLOGD\t$0xfe, Z12, Z12, Z5\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: tight blocks take a lane whose IPv6 top value is not its mask",
@@ -747,25 +819,25 @@ var mutations = []mutation{
 			{"swpath/classifier/tree_lanes.go", "case tr.tight && tr.v6", "case tr.tight && false", 2},
 			{"swpath/classifier/tree_cblock.go", "\t\tif tr.v6 {\n\t\t\tbest, check = tleafScan6(", "\t\tif false {\n\t\t\tbest, check = tleafScan6(", 1},
 		},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlocksBig|TestLanesForced",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlocksBig|TestLanesForced", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: the tight lane scan spreads the destination's whole-word bit for the source (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPSLLD\t$2, Y4, Y7", "VPSLLD\t$3, Y4, Y7", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestScanLanesC2", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: the two-block tight scan takes the destination's whole-word bit from the source's (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tZDST(3) \\\n", "\tZDST(2) \\\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: the two-block tight scan spreads the destination's whole-word bit for the source (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"VPSLLD\t$2, Z4, Z7", "VPSLLD\t$3, Z4, Z7", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestScanLanesC2", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: tight lanes of different source ports share a class",
@@ -783,7 +855,7 @@ var mutations = []mutation{
 		name: "classifier: a tight lane's rank loses its entry's flags",
 		edits: []edit{{"swpath/classifier/tree_tblock.go",
 			"l.e = pos[l.e&laneEnt] | l.e&^laneEnt", "l.e = pos[l.e&laneEnt]", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestLanesForced",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCBlockLanes|TestLanesForced", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: tight blocks take one class more than their scan can index",
@@ -800,32 +872,32 @@ var mutations = []mutation{
 	{
 		name: "classifier: sets past tblockMin never get tight blocks",
 		edits: []edit{{"swpath/classifier/tree_cblock.go",
-			"if !lanesTight || tr.blockBytes() <= tblockMin {", "if true || tr.blockBytes() <= tblockMin {", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout|TestLanesForced",
+			"if !lanesWalk || !lanesTight || tr.blockBytes() <= tblockMin {", "if true || tr.blockBytes() <= tblockMin {", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout|TestLanesForced", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: Decide over tight blocks ignores the lanes to check",
 		edits: []edit{{"swpath/classifier/tree_cblock.go",
 			"\t\tif (n0|n1)&treeLong != 0 || check != 0 {\n\t\t\te0, e1 := &tr.tent[0]", "\t\tif (n0|n1)&treeLong != 0 {\n\t\t\te0, e1 := &tr.tent[0]", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: a burst over tight blocks checks a passing lane against the other tree's block",
 		edits: []edit{{"swpath/classifier/tree_lanes.go",
 			"&tr.tent[1][uint32(n1)/vecBlock]", "&tr.tent[0][uint32(n0)/vecBlock]", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced", cpu: cpuVBMI2,
 	},
 	{
 		name: "classifier: sets of more than two trees get blocks with the lane walk",
 		edits: []edit{{"swpath/classifier/tree.go",
 			" || cblocks) && len(tr.t) <= 2)", " || cblocks))", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesLayout", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the group's lane walk keeps the leaf a packet that is not IP walked to",
 		edits: []edit{{"swpath/classifier/tree.go",
 			"\t\t\t\t\tcur[ti][i] = treeLeaf\n", "\t\t\t\t\t_ = i\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLanesForced", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: the Go scan's pair walks the second packet's tree 1 with the first's key",
@@ -1022,17 +1094,17 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestStubsVEX", long: true,
 	},
 	{
-		name: "classifier: leafScan2 returns without VZEROUPPER (amd64)",
+		name: "classifier: the AVX2 scans of two blocks (leafScan2, cblockScan2) return without VZEROUPPER (amd64)",
 		edits: []edit{{"swpath/classifier/tree_vec_amd64.s",
-			"\tMINIMUM(R10)\n\tVZEROUPPER\n\tSHLL\t$8, BX\n\tORL\tBX, AX\n",
-			"\tMINIMUM(R10)\n\tSHLL\t$8, BX\n\tORL\tBX, AX\n", 1}},
+			"\tMINIMUM(R10) \\\n\tVZEROUPPER \\\n\tSHLL\t$8, BX \\\n",
+			"\tMINIMUM(R10) \\\n\tSHLL\t$8, BX \\\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestStubsVEX", long: true,
 	},
 	{
 		name: "classifier: laneKeys8 keeps lanePorts on packets with ports (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVPXORQ\tZ27, Z8, Z8\n", "\tVPORQ\tZ27, Z8, Z8\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestLaneKeys|TestDifferentialClassBench",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLaneKeys|TestDifferentialClassBench", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: laneKeys8 gathers the destination word of every lane, past the group too (amd64)",
@@ -1152,9 +1224,21 @@ func main() {
 		fatal(fmt.Errorf("git ls-files (run from the repository root): %w", err))
 	}
 	start := time.Now()
-	failed := 0
+	failed, skipped := 0, 0
 	for _, m := range mutations {
 		if *only != "" && !strings.Contains(m.name, *only) {
+			continue
+		}
+		if !cpuHas(m.cpu) {
+			// The tests cannot reach the code here; the edit must still
+			// apply, or the mutation is stale.
+			if err := applies(root, m); err != nil {
+				failed++
+				fmt.Printf("%-14s %6.1fs  %s\n%s\n", "STALE", 0.0, m.name, indent(err.Error()))
+				continue
+			}
+			skipped++
+			fmt.Printf("%-14s %6.1fs  %s (needs %s, which this CPU lacks)\n", "skipped", 0.0, m.name, m.cpu)
 			continue
 		}
 		t0 := time.Now()
@@ -1165,10 +1249,25 @@ func main() {
 			fmt.Println(indent(tail(out, 40)))
 		}
 	}
-	fmt.Printf("mutation check: %d not caught, %v in all\n", failed, time.Since(start).Round(time.Second))
+	fmt.Printf("mutation check: %d not caught, %d skipped for this CPU's features, %v in all\n", failed, skipped, time.Since(start).Round(time.Second))
 	if failed > 0 {
 		os.Exit(1)
 	}
+}
+
+// applies reports whether m's edits apply to the tree at root (each old
+// text occurs as often as stated), without running anything.
+func applies(root string, m mutation) error {
+	for _, e := range m.edits {
+		b, err := os.ReadFile(filepath.Join(root, e.file))
+		if err != nil {
+			return err
+		}
+		if c := strings.Count(string(b), e.old); c != e.n {
+			return fmt.Errorf("%s: %q occurs %d times, want %d", e.file, e.old, c, e.n)
+		}
+	}
+	return nil
 }
 
 // try applies m to a copy of the tree and runs its tests. The result is
