@@ -466,9 +466,8 @@ const cblockAhead = 8
 
 // cvecBurst decides fs into out for sets of compact blocks where bursts
 // do not take the lane walk (cvecGroup): a group of packets at a time,
-// their walks of both trees level by level (walkGroup: over 4-byte node
-// words, a walk of its own, fresh 5-tuple bursts at 100k
-// ClassBench-style rules took 0.99 of the time), then each packet's two
+// their walks of both trees level by level (walkGroup, or walkGroup32
+// over 4-byte node words where the set has them), then each packet's two
 // first blocks
 // (cvecBest, with cblockScan2), the blocks of the packets cblockAhead
 // ahead prefetched, then the packets' rules. It returns the trees walked,
@@ -488,7 +487,11 @@ func (t *Table) cvecBurst(fs []rule.Fields, out []int32, s *treeScratch) int {
 			probes += len(trs) * int(min(f.Family, 1))
 		}
 		for ti := range trs {
-			trs[ti].walkGroup(g, &cur[ti], keys)
+			if trs[ti].nodes32 != nil {
+				trs[ti].walkGroup32(g, &cur[ti], keys)
+			} else {
+				trs[ti].walkGroup(g, &cur[ti], keys)
+			}
 		}
 		if len(trs) < 2 {
 			for i := range g {

@@ -371,7 +371,8 @@ func TestLanesForced(t *testing.T) {
 // TestCGroupForced runs the tree suite where bursts take compact blocks
 // without the lane walk (cvecGroup: the group walk, then cblockScan2 a
 // packet at a time, cvecBurst) for sets of every size, on any CPU: with
-// AVX2 the stub runs, elsewhere its Go reference.
+// AVX2 the stub runs, elsewhere its Go reference; then again over 4-byte
+// node words (walkGroup32) for every set.
 func TestCGroupForced(t *testing.T) {
 	defer func(v bool) { lanesWalk = v }(lanesWalk)
 	defer func(v bool) { cvecGroup = v }(cvecGroup)
@@ -383,6 +384,13 @@ func TestCGroupForced(t *testing.T) {
 		t.Fatalf("3000 rules with compact blocks forced: %v, trees %v", err, tab != nil && tab.tr != nil)
 	}
 	t.Run("cgroup", treeSuite)
+	// And over 4-byte node words (walkGroup32) for every set.
+	defer func(v int) { nodes32Min = v }(nodes32Min)
+	nodes32Min = 0
+	if tab, err := Compile(traffic.ClassBenchRules(3000, 3000)); err != nil || tab.tr == nil || tab.tr.t[0].nodes32 == nil {
+		t.Fatalf("3000 rules with 4-byte node words forced: %v, trees %v", err, tab != nil && tab.tr != nil)
+	}
+	t.Run("cgroup32", treeSuite)
 }
 
 // TestTreeInBounds: the trees the stubs walk without bounds checks are

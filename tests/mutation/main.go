@@ -389,6 +389,12 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCGroupForced|TestTreesBigLeaves",
 	},
 	{
+		name: "classifier: the group walk of 4-byte node words cuts one bit less",
+		edits: []edit{{"swpath/classifier/tree_nodes32.go",
+			"&(2<<(x>>n32CutBit&15)-1)]", "&(1<<(x>>n32CutBit&15)-1)]", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCGroupForced",
+	},
+	{
 		name: "classifier: without the lane walk, no set gets compact blocks",
 		edits: []edit{{"swpath/classifier/tree.go",
 			"cgroup := !lanesWalk && cvecGroup && ntrees <= 2", "cgroup := false && cvecGroup && ntrees <= 2", 1}},
