@@ -1116,13 +1116,13 @@ var mutations = []mutation{
 		name: "classifier: laneKeys8 gathers the destination word of every lane, past the group too (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tKMOVW\tK7, K1\n\tVPGATHERQQ\tconst_fieldsDst(AX)", "\tKXNORW\tK1, K1, K1\n\tVPGATHERQQ\tconst_fieldsDst(AX)", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestLaneKeys",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLaneKeys", cpu: cpuAVX512,
 	},
 	{
 		name: "classifier: laneKeys8 puts the family one bit too high in the misc word (amd64)",
 		edits: []edit{{"swpath/classifier/tree_lanes_amd64.s",
 			"\tVPSLLQ\t$40, Z4, Z4\n", "\tVPSLLQ\t$41, Z4, Z4\n", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestLaneKeys|TestDifferentialClassBench",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestLaneKeys|TestDifferentialClassBench", cpu: cpuAVX512,
 	},
 	{
 		name: "placement: a rule changed in place twice takes its last slot as its key",
