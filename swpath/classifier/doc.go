@@ -183,9 +183,10 @@
 // and keeps the walks above. Where the CPU has AVX2 but not AVX-512
 // (cvecGroup), sets of two trees past 1 MiB of trees or of more than 8,192
 // entries get compact blocks of leaves of one block too (cgroupMin),
-// instead of the group walk's records: a burst walks a group's trees
-// level by level as above (over 4-byte node words past 512 KiB,
-// walkGroup32), then scans each packet's two blocks with AVX2's eight
+// instead of the group walk's records: a burst walks a group's two trees
+// level by level, four lanes to an instruction with AVX2's gathers
+// (walkQuads, over 4-byte node words past 512 KiB), then scans each
+// packet's two blocks with AVX2's eight
 // lanes (cblockScan2, the blocks of the packet eight ahead prefetched),
 // and looks the rules up in a pass of their own (cvecBurst). With the hash tables: for
 // small sets (prefilter hash at most 64 KiB, as about 1k ClassBench-style

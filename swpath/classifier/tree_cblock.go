@@ -466,9 +466,9 @@ const cblockAhead = 8
 
 // cvecBurst decides fs into out for sets of compact blocks where bursts
 // do not take the lane walk (cvecGroup): a group of packets at a time,
-// their walks of both trees level by level (walkGroup, or walkGroup32
-// over 4-byte node words where the set has them), then each packet's two
-// first blocks
+// their walks of both trees level by level (walkQuads where the CPU has
+// AVX2, else walkGroup, or walkGroup32 over 4-byte node words where the
+// set has them), then each packet's two first blocks
 // (cvecBest, with cblockScan2), the blocks of the packets cblockAhead
 // ahead prefetched, then the packets' rules. It returns the trees walked,
 // as treeBurst counts them. s is its working memory.
@@ -486,11 +486,22 @@ func (t *Table) cvecBurst(fs []rule.Fields, out []int32, s *treeScratch) int {
 			keys[i] = treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | tr.miscBits(f)}
 			probes += len(trs) * int(min(f.Family, 1))
 		}
-		for ti := range trs {
-			if trs[ti].nodes32 != nil {
-				trs[ti].walkGroup32(g, &cur[ti], keys)
-			} else {
-				trs[ti].walkGroup(g, &cur[ti], keys)
+		if (lanesCPU || quadsCPU) && len(trs) == 2 {
+			// The stub's walk of both trees, from the keys word by
+			// word. A packet that is not IP walks too; its leaves are
+			// only prefetched (cvecBest skips it).
+			lk := &s.lanes.keys
+			for i := range g {
+				lk[0][i], lk[1][i], lk[2][i] = keys[i][0], keys[i][1], keys[i][2]
+			}
+			walkLanes2(&trs[0], &trs[1], lk, (*[2][treeGroup]uint64)(cur[:2]), n, nil)
+		} else {
+			for ti := range trs {
+				if trs[ti].nodes32 != nil {
+					trs[ti].walkGroup32(g, &cur[ti], keys)
+				} else {
+					trs[ti].walkGroup(g, &cur[ti], keys)
+				}
 			}
 		}
 		if len(trs) < 2 {

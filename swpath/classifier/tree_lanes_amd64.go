@@ -69,12 +69,17 @@ func (d *dtree) walkLanes(keys *[3][treeGroup]uint64, cur *[treeGroup]uint64, n 
 }
 
 // walkLanes2 is walkLanes for trees d0 and d1, their leaves to cur[0]
-// and cur[1], with the stub that walks both at once: walkLanes8x2d over
+// and cur[1], with the stub that walks both at once (walkQuads where the
+// CPU has AVX2 and no AVX-512): walkLanes8x2d over
 // their 4-byte node words where they have them (d0's and d1's together,
 // addNodes32; with tail, its lanes past nodes32Head levels compacted
 // there), else walkLanes8x2.
 func walkLanes2(d0, d1 *dtree, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int, tail *laneTail) {
 	if !lanesCPU {
+		if quadsCPU && len(d0.nodes) > 0 && len(d1.nodes) > 0 {
+			walkQuads(d0, d1, keys, cur, n)
+			return
+		}
 		walkLanes2Go(d0, d1, keys, cur, n)
 		return
 	}

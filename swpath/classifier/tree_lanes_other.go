@@ -11,8 +11,9 @@ const lanesStub = false
 // bursts keep the walks of tree.go and tree_vec2.go.
 var lanesWalk = false
 
-// lanesCPU and tightCPU: no CPU runs a stub that is not built.
-const lanesCPU, tightCPU = false, false
+// lanesCPU, tightCPU and quadsCPU: no CPU runs a stub that is not
+// built.
+const lanesCPU, tightCPU, quadsCPU = false, false, false
 
 // lanesTight: no tight blocks without the lane walk's stubs.
 var lanesTight = false

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/scrubd/scrubd/swpath/rule"
 	"github.com/scrubd/scrubd/swpath/traffic"
 )
 
@@ -157,6 +158,17 @@ func TestNodes32(t *testing.T) {
 // every lane past nodes32Head levels (a tail of nearly the whole group);
 // the second is one leaf (a tail of no lane).
 func TestWalkLanes32Words(t *testing.T) {
+	d, one := chainTrees32(t)
+	for _, pair := range [][2]*dtree{{d, one}, {one, d}} {
+		walkPair32(t, pair[0], pair[1])
+	}
+}
+
+// chainTrees32 returns TestWalkLanes32Words' trees, with their 4-byte
+// node words: a chain of levels whose last words are the last that a
+// 4-byte word can name, and a tree that is one leaf.
+func chainTrees32(t *testing.T) (*dtree, *dtree) {
+	t.Helper()
 	const last = 1<<19 - 4
 	d := dtree{root: 1<<56 | 63<<48 | 1<<32 | 1, nodes: make([]uint64, last+4)}
 	leaves := []uint64{1 << 63, 1<<63 | 1<<62 | 255<<32 | 0x3fffff, 1<<63 | 8<<32 | 0x2aaaaa, 1<<63 | 1<<62 | 1<<32 | 0x155555}
@@ -192,9 +204,7 @@ func TestWalkLanes32Words(t *testing.T) {
 			t.Fatal("no 4-byte words")
 		}
 	}
-	for _, pair := range [][2]*dtree{{&d, &one}, {&one, &d}} {
-		walkPair32(t, pair[0], pair[1])
-	}
+	return &d, &one
 }
 
 // walkPair32 is TestWalkLanes32Words for trees d0 and d1.
@@ -272,6 +282,70 @@ func checkTail(t *testing.T, ln int, ds [2]*dtree, keys *[3][treeGroup]uint64, t
 					t.Fatalf("group of %d, tree %d, tail entry %d: key word %d %#x, want lane %d's %#x", ln, ti, j, w, tail.keys[ti][w][j], i, keys[w][i])
 				}
 			}
+		}
+	}
+}
+
+// TestWalkGroups checks the group walks (walkGroup over 8-byte node
+// words, walkGroup32 over 4-byte ones), which cvecBurst takes where
+// walkQuads does not run, against the scalar walk (dtree.walk): the two
+// trees of ClassBench-style sets of 1k and 10k rules, every group length
+// up to treeGroup, a packet that is not IP at the empty leaf.
+func TestWalkGroups(t *testing.T) {
+	for _, n := range []int{1000, 10000} {
+		set := traffic.ClassBenchRules(uint64(n)+13, n)
+		tab, err := Compile(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tab.tr
+		if tr == nil || len(tr.t) != 2 {
+			t.Fatalf("%d rules: want two trees", n)
+		}
+		g := traffic.NewGenerator(traffic.Config{Seed: uint64(n), Rules: set, RuleFraction: 0.9})
+		fs := parseAll(g.Frames(2 * treeGroup))
+		for i := 0; i < len(fs); i += 29 {
+			fs[i] = rule.Fields{} // not IP
+		}
+		var keys [treeGroup]treeKey
+		var got, got32 [treeGroup]uint64
+		steps := 0
+		for ti := range tr.t {
+			d := tr.t[ti]
+			// Padded trees' chains of one child have no 4-byte form.
+			var ok bool
+			if d.nodes32, d.root32, ok = d.words32(); ok == tr.padded {
+				t.Fatalf("%d rules, tree %d: 4-byte node words %v, padded %v", n, ti, ok, tr.padded)
+			}
+			if n == 10000 && !ok {
+				t.Fatalf("%d rules, tree %d: no 4-byte node words to test", n, ti)
+			}
+			for ln := 1; ln <= treeGroup; ln++ {
+				grp := fs[ln%2*treeGroup:][:ln]
+				for i := range grp {
+					keys[i] = treeKey{grp[i].Src.Hi, grp[i].Dst.Hi, miscWord(&grp[i]) | tr.topBits(&grp[i])}
+				}
+				d.walkGroup(grp, &got, &keys)
+				got32 = got
+				if ok {
+					d.walkGroup32(grp, &got32, &keys)
+				}
+				for i := range grp {
+					want := treeLeaf
+					if grp[i].Family != 0 {
+						want = d.walk(&keys[i])
+						for x := d.root; x&treeLeaf == 0; x = d.nodes[child(x, keys[i][x>>56&3])] {
+							steps++
+						}
+					}
+					if got[i] != want || got32[i] != want {
+						t.Fatalf("%d rules, tree %d, group of %d: lane %d reached %#x (8-byte words) and %#x (4-byte), the scalar walk %#x", n, ti, ln, i, got[i], got32[i], want)
+					}
+				}
+			}
+		}
+		if steps < treeGroup*treeGroup {
+			t.Fatalf("%d rules: %d walk steps: the trees are too shallow to test the walks", n, steps)
 		}
 	}
 }

@@ -54,6 +54,7 @@ type mutation struct {
 const (
 	cpuAVX512 = "AVX-512 (F, VL, BW) and BMI2"
 	cpuVBMI2  = "AVX-512 (F, VL, BW, VBMI2) and BMI2"
+	cpuAVX2   = "AVX2, BMI1 and BMI2"
 )
 
 // cpuHas reports whether this CPU has feature f (a mutation's cpu).
@@ -66,6 +67,8 @@ func cpuHas(f string) bool {
 		return lanes
 	case cpuVBMI2:
 		return lanes && cpu.X86.HasAVX512VBMI2
+	case cpuAVX2:
+		return runtime.GOARCH == "amd64" && cpu.X86.HasAVX2 && cpu.X86.HasBMI1 && cpu.X86.HasBMI2
 	}
 	fatal(fmt.Errorf("unknown CPU feature %q", f))
 	return false
@@ -392,7 +395,7 @@ var mutations = []mutation{
 		name: "classifier: the group walk of 4-byte node words cuts one bit less",
 		edits: []edit{{"swpath/classifier/tree_nodes32.go",
 			"&(2<<(x>>n32CutBit&15)-1)]", "&(1<<(x>>n32CutBit&15)-1)]", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestCGroupForced",
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkGroups|TestCGroupForced",
 	},
 	{
 		name: "classifier: without the lane walk, no set gets compact blocks",
@@ -1105,6 +1108,54 @@ var mutations = []mutation{
 			"\tMINIMUM(R10) \\\n\tVZEROUPPER \\\n\tSHLL\t$8, BX \\\n",
 			"\tMINIMUM(R10) \\\n\tSHLL\t$8, BX \\\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestStubsVEX", long: true,
+	},
+	{
+		name: "classifier: walkQuads2 takes key word 1 for key word 2 (amd64)",
+		edits: []edit{{"swpath/classifier/tree_quads_amd64.s",
+			"\tVPCMPEQQ\tY9, Y2, Y6 \\\n", "\tVPCMPEQQ\tY8, Y2, Y6 \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkQuads", cpu: cpuAVX2,
+	},
+	{
+		name: "classifier: walkQuads2 takes the shift one bit low in the node word (amd64)",
+		edits: []edit{{"swpath/classifier/tree_quads_amd64.s",
+			"\tVPSRLQ\t$48, Y0, Y2 \\\n", "\tVPSRLQ\t$47, Y0, Y2 \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkQuads", cpu: cpuAVX2,
+	},
+	{
+		name: "classifier: walkQuads2 walks tree 1 over tree 0's node words (amd64)",
+		edits: []edit{{"swpath/classifier/tree_quads_amd64.s",
+			"\tQLEVEL(R12, QSTEP, DI, 1024, chunk1, done1)\n", "\tQLEVEL(R12, QSTEP, SI, 1024, chunk1, done1)\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkQuads", cpu: cpuAVX2,
+	},
+	{
+		name: "classifier: walkQuads2 drops every chunk after one step (amd64)",
+		edits: []edit{{"swpath/classifier/tree_quads_amd64.s",
+			"\tCMPL\tR9, $15 \\\n\tJEQ\tlbl \\\n", "\tCMPL\tR9, $15 \\\n\tJMP\tlbl \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkQuads", cpu: cpuAVX2,
+	},
+	{
+		name: "classifier: walkQuads2d masks a cut of k bits with k+1 (amd64)",
+		edits: []edit{{"swpath/classifier/tree_quads_amd64.s",
+			"\tVPSUBQ\tY8, Y2, Y2 \\\n", "\tVPSUBQ\tY9, Y2, Y2 \\\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkQuads", cpu: cpuAVX2,
+	},
+	{
+		name: "classifier: walkQuads2d starts the lanes of a group rounded to four, not eight (amd64)",
+		edits: []edit{{"swpath/classifier/tree_quads_amd64.s",
+			"\tANDQ\t$-8, CX\n\tQCONSTS(48)\n", "\tANDQ\t$-4, CX\n\tQCONSTS(48)\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkQuads", cpu: cpuAVX2,
+	},
+	{
+		name: "classifier: walkQuads2d starts tree 1's lanes at tree 0's root (amd64)",
+		edits: []edit{{"swpath/classifier/tree_quads_amd64.s",
+			"\tVMOVDQU\tX1, 512(R10)(AX*4)\n", "\tVMOVDQU\tX0, 512(R10)(AX*4)\n", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkQuads", cpu: cpuAVX2,
+	},
+	{
+		name: "classifier: cvecBurst gives the stub's walk the destination word for the misc word",
+		edits: []edit{{"swpath/classifier/tree_cblock.go",
+			"lk[0][i], lk[1][i], lk[2][i] = keys[i][0], keys[i][1], keys[i][2]", "lk[0][i], lk[1][i], lk[2][i] = keys[i][0], keys[i][1], keys[i][1]", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCGroupForced", cpu: cpuAVX2,
 	},
 	{
 		name: "classifier: laneKeys8 keeps lanePorts on packets with ports (amd64)",
