@@ -293,17 +293,7 @@ func checkTail(t *testing.T, ln int, ds [2]*dtree, keys *[3][treeGroup]uint64, t
 // up to treeGroup, a packet that is not IP at the empty leaf.
 func TestWalkGroups(t *testing.T) {
 	for _, n := range []int{1000, 10000} {
-		set := traffic.ClassBenchRules(uint64(n)+13, n)
-		tab, err := Compile(set)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := tab.tr
-		if tr == nil || len(tr.t) != 2 {
-			t.Fatalf("%d rules: want two trees", n)
-		}
-		g := traffic.NewGenerator(traffic.Config{Seed: uint64(n), Rules: set, RuleFraction: 0.9})
-		fs := parseAll(g.Frames(2 * treeGroup))
+		tr, fs := twoTrees(t, n, 13, 2*treeGroup)
 		for i := 0; i < len(fs); i += 29 {
 			fs[i] = rule.Fields{} // not IP
 		}
@@ -348,4 +338,20 @@ func TestWalkGroups(t *testing.T) {
 			t.Fatalf("%d rules: %d walk steps: the trees are too shallow to test the walks", n, steps)
 		}
 	}
+}
+
+// twoTrees compiles a set of n ClassBench-style rules (seed n+seed) and
+// returns its trees, which must be two, and k packets generated from it.
+func twoTrees(t *testing.T, n int, seed uint64, k int) (*trees, []rule.Fields) {
+	t.Helper()
+	set := traffic.ClassBenchRules(uint64(n)+seed, n)
+	tab, err := Compile(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab.tr == nil || len(tab.tr.t) != 2 {
+		t.Fatalf("%d rules: want two trees", n)
+	}
+	g := traffic.NewGenerator(traffic.Config{Seed: uint64(n), Rules: set, RuleFraction: 0.9})
+	return tab.tr, parseAll(g.Frames(k))
 }

@@ -116,6 +116,21 @@ lbl: \
 done: \
 	MOVQ	R13, m
 
+// QWALK walks both trees (nodes at SI and DI) with step (QSTEP or
+// QSTEPD; tree 1's lanes at off1) until neither has a chunk in its mask
+// (R11, R12), and returns.
+#define QWALK(step, off1, level, c0, d0, c1, d1, done) \
+level: \
+	MOVQ	R11, AX \
+	ORQ	R12, AX \
+	JEQ	done \
+	QLEVEL(R11, step, SI, 0, c0, d0) \
+	QLEVEL(R12, step, DI, off1, c1, d1) \
+	JMP	level \
+done: \
+	VZEROUPPER \
+	RET
+
 // QMASKS sets R11 and R12, the chunk masks of trees 0 and 1, to the
 // chunks of the CX lanes (a multiple of eight). A tree whose root is a
 // leaf takes one step that gathers nothing. Uses BX.
@@ -153,16 +168,7 @@ init:
 	JMP	init
 inited:
 	QMASKS
-level:
-	MOVQ	R11, AX
-	ORQ	R12, AX
-	JEQ	done
-	QLEVEL(R11, QSTEP, SI, 0, chunk0, done0)
-	QLEVEL(R12, QSTEP, DI, 1024, chunk1, done1)
-	JMP	level
-done:
-	VZEROUPPER
-	RET
+	QWALK(QSTEP, 1024, level, chunk0, done0, chunk1, done1, done)
 
 // func walkQuads2d(nodes0 *uint32, root0 uint32, nodes1 *uint32, root1 uint32, keys *[3][treeGroup]uint64, w *[2][treeGroup]uint32, n int)
 TEXT ·walkQuads2d(SB), NOSPLIT|NOFRAME, $0-56
@@ -184,18 +190,10 @@ TEXT ·walkQuads2d(SB), NOSPLIT|NOFRAME, $0-56
 	XORL	AX, AX
 initd:
 	CMPQ	AX, CX
-	JGE	levelD
+	JGE	walkd
 	VMOVDQU	X0, (R10)(AX*4)
 	VMOVDQU	X1, 512(R10)(AX*4)
 	ADDQ	$4, AX
 	JMP	initd
-levelD:
-	MOVQ	R11, AX
-	ORQ	R12, AX
-	JEQ	doneD
-	QLEVEL(R11, QSTEPD, SI, 0, chunkD0, doneD0)
-	QLEVEL(R12, QSTEPD, DI, 512, chunkD1, doneD1)
-	JMP	levelD
-doneD:
-	VZEROUPPER
-	RET
+walkd:
+	QWALK(QSTEPD, 512, levelD, chunkD0, doneD0, chunkD1, doneD1, doneD)

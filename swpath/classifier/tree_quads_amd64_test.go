@@ -5,8 +5,6 @@ package classifier
 import (
 	"math/rand/v2"
 	"testing"
-
-	"github.com/scrubd/scrubd/swpath/traffic"
 )
 
 // TestWalkQuads checks walkQuads (walkQuads2, and walkQuads2d over
@@ -24,23 +22,13 @@ func TestWalkQuads(t *testing.T) {
 		sizes = sizes[:2]
 	}
 	for _, n := range sizes {
-		set := traffic.ClassBenchRules(uint64(n)+11, n)
-		tab, err := Compile(set)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := tab.tr
-		if tr == nil || len(tr.t) != 2 {
-			t.Fatalf("%d rules: want two trees", n)
-		}
+		tr, fs := twoTrees(t, n, 11, treeGroup)
 		d0, d1 := tr.t[0], tr.t[1]
 		d0.nodes32, d1.nodes32 = nil, nil
 		w0, w1 := d0, d1
 		var ok0, ok1 bool
 		w0.nodes32, w0.root32, ok0 = d0.words32()
 		w1.nodes32, w1.root32, ok1 = d1.words32()
-		g := traffic.NewGenerator(traffic.Config{Seed: uint64(n), Rules: set, RuleFraction: 0.9})
-		fs := parseAll(g.Frames(treeGroup))
 		rng := rand.New(rand.NewPCG(uint64(n), 5))
 		var keys [3][treeGroup]uint64
 		steps := 0

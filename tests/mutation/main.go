@@ -1122,9 +1122,9 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkQuads", cpu: cpuAVX2,
 	},
 	{
-		name: "classifier: walkQuads2 walks tree 1 over tree 0's node words (amd64)",
+		name: "classifier: walkQuads2 and walkQuads2d walk tree 1 over tree 0's node words (amd64)",
 		edits: []edit{{"swpath/classifier/tree_quads_amd64.s",
-			"\tQLEVEL(R12, QSTEP, DI, 1024, chunk1, done1)\n", "\tQLEVEL(R12, QSTEP, SI, 1024, chunk1, done1)\n", 1}},
+			"\tQLEVEL(R12, step, DI, off1, c1, d1) \\\n", "\tQLEVEL(R12, step, SI, off1, c1, d1) \\\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkQuads", cpu: cpuAVX2,
 	},
 	{
