@@ -475,25 +475,28 @@ const cblockAhead = 8
 func (t *Table) cvecBurst(fs []rule.Fields, out []int32, s *treeScratch) int {
 	tr := t.tr
 	trs := tr.t
-	keys, cur, best := &s.keys, &s.cur, &s.best
+	keys, lk, cur, best := &s.keys, &s.lanes.keys, &s.cur, &s.best
 	b0, b1 := &tr.cblk[0][0], &tr.cblk[1][0]
+	// stub: the walk of both trees takes the stub (walkLanes2), which
+	// reads the keys word by word (lk); the group walks read them by
+	// packet (keys). The scans take the misc word from lk.
+	stub := (lanesCPU || quadsCPU) && len(trs) == 2
 	probes := 0
 	for len(fs) > 0 {
 		n := min(len(fs), treeGroup)
 		g := fs[:n]
 		for i := range g {
 			f := &g[i]
-			keys[i] = treeKey{f.Src.Hi, f.Dst.Hi, miscWord(f) | tr.miscBits(f)}
+			w0, w1, w2 := f.Src.Hi, f.Dst.Hi, miscWord(f)|tr.miscBits(f)
+			lk[0][i], lk[1][i], lk[2][i] = w0, w1, w2
+			if !stub {
+				keys[i] = treeKey{w0, w1, w2}
+			}
 			probes += len(trs) * int(min(f.Family, 1))
 		}
-		if (lanesCPU || quadsCPU) && len(trs) == 2 {
-			// The stub's walk of both trees, from the keys word by
-			// word. A packet that is not IP walks too; its leaves are
-			// only prefetched (cvecBest skips it).
-			lk := &s.lanes.keys
-			for i := range g {
-				lk[0][i], lk[1][i], lk[2][i] = keys[i][0], keys[i][1], keys[i][2]
-			}
+		if stub {
+			// A packet that is not IP walks too; its leaves are only
+			// prefetched (cvecBest skips it).
 			walkLanes2(&trs[0], &trs[1], lk, (*[2][treeGroup]uint64)(cur[:2]), n, nil)
 		} else {
 			for ti := range trs {
@@ -516,7 +519,7 @@ func (t *Table) cvecBurst(fs []rule.Fields, out []int32, s *treeScratch) int {
 			}
 			best[i] = treeNoRank
 			if g[i].Family != 0 {
-				best[i] = t.cvecBest(&g[i], cur[0][i], cur[1][i], keys[i][2])
+				best[i] = t.cvecBest(&g[i], cur[0][i], cur[1][i], lk[2][i])
 			}
 		}
 		// The rules in a pass of their own: each a load from an array

@@ -388,7 +388,7 @@ var mutations = []mutation{
 	{
 		name: "classifier: bursts over compact blocks without the lane walk scan tree 0's leaf for tree 1's",
 		edits: []edit{{"swpath/classifier/tree_cblock.go",
-			"best[i] = t.cvecBest(&g[i], cur[0][i], cur[1][i], keys[i][2])", "best[i] = t.cvecBest(&g[i], cur[0][i], cur[0][i], keys[i][2])", 1}},
+			"best[i] = t.cvecBest(&g[i], cur[0][i], cur[1][i], lk[2][i])", "best[i] = t.cvecBest(&g[i], cur[0][i], cur[0][i], lk[2][i])", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCGroupForced|TestTreesBigLeaves",
 	},
 	{
@@ -1152,10 +1152,10 @@ var mutations = []mutation{
 		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkQuads", cpu: cpuAVX2,
 	},
 	{
-		name: "classifier: cvecBurst gives the stub's walk the destination word for the misc word",
+		name: "classifier: cvecBurst takes the destination word for the misc word, in the stub's walk and the scans",
 		edits: []edit{{"swpath/classifier/tree_cblock.go",
-			"lk[0][i], lk[1][i], lk[2][i] = keys[i][0], keys[i][1], keys[i][2]", "lk[0][i], lk[1][i], lk[2][i] = keys[i][0], keys[i][1], keys[i][1]", 1}},
-		pkgs: []string{"./swpath/classifier/"}, run: "TestCGroupForced", cpu: cpuAVX2,
+			"lk[0][i], lk[1][i], lk[2][i] = w0, w1, w2", "lk[0][i], lk[1][i], lk[2][i] = w0, w1, w1", 1}},
+		pkgs: []string{"./swpath/classifier/"}, run: "TestCGroupForced",
 	},
 	{
 		name: "classifier: laneKeys8 keeps lanePorts on packets with ports (amd64)",
