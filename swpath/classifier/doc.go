@@ -180,15 +180,16 @@
 // passing record needing holds that could beat the best of the scan (in
 // sets past 1 MiB of trees; in smaller ones, any such record), or a leaf
 // longer than the blocks scanned are finished in Go; arm64 has no gather,
-// and keeps the walks above. Where the CPU has AVX2 but not AVX-512
-// (cvecGroup), sets of two trees past 1 MiB of trees or of more than 8,192
-// entries get compact blocks of leaves of one block too (cgroupMin),
-// instead of the group walk's records: a burst walks a group's two trees
-// level by level, four lanes to an instruction with AVX2's gathers
-// (walkQuads, over 4-byte node words past 512 KiB), then scans each
-// packet's two blocks with AVX2's eight
-// lanes (cblockScan2, the blocks of the packet eight ahead prefetched),
-// and looks the rules up in a pass of their own (cvecBurst). With the hash tables: for
+// and keeps the walks above. Where the CPU has AVX2 but not AVX-512, and
+// on arm64 (cvecGroup), sets of two trees past 1 MiB of trees or of more
+// than 8,192 entries get compact blocks of leaves of one block too
+// (cgroupMin), instead of the group walk's records: a burst walks a
+// group's two trees level by level (on amd64 four lanes to an instruction
+// with AVX2's gathers, walkQuads, over 4-byte node words past 512 KiB; on
+// arm64 in Go, walkGroup), then scans each packet's two blocks with
+// AVX2's eight 32-bit lanes or NEON's four (cblockScan2, the blocks of the
+// packet eight ahead prefetched), and looks the rules up in a pass of
+// their own (cvecBurst). With the hash tables: for
 // small sets (prefilter hash at most 64 KiB, as about 1k ClassBench-style
 // rules) DecideBurst is the single-packet walk in
 // a loop, which was the faster there. For bigger ones it is staged over

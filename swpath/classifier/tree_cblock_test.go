@@ -114,7 +114,17 @@ func randCPacket(r *rand.Rand, rec *trec) (sd, misc uint64) {
 	sd = rec.sd | r.Uint64()&^rec.sdm
 	misc = rec.misc | r.Uint64()&^mm
 	if r.IntN(3) == 0 {
-		if bit := r.IntN(128); bit < 64 {
+		// Half the misses are at an address prefix's last bit, the bit a
+		// scan that reads the prefix one bit short (or a whole word as a
+		// prefix of its value) lets through; the others anywhere.
+		m := uint32(rec.sdm >> 32)
+		sh := 32
+		if r.IntN(2) == 0 {
+			m, sh = uint32(rec.sdm), 0
+		}
+		if r.IntN(2) == 0 && m != 0 {
+			sd ^= 1 << (bits.TrailingZeros32(m) + sh)
+		} else if bit := r.IntN(128); bit < 64 {
 			sd ^= 1 << bit
 		} else {
 			misc ^= 1 << (bit - 64)
