@@ -38,7 +38,7 @@ go test -count=1 -timeout 40m ./...
 step none "fuzz: every Fuzz target for 10 s (tests/fuzz.sh)"
 bash tests/fuzz.sh
 
-step none "mutation check: each realistic bug injected into a copy must fail the tests (tests/mutation)"
+step mutation "mutation check: each realistic bug injected into a copy must fail the tests (tests/mutation; the arm64 stubs' under qemu-user)"
 go run ./tests/mutation
 
 step none "go test -tags purego (the classifier's Go scans, which builds without its amd64 and arm64 stubs run)"

@@ -27,6 +27,7 @@ declare -A DEPS_STEP=(
 	[test]="gcc libc6-dev clang llvm libbpf-dev xdp-tools nftables ethtool util-linux iproute2 tcpdump qemu-system-x86 busybox-static cpio kmod make binutils xz-utils linux-source-6.1 @kernel-headers prometheus systemd gobgpd exabgp dpdk-dev"
 	[race]="gcc libc6-dev"
 	[mlx5]="strace gcc libc6-dev libibverbs-dev rdma-core gcc-aarch64-linux-gnu libc6-dev-arm64-cross libibverbs-dev:arm64"
+	[mutation]="qemu-user-static"
 	[arm64]="qemu-user-static"
 	[bench]="xdp-tools nftables iproute2 dpdk-dev"
 	[build]="gcc libc6-dev libibverbs-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross libibverbs-dev:arm64 qemu-user-static binutils"
