@@ -3,6 +3,18 @@
 #include "go_asm.h"
 #include "textflag.h"
 
+// LANEBITS sets r to the lanes of lo (0-3) and hi (4-7) that are all
+// ones (bit j for lane j; each lane all ones or zero): the low byte of
+// each lane's halfword, then the top bit of each byte gathered into the
+// top byte by one multiply (R13 and R14, LANES). t may be lo.
+#define LANEBITS(lo, hi, t, r) \
+	VUZP1	hi.H8, lo.H8, t.H8 \
+	VUZP1	t.B16, t.B16, t.B16 \
+	VMOV	t.D[0], r \
+	AND	R13, r, r \
+	MUL	R14, r, r \
+	LSR	$56, r, r
+
 // BLOCK tests the block at p (sblock: values at 0-127, masks at 128-255,
 // lane entries and flags at 256; eight lanes a row, each row two halves
 // of four) against the packet's lanes in V0-V3 (source, destination, misc
@@ -52,12 +64,7 @@
 	VORR	V25.B16, V17.B16, V17.B16 \
 	VUMIN	V16.S4, V11.S4, V11.S4 \
 	VUMIN	V17.S4, V11.S4, V11.S4 \
-	VUZP1	V21.H8, V20.H8, V22.H8 \
-	VUZP1	V22.B16, V22.B16, V22.B16 \
-	VMOV	V22.D[0], r \
-	AND	R13, r, r \
-	MUL	R14, r, r \
-	LSR	$56, r, r
+	LANEBITS(V20, V21, V22, r)
 
 // LANES loads the packet's lanes from the arguments sd, misc and flags
 // (leafScan4's and leafScan2's first three) into V0-V3 and V8, laneEnt
@@ -188,12 +195,7 @@ TEXT ·leafScan2(SB), NOSPLIT|NOFRAME, $0-48
 	VCMTST	V7.S4, V5.S4, V5.S4 \
 	CHALF(V16, V18, V20, V22, V24, V26, V4, V4) \
 	CHALF(V17, V19, V21, V23, V25, V27, V5, V5) \
-	VUZP1	V5.H8, V4.H8, V4.H8 \
-	VUZP1	V4.B16, V4.B16, V4.B16 \
-	VMOV	V4.D[0], r \
-	AND	R13, r, r \
-	MUL	R14, r, r \
-	LSR	$56, r, r
+	LANEBITS(V4, V5, V4, r)
 
 // cblockBits holds bit j in 32-bit lane j: CBLK's lane bits.
 DATA cblockBits<>+0(SB)/4, $1
