@@ -478,8 +478,10 @@ func (t *Table) cvecBurst(fs []rule.Fields, out []int32, s *treeScratch) int {
 	keys, lk, cur, best := &s.keys, &s.lanes.keys, &s.cur, &s.best
 	b0, b1 := &tr.cblk[0][0], &tr.cblk[1][0]
 	// stub: the walk of both trees takes the stub (walkLanes2), which
-	// reads the keys word by word (lk); the group walks read them by
-	// packet (keys). The scans take the misc word from lk.
+	// reads the keys word by word (lk); the group walks (arm64's, and
+	// amd64's without AVX2) read them by packet (keys). Each packet's
+	// words are written once, in the form its walk reads, and its misc
+	// word to lk[2] either way, whence the scans take it.
 	stub := (lanesCPU || quadsCPU) && len(trs) == 2
 	probes := 0
 	for len(fs) > 0 {
@@ -488,8 +490,10 @@ func (t *Table) cvecBurst(fs []rule.Fields, out []int32, s *treeScratch) int {
 		for i := range g {
 			f := &g[i]
 			w0, w1, w2 := f.Src.Hi, f.Dst.Hi, miscWord(f)|tr.miscBits(f)
-			lk[0][i], lk[1][i], lk[2][i] = w0, w1, w2
-			if !stub {
+			lk[2][i] = w2
+			if stub {
+				lk[0][i], lk[1][i] = w0, w1
+			} else {
 				keys[i] = treeKey{w0, w1, w2}
 			}
 			probes += len(trs) * int(min(f.Family, 1))

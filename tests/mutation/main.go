@@ -1173,7 +1173,7 @@ var mutations = []mutation{
 	{
 		name: "classifier: walkQuads2d starts tree 1's lanes at tree 0's root (amd64)",
 		edits: []edit{{"swpath/classifier/tree_quads_amd64.s",
-			"\tVMOVDQU\tX1, 512(R10)(AX*4)\n", "\tVMOVDQU\tX0, 512(R10)(AX*4)\n", 1}},
+			"\tQFILL(X0, X1, R10, 4, 512, initd, walkd)\n", "\tQFILL(X0, X0, R10, 4, 512, initd, walkd)\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestWalkQuads", cpu: cpuAVX2,
 	},
 	{
@@ -1221,7 +1221,7 @@ var mutations = []mutation{
 	{
 		name: "classifier: cvecBurst takes the destination word for the misc word, in the stub's walk and the scans",
 		edits: []edit{{"swpath/classifier/tree_cblock.go",
-			"lk[0][i], lk[1][i], lk[2][i] = w0, w1, w2", "lk[0][i], lk[1][i], lk[2][i] = w0, w1, w1", 1}},
+			"lk[2][i] = w2\n", "lk[2][i] = w1\n", 1}},
 		pkgs: []string{"./swpath/classifier/"}, run: "TestCGroupForced",
 	},
 	{
