@@ -175,8 +175,8 @@ type laneTail struct {
 // walkGroup32 is walkGroup over d's 4-byte node words (nodes32), which
 // it decodes as node64 does, the leaf words widened at the end: for
 // cvecBurst, whose sets' node words pass nodes32Min bytes, where
-// walkQuads does not run (quadsCPU; and where tests force cvecBurst on
-// other CPUs). On an AMD EPYC
+// walkQuads does not run (quadsCPU false): on arm64, and where tests
+// force cvecBurst on amd64 without AVX2 or under purego. On an AMD EPYC
 // without AVX-512 (family 25 model 1, under KVM), fresh 5-tuple bursts
 // at 100k ClassBench-style rules took 0.82-0.88 of the time of walkGroup
 // over the 8-byte words (three runs, the two tables alternated 21 times

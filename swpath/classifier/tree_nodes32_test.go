@@ -324,9 +324,8 @@ func TestWalkGroups(t *testing.T) {
 					want := treeLeaf
 					if grp[i].Family != 0 {
 						want = d.walk(&keys[i])
-						for x := d.root; x&treeLeaf == 0; x = d.nodes[child(x, keys[i][x>>56&3])] {
-							steps++
-						}
+						_, st := wordWalk(&d, &keys[i])
+						steps += st
 					}
 					if got[i] != want || got32[i] != want {
 						t.Fatalf("%d rules, tree %d, group of %d: lane %d reached %#x (8-byte words) and %#x (4-byte), the scalar walk %#x", n, ti, ln, i, got[i], got32[i], want)
@@ -338,6 +337,17 @@ func TestWalkGroups(t *testing.T) {
 			t.Fatalf("%d rules: %d walk steps: the trees are too shallow to test the walks", n, steps)
 		}
 	}
+}
+
+// wordWalk walks d for key k from its root, one 8-byte node word at a
+// time, and returns the leaf word it reaches and the steps it took.
+func wordWalk(d *dtree, k *treeKey) (leaf uint64, steps int) {
+	x := d.root
+	for x&treeLeaf == 0 {
+		x = d.nodes[child(x, k[x>>56&3])]
+		steps++
+	}
+	return x, steps
 }
 
 // twoTrees compiles a set of n ClassBench-style rules (seed n+seed) and

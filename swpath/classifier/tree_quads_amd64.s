@@ -142,6 +142,20 @@ done: \
 	DECQ	R11 \
 	MOVQ	R11, R12
 
+// QFILL stores the roots r0 and r1 (four lanes each, elements of sz
+// bytes) to the CX lanes of tree 0 at base and of tree 1 at off1(base),
+// where the walk starts. Uses AX.
+#define QFILL(r0, r1, base, sz, off1, lbl, done) \
+	XORL	AX, AX \
+lbl: \
+	CMPQ	AX, CX \
+	JGE	done \
+	VMOVDQU	r0, (base)(AX*sz) \
+	VMOVDQU	r1, off1(base)(AX*sz) \
+	ADDQ	$4, AX \
+	JMP	lbl \
+done:
+
 // func walkQuads2(nodes0 *uint64, root0 uint64, nodes1 *uint64, root1 uint64, keys *[3][treeGroup]uint64, cur *[2][treeGroup]uint64, n int)
 TEXT ·walkQuads2(SB), NOSPLIT|NOFRAME, $0-56
 	MOVQ	nodes0+0(FP), SI
@@ -158,15 +172,7 @@ TEXT ·walkQuads2(SB), NOSPLIT|NOFRAME, $0-56
 	VPBROADCASTQ	X0, Y0
 	VMOVQ	R10, X1
 	VPBROADCASTQ	X1, Y1
-	XORL	AX, AX
-init:
-	CMPQ	AX, CX
-	JGE	inited
-	VMOVDQU	Y0, (R8)(AX*8)
-	VMOVDQU	Y1, 1024(R8)(AX*8)
-	ADDQ	$4, AX
-	JMP	init
-inited:
+	QFILL(Y0, Y1, R8, 8, 1024, init, inited)
 	QMASKS
 	QWALK(QSTEP, 1024, level, chunk0, done0, chunk1, done1, done)
 
@@ -187,13 +193,5 @@ TEXT ·walkQuads2d(SB), NOSPLIT|NOFRAME, $0-56
 	VPBROADCASTD	X1, X1
 	QMASKS
 	MOVQ	w+40(FP), R10
-	XORL	AX, AX
-initd:
-	CMPQ	AX, CX
-	JGE	walkd
-	VMOVDQU	X0, (R10)(AX*4)
-	VMOVDQU	X1, 512(R10)(AX*4)
-	ADDQ	$4, AX
-	JMP	initd
-walkd:
+	QFILL(X0, X1, R10, 4, 512, initd, walkd)
 	QWALK(QSTEPD, 512, levelD, chunkD0, doneD0, chunkD1, doneD1, doneD)

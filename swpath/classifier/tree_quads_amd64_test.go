@@ -86,12 +86,9 @@ func checkQuads(t *testing.T, d0, d1 *dtree, keys *[3][treeGroup]uint64, ln int)
 	for i := range (ln + 7) &^ 7 {
 		k := treeKey{keys[0][i], keys[1][i], keys[2][i]}
 		for ti, d := range [2]*dtree{d0, d1} {
-			x := d.root
-			for x&treeLeaf == 0 {
-				x = d.nodes[child(x, k[x>>56&3])]
-				steps++
-			}
+			x, st := wordWalk(d, &k)
 			want[ti][i] = x
+			steps += st
 		}
 	}
 	got := start
