@@ -387,7 +387,7 @@ func TestFreshSenderVeth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lk.Close()
-	gen := &liveGen{prog: r.program(t, ringTX, nil)}
+	gen := newRingGen(t, r.program(t, ringTX, nil), frames)
 	l.in(t, l.fdA, func() {
 		var one unix.CPUSet
 		one.Set(0)
