@@ -146,11 +146,11 @@ type xdpMd struct{ Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, Egress
 //
 // Some kernels refuse live frames to a process that may otherwise run BPF:
 // BPF_PROG_RUN answers EPERM (seen on a 6.18 VM kernel, as root but without
-// CAP_SYS_RESOURCE in the bounding set). There the generator sends the same stream
-// through an AF_PACKET socket on the same interface instead (packet(7),
-// PACKET_QDISC_BYPASS): each frame then reaches vb's XDP as an skb, which
-// veth's XDP receive path (drivers/net/veth.c, veth_xdp_rcv_skb) turns into
-// an xdp_buff for the same program. The frames, their order and their
+// CAP_SYS_RESOURCE in the bounding set). There the generator sends the same
+// stream through an AF_PACKET socket on the same interface instead
+// (packet(7), PACKET_QDISC_BYPASS): each frame then reaches vb's XDP as an
+// skb, which veth's XDP receive path (drivers/net/veth.c, veth_xdp_rcv_skb)
+// turns into an xdp_buff for the same program. The frames, their order and their
 // counts are the same, so every assertion on the far side stands; only the
 // sender's own cost differs, and the generator logs which sender ran.
 type liveGen struct {
