@@ -132,6 +132,7 @@ type ring struct {
 	frames *ebpf.Map
 	ctr    *ebpf.Map
 	n      int
+	list   [][]byte // the frames, for the packet-socket sender (liveGen)
 }
 
 func newRing(tb testing.TB, frames [][]byte) *ring {
@@ -161,7 +162,7 @@ func newRing(tb testing.TB, frames [][]byte) *ring {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { cm.Close() })
-	return &ring{frames: fm, ctr: cm, n: n}
+	return &ring{frames: fm, ctr: cm, n: n, list: frames}
 }
 
 // reset starts the walk over the ring at frame 0.
@@ -387,7 +388,7 @@ func TestFreshSenderVeth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lk.Close()
-	gen := newRingGen(t, r.program(t, ringTX, nil), frames)
+	gen := newGen(t, r.program(t, ringTX, nil), r)
 	l.in(t, l.fdA, func() {
 		var one unix.CPUSet
 		one.Set(0)

@@ -150,16 +150,16 @@ type xdpMd struct{ Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, Egress
 // stream through an AF_PACKET socket on the same interface instead
 // (packet(7), PACKET_QDISC_BYPASS): each frame then reaches vb's XDP as an
 // skb, which veth's XDP receive path (drivers/net/veth.c, veth_xdp_rcv_skb)
-// turns into an xdp_buff for the same program. The frames, their order and their
-// counts are the same, so every assertion on the far side stands; only the
-// sender's own cost differs, and the generator logs which sender ran.
+// turns into an xdp_buff for the same program. The frames, their order and
+// their counts are the same, so every assertion on the far side stands;
+// only the sender's own cost differs, and the generator logs which sender
+// ran.
 type liveGen struct {
 	prog *ebpf.Program
-	// ring, where set, is what prog's ring holds, in its order: prog
-	// rewrites each frame to the ring's next, and the packet-socket sender
-	// sends ring[next] in its place.
-	ring [][]byte
-	next uint64
+	// ring, where set, is the ring prog walks (a ring program rewrites
+	// each frame to the ring's next); the packet-socket sender walks it
+	// too, from the same counter, so ring.reset starts either sender over.
+	ring *ring
 	sent atomic.Uint64 // frames sent
 	// refused is set once the kernel refused live frames; every later send
 	// goes through the packet socket.
@@ -174,14 +174,14 @@ func newLiveGen(t testing.TB) *liveGen {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	return newRingGen(t, p, nil)
+	return newGen(t, p, nil)
 }
 
-// newRingGen returns the generator of prog (an XDP_TX program; a ring
-// program with its ring's frames), which says at the end of the test or
-// benchmark if it had to send through the packet socket.
-func newRingGen(tb testing.TB, prog *ebpf.Program, ring [][]byte) *liveGen {
-	g := &liveGen{prog: prog, ring: ring}
+// newGen returns the generator of prog, an XDP_TX program (with r, the
+// ring program of r), which says at the end of the test or benchmark if
+// it had to send through the packet socket.
+func newGen(tb testing.TB, prog *ebpf.Program, r *ring) *liveGen {
+	g := &liveGen{prog: prog, ring: r}
 	tb.Cleanup(func() {
 		if g.refused.Load() {
 			tb.Logf("the kernel refused live frames (BPF_PROG_RUN: EPERM): %d frames went through an AF_PACKET socket instead", g.sent.Load())
@@ -218,15 +218,22 @@ func (g *liveGen) sendPacket(ifindex int, frame []byte, repeat uint32) error {
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); err != nil {
 		return fmt.Errorf("PACKET_QDISC_BYPASS: %w", err)
 	}
+	var pos uint64 // the ring's counter, as the ring program reads it
+	if g.ring != nil {
+		if err := g.ring.ctr.Lookup(uint32(0), &pos); err != nil {
+			return fmt.Errorf("ring counter: %w", err)
+		}
+	}
+	sa := &unix.SockaddrLinklayer{Ifindex: ifindex}
 	for range repeat {
 		f := frame
-		if len(g.ring) > 0 {
-			f = g.ring[g.next%uint64(len(g.ring))]
-			g.next++
+		if g.ring != nil {
+			f = g.ring.list[pos&uint64(g.ring.n-1)]
+			pos++
 		}
 		// sll_protocol is the frame's EtherType as it sits in the frame
 		// (network order), which the kernel takes for skb->protocol.
-		sa := &unix.SockaddrLinklayer{Ifindex: ifindex, Protocol: binary.NativeEndian.Uint16(f[12:14])}
+		sa.Protocol = binary.NativeEndian.Uint16(f[12:14])
 		for {
 			err = unix.Sendto(fd, f, 0, sa)
 			if !errors.Is(err, unix.ENOBUFS) && !errors.Is(err, unix.EAGAIN) {
@@ -238,6 +245,11 @@ func (g *liveGen) sendPacket(ifindex int, frame []byte, repeat uint32) error {
 			return fmt.Errorf("sendto ifindex %d: %w", ifindex, err)
 		}
 		g.sent.Add(1)
+	}
+	if g.ring != nil {
+		if err := g.ring.ctr.Put(uint32(0), pos); err != nil {
+			return fmt.Errorf("ring counter: %w", err)
+		}
 	}
 	return nil
 }

@@ -59,7 +59,7 @@ func BenchmarkVethPipapo(b *testing.B) {
 		r := newRing(b, frames)
 		return []stream{
 			{"1flow", gen, pipapoFrame(b, set, vaMAC, l.vbMAC)},
-			{"fresh", newRingGen(b, r.program(b, ringTX, nil), frames), frames[0]},
+			{"fresh", newGen(b, r.program(b, ringTX, nil), r), frames[0]},
 		}
 	}
 	report := func(b *testing.B, m [3]float64, base float64) {
